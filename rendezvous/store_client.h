@@ -1,0 +1,99 @@
+/*
+ * store_client.h - blocking client of a TCPStore-compatible server
+ * (ddp-rdzvd, ddplaunch's store, or torch's own 2.x TCPStore server).
+ *
+ * It speaks the torch 2.x framing (validate handshake, one connection, ping,
+ * cancel-wait). Keys are sent exactly as given: no "/" is added (torch's
+ * Python client prefixes "/"; add it yourself to share keys with torch).
+ *
+ * Errors: every fallible call returns >= 0 on success or a negative errno:
+ *   -ETIMEDOUT     a deadline passed (store_client_error() names the key(s)
+ *                  still missing, or the operation)
+ *   -ECONNREFUSED  nobody listens at the address (the message names it)
+ *   -ECONNRESET / -EPIPE  the server closed the connection
+ *   -EPROTO        the server sent something that is not a valid reply
+ *   -EINVAL        bad arguments (e.g. a key or value over the wire limits)
+ *   -ENOMEM
+ * After any error other than -ETIMEDOUT from store_client_wait(), the
+ * connection is unusable: free the client and connect again.
+ * A client is used by one thread at a time.
+ */
+#ifndef DDP_RENDEZVOUS_STORE_CLIENT_H
+#define DDP_RENDEZVOUS_STORE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store_client;
+
+/* Connects to host:port, retrying refused/unreachable connects with
+ * exponential backoff and jitter until `timeout_ms` has passed, then does the
+ * validate + ping handshake. On failure *out is NULL and, if `errbuf` is not
+ * NULL, a message naming the address is written there. */
+int store_client_connect(const char *host, int port, uint64_t timeout_ms, struct store_client **out,
+			 char *errbuf, size_t errbuf_len);
+
+/* Closes the connection and frees the client. NULL is allowed. */
+void store_client_free(struct store_client *client);
+
+/* The message describing the last error on this client ("" if none). Valid
+ * until the next call on the client. */
+const char *store_client_error(const struct store_client *client);
+
+/* Default deadline for operations that wait (get, wait, multi_get) when
+ * called with timeout_ms == 0: 300 s. */
+#define STORE_CLIENT_DEFAULT_TIMEOUT_MS 300000u
+
+int store_client_set(struct store_client *client, const char *key, const void *value, size_t len);
+
+/* Waits until `key` exists (up to timeout_ms; 0 = default), then returns a
+ * malloc'ed copy of its value in *value (NUL-terminated for convenience;
+ * *len excludes the NUL). The caller frees *value. */
+int store_client_get(struct store_client *client, const char *key, uint64_t timeout_ms,
+		     void **value, size_t *len);
+
+/* Atomically adds `delta` to the decimal integer stored at `key` (a missing
+ * key counts as 0) and returns the new value in *result. */
+int store_client_add(struct store_client *client, const char *key, int64_t delta,
+		     int64_t *result);
+
+/* torch's compare_set: if the key is missing and `expected` is empty, stores
+ * `desired`; if missing and `expected` is not empty, stores nothing; if
+ * present, replaces it with `desired` iff it equals `expected`. *current
+ * (malloc'ed, caller frees) receives the value after the operation (for a
+ * missing key with non-empty expected: `expected`). */
+int store_client_compare_set(struct store_client *client, const char *key, const void *expected,
+			     size_t expected_len, const void *desired, size_t desired_len,
+			     void **current, size_t *current_len);
+
+/* Returns 1 if every key exists, 0 if not. */
+int store_client_check(struct store_client *client, const char *const *keys, size_t nkeys);
+
+/* Waits until every key exists; -ETIMEDOUT after timeout_ms (0 = default),
+ * with store_client_error() naming the keys still missing. The wait is
+ * cancelled on the server, so the connection stays usable after a timeout. */
+int store_client_wait(struct store_client *client, const char *const *keys, size_t nkeys,
+		      uint64_t timeout_ms);
+
+int store_client_num_keys(struct store_client *client, int64_t *count);
+
+/* Returns 1 if the key existed and was deleted, 0 if it did not exist. */
+int store_client_delete(struct store_client *client, const char *key);
+
+/* Appends bytes to the key's value (creating it). */
+int store_client_append(struct store_client *client, const char *key, const void *value,
+			size_t len);
+
+/* Waits for all keys, then fetches them in one round trip. values[i] and
+ * lens[i] are filled as store_client_get() does; on error none are left
+ * allocated. */
+int store_client_multi_get(struct store_client *client, const char *const *keys, size_t nkeys,
+			   uint64_t timeout_ms, void **values, size_t *lens);
+
+int store_client_multi_set(struct store_client *client, const char *const *keys,
+			   const void *const *values, const size_t *lens, size_t nkeys);
+
+/* Round trip with a nonce; returns 0 when the server echoed it. */
+int store_client_ping(struct store_client *client);
+
+#endif

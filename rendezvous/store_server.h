@@ -1,0 +1,57 @@
+/*
+ * store_server.h - the TCPStore-compatible key-value server, embeddable in any
+ * libuv loop. ddp-rdzvd runs one on its own loop; ddplaunch hosts one on the
+ * loop that also supervises its workers.
+ *
+ * One server serves torch 1.13 clients and torch 2.x clients at the same
+ * time (each connection's generation is told from its first bytes) and our
+ * own C client (store_client.h). All memory a server owns is freed when
+ * store_server_close()'s callback runs.
+ */
+#ifndef DDP_RENDEZVOUS_STORE_SERVER_H
+#define DDP_RENDEZVOUS_STORE_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+/* Every length read from the network is checked against these before
+ * anything is allocated; a request over a limit closes that connection. */
+struct store_limits {
+	size_t max_key_len;          /* bytes in one key */
+	size_t max_value_len;        /* bytes in one value */
+	size_t max_keys_per_request; /* keys in one CHECK/WAIT/MULTI_GET/MULTI_SET */
+	size_t max_total_bytes;      /* keys + values stored, all together */
+	size_t max_connections;      /* open client connections */
+};
+
+/* Fills *limits with the defaults (sized for real jobs; see the .c file). */
+void store_limits_default(struct store_limits *limits);
+
+struct store_server;
+
+/* Creates a server on `loop` (not started). `limits` is copied; NULL means
+ * the defaults. Returns 0 or -ENOMEM. */
+int store_server_new(uv_loop_t *loop, const struct store_limits *limits,
+		     struct store_server **out);
+
+/* Binds host:port (port 0: the kernel chooses) and starts listening with a
+ * large backlog. `host` is an IPv4 or IPv6 literal or a name; "0.0.0.0" or
+ * "::" listens on every interface. Returns 0, or a negative errno (libuv's
+ * codes unchanged: UV_EADDRINUSE when another process holds the port,
+ * UV_EADDRNOTAVAIL, ...); on failure nothing stays open and the call may be
+ * repeated with another port. Call at most once successfully. */
+int store_server_listen(struct store_server *server, const char *host, int port);
+
+/* The port actually bound (after a successful listen), else 0. */
+int store_server_port(const struct store_server *server);
+
+/* Number of client connections open now (for tests and benchmarks). */
+size_t store_server_connection_count(const struct store_server *server);
+
+/* Stops listening and closes every connection. `done` (may be NULL) runs
+ * once every handle is closed and the server's memory is freed; the loop
+ * must keep running until then. Safe to call once. */
+void store_server_close(struct store_server *server, void (*done)(void *arg), void *arg);
+
+#endif
