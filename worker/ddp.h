@@ -1,0 +1,366 @@
+/*
+ * ddp.h - libddp, the C API of a data-parallel training program.
+ *
+ * A worker started by ddplaunch calls ddp_init() (which reads the launcher's
+ * environment, connects to the store and builds a communicator), then uses
+ * the collectives, the distributed sampler, the gradient reducer and the
+ * checkpoint functions below, and finally ddp_free().
+ *
+ * Errors: every fallible function returns >= 0 on success or a negative
+ * errno; ddp_error() then holds a lowercase message naming the thing and the
+ * fix (for example which ranks never arrived). The common codes:
+ *   -ETIMEDOUT    a deadline passed (the message names the missing ranks)
+ *   -ECONNRESET   a peer rank died or closed its connection (named)
+ *   -ECANCELED    the communicator was aborted (ddp_abort or an earlier error)
+ *   -EINVAL       bad arguments or inconsistent ranks (names the mismatch)
+ *   -EIO          a device/backend failure, or an I/O error on a file
+ *   -ENOMEM
+ * After a collective fails the communicator is aborted: every later
+ * collective returns -ECANCELED. Restarting the group (the launcher does) is
+ * the way to recover.
+ *
+ * Memory: "device memory" means what ddp_device_memory() says. With the CPU
+ * backend every buffer is host memory; with the NCCL backend the buffers of
+ * collectives and of the reducer's parameters/gradients are CUDA device
+ * pointers. Checkpoint and sampler functions always use host memory.
+ *
+ * Threads: a context is used by one application thread. Collectives run on
+ * the context's communication thread in the order they were issued, so the
+ * reducer's asynchronous bucket all-reduces and blocking collectives issued
+ * meanwhile (e.g. SyncBatchNorm statistics) keep the same order on every
+ * rank. Every rank must issue the same collectives in the same order.
+ */
+#ifndef DDP_WORKER_DDP_H
+#define DDP_WORKER_DDP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ddp_ctx;
+
+enum ddp_dtype {
+	DDP_FLOAT32 = 0,
+	DDP_FLOAT64 = 1,
+};
+
+enum ddp_op {
+	DDP_SUM = 0,
+	DDP_AVG = 1, /* sum, then divided by the world size (on the reducing rank) */
+	DDP_MAX = 2,
+};
+
+enum ddp_backend_kind {
+	DDP_BACKEND_AUTO = 0, /* NCCL if built with CUDA and a GPU is usable, else CPU */
+	DDP_BACKEND_CPU = 1,
+	DDP_BACKEND_NCCL = 2,
+};
+
+/* CPU backend transport. AUTO: shared memory when every rank is on this node
+ * (LOCAL_WORLD_SIZE == WORLD_SIZE), else the TCP ring. */
+enum ddp_transport {
+	DDP_TRANSPORT_AUTO = 0,
+	DDP_TRANSPORT_SHM = 1,
+	DDP_TRANSPORT_RING = 2,
+};
+
+/* Size in bytes of one element of `dtype` (0 for an unknown dtype). */
+size_t ddp_dtype_size(enum ddp_dtype dtype);
+
+/* Default deadline of every wait (store, collectives): 300 s. DDP_TIMEOUT_MS
+ * in the environment overrides it when the options leave timeout_ms at 0. */
+#define DDP_DEFAULT_TIMEOUT_MS 300000u
+
+struct ddp_options {
+	/* NULL or "env://": store at MASTER_ADDR:MASTER_PORT.
+	 * "tcp://HOST:PORT": store there. "file:///PATH": a store kept in a
+	 * shared file (file locking; the last rank out removes it). */
+	const char *init_method;
+	/* -1: from RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE
+	 * (LOCAL_* default to RANK / WORLD_SIZE when unset). */
+	int rank;
+	int world_size;
+	int local_rank;
+	int local_world_size;
+	/* NULL: TORCHELASTIC_RUN_ID, else "none". */
+	const char *run_id;
+	/* -1: TORCHELASTIC_RESTART_COUNT, else 0. Keys live under
+	 * "/ddp/<run_id>/attempt_<attempt>/" so an earlier attempt's values are
+	 * never read. */
+	int attempt;
+	/* DDP_BACKEND_AUTO: the DDP_BACKEND environment variable ("cpu",
+	 * "nccl") when set, else automatic. */
+	enum ddp_backend_kind backend;
+	/* DDP_TRANSPORT_AUTO: DDP_CPU_TRANSPORT ("shm", "ring") when set. */
+	enum ddp_transport transport;
+	/* 0: DDP_TIMEOUT_MS from the environment, else DDP_DEFAULT_TIMEOUT_MS. */
+	uint64_t timeout_ms;
+};
+
+/* Fills `opts` with the defaults described above (everything from the
+ * environment). */
+void ddp_options_init(struct ddp_options *opts);
+
+/* Connects to the store, checks that every rank arrived (within the timeout;
+ * on -ETIMEDOUT the message names the ranks that never arrived) and builds
+ * the communicator. opts may be NULL (= ddp_options_init defaults). On
+ * failure *out is NULL and a message is written to errbuf (if not NULL).
+ * The caller frees the context with ddp_free(). */
+int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf, size_t errbuf_len);
+
+/* Waits for queued collectives, leaves the store and frees everything.
+ * NULL is allowed. */
+void ddp_free(struct ddp_ctx *ctx);
+
+/* Aborts the communicator: queued and running collectives fail with
+ * -ECANCELED (peers see this rank as gone). Safe from any thread. */
+void ddp_abort(struct ddp_ctx *ctx);
+
+int ddp_rank(const struct ddp_ctx *ctx);
+int ddp_world_size(const struct ddp_ctx *ctx);
+int ddp_local_rank(const struct ddp_ctx *ctx);
+int ddp_local_world_size(const struct ddp_ctx *ctx);
+/* The restart attempt (TORCHELASTIC_RESTART_COUNT) this context belongs to. */
+int ddp_attempt(const struct ddp_ctx *ctx);
+/* "cpu-shm", "cpu-ring", "nccl", ... (static string). */
+const char *ddp_backend_name(const struct ddp_ctx *ctx);
+/* 1 if collective buffers must be CUDA device pointers, 0 for host memory. */
+int ddp_device_memory(const struct ddp_ctx *ctx);
+/* The CUDA device the backend uses, or -1 for the CPU backend. */
+int ddp_device(const struct ddp_ctx *ctx);
+/* Message of the last error on this context ("" if none); valid until the
+ * next call on the context. */
+const char *ddp_error(const struct ddp_ctx *ctx);
+
+/* ---- collectives (blocking; buffers in the backend's memory) ---- */
+
+/* In place: buf[i] = op over ranks of buf[i]. Bit-identical result on every
+ * rank; the same from run to run for the same world size. count may be 0. */
+int ddp_allreduce(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+		  enum ddp_op op);
+/* Copies root's buf to every rank's buf. */
+int ddp_broadcast(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype, int root);
+/* recv (world_size * count elements) = concatenation of every rank's send
+ * (count elements), in rank order. send and recv must not overlap. */
+int ddp_allgather(struct ddp_ctx *ctx, const void *send, void *recv, size_t count,
+		  enum ddp_dtype dtype);
+/* Returns once every rank has entered the barrier. */
+int ddp_barrier(struct ddp_ctx *ctx);
+
+/* ---- asynchronous collectives ---- */
+
+struct ddp_work;
+
+/* Queues an all-reduce on the communication thread and returns at once;
+ * *out is a handle that ddp_work_wait() completes and frees. buf must stay
+ * valid and untouched until then. */
+int ddp_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+			enum ddp_op op, struct ddp_work **out);
+/* Waits for the operation, frees the handle and returns its result. */
+int ddp_work_wait(struct ddp_work *work);
+
+/* ---- key-value access to the job's store (namespaced by run and attempt) ---- */
+
+/* Sets key (under this attempt's namespace) to value. */
+int ddp_store_set(struct ddp_ctx *ctx, const char *key, const void *value, size_t len);
+/* Waits (up to the context's timeout) for key and returns a malloc'ed,
+ * NUL-terminated copy of its value; the caller frees *value. */
+int ddp_store_get(struct ddp_ctx *ctx, const char *key, void **value, size_t *len);
+
+/* ---- distributed sampler (pure; PyTorch's DistributedSampler semantics) ---- */
+
+/*
+ * Each rank gets a disjoint share of ceil(n / replicas) indices (drop_last:
+ * floor), padded by repeating indices from the start of the (shuffled) list
+ * when n is not divisible. The shuffle is a permutation seeded by
+ * (seed, epoch): every rank computes the same permutation, and the epoch
+ * advances by itself when an epoch is exhausted, so forgetting set_epoch is
+ * impossible. The position (epoch, pos) can be saved and restored.
+ */
+struct ddp_sampler {
+	size_t dataset_len;
+	size_t num_replicas;
+	size_t rank;
+	uint64_t seed;
+	int shuffle;
+	int drop_last;
+	size_t num_samples; /* indices per rank per epoch */
+	size_t total_size;  /* num_samples * num_replicas */
+	uint64_t epoch;
+	size_t pos;	 /* next index of this epoch to hand out */
+	size_t *indices; /* this rank's num_samples indices for `epoch` */
+};
+
+/* Returns -EINVAL if replicas == 0, rank >= replicas, or there would be no
+ * sample per rank with drop_last. Epoch 0, position 0. */
+int ddp_sampler_init(struct ddp_sampler *s, size_t dataset_len, size_t num_replicas, size_t rank,
+		     uint64_t seed, int shuffle, int drop_last);
+void ddp_sampler_release(struct ddp_sampler *s);
+/* Moves to the start of `epoch`. */
+int ddp_sampler_set_epoch(struct ddp_sampler *s, uint64_t epoch);
+/* Writes the next index to *index and returns 1, or returns 0 at the end of
+ * the epoch after advancing to the start of the next epoch. */
+int ddp_sampler_next(struct ddp_sampler *s, size_t *index);
+/* Fills up to max indices; returns how many (0 = epoch ended, advanced). */
+size_t ddp_sampler_next_batch(struct ddp_sampler *s, size_t *indices, size_t max);
+/* Restores a saved (epoch, pos); -EINVAL if pos > num_samples. */
+int ddp_sampler_seek(struct ddp_sampler *s, uint64_t epoch, size_t pos);
+
+/* ---- gradient reducer (DDP's bucketed all-reduce) ---- */
+
+#define DDP_BUCKET_CAP_DEFAULT	     (25u << 20) /* bytes, like DDP's bucket_cap_mb=25 */
+#define DDP_FIRST_BUCKET_CAP_DEFAULT (1u << 20)	 /* like DDP's first bucket of 1 MiB */
+
+/* A parameter or buffer as the reducer sees it. Pointers are in the
+ * backend's memory and must stay valid for the reducer's life. name and
+ * shape are checked to match across ranks. */
+struct ddp_param {
+	const char *name;
+	enum ddp_dtype dtype;
+	int ndim;
+	int64_t shape[8];
+	void *data;	   /* the values (broadcast from rank 0 at start) */
+	void *grad;	   /* the gradient (averaged across ranks); NULL for buffers */
+	int requires_grad; /* 0: frozen, excluded from reduction */
+};
+
+struct ddp_reducer_options {
+	size_t bucket_cap_bytes;       /* 0: DDP_BUCKET_CAP_DEFAULT */
+	size_t first_bucket_cap_bytes; /* 0: DDP_FIRST_BUCKET_CAP_DEFAULT */
+};
+
+struct ddp_reducer;
+
+/* Number of elements of a parameter (product of its shape; 1 for ndim 0). */
+size_t ddp_param_numel(const struct ddp_param *p);
+
+/* Checks that every rank has the same parameter and buffer names, dtypes and
+ * shapes (-EINVAL naming the first mismatch, on every rank), broadcasts
+ * params' data and buffers from rank 0, and plans buckets: trainable params
+ * in reverse order, a bucket closed when it would exceed its cap (the first
+ * bucket's cap is first_bucket_cap_bytes). params and buffers arrays are
+ * copied; names are copied. opts may be NULL. */
+int ddp_reducer_new(struct ddp_ctx *ctx, const struct ddp_param *params, size_t nparams,
+		    const struct ddp_param *buffers, size_t nbuffers,
+		    const struct ddp_reducer_options *opts, struct ddp_reducer **out);
+void ddp_reducer_free(struct ddp_reducer *r);
+
+/* Number of buckets, and which bucket a parameter is in (-1: frozen). */
+size_t ddp_reducer_num_buckets(const struct ddp_reducer *r);
+int ddp_reducer_bucket_of(const struct ddp_reducer *r, size_t param_index);
+
+/* Call before each backward pass. sync = 0 is no_sync (gradient accumulation
+ * step): nothing is reduced until a backward with sync = 1. */
+int ddp_reducer_prepare(struct ddp_reducer *r, int sync);
+/* Marks params[param_index]'s gradient final for this backward pass; when a
+ * bucket's gradients are all final its all-reduce (avg) is started on the
+ * communication thread, overlapping the rest of the backward pass. Frozen
+ * params are ignored. */
+int ddp_reducer_grad_ready(struct ddp_reducer *r, size_t param_index);
+/* Starts the buckets not yet started, waits for all of them and writes the
+ * averaged gradients back to each param's grad. */
+int ddp_reducer_finish(struct ddp_reducer *r);
+/* Broadcasts the buffers (e.g. BatchNorm running statistics) from rank 0,
+ * as DDP does before each forward pass. */
+int ddp_reducer_sync_buffers(struct ddp_reducer *r);
+
+struct ddp_reducer_stats {
+	uint64_t steps;		/* finished synchronised backward passes */
+	double comm_seconds;	/* time buckets spent in all-reduce */
+	double wait_seconds;	/* time ddp_reducer_finish blocked (exposed communication) */
+	uint64_t bytes_reduced; /* gradient bytes all-reduced */
+};
+void ddp_reducer_get_stats(const struct ddp_reducer *r, struct ddp_reducer_stats *st);
+
+/* ---- checkpoints (safetensors files, host memory) ---- */
+
+/* A named tensor in host memory. For saving, data points to numel*size bytes;
+ * for loading, data is the destination. */
+struct ddp_tensor {
+	const char *name;
+	enum ddp_dtype dtype;
+	int ndim;
+	int64_t shape[8];
+	void *data;
+};
+
+/* Metadata: string pairs stored in the safetensors "__metadata__" map (the
+ * trainer keeps step, epoch, sampler position, LR schedule and RNG state
+ * there). */
+struct ddp_meta {
+	const char *key;
+	const char *value;
+};
+
+/* Writes a safetensors file: PATH.tmp, fsync, rename to PATH, fsync the
+ * directory, so an interrupted write leaves the previous PATH intact.
+ * Names must be unique and non-empty. Pure file I/O: no ranks involved.
+ * errbuf gets a message on failure. */
+int ddp_ckpt_write(const char *path, const struct ddp_tensor *tensors, size_t ntensors,
+		   const struct ddp_meta *meta, size_t nmeta, char *errbuf, size_t errbuf_len);
+
+/* A safetensors file read into memory. */
+struct ddp_ckpt;
+
+/* Reads and validates a safetensors file (header JSON, dtypes F32/F64 and
+ * others by size, offsets within the file and non-overlapping). -EINVAL with
+ * a message for a malformed file, -ENOENT if missing. */
+int ddp_ckpt_open(const char *path, struct ddp_ckpt **out, char *errbuf, size_t errbuf_len);
+void ddp_ckpt_free(struct ddp_ckpt *ck);
+/* Metadata value for key, or NULL. Valid until ddp_ckpt_free. */
+const char *ddp_ckpt_meta(const struct ddp_ckpt *ck, const char *key);
+size_t ddp_ckpt_num_tensors(const struct ddp_ckpt *ck);
+/* The i-th tensor (in file order): its name and shape in *t, t->data
+ * pointing into the checkpoint's memory. -ERANGE past the end. */
+int ddp_ckpt_tensor(const struct ddp_ckpt *ck, size_t i, struct ddp_tensor *t);
+
+enum ddp_load_flags {
+	DDP_LOAD_STRICT = 0,	/* refuse missing/unexpected/mismatched tensors */
+	DDP_LOAD_NON_STRICT = 1 /* load what matches, report the rest */
+};
+
+/* Result of ddp_ckpt_load(): each list is a malloc'ed ", "-separated string
+ * of names (NULL when empty); report is a printable multi-line summary
+ * (NULL when there is nothing to say: every tensor matched without a prefix
+ * change). Free with ddp_load_report_release(). */
+struct ddp_load_report {
+	int prefix_stripped; /* 1: the file's names carried "module." (or ours did) */
+	size_t nloaded;
+	size_t nmissing, nunexpected, nmismatched;
+	char *missing;
+	char *unexpected;
+	char *mismatched;
+	char *report;
+};
+void ddp_load_report_release(struct ddp_load_report *rep);
+
+/* Copies the checkpoint's tensors into `tensors` by name. A "module." prefix
+ * on either side is ignored (reported once in report). Strict: if any tensor
+ * is missing from the file, unexpected in the file, or has another
+ * dtype/shape, nothing is copied and -EINVAL is returned with the lists in
+ * rep and in the error message. Non-strict: the matching tensors are copied
+ * and the lists are reported. rep may be NULL. */
+int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *tensors, size_t ntensors,
+		  enum ddp_load_flags flags, struct ddp_load_report *rep, char *errbuf,
+		  size_t errbuf_len);
+
+/* Collective checkpoint save: rank 0 writes (ddp_ckpt_write), then a
+ * barrier, so the file is complete on return on every rank. Non-zero ranks'
+ * tensors are not read. */
+int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,
+			size_t ntensors, const struct ddp_meta *meta, size_t nmeta);
+/* Collective load: a barrier (so rank 0's last save is complete), then every
+ * rank opens the file and loads as ddp_ckpt_load. *ck_out (if not NULL)
+ * receives the open checkpoint for reading metadata; free it. */
+int ddp_checkpoint_load(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,
+			size_t ntensors, enum ddp_load_flags flags, struct ddp_load_report *rep,
+			struct ddp_ckpt **ck_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
