@@ -1,0 +1,93 @@
+/*
+ * config.h - ddp-train's settings: defaults, then the [train] section of an
+ * INI job file (the same file ddplaunch reads; other sections are ignored),
+ * then command-line flags, each later source overriding the earlier.
+ * Every setting has the same name in the file and as a flag:
+ * "batch_size = 64" in [train] or "--batch_size 64" / "--batch_size=64".
+ * Pure parsing (plus reading the INI file); no other I/O.
+ */
+#ifndef DDP_WORKER_TRAIN_CONFIG_H
+#define DDP_WORKER_TRAIN_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_STR_MAX 512
+
+struct train_config {
+	char config[CONFIG_STR_MAX];	/* the INI file read, "" if none */
+	char data[16];			/* "digits" or "synthetic" */
+	char data_path[CONFIG_STR_MAX]; /* digits CSV(.gz) */
+	double held_out;		/* fraction held out for evaluation */
+	int64_t split_seed;
+	int64_t synthetic_samples;
+	int64_t synthetic_features;
+	int64_t synthetic_classes;
+	char hidden[128]; /* "256,256": hidden layer widths */
+	bool batchnorm;
+	bool sync_bn;
+	int64_t epochs;
+	int64_t max_steps;  /* > 0: stop after this many steps (overrides epochs) */
+	int64_t batch_size; /* per rank */
+	double lr;
+	double momentum;
+	double weight_decay;
+	double bias_lr_mult;
+	double bias_weight_decay;
+	char schedule[16]; /* constant, poly, cosine */
+	double poly_power;
+	double min_lr;
+	int64_t warmup_steps;
+	double clip_norm;
+	int64_t seed;
+	char checkpoint_dir[CONFIG_STR_MAX]; /* "" = no checkpoints */
+	int64_t checkpoint_every;	     /* steps; 0 = only the final one */
+	char resume[CONFIG_STR_MAX];	     /* a checkpoint to start from */
+	bool strict;			     /* strict checkpoint loading */
+	int64_t log_every;		     /* steps between progress lines */
+	char metrics[CONFIG_STR_MAX];	     /* JSON-lines file, "" = none */
+	bool eval_every_epoch;
+	char device[8]; /* cpu, cuda, auto */
+	double bucket_cap_mb;
+	bool progress_bar; /* draw a bar when stdout is a terminal */
+	/* Fault injection for tests: on restart attempt 0 only, rank
+	 * fault_rank kills itself with SIGKILL before step fault_kill_step. */
+	int64_t fault_kill_step;
+	int64_t fault_rank;
+};
+
+/* Fills the defaults. */
+void config_defaults(struct train_config *cfg);
+
+/* Applies the [train] section of `path`. Unknown keys in [train] are an
+ * error naming them; a line longer than inih's 200-character limit or any
+ * other parse error is an error naming the line. Relative data_path,
+ * checkpoint_dir, resume and metrics values in the file are taken relative
+ * to the file's directory. Returns 0, -ENOENT, or -EINVAL with a message in
+ * err. */
+int config_load_ini(struct train_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Applies one setting by name ("lr", "0.05"); -EINVAL with a message naming
+ * the setting and the accepted values. */
+int config_set(struct train_config *cfg, const char *key, const char *value, char *err,
+	       size_t errlen);
+
+/* Parses argv (after the program name): "--config PATH" first (wherever it
+ * appears), then every "--key value", "--key=value", or a bare "--flag" for a
+ * boolean (true; "--no-flag" false). "-h"/"--help" sets *help. */
+int config_parse_args(struct train_config *cfg, int argc, char **argv, bool *help, char *err,
+		      size_t errlen);
+
+/* Parses cfg->hidden into widths[]; returns how many (0 allowed), or
+ * -EINVAL. */
+int config_hidden_dims(const struct train_config *cfg, int *widths, int max);
+
+/* Checks values that only make sense together; -EINVAL with a message. */
+int config_validate(const struct train_config *cfg, char *err, size_t errlen);
+
+/* Writes a usage text listing every setting and its default. */
+void config_usage(const char *prog, FILE *file);
+
+#endif

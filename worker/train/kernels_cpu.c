@@ -1,0 +1,404 @@
+/*
+ * kernels_cpu.c - kernel_ops_cpu: the CPU twin of every trainer kernel.
+ * Matrix products go to OpenBLAS; the rest is plain C. Reductions accumulate
+ * in double so results do not depend on the batch size's rounding drift.
+ */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kernel_ctx {
+	int device;
+};
+
+static int cpu_ctx_new(int device, struct kernel_ctx **out)
+{
+	*out = calloc(1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	(*out)->device = device;
+	return 0;
+}
+
+static void cpu_ctx_free(struct kernel_ctx *ctx)
+{
+	free(ctx);
+}
+
+static int cpu_sync(struct kernel_ctx *ctx)
+{
+	return 0;
+}
+
+static int cpu_alloc(struct kernel_ctx *ctx, size_t bytes, void **out)
+{
+	size_t rounded = (bytes + 63) / 64 * 64;
+
+	if (rounded == 0)
+		rounded = 64;
+	*out = aligned_alloc(64, rounded);
+	if (!*out)
+		return -ENOMEM;
+	memset(*out, 0, rounded);
+	return 0;
+}
+
+static void cpu_free(struct kernel_ctx *ctx, void *ptr)
+{
+	free(ptr);
+}
+
+static int cpu_copy(struct kernel_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+	if (bytes && (!dst || !src))
+		return -EINVAL;
+	if (bytes)
+		memcpy(dst, src, bytes);
+	return 0;
+}
+
+static int cpu_zero(struct kernel_ctx *ctx, void *ptr, size_t bytes)
+{
+	if (bytes && !ptr)
+		return -EINVAL;
+	if (bytes)
+		memset(ptr, 0, bytes);
+	return 0;
+}
+
+static int cpu_gemm(struct kernel_ctx *ctx, bool trans_a, bool trans_b, int m, int n, int k,
+		    float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+		    float *c, int ldc)
+{
+	if (m < 0 || n < 0 || k < 0)
+		return -EINVAL;
+	if (m == 0 || n == 0)
+		return 0;
+	if (k == 0) {
+		/* BLAS would scale C by beta; beta == 0 must not read C. */
+		for (int i = 0; i < m; i++)
+			for (int j = 0; j < n; j++)
+				c[(size_t)i * ldc + j] =
+				    beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
+		return 0;
+	}
+	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+		    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+		    ldc);
+	return 0;
+}
+
+static int cpu_scale(struct kernel_ctx *ctx, float *x, size_t n, float alpha)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] *= alpha;
+	return 0;
+}
+
+static int cpu_sqnorm(struct kernel_ctx *ctx, const float *x, size_t n, float *out, bool accumulate)
+{
+	double s = accumulate ? *out : 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += (double)x[i] * x[i];
+	*out = (float)s;
+	return 0;
+}
+
+static int cpu_bias_act_fwd(struct kernel_ctx *ctx, float *y, const float *bias, int rows, int cols,
+			    bool relu)
+{
+	if (rows < 0 || cols < 0)
+		return -EINVAL;
+	for (int r = 0; r < rows; r++) {
+		float *row = y + (size_t)r * cols;
+
+		for (int c = 0; c < cols; c++) {
+			float v = bias ? row[c] + bias[c] : row[c];
+
+			row[c] = relu && !(v > 0.0f) ? 0.0f : v;
+		}
+	}
+	return 0;
+}
+
+static int cpu_relu_bwd(struct kernel_ctx *ctx, float *dy, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!(y[i] > 0.0f))
+			dy[i] = 0.0f;
+	return 0;
+}
+
+/* Column sums of a rows x cols matrix, in double, into acc[cols]. */
+static void col_sums_double(const float *x, int rows, int cols, double *acc)
+{
+	for (int c = 0; c < cols; c++)
+		acc[c] = 0.0;
+	for (int r = 0; r < rows; r++) {
+		const float *row = x + (size_t)r * cols;
+
+		for (int c = 0; c < cols; c++)
+			acc[c] += row[c];
+	}
+}
+
+static int cpu_col_sum(struct kernel_ctx *ctx, const float *dy, int rows, int cols, float *dbias,
+		       bool accumulate)
+{
+	double *acc;
+
+	if (rows < 0 || cols < 0)
+		return -EINVAL;
+	acc = malloc(sizeof(*acc) * (cols ? cols : 1));
+	if (!acc)
+		return -ENOMEM;
+	col_sums_double(dy, rows, cols, acc);
+	for (int c = 0; c < cols; c++)
+		dbias[c] = (float)(accumulate ? dbias[c] + acc[c] : acc[c]);
+	free(acc);
+	return 0;
+}
+
+/* out[c] = sum_r a[r][c] * b[r][c] (b NULL: a^2), out[cols + c] likewise
+ * for the plain sum of a; both in double. */
+static int pair_sums(const float *a, const float *b, int rows, int cols, float *sum,
+		     float *prod_sum)
+{
+	double *acc = calloc((size_t)2 * (cols ? cols : 1), sizeof(*acc));
+
+	if (!acc)
+		return -ENOMEM;
+	for (int r = 0; r < rows; r++) {
+		const float *ra = a + (size_t)r * cols;
+		const float *rb = b ? b + (size_t)r * cols : ra;
+
+		for (int c = 0; c < cols; c++) {
+			acc[c] += ra[c];
+			acc[cols + c] += (double)ra[c] * rb[c];
+		}
+	}
+	for (int c = 0; c < cols; c++) {
+		sum[c] = (float)acc[c];
+		prod_sum[c] = (float)acc[cols + c];
+	}
+	free(acc);
+	return 0;
+}
+
+static int cpu_bn_stats(struct kernel_ctx *ctx, const float *x, int rows, int cols, float *stats)
+{
+	if (rows < 0 || cols < 0)
+		return -EINVAL;
+	return pair_sums(x, NULL, rows, cols, stats, stats + cols);
+}
+
+static int cpu_bn_fwd(struct kernel_ctx *ctx, const float *x, const float *stats, int rows,
+		      int cols, double count, const float *gamma, const float *beta, float eps,
+		      float momentum, float *running_mean, float *running_var, float *saved_invstd,
+		      float *xhat, float *y)
+{
+	if (rows < 0 || cols < 0 || !(count > 0.0) || (running_var && !(count > 1.0)))
+		return -EINVAL;
+	for (int c = 0; c < cols; c++) {
+		double mean = stats[c] / count;
+		double var = stats[cols + c] / count - mean * mean;
+		float inv;
+
+		if (var < 0.0)
+			var = 0.0;
+		inv = (float)(1.0 / sqrt(var + eps));
+		saved_invstd[c] = inv;
+		if (running_mean) {
+			running_mean[c] =
+			    (1.0f - momentum) * running_mean[c] + momentum * (float)mean;
+			running_var[c] = (1.0f - momentum) * running_var[c] +
+					 momentum * (float)(var * count / (count - 1.0));
+		}
+		/* Column-wise pass keeps mean/invstd in registers; rows are
+		 * strided but the matrices here are small enough to cache. */
+		for (int r = 0; r < rows; r++) {
+			size_t i = (size_t)r * cols + c;
+			float h = (x[i] - (float)mean) * inv;
+
+			xhat[i] = h;
+			y[i] = gamma[c] * h + beta[c];
+		}
+	}
+	return 0;
+}
+
+static int cpu_bn_infer(struct kernel_ctx *ctx, const float *x, int rows, int cols,
+			const float *gamma, const float *beta, const float *running_mean,
+			const float *running_var, float eps, float *y)
+{
+	if (rows < 0 || cols < 0)
+		return -EINVAL;
+	for (int c = 0; c < cols; c++) {
+		float inv = (float)(1.0 / sqrt((double)running_var[c] + eps));
+
+		for (int r = 0; r < rows; r++) {
+			size_t i = (size_t)r * cols + c;
+
+			y[i] = gamma[c] * (x[i] - running_mean[c]) * inv + beta[c];
+		}
+	}
+	return 0;
+}
+
+static int cpu_bn_bwd_stats(struct kernel_ctx *ctx, const float *dy, const float *xhat, int rows,
+			    int cols, float *dstats)
+{
+	if (rows < 0 || cols < 0)
+		return -EINVAL;
+	return pair_sums(dy, xhat, rows, cols, dstats, dstats + cols);
+}
+
+static int cpu_bn_bwd_dx(struct kernel_ctx *ctx, const float *dy, const float *xhat,
+			 const float *saved_invstd, const float *gamma, const float *dstats,
+			 int rows, int cols, double count, float *dx)
+{
+	if (rows < 0 || cols < 0 || !(count > 0.0))
+		return -EINVAL;
+	for (int c = 0; c < cols; c++) {
+		float k = gamma[c] * saved_invstd[c];
+		float mdy = (float)(dstats[c] / count);
+		float mdyx = (float)(dstats[cols + c] / count);
+
+		for (int r = 0; r < rows; r++) {
+			size_t i = (size_t)r * cols + c;
+
+			dx[i] = k * (dy[i] - mdy - xhat[i] * mdyx);
+		}
+	}
+	return 0;
+}
+
+/* One row of softmax cross-entropy; returns the loss, sets *hit. */
+static double xent_row(const float *z, int32_t label, int classes, float grad_scale, float *dz,
+		       int *hit)
+{
+	float mx = z[0];
+	int arg = 0;
+	double sum = 0.0, lse;
+
+	for (int j = 1; j < classes; j++)
+		if (z[j] > mx) {
+			mx = z[j];
+			arg = j;
+		}
+	for (int j = 0; j < classes; j++)
+		sum += exp((double)z[j] - mx);
+	lse = mx + log(sum);
+	*hit = arg == label;
+	if (dz)
+		for (int j = 0; j < classes; j++) {
+			double p = exp((double)z[j] - lse);
+
+			dz[j] = (float)((p - (j == label)) * grad_scale);
+		}
+	return lse - z[label];
+}
+
+static int cpu_xent(struct kernel_ctx *ctx, const float *logits, const int32_t *labels, int rows,
+		    int classes, float grad_scale, float *dlogits, float *out)
+{
+	double loss = 0.0;
+	int correct = 0;
+
+	if (rows < 0 || classes <= 0)
+		return -EINVAL;
+	for (int r = 0; r < rows; r++)
+		if (labels[r] < 0 || labels[r] >= classes)
+			return -EINVAL;
+	for (int r = 0; r < rows; r++) {
+		int hit;
+
+		loss += xent_row(logits + (size_t)r * classes, labels[r], classes, grad_scale,
+				 dlogits ? dlogits + (size_t)r * classes : NULL, &hit);
+		correct += hit;
+	}
+	out[0] = (float)loss;
+	out[1] = (float)correct;
+	return 0;
+}
+
+static int cpu_sgd_update(struct kernel_ctx *ctx, float *param, const float *grad, float *mom,
+			  size_t n, float lr, float momentum, float weight_decay, float grad_scale)
+{
+	for (size_t i = 0; i < n; i++) {
+		float g = grad_scale * grad[i] + weight_decay * param[i];
+
+		if (momentum != 0.0f) {
+			mom[i] = momentum * mom[i] + g;
+			g = mom[i];
+		}
+		param[i] -= lr * g;
+	}
+	return 0;
+}
+
+static int cpu_bucket_copy_in(struct kernel_ctx *ctx, float *flat, const struct kernel_bucket *b)
+{
+	size_t off = 0;
+
+	if (b->n < 0)
+		return -EINVAL;
+	for (int i = 0; i < b->n; i++) {
+		memcpy(flat + off, b->tensors[i], b->lens[i] * sizeof(float));
+		off += b->lens[i];
+	}
+	return 0;
+}
+
+static int cpu_bucket_copy_out(struct kernel_ctx *ctx, const float *flat,
+			       const struct kernel_bucket *b, float scale)
+{
+	size_t off = 0;
+
+	if (b->n < 0)
+		return -EINVAL;
+	for (int i = 0; i < b->n; i++) {
+		float *t = b->tensors[i];
+
+		if (scale == 1.0f)
+			memcpy(t, flat + off, b->lens[i] * sizeof(float));
+		else
+			for (size_t j = 0; j < b->lens[i]; j++)
+				t[j] = flat[off + j] * scale;
+		off += b->lens[i];
+	}
+	return 0;
+}
+
+const struct kernel_ops kernel_ops_cpu = {
+    .name = "cpu",
+    .ctx_new = cpu_ctx_new,
+    .ctx_free = cpu_ctx_free,
+    .sync = cpu_sync,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_h2d = cpu_copy,
+    .copy_d2h = cpu_copy,
+    .copy_d2d = cpu_copy,
+    .zero = cpu_zero,
+    .gemm = cpu_gemm,
+    .scale = cpu_scale,
+    .sqnorm = cpu_sqnorm,
+    .bias_act_fwd = cpu_bias_act_fwd,
+    .relu_bwd = cpu_relu_bwd,
+    .col_sum = cpu_col_sum,
+    .bn_stats = cpu_bn_stats,
+    .bn_fwd = cpu_bn_fwd,
+    .bn_infer = cpu_bn_infer,
+    .bn_bwd_stats = cpu_bn_bwd_stats,
+    .bn_bwd_dx = cpu_bn_bwd_dx,
+    .xent = cpu_xent,
+    .sgd_update = cpu_sgd_update,
+    .bucket_copy_in = cpu_bucket_copy_in,
+    .bucket_copy_out = cpu_bucket_copy_out,
+};

@@ -1,0 +1,243 @@
+/*
+ * loop.c - ddp-train's training loop and held-out evaluation.
+ */
+#include "trainer.h"
+
+#include "log.h"
+#include "timeutil.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Interval accumulators for the progress line. */
+struct loop_window {
+	uint64_t t0_ns, steps, samples;
+	double loss_sum, correct, comm_s0;
+};
+
+static int loop_load_batch(struct trainer *t, const struct dataset *ds, const size_t *idx,
+			   size_t rows)
+{
+	size_t f = (size_t)ds->features;
+	int ret;
+
+	for (size_t i = 0; i < rows; i++) {
+		memcpy(t->hx + i * f, ds->x + idx[i] * f, f * sizeof(float));
+		t->hy[i] = ds->y[idx[i]];
+	}
+	ret = t->ops->copy_h2d(t->kctx, t->dx, t->hx, rows * f * sizeof(float));
+	if (ret == 0)
+		ret = t->ops->copy_h2d(t->kctx, t->dy, t->hy, rows * sizeof(int32_t));
+	return ret;
+}
+
+/* The batch of step t->step: derived from the step alone, so a resumed run
+ * sees exactly the batches the interrupted one would have. */
+static int loop_next_batch(struct trainer *t)
+{
+	uint64_t epoch = t->step / t->steps_per_epoch;
+	size_t pos = (size_t)(t->step % t->steps_per_epoch) * (size_t)t->cfg.batch_size;
+	size_t rows = (size_t)t->cfg.batch_size;
+	int ret = ddp_sampler_seek(&t->sampler, epoch, pos);
+
+	if (ret == 0 && ddp_sampler_next_batch(&t->sampler, t->idx, rows) != rows)
+		ret = -EINVAL;
+	return ret ? ret : loop_load_batch(t, &t->train, t->idx, rows);
+}
+
+/* One synchronous data-parallel step; out = summed loss, correct. */
+static int loop_step(struct trainer *t, float out[2])
+{
+	int rows = (int)t->cfg.batch_size;
+	const float *logits;
+	uint64_t t0;
+	int ret = loop_next_batch(t);
+
+	if (ret == 0 && t->reducer) {
+		t0 = time_now_ns();
+		ret = ddp_reducer_sync_buffers(t->reducer);
+		if (ret == 0)
+			ret = ddp_reducer_prepare(t->reducer, 1);
+		t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
+	}
+	if (ret == 0)
+		ret = model_forward(&t->model, t->dx, rows, true, &logits);
+	if (ret == 0)
+		ret = model_loss_backward(&t->model, t->dx, t->dy, rows, true, out);
+	if (ret == 0 && t->reducer) {
+		t0 = time_now_ns();
+		ret = ddp_reducer_finish(t->reducer);
+		t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
+	}
+	if (ret == 0)
+		ret = optim_step(&t->optim, &t->model, t->step, t->total_steps);
+	return ret;
+}
+
+int trainer_evaluate(struct trainer *t, double *loss, double *accuracy)
+{
+	const struct dataset *ds = &t->held_out;
+	double lsum = 0.0, correct = 0.0;
+	const float *logits;
+	float out[2];
+	int ret = 0;
+
+	for (size_t start = 0; ret == 0 && start < ds->n; start += (size_t)t->eval_rows) {
+		size_t rows =
+		    ds->n - start < (size_t)t->eval_rows ? ds->n - start : (size_t)t->eval_rows;
+
+		for (size_t i = 0; i < rows; i++)
+			t->idx[i] = start + i;
+		ret = loop_load_batch(t, ds, t->idx, rows);
+		if (ret == 0)
+			ret = model_forward(&t->model, t->dx, (int)rows, false, &logits);
+		if (ret == 0)
+			ret = model_loss_backward(&t->model, t->dx, t->dy, (int)rows, false, out);
+		lsum += out[0];
+		correct += out[1];
+	}
+	*loss = ds->n ? lsum / (double)ds->n : 0.0;
+	*accuracy = ds->n ? correct / (double)ds->n : 0.0;
+	return ret;
+}
+
+static void loop_window_start(struct trainer *t, struct loop_window *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->t0_ns = time_now_ns();
+	w->comm_s0 = t->comm_wait_s;
+}
+
+/* Prints the interval's progress line (rank 0) and starts a new window. */
+static void loop_report(struct trainer *t, struct loop_window *w)
+{
+	double dt = (double)(time_now_ns() - w->t0_ns) * 1e-9;
+	struct metrics_train r = {
+	    .epoch = (t->step - 1) / t->steps_per_epoch,
+	    .epochs = t->epochs,
+	    .step = t->step,
+	    .total_steps = t->total_steps,
+	    .lr = t->optim.last_lr,
+	    .loss = w->samples ? w->loss_sum / (double)w->samples : 0.0,
+	    .accuracy = w->samples ? w->correct / (double)w->samples : 0.0,
+	    .samples_per_s = dt > 0 ? (double)w->samples * t->world / dt : 0.0,
+	    .allreduce_share = dt > 0 ? (t->comm_wait_s - w->comm_s0) / dt : 0.0,
+	    .grad_norm = t->optim.last_norm,
+	};
+
+	if (t->rank == 0)
+		metrics_log_train(&t->metrics, &r);
+	loop_window_start(t, w);
+}
+
+static int loop_eval_report(struct trainer *t)
+{
+	struct metrics_eval r = {
+	    .epoch = (t->step - 1) / t->steps_per_epoch,
+	    .step = t->step,
+	    .samples = t->held_out.n,
+	};
+	int ret;
+
+	if (t->rank != 0 || t->held_out.n == 0)
+		return 0;
+	ret = trainer_evaluate(t, &r.loss, &r.accuracy);
+	if (ret == 0)
+		metrics_log_eval(&t->metrics, &r);
+	return ret;
+}
+
+static int loop_checkpoint(struct trainer *t, const char *file)
+{
+	char path[CONFIG_STR_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/%s", t->cfg.checkpoint_dir, file);
+	return trainer_ckpt_save(t, path);
+}
+
+/* Work after step t->step finished: output, evaluation, checkpoints. */
+static int loop_after_step(struct trainer *t, struct loop_window *w)
+{
+	uint64_t every = t->cfg.log_every > 0 ? (uint64_t)t->cfg.log_every : t->steps_per_epoch;
+	bool epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
+	int ret = 0;
+
+	if (t->rank == 0)
+		metrics_bar(&t->metrics, t->step, t->total_steps,
+			    w->samples ? w->loss_sum / (double)w->samples : 0.0);
+	if (t->step % every == 0 || t->step == t->total_steps)
+		loop_report(t, w);
+	if (epoch_end && (t->cfg.eval_every_epoch || t->step == t->total_steps))
+		ret = loop_eval_report(t);
+	if (ret == 0 && t->cfg.checkpoint_dir[0] && t->cfg.checkpoint_every > 0 &&
+	    t->step % (uint64_t)t->cfg.checkpoint_every == 0 && t->step < t->total_steps)
+		ret = loop_checkpoint(t, "latest.safetensors");
+	return ret;
+}
+
+static void loop_fault(const struct trainer *t)
+{
+	if (t->attempt == 0 && t->cfg.fault_kill_step > 0 &&
+	    t->step == (uint64_t)t->cfg.fault_kill_step && t->rank == t->cfg.fault_rank) {
+		fprintf(stderr, "ddp-train: rank %d: fault_kill_step %llu: killing myself\n",
+			t->rank, (unsigned long long)t->step);
+		raise(SIGKILL);
+	}
+}
+
+static int loop_prepare_dir(struct trainer *t)
+{
+	if (!t->cfg.checkpoint_dir[0] || t->rank != 0)
+		return 0;
+	if (mkdir(t->cfg.checkpoint_dir, 0777) < 0 && errno != EEXIST) {
+		log_error("cannot create checkpoint directory '%s': %s", t->cfg.checkpoint_dir,
+			  strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+int trainer_run(struct trainer *t)
+{
+	uint64_t t0 = time_now_ns(), first = t->step;
+	struct loop_window w;
+	float out[2];
+	int ret = loop_prepare_dir(t);
+
+	if (ret == 0 && t->rank == 0)
+		log_info("%d rank(s) x batch %lld, %llu steps (%llu per epoch), %zu train / %zu "
+			 "held-out samples, kernels %s%s",
+			 t->world, (long long)t->cfg.batch_size, (unsigned long long)t->total_steps,
+			 (unsigned long long)t->steps_per_epoch, t->train.n, t->held_out.n,
+			 t->ops->name, t->cfg.sync_bn ? ", SyncBatchNorm" : "");
+	loop_window_start(t, &w);
+	while (ret == 0 && t->step < t->total_steps) {
+		loop_fault(t);
+		ret = loop_step(t, out);
+		if (ret < 0)
+			break;
+		t->step++;
+		w.steps++;
+		w.samples += (uint64_t)t->cfg.batch_size;
+		w.loss_sum += out[0];
+		w.correct += out[1];
+		ret = loop_after_step(t, &w);
+	}
+	if (ret == 0 && t->cfg.checkpoint_dir[0])
+		ret = loop_checkpoint(t, "final.safetensors");
+	if (ret == 0 && t->rank == 0) {
+		double dt = (double)(time_now_ns() - t0) * 1e-9;
+
+		log_info("done: %llu steps in %.2f s (%.0f samples/s)",
+			 (unsigned long long)(t->step - first), dt,
+			 dt > 0 ? (double)(t->step - first) * t->cfg.batch_size * t->world / dt
+				: 0);
+	}
+	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
+		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,
+			  ddp_error(t->ddp));
+	return ret;
+}

@@ -1,0 +1,49 @@
+/*
+ * metrics.h - rank 0's output: a progress line per interval on stdout, a
+ * progress bar while stdout is a terminal, and every record appended to a
+ * JSON-lines metrics file (one object per line, "kind": "train" | "eval").
+ */
+#ifndef DDP_WORKER_TRAIN_METRICS_H
+#define DDP_WORKER_TRAIN_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct metrics {
+	FILE *out;   /* progress lines (stdout) */
+	FILE *jsonl; /* NULL: no metrics file */
+	bool bar;    /* draw a progress bar on out */
+	bool bar_drawn;
+};
+
+/* A training interval's summary. */
+struct metrics_train {
+	uint64_t epoch, epochs; /* epoch is 0-based, printed 1-based */
+	uint64_t step, total_steps;
+	double lr;
+	double loss;		/* mean over the interval's samples */
+	double accuracy;	/* fraction, over the interval's samples */
+	double samples_per_s;	/* all ranks together */
+	double allreduce_share; /* fraction of step time waiting on all-reduce */
+	double grad_norm;
+};
+
+struct metrics_eval {
+	uint64_t epoch, step;
+	double loss, accuracy;
+	uint64_t samples;
+};
+
+/* Opens (appends to) the metrics file if path is not NULL/""; bar is drawn
+ * only if want_bar and `out` is a terminal. -errno if the file cannot be
+ * opened. */
+int metrics_open(struct metrics *m, FILE *out, const char *path, bool want_bar);
+void metrics_close(struct metrics *m);
+
+void metrics_log_train(struct metrics *m, const struct metrics_train *r);
+void metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
+/* Redraws the bar for step `done` of `total` (no-op without a terminal). */
+void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss);
+
+#endif

@@ -1,0 +1,348 @@
+/*
+ * trainer.c - setting up and tearing down ddp-train's job.
+ */
+#include "trainer.h"
+
+#include "log.h"
+#include "timeutil.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Rows per forward pass when evaluating. */
+#define TRAINER_EVAL_ROWS 256
+
+static int trainer_init_ddp(struct trainer *t)
+{
+	struct ddp_options opts;
+	char err[1024] = "";
+	int ret;
+
+	t->rank = 0;
+	t->world = 1;
+	t->attempt = 0;
+	if (!getenv("WORLD_SIZE") && !getenv("RANK"))
+		return 0; /* run by hand: one process, no store */
+	ddp_options_init(&opts);
+	if (strcmp(t->cfg.device, "cpu") == 0)
+		opts.backend = DDP_BACKEND_CPU;
+	else if (strcmp(t->cfg.device, "cuda") == 0)
+		opts.backend = DDP_BACKEND_NCCL;
+	ret = ddp_init(&opts, &t->ddp, err, sizeof(err));
+	if (ret < 0) {
+		log_error("cannot join the training group: %s", err);
+		return ret;
+	}
+	t->rank = ddp_rank(t->ddp);
+	t->world = ddp_world_size(t->ddp);
+	t->attempt = ddp_attempt(t->ddp);
+	return 0;
+}
+
+/* Picks the kernel table matching cfg.device and libddp's backend. */
+static int trainer_init_kernels(struct trainer *t)
+{
+	int dev_mem = t->ddp ? ddp_device_memory(t->ddp) : -1;
+	bool want_cuda = strcmp(t->cfg.device, "cuda") == 0 ||
+			 (strcmp(t->cfg.device, "auto") == 0 && dev_mem != 0);
+	int ret;
+
+	t->ops = &kernel_ops_cpu;
+#ifdef DDP_TRAIN_CUDA
+	if (want_cuda) {
+		const char *lr = getenv("LOCAL_RANK");
+		int device = t->ddp ? ddp_device(t->ddp) : (lr ? atoi(lr) : 0);
+
+		ret = kernel_ops_cuda.ctx_new(device < 0 ? 0 : device, &t->kctx);
+		if (ret == 0) {
+			t->ops = &kernel_ops_cuda;
+			return 0;
+		}
+		if (strcmp(t->cfg.device, "cuda") == 0 || dev_mem == 1) {
+			log_error("cannot use CUDA device %d (%d): use --device cpu", device, ret);
+			return ret;
+		}
+	}
+#else
+	if (want_cuda && (strcmp(t->cfg.device, "cuda") == 0 || dev_mem == 1)) {
+		log_error("this ddp-train was built without CUDA kernels: use --device cpu "
+			  "(and DDP_BACKEND=cpu)");
+		return -ENODEV;
+	}
+#endif
+	if (dev_mem == 1) {
+		log_error("libddp chose a GPU backend but the kernels run on the CPU: "
+			  "set DDP_BACKEND=cpu or --device cuda");
+		return -EINVAL;
+	}
+	ret = kernel_ops_cpu.ctx_new(0, &t->kctx);
+	return ret;
+}
+
+static int trainer_init_data(struct trainer *t)
+{
+	struct dataset all;
+	size_t bad_line = 0;
+	int ret;
+
+	if (strcmp(t->cfg.data, "digits") == 0) {
+		ret = data_load_csv(t->cfg.data_path, 64, 1.0f / 16.0f, &all, &bad_line);
+		if (ret == -EINVAL && bad_line)
+			log_error("'%s' line %zu is not 64 numbers and a label", t->cfg.data_path,
+				  bad_line);
+		else if (ret < 0)
+			log_error("cannot read the digits data '%s': %s (set data_path)",
+				  t->cfg.data_path, strerror(-ret));
+	} else {
+		ret = data_synthetic((size_t)t->cfg.synthetic_samples,
+				     (int)t->cfg.synthetic_features, (int)t->cfg.synthetic_classes,
+				     (uint64_t)t->cfg.seed + 1000003u, &all);
+		if (ret < 0)
+			log_error("cannot generate the synthetic data: %s", strerror(-ret));
+	}
+	if (ret < 0)
+		return ret;
+	ret =
+	    data_split(&all, t->cfg.held_out, (uint64_t)t->cfg.split_seed, &t->train, &t->held_out);
+	data_release(&all);
+	if (ret == 0 && t->train.n < (size_t)t->world) {
+		log_error("only %zu training samples for %d ranks: use more data", t->train.n,
+			  t->world);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+static int trainer_init_schedule(struct trainer *t)
+{
+	int ret = ddp_sampler_init(&t->sampler, t->train.n, (size_t)t->world, (size_t)t->rank,
+				   (uint64_t)t->cfg.seed, 1, 0);
+
+	if (ret < 0)
+		return ret;
+	t->steps_per_epoch = t->sampler.num_samples / (size_t)t->cfg.batch_size;
+	if (t->steps_per_epoch == 0) {
+		log_error("batch_size %lld is larger than a rank's %zu samples per epoch: "
+			  "lower it",
+			  (long long)t->cfg.batch_size, t->sampler.num_samples);
+		return -EINVAL;
+	}
+	t->total_steps = t->cfg.max_steps > 0 ? (uint64_t)t->cfg.max_steps
+					      : (uint64_t)t->cfg.epochs * t->steps_per_epoch;
+	t->epochs = (t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch;
+	return 0;
+}
+
+static int trainer_allreduce_sum(void *arg, float *buf, size_t n)
+{
+	struct trainer *t = arg;
+	uint64_t t0 = time_now_ns();
+	int ret = ddp_allreduce(t->ddp, buf, n, DDP_FLOAT32, DDP_SUM);
+
+	t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
+	return ret;
+}
+
+static int trainer_grad_ready(void *arg, int index)
+{
+	struct trainer *t = arg;
+
+	return ddp_reducer_grad_ready(t->reducer, (size_t)t->param_of_tensor[index]);
+}
+
+static int trainer_init_model(struct trainer *t)
+{
+	struct model_config mc = {0};
+	struct model_comm comm = {.arg = t, .world = t->world};
+	int widths[MODEL_MAX_LAYERS], n = config_hidden_dims(&t->cfg, widths, MODEL_MAX_LAYERS - 1);
+
+	if (n < 0)
+		return -EINVAL;
+	mc.ndims = n + 2;
+	mc.dims[0] = t->train.features;
+	for (int i = 0; i < n; i++)
+		mc.dims[i + 1] = widths[i];
+	mc.dims[n + 1] = t->train.classes;
+	mc.batchnorm = t->cfg.batchnorm;
+	mc.sync_bn = t->cfg.sync_bn;
+	mc.bn_eps = 1e-5f;
+	mc.bn_momentum = 0.1f;
+	t->eval_rows =
+	    t->cfg.batch_size > TRAINER_EVAL_ROWS ? (int)t->cfg.batch_size : TRAINER_EVAL_ROWS;
+	mc.max_batch = t->eval_rows;
+	if (t->ddp) {
+		comm.allreduce_sum = trainer_allreduce_sum;
+		comm.grad_ready = trainer_grad_ready;
+	}
+	return model_init(&t->model, t->ops, t->kctx, &mc, &comm, (uint64_t)t->cfg.seed);
+}
+
+static int trainer_init_optim(struct trainer *t)
+{
+	struct optim_config oc = {
+	    .lr = (float)t->cfg.lr,
+	    .momentum = (float)t->cfg.momentum,
+	    .weight_decay = (float)t->cfg.weight_decay,
+	    .bias_lr_mult = (float)t->cfg.bias_lr_mult,
+	    .bias_weight_decay = (float)t->cfg.bias_weight_decay,
+	    .poly_power = (float)t->cfg.poly_power,
+	    .min_lr = (float)t->cfg.min_lr,
+	    .warmup_steps = (uint64_t)t->cfg.warmup_steps,
+	    .clip_norm = (float)t->cfg.clip_norm,
+	};
+
+	if (optim_schedule_parse(t->cfg.schedule, &oc.schedule) < 0)
+		return -EINVAL;
+	return optim_init(&t->optim, &oc, &t->model);
+}
+
+static void trainer_describe(const struct model *m, int i, struct ddp_param *p)
+{
+	const struct model_tensor *mt = &m->tensors[i];
+
+	memset(p, 0, sizeof(*p));
+	p->name = mt->name;
+	p->dtype = DDP_FLOAT32;
+	p->ndim = mt->ndim;
+	for (int k = 0; k < mt->ndim; k++)
+		p->shape[k] = mt->shape[k];
+	p->data = model_tensor_data(m, i);
+	p->grad = model_tensor_grad(m, i);
+	p->requires_grad = !mt->is_buffer;
+}
+
+/* The reducer broadcasts rank 0's parameters and buffers, and averages the
+ * gradients in buckets. */
+static int trainer_init_reducer(struct trainer *t)
+{
+	const struct model *m = &t->model;
+	struct ddp_param *params = calloc((size_t)m->ntensors, sizeof(*params));
+	struct ddp_param *buffers = calloc((size_t)m->ntensors, sizeof(*buffers));
+	struct ddp_reducer_options ro = {
+	    .bucket_cap_bytes = (size_t)(t->cfg.bucket_cap_mb * 1048576.0),
+	};
+	size_t np = 0, nb = 0;
+	int ret = -ENOMEM;
+
+	t->param_of_tensor = calloc((size_t)m->ntensors, sizeof(int));
+	if (!params || !buffers || !t->param_of_tensor)
+		goto out;
+	for (int i = 0; i < m->ntensors; i++) {
+		t->param_of_tensor[i] = m->tensors[i].is_buffer ? -1 : (int)np;
+		if (m->tensors[i].is_buffer)
+			trainer_describe(m, i, &buffers[nb++]);
+		else
+			trainer_describe(m, i, &params[np++]);
+	}
+	ret = 0;
+	if (t->ddp) {
+		ret = ddp_reducer_new(t->ddp, params, np, buffers, nb, &ro, &t->reducer);
+		if (ret < 0)
+			log_error("cannot set up gradient reduction: %s", ddp_error(t->ddp));
+	}
+out:
+	free(params);
+	free(buffers);
+	return ret;
+}
+
+static int trainer_init_batch(struct trainer *t)
+{
+	size_t rows = (size_t)t->eval_rows, f = (size_t)t->train.features;
+	int ret;
+
+	t->idx = calloc(rows, sizeof(*t->idx));
+	t->hx = calloc(rows * f, sizeof(*t->hx));
+	t->hy = calloc(rows, sizeof(*t->hy));
+	if (!t->idx || !t->hx || !t->hy)
+		return -ENOMEM;
+	ret = t->ops->alloc(t->kctx, rows * f * sizeof(float), (void **)&t->dx);
+	if (ret == 0)
+		ret = t->ops->alloc(t->kctx, rows * sizeof(int32_t), (void **)&t->dy);
+	return ret;
+}
+
+/* The checkpoint to resume from: --resume, or the latest one after a
+ * restart. Rank 0 looks and tells the others, so all ranks agree. */
+static int trainer_resume(struct trainer *t)
+{
+	char path[CONFIG_STR_MAX + 32] = "";
+	float found = 0.0f;
+	int ret = 0;
+
+	if (t->cfg.resume[0])
+		return trainer_ckpt_load(t, t->cfg.resume);
+	if (t->attempt == 0 || !t->cfg.checkpoint_dir[0])
+		return 0;
+	snprintf(path, sizeof(path), "%s/latest.safetensors", t->cfg.checkpoint_dir);
+	if (t->rank == 0)
+		found = access(path, R_OK) == 0 ? 1.0f : 0.0f;
+	if (t->ddp)
+		ret = ddp_broadcast(t->ddp, &found, 1, DDP_FLOAT32, 0);
+	if (ret < 0) {
+		log_error("cannot agree on the checkpoint to resume from: %s", ddp_error(t->ddp));
+		return ret;
+	}
+	if (found == 0.0f) {
+		if (t->rank == 0)
+			log_warn("restart %d: no checkpoint '%s' yet, starting from step 0",
+				 t->attempt, path);
+		return 0;
+	}
+	ret = trainer_ckpt_load(t, path);
+	if (ret == 0 && t->rank == 0)
+		log_info("restart %d: resumed from '%s' at step %llu", t->attempt, path,
+			 (unsigned long long)t->step);
+	return ret;
+}
+
+int trainer_init(struct trainer *t, const struct train_config *cfg)
+{
+	int ret;
+
+	memset(t, 0, sizeof(*t));
+	t->cfg = *cfg;
+	ret = trainer_init_ddp(t);
+	ret = ret ? ret : trainer_init_kernels(t);
+	ret = ret ? ret : trainer_init_data(t);
+	ret = ret ? ret : trainer_init_schedule(t);
+	ret = ret ? ret : trainer_init_model(t);
+	ret = ret ? ret : trainer_init_optim(t);
+	ret = ret ? ret : trainer_init_reducer(t);
+	ret = ret ? ret : trainer_init_batch(t);
+	if (ret == 0)
+		rng_seed(&t->rng, (uint64_t)cfg->seed ^ 0x5eed5eed5eedull);
+	ret = ret ? ret : trainer_resume(t);
+	if (ret == 0 && t->rank == 0)
+		ret = metrics_open(&t->metrics, stdout, cfg->metrics, cfg->progress_bar);
+	if (ret == -EACCES || ret == -ENOENT)
+		log_error("cannot open the metrics file '%s': %s", cfg->metrics, strerror(-ret));
+	return ret;
+}
+
+void trainer_release(struct trainer *t)
+{
+	if (t->rank == 0)
+		metrics_close(&t->metrics);
+	if (t->ops) {
+		t->ops->free(t->kctx, t->dx);
+		t->ops->free(t->kctx, t->dy);
+		optim_release(&t->optim, &t->model);
+		model_release(&t->model);
+		t->ops->ctx_free(t->kctx);
+	}
+	if (t->reducer)
+		ddp_reducer_free(t->reducer);
+	ddp_sampler_release(&t->sampler);
+	free(t->param_of_tensor);
+	free(t->idx);
+	free(t->hx);
+	free(t->hy);
+	data_release(&t->train);
+	data_release(&t->held_out);
+	ddp_free(t->ddp);
+	memset(t, 0, sizeof(*t));
+}

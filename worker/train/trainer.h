@@ -1,0 +1,69 @@
+/*
+ * trainer.h - ddp-train's training job: the data, the model, the optimizer,
+ * libddp's sampler and reducer, checkpoints and output, wired together.
+ * main.c parses the settings and calls trainer_init / trainer_run /
+ * trainer_release.
+ */
+#ifndef DDP_WORKER_TRAIN_TRAINER_H
+#define DDP_WORKER_TRAIN_TRAINER_H
+
+#include "config.h"
+#include "data.h"
+#include "ddp.h"
+#include "kernels.h"
+#include "metrics.h"
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+
+#include <stdint.h>
+
+struct trainer {
+	struct train_config cfg;
+	struct ddp_ctx *ddp; /* NULL when run without a launcher (one process) */
+	int rank, world, attempt;
+	const struct kernel_ops *ops;
+	struct kernel_ctx *kctx;
+	struct dataset train, held_out;
+	struct model model;
+	struct optim optim;
+	struct ddp_sampler sampler;
+	struct ddp_reducer *reducer;
+	int *param_of_tensor; /* model tensor index -> reducer param index */
+	struct rng rng;	      /* saved in checkpoints with the rest */
+	struct metrics metrics;
+	/* One batch, host and device copies. */
+	size_t *idx;
+	float *hx, *dx;
+	int32_t *hy, *dy;
+	int eval_rows; /* model's max_batch */
+	uint64_t steps_per_epoch, total_steps, epochs, step;
+	double comm_wait_s; /* blocking collectives outside the reducer */
+};
+
+/* Sets everything up from cfg: libddp (when the launcher's environment is
+ * present), the kernels for cfg->device, the data, the model (parameters
+ * broadcast from rank 0), and the starting point (a checkpoint when
+ * resuming). Returns 0, or a negative errno after printing a message that
+ * names the problem and the fix. */
+int trainer_init(struct trainer *t, const struct train_config *cfg);
+
+/* Trains until the last step, writing checkpoints and metrics; returns 0 or
+ * a negative errno (message printed). */
+int trainer_run(struct trainer *t);
+
+/* Held-out loss and accuracy with the running statistics. */
+int trainer_evaluate(struct trainer *t, double *loss, double *accuracy);
+
+void trainer_release(struct trainer *t);
+
+/* checkpoint.c */
+
+/* Writes the complete training state after `t->step` steps to path
+ * (collective when t->ddp: rank 0 writes). */
+int trainer_ckpt_save(struct trainer *t, const char *path);
+/* Restores the state from path (every rank), including step, sampler
+ * position and RNG. strict per t->cfg.strict. */
+int trainer_ckpt_load(struct trainer *t, const char *path);
+
+#endif
