@@ -1,0 +1,200 @@
+/*
+ * store_bench_report.c - the order of the measurements and their report.
+ *
+ * Idle memory is measured first, on fresh servers (memory freed by earlier
+ * runs would otherwise hide the cost of new connections). For every setting
+ * each server is measured back to back, so slow drifts of the machine hit
+ * both alike.
+ */
+#include "store_bench_report.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define VALUE_LEN 32
+
+struct sbr_state {
+	const struct sbr_config *cfg;
+	const struct sb_server *ours, *torch;
+	int errors, missed;
+};
+
+static void target(struct sbr_state *st, int met, const char *fmt, double got, double want)
+{
+	printf("  target %-46s ", fmt);
+	printf("%10.3f (want %s %g)  %s\n", got, strstr(fmt, "<") ? "<" : ">=", want,
+	       met ? "MET" : "MISSED");
+	if (!met)
+		st->missed++;
+}
+
+static void error(struct sbr_state *st, const char *what, int rc)
+{
+	printf("  error: %s: %s\n", what, strerror(-rc));
+	st->errors++;
+}
+
+static int idle_one(struct sbr_state *st, const struct sb_server *srv, enum sb_wire wire,
+		    struct sb_idle_result *r)
+{
+	int rc = sb_idle_run(srv, wire, st->cfg->idle, r);
+
+	if (rc < 0) {
+		error(st, srv->name, rc);
+		return rc;
+	}
+	printf("  %-11s %-12s %8d conns  VmRSS %7lld -> %7lld KiB  %8.0f B/conn\n", srv->name,
+	       wire == SB_WIRE_API ? "C client" : "1.13 frames", r->connections,
+	       (long long)r->rss_before_kib, (long long)r->rss_with_kib, r->bytes_per_conn);
+	return 0;
+}
+
+static void run_idle(struct sbr_state *st)
+{
+	struct sb_idle_result ours, theirs;
+	int rc;
+
+	if (st->cfg->idle == 0)
+		return;
+	printf("\n== idle connections: server VmRSS before and with them (/proc/PID/status)\n");
+	rc = idle_one(st, st->ours, SB_WIRE_API, &ours);
+	if (st->torch && idle_one(st, st->torch, SB_WIRE_V113, &theirs) == 0 && rc == 0)
+		printf("  ratio ours/torch bytes per connection: %.3f\n",
+		       ours.bytes_per_conn / theirs.bytes_per_conn);
+	if (rc == 0)
+		target(st, ours.bytes_per_conn <= 2048, "bytes per idle connection <= 2048",
+		       ours.bytes_per_conn, 2048);
+}
+
+static int pairs_one(struct sbr_state *st, const struct sb_server *srv, enum sb_wire wire,
+		     int conns, struct sb_pairs_result *r)
+{
+	int rc;
+
+	sb_server_quiesce(srv, 3000);
+	rc = sb_pairs_run(srv, wire, conns, st->cfg->seconds, VALUE_LEN, r);
+	if (rc < 0) {
+		error(st, srv->name, rc);
+		return rc;
+	}
+	printf("  %5d  %-11s %-12s %10.0f %9.1f %9.1f %9.2f\n", conns, srv->name,
+	       wire == SB_WIRE_API ? "C client" : "1.13 frames", r->ops_per_s, r->p50_us, r->p99_us,
+	       r->cpu_ns_per_op / 1e3);
+	return 0;
+}
+
+static void pairs_targets(struct sbr_state *st, int conns, const struct sb_pairs_result *o,
+			  const struct sb_pairs_result *t)
+{
+	if (conns != 16 && conns != 64)
+		return;
+	target(st, o->ops_per_s >= 1.4 * t->ops_per_s, "throughput ours/torch at this K >= 1.4",
+	       o->ops_per_s / t->ops_per_s, 1.4);
+	target(st, o->cpu_ns_per_op <= 0.5 * t->cpu_ns_per_op,
+	       "server CPU per op ours/torch <= 0.5", o->cpu_ns_per_op / t->cpu_ns_per_op, 0.5);
+	if (conns == 64)
+		target(st, o->p99_us < t->p99_us, "p99 ours/torch at 64 conns < 1",
+		       o->p99_us / t->p99_us, 1);
+}
+
+static void run_pairs(struct sbr_state *st)
+{
+	printf("\n== set+get pairs, %d-byte values, %.1f s per row; an op is one set or one get;\n"
+	       "   latency is one set+get pair; server CPU is utime+stime from /proc/PID/stat\n",
+	       VALUE_LEN, st->cfg->seconds);
+	printf("  %5s  %-11s %-12s %10s %9s %9s %9s\n", "conns", "server", "client", "ops/s",
+	       "p50 us", "p99 us", "cpu us/op");
+	for (int i = 0; i < st->cfg->nconns; i++) {
+		int k = st->cfg->conns[i];
+		struct sb_pairs_result api, v1, theirs;
+		int rc_api = pairs_one(st, st->ours, SB_WIRE_API, k, &api);
+		int rc_v1 = pairs_one(st, st->ours, SB_WIRE_V113, k, &v1);
+
+		if (!st->torch || pairs_one(st, st->torch, SB_WIRE_V113, k, &theirs) < 0)
+			continue;
+		if (rc_v1 == 0)
+			printf("  ratio ours/torch, same 1.13 frames:   ops/s %.2fx  cpu/op %.2fx  "
+			       "p99 %.2fx\n",
+			       v1.ops_per_s / theirs.ops_per_s,
+			       v1.cpu_ns_per_op / theirs.cpu_ns_per_op, v1.p99_us / theirs.p99_us);
+		if (rc_api == 0)
+			printf("  ratio ours (C client)/torch (1.13):   ops/s %.2fx  cpu/op %.2fx  "
+			       "p99 %.2fx\n",
+			       api.ops_per_s / theirs.ops_per_s,
+			       api.cpu_ns_per_op / theirs.cpu_ns_per_op,
+			       api.p99_us / theirs.p99_us);
+		if (rc_v1 == 0)
+			pairs_targets(st, k, &v1, &theirs);
+	}
+}
+
+static int storm_one(struct sbr_state *st, const struct sb_server *srv, const char *how, int n,
+		     struct sb_storm_result *r)
+{
+	int rc;
+
+	sb_server_quiesce(srv, 5000);
+	if (strcmp(how, "C client") == 0)
+		rc = sb_storm_api(srv, n, st->cfg->storm_timeout_ms, r);
+	else
+		rc = sb_storm_raw(srv, strcmp(how, "2.x frames") == 0 ? PROTO_GEN_V2 : PROTO_GEN_V1,
+				  n, st->cfg->storm_timeout_ms, r);
+	if (rc < 0) {
+		error(st, srv->name, rc);
+		return rc;
+	}
+	printf("  %6d  %-11s %-20s %8d %9.3f %9.3f %9.2f\n", n, srv->name, how, r->released,
+	       r->connect_s, r->seconds, r->cpu_ns_per_op / 1e3);
+	if (r->released < n) {
+		printf("  error: %s released %d of %d clients within %.0f s\n", srv->name,
+		       r->released, n, st->cfg->storm_timeout_ms / 1e3);
+		st->errors += srv == st->ours;
+		return -1;
+	}
+	return 0;
+}
+
+static void run_storms(struct sbr_state *st)
+{
+	printf("\n== barrier storm: N clients connect at once, add 1, wait for the release key\n"
+	       "   (set by the N-th adder); time from the first connect to the last release\n");
+	printf("  %6s  %-11s %-20s %8s %9s %9s %9s\n", "N", "server", "client", "released",
+	       "conn s", "total s", "cpu us/op");
+	for (int i = 0; i < st->cfg->nstorms; i++) {
+		int n = st->cfg->storms[i];
+		struct sb_storm_result v2, v1, api, theirs;
+		int rc_v2 = storm_one(st, st->ours, "2.x frames", n, &v2);
+		int rc_v1 = storm_one(st, st->ours, "1.13 frames", n, &v1);
+		int rc_api = storm_one(st, st->ours, "C client", n, &api);
+		int rc_t = st->torch ? storm_one(st, st->torch, "1.13 frames", n, &theirs) : -1;
+
+		if (rc_v1 == 0 && rc_t == 0)
+			printf("  ratio ours/torch time, same 1.13 frames: %.3fx\n",
+			       v1.seconds / theirs.seconds);
+		if (n == 10000) {
+			if (rc_v2 == 0)
+				target(st, v2.seconds < 2.0,
+				       "10,000-client barrier (2.x frames) < 2 s", v2.seconds, 2.0);
+			if (rc_api == 0)
+				target(st, api.seconds < 2.0,
+				       "10,000-client barrier (C client) < 2 s", api.seconds, 2.0);
+		}
+	}
+}
+
+int sbr_run_all(const struct sbr_config *cfg, const struct sb_server *ours,
+		const struct sb_server *torch)
+{
+	struct sbr_state st = {.cfg = cfg, .ours = ours, .torch = torch};
+
+	printf("store_bench: %s pid %d port %d", ours->name, (int)ours->pid, ours->port);
+	if (torch)
+		printf("; %s pid %d port %d", torch->name, (int)torch->pid, torch->port);
+	printf("\n");
+	run_idle(&st);
+	run_pairs(&st);
+	run_storms(&st);
+	printf("\nstore_bench: %d error(s), %d target(s) missed\n", st.errors, st.missed);
+	fflush(stdout);
+	return st.errors || (cfg->strict && st.missed) ? 1 : 0;
+}
