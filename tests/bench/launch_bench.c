@@ -31,7 +31,8 @@ struct lb_cfg {
 
 struct lb_stats {
 	double median, min, max;
-	long maxrss_kib;
+	long maxrss_kib; /* launch: ru_maxrss; restart: the launcher's VmHWM */
+	long parent_kib; /* restart: VmHWM of the worker's parent */
 	int ok;
 };
 
@@ -105,7 +106,8 @@ static int launch_trials(const struct lb_cfg *cfg, int torch, struct lb_stats *s
 }
 
 /* One restart trial: latency in seconds and the launcher's VmHWM. */
-static int restart_once(const struct lb_cfg *cfg, int torch, double *latency, long *hwm_kib)
+static int restart_once(const struct lb_cfg *cfg, int torch, double *latency, long *hwm_kib,
+			long *parent_kib)
 {
 	char dir[] = "/tmp/launch_bench.XXXXXX", *argv[24], name[32];
 	uint64_t fail = 0, first = UINT64_MAX, v;
@@ -131,6 +133,8 @@ static int restart_once(const struct lb_cfg *cfg, int torch, double *latency, lo
 		*latency = (double)(first - fail) / 1e9;
 	if (rc == 0 && lb_read_u64(dir, "launcher", &v) == 0)
 		*hwm_kib = (long)v;
+	if (rc == 0 && lb_read_u64(dir, "parent", &v) == 0)
+		*parent_kib = (long)v;
 	lb_remove_dir(dir);
 	return rc;
 }
@@ -145,8 +149,8 @@ static int restart_trials(const struct lb_cfg *cfg, int torch, struct lb_stats *
 	print_cmd(argv);
 	memset(st, 0, sizeof(*st));
 	for (int i = 0; i < n; i++) {
-		long hwm = 0;
-		int rc = restart_once(cfg, torch, &t[i], &hwm);
+		long hwm = 0, parent = 0;
+		int rc = restart_once(cfg, torch, &t[i], &hwm, &parent);
 
 		if (rc < 0) {
 			printf("  error: restart trial %d: %s (see %s)\n", i, strerror(-rc),
@@ -155,14 +159,17 @@ static int restart_trials(const struct lb_cfg *cfg, int torch, struct lb_stats *
 		}
 		if (hwm > st->maxrss_kib)
 			st->maxrss_kib = hwm;
+		if (parent > st->parent_kib)
+			st->parent_kib = parent;
 	}
 	st->median = lb_median(t, n);
 	st->min = t[0];
 	st->max = t[n - 1];
 	st->ok = 1;
-	printf("  %-10s %d trials: median %.2f ms  min %.2f  max %.2f;  launcher VmHWM %ld KiB\n",
+	printf("  %-10s %d trials: median %.2f ms  min %.2f  max %.2f\n"
+	       "             launcher VmHWM %ld KiB; worker's parent VmHWM %ld KiB\n",
 	       torch ? "torchrun" : "ddplaunch", n, st->median * 1e3, st->min * 1e3, st->max * 1e3,
-	       st->maxrss_kib);
+	       st->maxrss_kib, st->parent_kib);
 	return 0;
 }
 

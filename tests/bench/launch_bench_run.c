@@ -36,8 +36,13 @@ static void child_exec(char *const argv[], const char *bench_dir, const char *lo
 		dup2(fd, 1);
 		dup2(fd, 2);
 	}
-	if (bench_dir)
+	if (bench_dir) {
+		char pid[16];
+
+		snprintf(pid, sizeof(pid), "%d", (int)getpid());
 		setenv("LAUNCH_BENCH_DIR", bench_dir, 1);
+		setenv("LAUNCH_BENCH_LAUNCHER_PID", pid, 1);
+	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	execv(argv[0], argv);
 	dprintf(2, "launch_bench: cannot run %s: %s\n", argv[0], strerror(errno));

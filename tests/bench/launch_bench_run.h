@@ -14,9 +14,9 @@ struct lb_run {
 };
 
 /* Runs argv (argv[0] is a path) with stdout+stderr appended to `log_path`
- * and, if `bench_dir` is not NULL, LAUNCH_BENCH_DIR=bench_dir in its
- * environment. After timeout_ms: SIGTERM, 5 s, SIGKILL. Returns 0 when it
- * was reaped (see out->status) or a negative errno. */
+ * and, if `bench_dir` is not NULL, LAUNCH_BENCH_DIR=bench_dir and
+ * LAUNCH_BENCH_LAUNCHER_PID=its pid in its environment. After timeout_ms: SIGTERM, 5 s, SIGKILL.
+ * Returns 0 when it was reaped (see out->status) or a negative errno. */
 int lb_run_cmd(char *const argv[], const char *bench_dir, const char *log_path, uint64_t timeout_ms,
 	       struct lb_run *out);
 

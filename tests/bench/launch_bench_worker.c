@@ -8,8 +8,10 @@
  *              rank is up, writes "fail" with the time, and exits 1; the
  *              others wait for the launcher's signal (default action: die).
  *   attempt 1+: each rank writes start.<r> with the time main() began; local
- *              rank 0 also writes "launcher" with its parent's (the
- *              launcher's) VmHWM and VmRSS in KiB; all exit 0.
+ *              rank 0 also writes "launcher" with the launcher's VmHWM and
+ *              VmRSS in KiB (LAUNCH_BENCH_LAUNCHER_PID, set by launch_bench,
+ *              else the parent) and "parent" with its parent's (a guard
+ *              process between launcher and worker, if any); all exit 0.
  * Nothing waits unbounded: alarm(60) ends a stuck worker.
  */
 #include <errno.h>
@@ -52,14 +54,14 @@ static int write_file(const char *dir, const char *name, const char *text)
 	return rename(tmp, path) < 0 ? -errno : 0;
 }
 
-static long parent_status_kib(const char *field)
+static long status_kib(int pid, const char *field)
 {
 	char path[64], line[256];
 	size_t flen = strlen(field);
 	long kib = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)getppid());
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -127,9 +129,14 @@ int main(void)
 	if (write_file(dir, name, text) < 0)
 		return 3;
 	if (rank == 0) {
-		snprintf(text, sizeof(text), "%ld %ld\n", parent_status_kib("VmHWM"),
-			 parent_status_kib("VmRSS"));
+		int launcher = env_int("LAUNCH_BENCH_LAUNCHER_PID", (int)getppid());
+
+		snprintf(text, sizeof(text), "%ld %ld\n", status_kib(launcher, "VmHWM"),
+			 status_kib(launcher, "VmRSS"));
 		write_file(dir, "launcher", text);
+		snprintf(text, sizeof(text), "%ld %ld\n", status_kib((int)getppid(), "VmHWM"),
+			 status_kib((int)getppid(), "VmRSS"));
+		write_file(dir, "parent", text);
 	}
 	return 0;
 }
