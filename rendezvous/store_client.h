@@ -54,8 +54,7 @@ int store_client_get(struct store_client *client, const char *key, uint64_t time
 
 /* Atomically adds `delta` to the decimal integer stored at `key` (a missing
  * key counts as 0) and returns the new value in *result. */
-int store_client_add(struct store_client *client, const char *key, int64_t delta,
-		     int64_t *result);
+int store_client_add(struct store_client *client, const char *key, int64_t delta, int64_t *result);
 
 /* torch's compare_set: if the key is missing and `expected` is empty, stores
  * `desired`; if missing and `expected` is not empty, stores nothing; if

@@ -18,11 +18,11 @@
 /* Every length read from the network is checked against these before
  * anything is allocated; a request over a limit closes that connection. */
 struct store_limits {
-	size_t max_key_len;          /* bytes in one key */
-	size_t max_value_len;        /* bytes in one value */
+	size_t max_key_len;	     /* bytes in one key */
+	size_t max_value_len;	     /* bytes in one value */
 	size_t max_keys_per_request; /* keys in one CHECK/WAIT/MULTI_GET/MULTI_SET */
-	size_t max_total_bytes;      /* keys + values stored, all together */
-	size_t max_connections;      /* open client connections */
+	size_t max_total_bytes;	     /* keys + values stored, all together */
+	size_t max_connections;	     /* open client connections */
 };
 
 /* Fills *limits with the defaults (sized for real jobs; see the .c file). */
@@ -32,8 +32,7 @@ struct store_server;
 
 /* Creates a server on `loop` (not started). `limits` is copied; NULL means
  * the defaults. Returns 0 or -ENOMEM. */
-int store_server_new(uv_loop_t *loop, const struct store_limits *limits,
-		     struct store_server **out);
+int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct store_server **out);
 
 /* Binds host:port (port 0: the kernel chooses) and starts listening with a
  * large backlog. `host` is an IPv4 or IPv6 literal or a name; "0.0.0.0" or

@@ -1,0 +1,238 @@
+/*
+ * rdzvd_main.c - ddp-rdzvd: the standalone rendezvous store daemon. Parses
+ * flags, runs one store server on a libuv loop, stops on SIGTERM/SIGINT.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "cli_util.h"
+#include "log.h"
+#include "store_server.h"
+
+struct rdzvd {
+	uv_loop_t *loop;
+	struct store_server *server;
+	uv_signal_t sigterm;
+	uv_signal_t sigint;
+	const char *port_file;
+};
+
+static void usage(FILE *f)
+{
+	struct store_limits d;
+	store_limits_default(&d);
+	fprintf(
+	    f,
+	    "usage: ddp-rdzvd [--host ADDR] [--port N] [--port-file PATH] [limits] [-v]\n"
+	    "\n"
+	    "Hosts a rendezvous key-value store that speaks PyTorch's c10d TCPStore\n"
+	    "protocol (torch 1.13 and 2.x clients at once): the store torchrun's agent\n"
+	    "hosts on MASTER_PORT, here as its own process, e.g. for multi-node jobs.\n"
+	    "Workers reach it with MASTER_ADDR/MASTER_PORT and\n"
+	    "TORCHELASTIC_USE_AGENT_STORE=True; ddp-store talks to it from a shell.\n"
+	    "\n"
+	    "  --host ADDR        address to listen on (default 127.0.0.1); 0.0.0.0 or ::\n"
+	    "                     listen on every interface - the store has no\n"
+	    "                     authentication, so only do that on a trusted network\n"
+	    "  --port N           port to listen on (default 29500, torchrun's default\n"
+	    "                     MASTER_PORT); 0 lets the kernel choose a free one\n"
+	    "  --port-file PATH   write the bound port to PATH (atomically, as\n"
+	    "                     \"PORT\\n\"); removed again on a clean exit\n"
+	    "  -v, --verbose      debug output: why each client was disconnected, ...\n"
+	    "  -h, --help         show this help\n"
+	    "\n"
+	    "limits (sizes take K, M, G suffixes); a client over one is disconnected:\n"
+	    "  --max-key-len BYTES           one key (default %zu)\n"
+	    "  --max-value-len BYTES         one value (default %zu)\n"
+	    "  --max-keys-per-request N      keys in one wait/check/multi-get/set (default %zu)\n"
+	    "  --max-total-bytes BYTES       everything stored together (default %zu)\n"
+	    "  --max-connections N           open client connections (default %zu)\n"
+	    "\n"
+	    "The bound port is printed on stdout. SIGTERM or SIGINT stops the daemon\n"
+	    "cleanly (exit status 0).\n",
+	    d.max_key_len, d.max_value_len, d.max_keys_per_request, d.max_total_bytes,
+	    d.max_connections);
+}
+
+enum {
+	OPT_PORT_FILE = 256,
+	OPT_MAX_KEY,
+	OPT_MAX_VALUE,
+	OPT_MAX_KEYS,
+	OPT_MAX_TOTAL,
+	OPT_MAX_CONN,
+};
+
+static const struct option long_opts[] = {
+    {"host", required_argument, NULL, 'H'},
+    {"port", required_argument, NULL, 'p'},
+    {"port-file", required_argument, NULL, OPT_PORT_FILE},
+    {"max-key-len", required_argument, NULL, OPT_MAX_KEY},
+    {"max-value-len", required_argument, NULL, OPT_MAX_VALUE},
+    {"max-keys-per-request", required_argument, NULL, OPT_MAX_KEYS},
+    {"max-total-bytes", required_argument, NULL, OPT_MAX_TOTAL},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static size_t *limit_slot(struct store_limits *l, int opt)
+{
+	switch (opt) {
+	case OPT_MAX_KEY:
+		return &l->max_key_len;
+	case OPT_MAX_VALUE:
+		return &l->max_value_len;
+	case OPT_MAX_KEYS:
+		return &l->max_keys_per_request;
+	case OPT_MAX_TOTAL:
+		return &l->max_total_bytes;
+	case OPT_MAX_CONN:
+		return &l->max_connections;
+	default:
+		return NULL;
+	}
+}
+
+/* Returns 0, 1 for --help, or -1 on a usage error (reported). */
+static int parse_args(int argc, char **argv, const char **host, int *port, const char **port_file,
+		      struct store_limits *limits, int *verbose)
+{
+	int opt;
+	while ((opt = getopt_long(argc, argv, "vh", long_opts, NULL)) != -1) {
+		size_t *slot = limit_slot(limits, opt);
+		if (slot) {
+			if (cli_parse_size(optarg, slot) < 0 || *slot == 0) {
+				log_error("%s: '%s' is not a positive size", argv[optind - 1],
+					  optarg);
+				return -1;
+			}
+			continue;
+		}
+		switch (opt) {
+		case 'H':
+			*host = optarg;
+			break;
+		case 'p':
+			if (cli_parse_port(optarg, port) < 0) {
+				log_error("--port: '%s' is not a port (0-65535)", optarg);
+				return -1;
+			}
+			break;
+		case OPT_PORT_FILE:
+			*port_file = optarg;
+			break;
+		case 'v':
+			(*verbose)++;
+			break;
+		case 'h':
+			return 1;
+		default:
+			fprintf(stderr, "run 'ddp-rdzvd --help' for the flags\n");
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s' (run 'ddp-rdzvd --help')", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+static void rdzvd_closed(void *arg)
+{
+	struct rdzvd *d = arg;
+	d->server = NULL;
+	uv_close((uv_handle_t *)&d->sigterm, NULL);
+	uv_close((uv_handle_t *)&d->sigint, NULL);
+}
+
+static void rdzvd_on_signal(uv_signal_t *sig, int signum)
+{
+	struct rdzvd *d = sig->data;
+	log_info("%s received; closing the store", strsignal(signum));
+	uv_signal_stop(&d->sigterm);
+	uv_signal_stop(&d->sigint);
+	if (d->server)
+		store_server_close(d->server, rdzvd_closed, d);
+}
+
+/* Thousands of clients need thousands of descriptors. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int rdzvd_start(struct rdzvd *d, const char *host, int port,
+		       const struct store_limits *limits)
+{
+	int rc = store_server_new(d->loop, limits, &d->server);
+	if (rc == 0)
+		rc = store_server_listen(d->server, host, port);
+	if (rc < 0) {
+		log_error("cannot listen on %s:%d: %s%s", host, port, uv_strerror(rc),
+			  rc == UV_EADDRINUSE ? " (another process holds the port; pick another "
+						"--port, or --port 0 for a free one)"
+					      : "");
+		return rc;
+	}
+	port = store_server_port(d->server);
+	if (d->port_file && cli_write_file_atomic(d->port_file, port) < 0) {
+		log_error("cannot write the port file '%s': %s", d->port_file, strerror(errno));
+		return -errno;
+	}
+	printf("%d\n", port);
+	fflush(stdout);
+	log_info("listening on %s:%d", host, port);
+	uv_signal_init(d->loop, &d->sigterm);
+	uv_signal_init(d->loop, &d->sigint);
+	d->sigterm.data = d->sigint.data = d;
+	uv_signal_start(&d->sigterm, rdzvd_on_signal, SIGTERM);
+	uv_signal_start(&d->sigint, rdzvd_on_signal, SIGINT);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *host = "127.0.0.1";
+	int port = 29500, verbose = 0;
+	struct store_limits limits;
+	struct rdzvd d = {.loop = uv_default_loop()};
+
+	log_init("ddp-rdzvd", LOG_INFO);
+	store_limits_default(&limits);
+	int rc = parse_args(argc, argv, &host, &port, &d.port_file, &limits, &verbose);
+	if (rc != 0) {
+		if (rc > 0)
+			usage(stdout);
+		return rc > 0 ? 0 : 2;
+	}
+	if (verbose > 0)
+		log_set_level(LOG_DEBUG);
+	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
+	if (rdzvd_start(&d, host, port, &limits) < 0) {
+		if (d.server)
+			store_server_close(d.server, NULL, NULL);
+		uv_run(d.loop, UV_RUN_DEFAULT);
+		return 1;
+	}
+	uv_run(d.loop, UV_RUN_DEFAULT);
+	if (d.port_file)
+		unlink(d.port_file);
+	uv_loop_close(d.loop);
+	log_info("stopped");
+	return 0;
+}

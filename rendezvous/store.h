@@ -1,0 +1,111 @@
+/*
+ * store.h - the key-value semantics of the TCPStore (pure, no I/O).
+ *
+ * Keys and values are bytes. Semantics follow torch's servers:
+ *  - set replaces; add parses the stored value as a decimal integer (a
+ *    missing key counts as 0) and stores the sum as decimal text;
+ *  - compare_set: missing key + empty expected stores desired; missing key +
+ *    non-empty expected stores nothing and answers `expected`; present key is
+ *    replaced iff its value equals expected; the answer is the value after;
+ *  - wait on several keys completes when every key exists (a key also counts
+ *    as existing while a queue of that name is not empty); the waiter's owner
+ *    is told through the wake callback;
+ *  - queues (torch 2.x): push wakes at most one waiter of that name, pop
+ *    takes the oldest item.
+ * Every byte stored (keys, values, queue items) is counted against
+ * max_total_bytes; an operation that would pass it fails with -ENOSPC and
+ * changes nothing.
+ */
+#ifndef DDP_RENDEZVOUS_STORE_H
+#define DDP_RENDEZVOUS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bytes.h"
+
+struct store;
+struct store_waiter;
+
+/* The pending waits of one client (embed one per connection). Initialise
+ * with STORE_OWNER_INIT or zeroes; cancel before freeing it. */
+struct store_owner {
+	struct store_waiter *waiters;
+};
+
+#define STORE_OWNER_INIT                                                                           \
+	{                                                                                          \
+		NULL                                                                               \
+	}
+
+/* Called when a wait of `owner` completes (the waiter is already removed
+ * and freed). It must not free the store, and must not cancel or register
+ * waits of other owners; it may cancel `owner`'s remaining waits. */
+typedef void (*store_wake_fn)(void *ctx, struct store_owner *owner);
+
+/* Creates an empty store. Returns 0 or -ENOMEM. */
+int store_new(size_t max_total_bytes, store_wake_fn wake, void *ctx, struct store **out);
+
+/* Frees every key, queue and waiter (no callbacks run; owners with pending
+ * waits are left pointing at freed waiters: cancel them first or discard
+ * them). NULL is allowed. */
+void store_free(struct store *store);
+
+/* Returns 0, -ENOSPC (over the byte limit) or -ENOMEM. */
+int store_set(struct store *store, struct byteview key, struct byteview value);
+
+/* Returns 1 and views the value (valid until the next change of the store),
+ * or 0 when the key is missing. */
+int store_get(const struct store *store, struct byteview key, struct byteview *value);
+
+/* Returns 0 with the new value in *result; -EINVAL if the stored value is
+ * not a decimal integer; -ERANGE on overflow; -ENOSPC; -ENOMEM. */
+int store_add(struct store *store, struct byteview key, int64_t delta, int64_t *result);
+
+/* torch's compare_set (see above). *current views the value after the
+ * operation (valid until the next change; for a missing key with non-empty
+ * expected it is `expected` itself). Returns 0, -ENOSPC or -ENOMEM. */
+int store_compare_set(struct store *store, struct byteview key, struct byteview expected,
+		      struct byteview desired, struct byteview *current);
+
+/* Returns 1 when every key exists, else 0. */
+int store_check(const struct store *store, const struct byteview *keys, size_t nkeys);
+
+/* Returns 1 when every key exists already (nothing registered), 0 when a
+ * wait was registered for `owner` (the wake callback runs when the last
+ * missing key appears), or -ENOMEM. */
+int store_wait(struct store *store, struct store_owner *owner, const struct byteview *keys,
+	       size_t nkeys);
+
+/* Drops every pending wait of `owner` (disconnect, cancel-wait). Returns how
+ * many were dropped. */
+size_t store_owner_cancel(struct store *store, struct store_owner *owner);
+
+/* Number of keys with a value (queues are not counted, as in torch). */
+int64_t store_num_keys(const struct store *store);
+
+/* Returns 1 if the key existed and was deleted, else 0. Waiters are kept. */
+int store_delete(struct store *store, struct byteview key);
+
+/* Appends to the value, creating the key. Returns 0, -ENOSPC or -ENOMEM. */
+int store_append(struct store *store, struct byteview key, struct byteview value);
+
+/* Queues (torch 2.x). push: 0, -ENOSPC or -ENOMEM. */
+int store_queue_push(struct store *store, struct byteview key, struct byteview value);
+
+/* Sets *len_before to the queue's length; if it was > 0, removes the oldest
+ * item and gives it in *item (malloc'ed, the caller frees; *item_len its
+ * size). Returns 0 or -ENOMEM. */
+int store_queue_pop(struct store *store, struct byteview key, int64_t *len_before, uint8_t **item,
+		    size_t *item_len);
+
+int64_t store_queue_len(const struct store *store, struct byteview key);
+
+/* Bytes counted against the limit now. */
+size_t store_bytes_used(const struct store *store);
+
+/* Number of pending waits, all owners together (for tests). */
+size_t store_waiter_count(const struct store *store);
+
+#endif

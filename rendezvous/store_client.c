@@ -1,0 +1,184 @@
+/*
+ * store_client.c - blocking TCPStore client speaking the torch 2.x framing.
+ */
+#include "store_client.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client_net.h"
+#include "store_client_int.h"
+#include "timeutil.h"
+
+int client_fail(struct store_client *c, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int client_io_error(struct store_client *c, int rc, const char *what)
+{
+	return client_fail(c, rc, "store %s: %s failed: %s", c->addr, what, strerror(-rc));
+}
+
+uint64_t client_op_deadline(uint64_t timeout_ms)
+{
+	return time_now_ms() + (timeout_ms ? timeout_ms : STORE_CLIENT_DEFAULT_TIMEOUT_MS);
+}
+
+void client_req_begin(struct store_client *c, enum proto_op op)
+{
+	c->tx.len = 0;
+	c->err[0] = '\0';
+	proto_put_op(&c->tx, PROTO_GEN_V2, op);
+}
+
+int client_req_key(struct store_client *c, const char *key)
+{
+	if (!key)
+		return -EINVAL;
+	return proto_put_bytes(&c->tx, key, strlen(key));
+}
+
+int client_req_send(struct store_client *c, int rc)
+{
+	if (rc < 0)
+		return client_fail(c, rc, "store %s: bad request arguments", c->addr);
+	rc = client_net_send(c->fd, c->tx.data, c->tx.len);
+	return rc < 0 ? client_io_error(c, rc, "send") : 0;
+}
+
+/* Makes sure n bytes of reply are buffered. */
+int client_rx_need(struct store_client *c, size_t n, uint64_t deadline)
+{
+	while (c->rx.len < n) {
+		int rc = client_net_recv(c->fd, &c->rx, deadline);
+		if (rc < 0)
+			return rc == -ETIMEDOUT ? rc : client_io_error(c, rc, "receive");
+	}
+	return 0;
+}
+
+int client_rx_u8(struct store_client *c, uint8_t *v, uint64_t deadline)
+{
+	int rc = client_rx_need(c, 1, deadline);
+	if (rc < 0)
+		return rc;
+	*v = c->rx.data[0];
+	bytebuf_consume(&c->rx, 1);
+	return 0;
+}
+
+int client_rx_i64(struct store_client *c, int64_t *v, uint64_t deadline)
+{
+	int rc = client_rx_need(c, 8, deadline);
+	if (rc < 0)
+		return rc;
+	*v = (int64_t)bytes_load_u64(c->rx.data);
+	bytebuf_consume(&c->rx, 8);
+	return 0;
+}
+
+/* Reads a byte string into a malloc'ed, NUL-terminated copy. */
+int client_rx_bytes(struct store_client *c, void **value, size_t *len, uint64_t deadline)
+{
+	int rc = client_rx_need(c, 8, deadline);
+	if (rc < 0)
+		return rc;
+	uint64_t n = bytes_load_u64(c->rx.data);
+	if (n > CLIENT_MAX_VALUE)
+		return client_fail(c, -EPROTO, "store %s: reply of %llu bytes is too large",
+				   c->addr, (unsigned long long)n);
+	rc = client_rx_need(c, 8 + (size_t)n, deadline);
+	if (rc < 0)
+		return rc;
+	uint8_t *copy = malloc((size_t)n + 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, c->rx.data + 8, (size_t)n);
+	copy[n] = '\0';
+	bytebuf_consume(&c->rx, 8 + (size_t)n);
+	*value = copy;
+	*len = (size_t)n;
+	return 0;
+}
+
+static int client_handshake(struct store_client *c, uint64_t deadline)
+{
+	uint32_t nonce = (uint32_t)getpid() ^ (uint32_t)time_now_ns();
+	client_req_begin(c, PROTO_OP_VALIDATE);
+	proto_put_u32(&c->tx, PROTO_VALIDATE_MAGIC);
+	proto_put_op(&c->tx, PROTO_GEN_V2, PROTO_OP_PING);
+	proto_put_u32(&c->tx, nonce);
+	int rc = client_net_send(c->fd, c->tx.data, c->tx.len);
+	if (rc == 0)
+		rc = client_rx_need(c, 4, deadline);
+	if (rc < 0)
+		return rc;
+	uint32_t echo = bytes_load_u32(c->rx.data);
+	bytebuf_consume(&c->rx, 4);
+	return echo == nonce ? 0 : -EPROTO;
+}
+
+int store_client_connect(const char *host, int port, uint64_t timeout_ms, struct store_client **out,
+			 char *errbuf, size_t errbuf_len)
+{
+	*out = NULL;
+	struct store_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	snprintf(c->addr, sizeof(c->addr), "%s:%d", host ? host : "", port);
+	uint64_t deadline = time_now_ms() + timeout_ms;
+	uint64_t delay = 10;
+	int rc;
+	for (;;) {
+		rc = c->fd = client_net_connect(host, port, deadline);
+		if (rc >= 0) {
+			rc = client_handshake(c, deadline);
+			if (rc == 0)
+				break;
+			close(c->fd);
+			c->rx.len = 0;
+		}
+		/* A reset during the handshake (a server over its connection
+		 * limit or backlog) is retried like a refused connect. */
+		if (!client_net_retryable(rc) || time_left_ms(deadline) == 0)
+			break;
+		client_net_backoff(&delay, deadline);
+	}
+	if (rc < 0) {
+		if (errbuf && errbuf_len)
+			snprintf(errbuf, errbuf_len,
+				 "cannot reach the store at %s after %llu ms: %s%s", c->addr,
+				 (unsigned long long)timeout_ms, strerror(-rc),
+				 rc == -EPROTO ? " (not a TCPStore 2.x-compatible server?)" : "");
+		c->fd = -1;
+		store_client_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void store_client_free(struct store_client *client)
+{
+	if (!client)
+		return;
+	if (client->fd >= 0)
+		close(client->fd);
+	bytebuf_release(&client->tx);
+	bytebuf_release(&client->rx);
+	free(client);
+}
+
+const char *store_client_error(const struct store_client *client)
+{
+	return client->err;
+}

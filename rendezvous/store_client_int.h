@@ -1,0 +1,49 @@
+/*
+ * store_client_int.h - internals shared by store_client.c (connection, reply
+ * reading) and store_client_ops.c (the operations).
+ */
+#ifndef DDP_RENDEZVOUS_STORE_CLIENT_INT_H
+#define DDP_RENDEZVOUS_STORE_CLIENT_INT_H
+
+#include <stdint.h>
+
+#include "bytes.h"
+#include "proto.h"
+#include "store_client.h"
+
+/* The largest reply value accepted (a server may be configured up to it). */
+#define CLIENT_MAX_VALUE ((size_t)1 << 30)
+/* How long a cancelled wait may take to be acknowledged. */
+#define CLIENT_CANCEL_GRACE_MS 10000
+
+struct store_client {
+	int fd;
+	struct bytebuf tx; /* the request being built */
+	struct bytebuf rx; /* reply bytes received, not yet consumed */
+	char addr[280];	   /* "host:port", for messages */
+	char err[512];
+};
+
+/* Formats c->err and returns rc. */
+int client_fail(struct store_client *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A deadline timeout_ms from now (0: the default). */
+uint64_t client_op_deadline(uint64_t timeout_ms);
+
+/* Starts a request of type op in c->tx (clears c->err). */
+void client_req_begin(struct store_client *c, enum proto_op op);
+/* Appends a key; -EINVAL for NULL. */
+int client_req_key(struct store_client *c, const char *key);
+/* Sends c->tx unless rc < 0 (bad arguments). Returns 0 or -errno. */
+int client_req_send(struct store_client *c, int rc);
+
+/* Reply readers: wait for and consume one field. 0 or -errno (-ETIMEDOUT
+ * when the deadline passed; nothing consumed then). */
+int client_rx_need(struct store_client *c, size_t n, uint64_t deadline);
+int client_rx_u8(struct store_client *c, uint8_t *v, uint64_t deadline);
+int client_rx_i64(struct store_client *c, int64_t *v, uint64_t deadline);
+/* A byte string as a malloc'ed, NUL-terminated copy. */
+int client_rx_bytes(struct store_client *c, void **value, size_t *len, uint64_t deadline);
+
+#endif

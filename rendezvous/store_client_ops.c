@@ -1,0 +1,226 @@
+/*
+ * store_client_ops.c - the operations of the blocking store client.
+ * Split from store_client.c, which holds the connection and reply reading.
+ */
+#include "store_client_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "timeutil.h"
+
+int store_client_set(struct store_client *c, const char *key, const void *value, size_t len)
+{
+	client_req_begin(c, PROTO_OP_SET);
+	int rc = client_req_key(c, key);
+	if (rc == 0 && (value || len == 0))
+		rc = proto_put_bytes(&c->tx, value, len);
+	else if (rc == 0)
+		rc = -EINVAL;
+	return client_req_send(c, rc);
+}
+
+/* Sends a query naming nkeys keys after a u64 count. */
+static int client_req_keys(struct store_client *c, enum proto_op op, const char *const *keys,
+			   size_t n)
+{
+	client_req_begin(c, op);
+	int rc = (keys || n == 0) ? proto_put_u64(&c->tx, n) : -EINVAL;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = client_req_key(c, keys[i]);
+	return client_req_send(c, rc);
+}
+
+/* After a timed-out wait: names the keys still missing in c->err. */
+static void wait_report(struct store_client *c, const char *const *keys, size_t n,
+			uint64_t timeout_ms)
+{
+	char list[400] = "";
+	size_t used = 0, missing = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (store_client_check(c, &keys[i], 1) != 0)
+			continue;
+		if (missing++ < 8 && used < sizeof(list))
+			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s'%s'",
+						 used ? ", " : "", keys[i]);
+	}
+	snprintf(c->err, sizeof(c->err),
+		 "store %s: timed out after %llu ms waiting for %zu of %zu key(s): %s%s", c->addr,
+		 (unsigned long long)timeout_ms, missing, n, list, missing > 8 ? ", ..." : "");
+}
+
+/* The wait timed out: cancel it on the server so the stream stays in step
+ * (a STOP_WAITING may race the cancel and arrive first). */
+static int wait_cancel(struct store_client *c)
+{
+	client_req_begin(c, PROTO_OP_CANCEL_WAIT);
+	int rc = client_req_send(c, 0);
+	uint64_t deadline = time_now_ms() + CLIENT_CANCEL_GRACE_MS;
+	uint8_t r = 0;
+	if (rc == 0)
+		rc = client_rx_u8(c, &r, deadline);
+	if (rc == 0 && r == PROTO_WAIT_STOP_WAITING)
+		rc = client_rx_u8(c, &r, deadline);
+	if (rc == 0 && r != PROTO_WAIT_CANCELED)
+		rc = -EPROTO;
+	return rc;
+}
+
+int store_client_wait(struct store_client *c, const char *const *keys, size_t nkeys,
+		      uint64_t timeout_ms)
+{
+	uint64_t t = timeout_ms ? timeout_ms : STORE_CLIENT_DEFAULT_TIMEOUT_MS;
+	int rc = client_req_keys(c, PROTO_OP_WAIT, keys, nkeys);
+	uint8_t r = 0;
+	if (rc == 0)
+		rc = client_rx_u8(c, &r, client_op_deadline(t));
+	if (rc == -ETIMEDOUT) {
+		rc = wait_cancel(c);
+		if (rc < 0)
+			return client_fail(c, rc, "store %s: cancelling a timed-out wait failed",
+					   c->addr);
+		wait_report(c, keys, nkeys, t);
+		return -ETIMEDOUT;
+	}
+	if (rc == 0 && r != PROTO_WAIT_STOP_WAITING)
+		return client_fail(c, -EPROTO, "store %s: unexpected wait reply %u", c->addr, r);
+	return rc;
+}
+
+int store_client_get(struct store_client *c, const char *key, uint64_t timeout_ms, void **value,
+		     size_t *len)
+{
+	int rc = store_client_wait(c, &key, 1, timeout_ms);
+	if (rc < 0)
+		return rc;
+	client_req_begin(c, PROTO_OP_GET);
+	rc = client_req_send(c, client_req_key(c, key));
+	if (rc == 0)
+		rc = client_rx_bytes(c, value, len, client_op_deadline(0));
+	return rc;
+}
+
+int store_client_add(struct store_client *c, const char *key, int64_t delta, int64_t *result)
+{
+	client_req_begin(c, PROTO_OP_ADD);
+	int rc = client_req_key(c, key);
+	if (rc == 0)
+		rc = proto_put_i64(&c->tx, delta);
+	rc = client_req_send(c, rc);
+	if (rc == 0)
+		rc = client_rx_i64(c, result, client_op_deadline(0));
+	return rc;
+}
+
+int store_client_compare_set(struct store_client *c, const char *key, const void *expected,
+			     size_t expected_len, const void *desired, size_t desired_len,
+			     void **current, size_t *current_len)
+{
+	client_req_begin(c, PROTO_OP_COMPARE_SET);
+	int rc = client_req_key(c, key);
+	if (rc == 0 && ((!expected && expected_len) || (!desired && desired_len)))
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = proto_put_bytes(&c->tx, expected, expected_len);
+	if (rc == 0)
+		rc = proto_put_bytes(&c->tx, desired, desired_len);
+	rc = client_req_send(c, rc);
+	if (rc == 0)
+		rc = client_rx_bytes(c, current, current_len, client_op_deadline(0));
+	return rc;
+}
+
+int store_client_check(struct store_client *c, const char *const *keys, size_t nkeys)
+{
+	int rc = client_req_keys(c, PROTO_OP_CHECK, keys, nkeys);
+	uint8_t r = 0;
+	if (rc == 0)
+		rc = client_rx_u8(c, &r, client_op_deadline(0));
+	if (rc < 0)
+		return rc;
+	if (r > PROTO_CHECK_NOT_READY)
+		return client_fail(c, -EPROTO, "store %s: unexpected check reply %u", c->addr, r);
+	return r == PROTO_CHECK_READY;
+}
+
+int store_client_num_keys(struct store_client *c, int64_t *count)
+{
+	client_req_begin(c, PROTO_OP_NUM_KEYS);
+	int rc = client_req_send(c, 0);
+	if (rc == 0)
+		rc = client_rx_i64(c, count, client_op_deadline(0));
+	return rc;
+}
+
+int store_client_delete(struct store_client *c, const char *key)
+{
+	client_req_begin(c, PROTO_OP_DELETE_KEY);
+	int rc = client_req_send(c, client_req_key(c, key));
+	int64_t n = 0;
+	if (rc == 0)
+		rc = client_rx_i64(c, &n, client_op_deadline(0));
+	if (rc < 0)
+		return rc;
+	return n > 0 ? 1 : 0;
+}
+
+int store_client_append(struct store_client *c, const char *key, const void *value, size_t len)
+{
+	client_req_begin(c, PROTO_OP_APPEND);
+	int rc = client_req_key(c, key);
+	if (rc == 0)
+		rc = (value || len == 0) ? proto_put_bytes(&c->tx, value, len) : -EINVAL;
+	return client_req_send(c, rc);
+}
+
+int store_client_multi_get(struct store_client *c, const char *const *keys, size_t nkeys,
+			   uint64_t timeout_ms, void **values, size_t *lens)
+{
+	int rc = store_client_wait(c, keys, nkeys, timeout_ms);
+	if (rc == 0)
+		rc = client_req_keys(c, PROTO_OP_MULTI_GET, keys, nkeys);
+	size_t got = 0;
+	for (; rc == 0 && got < nkeys; got++)
+		rc = client_rx_bytes(c, &values[got], &lens[got], client_op_deadline(0));
+	if (rc < 0) {
+		for (size_t i = 0; i < got && i < nkeys; i++) {
+			free(values[i]);
+			values[i] = NULL;
+		}
+	}
+	return rc;
+}
+
+int store_client_multi_set(struct store_client *c, const char *const *keys,
+			   const void *const *values, const size_t *lens, size_t nkeys)
+{
+	client_req_begin(c, PROTO_OP_MULTI_SET);
+	int rc = (nkeys == 0 || (keys && values && lens)) ? proto_put_u64(&c->tx, nkeys) : -EINVAL;
+	for (size_t i = 0; i < nkeys && rc == 0; i++) {
+		rc = client_req_key(c, keys[i]);
+		if (rc == 0)
+			rc = (values[i] || lens[i] == 0)
+				 ? proto_put_bytes(&c->tx, values[i], lens[i])
+				 : -EINVAL;
+	}
+	return client_req_send(c, rc);
+}
+
+int store_client_ping(struct store_client *c)
+{
+	uint32_t nonce = (uint32_t)time_now_ns();
+	client_req_begin(c, PROTO_OP_PING);
+	int rc = client_req_send(c, proto_put_u32(&c->tx, nonce));
+	if (rc == 0)
+		rc = client_rx_need(c, 4, client_op_deadline(0));
+	if (rc < 0)
+		return rc;
+	uint32_t echo = bytes_load_u32(c->rx.data);
+	bytebuf_consume(&c->rx, 4);
+	if (echo != nonce)
+		return client_fail(c, -EPROTO, "store %s: ping answered with a wrong nonce",
+				   c->addr);
+	return 0;
+}

@@ -1,0 +1,206 @@
+/*
+ * store_conn.c - reading, decoding and writing of one client connection.
+ */
+#include "store_conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+struct conn_write {
+	uv_write_t req;
+	struct store_conn *conn;
+	struct bytebuf buf;
+};
+
+static void conn_closed(uv_handle_t *handle)
+{
+	struct store_conn *conn = (struct store_conn *)handle;
+	struct store_server *server = conn->server;
+	if (conn->prev)
+		conn->prev->next = conn->next;
+	else if (server->conns == conn)
+		server->conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	proto_decoder_release(&conn->dec);
+	bytebuf_release(&conn->out);
+	free(conn);
+	server->nconns--;
+	store_server_conn_gone(server);
+}
+
+void store_conn_close(struct store_conn *conn)
+{
+	if (conn->state == CONN_CLOSING)
+		return;
+	conn->state = CONN_CLOSING;
+	/* Drop its waits now, so no wake-up targets a closing connection. */
+	store_owner_cancel(conn->server->store, &conn->owner);
+	uv_close((uv_handle_t *)&conn->tcp, conn_closed);
+}
+
+static void conn_flush(struct store_conn *conn);
+
+static void conn_write_done(uv_write_t *req, int status)
+{
+	struct conn_write *w = (struct conn_write *)req;
+	struct store_conn *conn = w->conn;
+	bytebuf_release(&w->buf);
+	free(w);
+	conn->inflight = 0;
+	if (conn->state == CONN_CLOSING)
+		return;
+	if (status < 0) {
+		log_debug("store: write to a client failed (%s); closing it", uv_strerror(status));
+		store_conn_close(conn);
+		return;
+	}
+	conn_flush(conn);
+}
+
+static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+	struct store_conn *conn = (struct store_conn *)handle;
+	buf->base = (char *)conn->server->readbuf;
+	buf->len = sizeof(conn->server->readbuf);
+}
+
+static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* Stops reading while too many reply bytes wait for a slow reader, and
+ * resumes once they are gone. */
+static void conn_pace(struct store_conn *conn)
+{
+	size_t pending = conn->inflight + conn->out.len;
+	if (conn->state == CONN_OPEN && pending > CONN_MAX_PENDING) {
+		uv_read_stop((uv_stream_t *)&conn->tcp);
+		conn->state = CONN_PAUSED;
+	} else if (conn->state == CONN_PAUSED && pending <= CONN_MAX_PENDING / 2) {
+		conn->state = CONN_OPEN;
+		uv_read_start((uv_stream_t *)&conn->tcp, conn_alloc, conn_read);
+	}
+}
+
+static void conn_flush(struct store_conn *conn)
+{
+	if (conn->state == CONN_CLOSING || conn->inflight || conn->out.len == 0)
+		goto pace;
+	uv_buf_t b = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
+	int n = uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
+	if (n < 0 && n != UV_EAGAIN) {
+		log_debug("store: write to a client failed (%s); closing it", uv_strerror(n));
+		store_conn_close(conn);
+		return;
+	}
+	if (n < 0)
+		n = 0;
+	bytebuf_consume(&conn->out, (size_t)n);
+	if (conn->out.len == 0) {
+		if (conn->out.cap > 4096)
+			bytebuf_release(&conn->out);
+		goto pace;
+	}
+	/* The kernel buffer is full: hand the rest, buffer and all, to libuv. */
+	struct conn_write *w = malloc(sizeof(*w));
+	if (!w) {
+		store_conn_close(conn);
+		return;
+	}
+	w->conn = conn;
+	w->buf = conn->out;
+	conn->out = (struct bytebuf){0};
+	b = uv_buf_init((char *)w->buf.data, (unsigned)w->buf.len);
+	int rc = uv_write(&w->req, (uv_stream_t *)&conn->tcp, &b, 1, conn_write_done);
+	if (rc < 0) {
+		bytebuf_release(&w->buf);
+		free(w);
+		store_conn_close(conn);
+		return;
+	}
+	conn->inflight = b.len;
+pace:
+	if (conn->state != CONN_CLOSING)
+		conn_pace(conn);
+}
+
+void store_conn_wake(void *ctx, struct store_owner *owner)
+{
+	struct store_conn *conn =
+	    (struct store_conn *)((char *)owner - offsetof(struct store_conn, owner));
+	if (conn->state == CONN_CLOSING)
+		return;
+	if (proto_put_u8(&conn->out, PROTO_WAIT_STOP_WAITING) < 0) {
+		store_conn_close(conn);
+		return;
+	}
+	conn_flush(conn);
+}
+
+static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	struct store_conn *conn = (struct store_conn *)stream;
+	if (nread < 0) {
+		if (!proto_decoder_idle(&conn->dec))
+			log_debug("store: client closed in the middle of a frame");
+		store_conn_close(conn);
+		return;
+	}
+	const uint8_t *p = (const uint8_t *)buf->base;
+	size_t left = (size_t)nread;
+	while (left > 0 && conn->state != CONN_CLOSING) {
+		size_t used = 0;
+		const struct proto_request *req = NULL;
+		int rc = proto_decoder_feed(&conn->dec, p, left, &used, &req);
+		p += used;
+		left -= used;
+		if (rc == 1)
+			rc = store_conn_execute(conn, req);
+		if (rc < 0) {
+			log_debug("store: closing a client: %s",
+				  rc == -EMSGSIZE ? "request over a limit"
+				  : rc == -EPROTO ? "bad or unknown query"
+						  : strerror(-rc));
+			store_conn_close(conn);
+			return;
+		}
+	}
+	if (conn->state == CONN_CLOSING)
+		return;
+	if (proto_decoder_idle(&conn->dec))
+		proto_decoder_trim(&conn->dec);
+	conn_flush(conn);
+}
+
+void store_conn_accept(struct store_server *server)
+{
+	struct store_conn *conn = calloc(1, sizeof(*conn));
+	if (!conn)
+		return;
+	conn->server = server;
+	int rc = uv_tcp_init(server->loop, &conn->tcp);
+	if (rc < 0) {
+		free(conn);
+		return;
+	}
+	conn->next = server->conns;
+	if (server->conns)
+		server->conns->prev = conn;
+	server->conns = conn;
+	server->nconns++;
+	proto_decoder_init(&conn->dec, &server->plimits);
+	rc = uv_accept((uv_stream_t *)server->listener, (uv_stream_t *)&conn->tcp);
+	if (rc == 0 && server->nconns > server->limits.max_connections) {
+		log_debug("store: connection limit (%zu) reached; closing a new client",
+			  server->limits.max_connections);
+		rc = -EMFILE;
+	}
+	if (rc == 0) {
+		uv_tcp_nodelay(&conn->tcp, 1);
+		rc = uv_read_start((uv_stream_t *)&conn->tcp, conn_alloc, conn_read);
+	}
+	if (rc < 0)
+		store_conn_close(conn);
+}

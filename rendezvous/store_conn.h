@@ -1,0 +1,78 @@
+/*
+ * store_conn.h - one client connection of the store server, and the server
+ * state it shares (internal to store_server.c and store_conn.c).
+ *
+ * A connection is a small state machine: OPEN (reading; replies written with
+ * uv_try_write, the rest handed to one uv_write at a time), PAUSED (reading
+ * stopped while more than CONN_MAX_PENDING bytes of replies wait for a slow
+ * reader), CLOSING (uv_close called; its waits cancelled; freed in the close
+ * callback). Idle, it holds no buffer: the read buffer is the server's, and
+ * the decoder and output buffers are freed whenever no frame is partial.
+ */
+#ifndef DDP_RENDEZVOUS_STORE_CONN_H
+#define DDP_RENDEZVOUS_STORE_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "bytes.h"
+#include "proto.h"
+#include "store.h"
+#include "store_server.h"
+
+#define CONN_READ_BUF_SIZE (64 * 1024)
+#define CONN_MAX_PENDING   (4 * 1024 * 1024)
+
+enum conn_state {
+	CONN_OPEN,
+	CONN_PAUSED,
+	CONN_CLOSING,
+};
+
+struct store_conn {
+	uv_tcp_t tcp; /* first: the handle's address is the connection's */
+	struct store_server *server;
+	struct store_conn *prev;
+	struct store_conn *next;
+	struct store_owner owner;
+	struct proto_decoder dec;
+	struct bytebuf out; /* replies not yet handed to the kernel or uv_write */
+	size_t inflight;    /* bytes in the uv_write in progress (0: none) */
+	enum conn_state state;
+};
+
+struct store_server {
+	uv_loop_t *loop;
+	uv_tcp_t *listener; /* NULL until listening */
+	struct store_limits limits;
+	struct proto_limits plimits;
+	struct store *store;
+	struct store_conn *conns;
+	size_t nconns;
+	int port;
+	bool closing;
+	void (*done)(void *arg);
+	void *done_arg;
+	uint8_t readbuf[CONN_READ_BUF_SIZE]; /* shared: reads are handled at once */
+};
+
+/* Accepts one pending connection from the listener (called from the
+ * connection callback). Over the connection limit it is accepted and closed
+ * at once. */
+void store_conn_accept(struct store_server *server);
+
+/* Starts closing the connection (idempotent). */
+void store_conn_close(struct store_conn *conn);
+
+/* The store's wake callback: a wait of this owner completed. */
+void store_conn_wake(void *ctx, struct store_owner *owner);
+
+/* Runs one decoded request; replies go to conn->out. Returns 0, or a
+ * negative errno after which the connection must be closed. */
+int store_conn_execute(struct store_conn *conn, const struct proto_request *req);
+
+/* Called by the connection code when a connection has been freed. */
+void store_server_conn_gone(struct store_server *server);
+
+#endif
