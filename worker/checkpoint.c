@@ -1,0 +1,55 @@
+/*
+ * checkpoint.c - collective checkpoint save and load: rank 0 writes, a
+ * barrier makes the file complete for everyone; loading starts with a
+ * barrier so that a save issued just before is finished.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctx.h"
+
+int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,
+			size_t ntensors, const struct ddp_meta *meta, size_t nmeta)
+{
+	int rc = 0, brc;
+	float status = 0;
+
+	if (ctx->rank == 0) {
+		rc = ddp_ckpt_write(path, tensors, ntensors, meta, nmeta, ctx->err,
+				    sizeof(ctx->err));
+		status = rc < 0 ? 1.0f : 0.0f;
+	}
+	/* Everyone learns whether rank 0's write worked (and waits for it). */
+	brc = ddp_broadcast(ctx, &status, 1, DDP_FLOAT32, 0);
+	if (brc < 0)
+		return brc;
+	if (status != 0.0f && ctx->rank != 0)
+		snprintf(ctx->err, sizeof(ctx->err), "rank 0 could not write checkpoint '%s'",
+			 path);
+	return status != 0.0f ? (rc < 0 ? rc : -EIO) : 0;
+}
+
+int ddp_checkpoint_load(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,
+			size_t ntensors, enum ddp_load_flags flags, struct ddp_load_report *rep,
+			struct ddp_ckpt **ck_out)
+{
+	struct ddp_ckpt *ck = NULL;
+	int rc = ddp_barrier(ctx);
+
+	if (ck_out)
+		*ck_out = NULL;
+	if (rep)
+		memset(rep, 0, sizeof(*rep));
+	if (rc < 0)
+		return rc;
+	rc = ddp_ckpt_open(path, &ck, ctx->err, sizeof(ctx->err));
+	if (rc < 0)
+		return rc;
+	rc = ddp_ckpt_load(ck, tensors, ntensors, flags, rep, ctx->err, sizeof(ctx->err));
+	if (rc < 0 || !ck_out)
+		ddp_ckpt_free(ck);
+	else
+		*ck_out = ck;
+	return rc;
+}

@@ -1,0 +1,422 @@
+/*
+ * cpu_shm.c - the CPU backend's shared-memory transport (every rank on one
+ * node). One segment holds a header (per-rank barrier counters and pids), a
+ * slot per rank and two output buffers. An all-reduce goes round by round
+ * over chunks of at most one slot: each rank copies its chunk into its slot;
+ * barrier; rank r reduces slice r of the chunk over all slots in rank order
+ * (a fixed order: every rank gets the same bits, run after run) into the
+ * output buffer; barrier; each rank copies the whole output out. The output
+ * buffers alternate between rounds, so two barriers per round suffice.
+ *
+ * Clean-up: the segment's name is unlinked by every rank as soon as all
+ * ranks have mapped it (and on any failure before that), so nothing is left
+ * in /dev/shm when a rank dies later. A dead rank is noticed while waiting
+ * (kill(pid, 0) fails with ESRCH) and a rank that fails marks the segment
+ * aborted, so the others fail at once instead of at the deadline.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "timeutil.h"
+
+#define SHM_MAGIC	 0x314d485350444444ull /* "DDDPSHM1" */
+#define SHM_DEFAULT_SLOT (1u << 20)
+#define SHM_SPINS	 2000
+#define SHM_LIVENESS_MS	 20
+
+struct shm_rank {
+	_Atomic uint64_t seq;
+	int32_t pid;
+	char pad[52];
+};
+
+struct shm_header {
+	uint64_t magic;
+	uint32_t world;
+	uint32_t slot_bytes;
+	_Atomic uint32_t gen;	  /* futex word: bumped at every arrival */
+	_Atomic uint32_t waiters; /* ranks sleeping on gen */
+	_Atomic int32_t aborted_by;
+	char pad[36];
+	struct shm_rank ranks[];
+};
+
+struct cpu_shm {
+	struct ddp_backend base;
+	struct shm_header *h;
+	size_t map_len;
+	char *slots;
+	char *out[2];
+	size_t slot;
+	uint64_t seq;
+	int toggle;
+	uint64_t timeout_ms;
+};
+
+static size_t shm_header_bytes(int world)
+{
+	size_t n = sizeof(struct shm_header) + (size_t)world * sizeof(struct shm_rank);
+
+	return (n + 4095) & ~(size_t)4095;
+}
+
+static void shm_futex_wake(_Atomic uint32_t *addr)
+{
+	syscall(SYS_futex, addr, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void shm_futex_wait(_Atomic uint32_t *addr, uint32_t val, long ns)
+{
+	struct timespec ts = {0, ns};
+
+	syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void shm_mark_aborted(struct cpu_shm *s)
+{
+	int32_t none = -1;
+
+	atomic_compare_exchange_strong(&s->h->aborted_by, &none, s->base.rank);
+	atomic_fetch_add(&s->h->gen, 1);
+	shm_futex_wake(&s->h->gen);
+}
+
+/* 1 when every rank reached seq. */
+static int shm_all_arrived(struct cpu_shm *s, uint64_t seq)
+{
+	for (int r = 0; r < s->base.world_size; r++)
+		if (atomic_load_explicit(&s->h->ranks[r].seq, memory_order_acquire) < seq)
+			return 0;
+	return 1;
+}
+
+/* Names the ranks not at seq yet; returns how many are dead. */
+static int shm_describe_missing(struct cpu_shm *s, uint64_t seq, char *list, size_t len)
+{
+	size_t off = 0;
+	int dead = 0;
+
+	list[0] = '\0';
+	for (int r = 0; r < s->base.world_size; r++) {
+		pid_t pid = s->h->ranks[r].pid;
+		int gone;
+
+		if (atomic_load(&s->h->ranks[r].seq) >= seq)
+			continue;
+		gone = pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+		dead += gone;
+		if (off < len)
+			off += (size_t)snprintf(list + off, len - off, "%s%d (pid %d%s)",
+						off ? ", " : "", r, (int)pid, gone ? ", dead" : "");
+	}
+	return dead;
+}
+
+/* Checks abort, death and deadline while waiting; <0 ends the wait. */
+static int shm_check(struct cpu_shm *s, uint64_t seq, uint64_t deadline, int kind, int liveness)
+{
+	int32_t by = atomic_load(&s->h->aborted_by);
+	char list[256];
+
+	if (by >= 0) {
+		snprintf(s->base.err, sizeof(s->base.err),
+			 "%s: rank %d failed or aborted, so this rank stops too", cpu_op_name(kind),
+			 by);
+		return -ECANCELED;
+	}
+	if (liveness && shm_describe_missing(s, seq, list, sizeof(list)) > 0) {
+		snprintf(s->base.err, sizeof(s->base.err),
+			 "%s: waiting for rank %s: it died; the group must restart",
+			 cpu_op_name(kind), list);
+		return -ECONNRESET;
+	}
+	if (time_left_ms(deadline) == 0) {
+		shm_describe_missing(s, seq, list, sizeof(list));
+		snprintf(s->base.err, sizeof(s->base.err),
+			 "%s: timed out after %llu ms waiting for rank %s (DDP_TIMEOUT_MS sets "
+			 "the deadline)",
+			 cpu_op_name(kind), (unsigned long long)s->timeout_ms, list);
+		return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+static int shm_barrier(struct cpu_shm *s, int kind)
+{
+	uint64_t seq = ++s->seq, deadline = time_now_ms() + s->timeout_ms;
+	uint64_t next_live = time_now_ms() + SHM_LIVENESS_MS;
+	struct shm_header *h = s->h;
+	int rc;
+
+	atomic_store_explicit(&h->ranks[s->base.rank].seq, seq, memory_order_release);
+	atomic_fetch_add(&h->gen, 1);
+	if (atomic_load(&h->waiters))
+		shm_futex_wake(&h->gen);
+	for (int spin = 0; spin < SHM_SPINS; spin++) {
+		if (shm_all_arrived(s, seq))
+			return 0;
+		__builtin_ia32_pause();
+	}
+	for (;;) {
+		uint32_t g = atomic_load(&h->gen);
+		int live = time_now_ms() >= next_live;
+
+		if (shm_all_arrived(s, seq))
+			return 0;
+		rc = shm_check(s, seq, deadline, kind, live);
+		if (rc < 0) {
+			shm_mark_aborted(s);
+			return rc;
+		}
+		if (live)
+			next_live = time_now_ms() + SHM_LIVENESS_MS;
+		atomic_fetch_add(&h->waiters, 1);
+		if (!shm_all_arrived(s, seq))
+			shm_futex_wait(&h->gen, g, 5 * 1000 * 1000);
+		atomic_fetch_sub(&h->waiters, 1);
+	}
+}
+
+static char *shm_slot(struct cpu_shm *s, int r)
+{
+	return s->slots + (size_t)r * s->slot;
+}
+
+static int shm_allreduce(struct ddp_backend *b, void *buf, size_t count, enum ddp_dtype dtype,
+			 enum ddp_op op)
+{
+	struct cpu_shm *s = (struct cpu_shm *)b;
+	size_t esz = ddp_dtype_size(dtype), per = s->slot / esz;
+	int w = b->world_size, me = b->rank, rc;
+	const void *srcs[w];
+
+	for (size_t off = 0; off < count; off += per) {
+		size_t n = count - off < per ? count - off : per;
+		size_t lo = n * (size_t)me / (size_t)w, hi = n * (size_t)(me + 1) / (size_t)w;
+		char *out = s->out[s->toggle];
+
+		memcpy(shm_slot(s, me), (char *)buf + off * esz, n * esz);
+		rc = shm_barrier(s, COMM_KIND_ALLREDUCE);
+		if (rc < 0)
+			return rc;
+		for (int r = 0; r < w; r++)
+			srcs[r] = shm_slot(s, r) + lo * esz;
+		cpu_reduce_many(out + lo * esz, srcs, (size_t)w, hi - lo, dtype, op);
+		if (op == DDP_AVG)
+			cpu_divide(out + lo * esz, hi - lo, dtype, w);
+		rc = shm_barrier(s, COMM_KIND_ALLREDUCE);
+		if (rc < 0)
+			return rc;
+		memcpy((char *)buf + off * esz, out, n * esz);
+		s->toggle ^= 1;
+	}
+	return 0;
+}
+
+static int shm_broadcast(struct ddp_backend *b, void *buf, size_t count, enum ddp_dtype dtype,
+			 int root)
+{
+	struct cpu_shm *s = (struct cpu_shm *)b;
+	size_t esz = ddp_dtype_size(dtype), per = s->slot / esz;
+	int rc;
+
+	for (size_t off = 0; off < count; off += per) {
+		size_t n = count - off < per ? count - off : per;
+		char *out = s->out[s->toggle];
+
+		if (b->rank == root)
+			memcpy(out, (char *)buf + off * esz, n * esz);
+		rc = shm_barrier(s, COMM_KIND_BROADCAST);
+		if (rc < 0)
+			return rc;
+		if (b->rank != root)
+			memcpy((char *)buf + off * esz, out, n * esz);
+		s->toggle ^= 1;
+	}
+	return 0;
+}
+
+static int shm_allgather(struct ddp_backend *b, const void *send, void *recv, size_t count,
+			 enum ddp_dtype dtype)
+{
+	struct cpu_shm *s = (struct cpu_shm *)b;
+	size_t esz = ddp_dtype_size(dtype), per = s->slot / esz;
+	int rc;
+
+	for (size_t off = 0; off < count; off += per) {
+		size_t n = count - off < per ? count - off : per;
+
+		memcpy(shm_slot(s, b->rank), (const char *)send + off * esz, n * esz);
+		rc = shm_barrier(s, COMM_KIND_ALLGATHER);
+		if (rc < 0)
+			return rc;
+		for (int r = 0; r < b->world_size; r++)
+			memcpy((char *)recv + ((size_t)r * count + off) * esz, shm_slot(s, r),
+			       n * esz);
+		rc = shm_barrier(s, COMM_KIND_ALLGATHER);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int shm_barrier_op(struct ddp_backend *b)
+{
+	return shm_barrier((struct cpu_shm *)b, COMM_KIND_BARRIER);
+}
+
+static void shm_abort(struct ddp_backend *b)
+{
+	shm_mark_aborted((struct cpu_shm *)b);
+}
+
+static void shm_close(struct ddp_backend *b)
+{
+	struct cpu_shm *s = (struct cpu_shm *)b;
+
+	if (s->h)
+		munmap(s->h, s->map_len);
+	free(s);
+}
+
+static const struct ddp_backend_ops shm_ops = {
+    .name = "cpu-shm",
+    .device_memory = 0,
+    .allreduce = shm_allreduce,
+    .broadcast = shm_broadcast,
+    .allgather = shm_allgather,
+    .barrier = shm_barrier_op,
+    .synchronize = cpu_synchronize,
+    .alloc = cpu_alloc,
+    .free_mem = cpu_free_mem,
+    .copy = cpu_copy,
+    .copy_host = cpu_copy_host,
+    .abort = shm_abort,
+    .close = shm_close,
+};
+
+/* Rank 0 creates and initialises the segment and publishes its name. */
+static int shm_create(struct cpu_shm *s, const struct ddp_backend_params *p, char *name,
+		      size_t namelen, int *fd)
+{
+	unsigned seed = (unsigned)(time_now_ns() ^ (uint64_t)getpid() << 16);
+	char key[320];
+	int rc;
+
+	snprintf(name, namelen, "/ddp-%d-%08x", (int)getpid(), rand_r(&seed));
+	*fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (*fd < 0)
+		return -errno;
+	if (ftruncate(*fd, (off_t)s->map_len) < 0)
+		return -errno;
+	s->h = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (s->h == MAP_FAILED) {
+		s->h = NULL;
+		return -errno;
+	}
+	s->h->world = (uint32_t)p->world_size;
+	s->h->slot_bytes = (uint32_t)s->slot;
+	atomic_store(&s->h->aborted_by, -1);
+	atomic_store_explicit((_Atomic uint64_t *)&s->h->magic, SHM_MAGIC, memory_order_release);
+	snprintf(key, sizeof(key), "%s/shm_name", p->prefix);
+	rc = kv_set(p->kv, key, name, strlen(name));
+	return rc;
+}
+
+static int shm_attach(struct cpu_shm *s, const struct ddp_backend_params *p, char *name,
+		      size_t namelen, int *fd, char *err, size_t errlen)
+{
+	char key[320];
+	void *val = NULL;
+	size_t len;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/shm_name", p->prefix);
+	rc = kv_get(p->kv, key, p->timeout_ms, &val, &len);
+	if (rc < 0) {
+		snprintf(err, errlen, "timed out waiting for rank 0 to create the shared segment");
+		return rc;
+	}
+	snprintf(name, namelen, "%s", (char *)val);
+	free(val);
+	*fd = shm_open(name, O_RDWR, 0600);
+	if (*fd < 0)
+		return -errno;
+	s->h = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (s->h == MAP_FAILED) {
+		s->h = NULL;
+		return -errno;
+	}
+	if (s->h->magic != SHM_MAGIC || s->h->world != (uint32_t)p->world_size ||
+	    s->h->slot_bytes != s->slot) {
+		snprintf(err, errlen,
+			 "shared segment '%s' does not match this rank's world size or "
+			 "DDP_SHM_CHUNK_BYTES; start every rank with the same settings",
+			 name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,
+		size_t errbuf_len)
+{
+	struct cpu_shm *s = calloc(1, sizeof(*s));
+	const char *env = getenv("DDP_SHM_CHUNK_BYTES");
+	char name[64] = "", key[320], pid[32], err[512] = "";
+	int fd = -1, rc;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	s->base.ops = &shm_ops;
+	s->base.rank = p->rank;
+	s->base.world_size = p->world_size;
+	s->base.device = -1;
+	s->timeout_ms = p->timeout_ms;
+	s->slot =
+	    env && atol(env) >= 4096 ? ((size_t)atol(env) + 63) & ~(size_t)63 : SHM_DEFAULT_SLOT;
+	s->map_len = shm_header_bytes(p->world_size) + ((size_t)p->world_size + 2) * s->slot;
+	if (p->rank == 0)
+		rc = shm_create(s, p, name, sizeof(name), &fd);
+	else
+		rc = shm_attach(s, p, name, sizeof(name), &fd, err, sizeof(err));
+	if (rc < 0)
+		goto fail;
+	s->slots = (char *)s->h + shm_header_bytes(p->world_size);
+	s->out[0] = s->slots + (size_t)p->world_size * s->slot;
+	s->out[1] = s->out[0] + s->slot;
+	s->h->ranks[p->rank].pid = (int32_t)getpid();
+	snprintf(key, sizeof(key), "%s/shm_mapped", p->prefix);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	rc = kv_exchange(p->kv, key, p->rank, p->world_size, pid, strlen(pid), p->timeout_ms,
+			 "shared-memory set-up", NULL, NULL, err, sizeof(err));
+	if (rc < 0)
+		goto fail;
+	/* Every rank has mapped it: the name is no longer needed. */
+	shm_unlink(name);
+	close(fd);
+	*out = &s->base;
+	return 0;
+fail:
+	if (!err[0])
+		snprintf(err, sizeof(err), "shared segment '%s': %s", name, strerror(-rc));
+	snprintf(errbuf, errbuf_len, "cpu-shm: %s", err);
+	if (name[0])
+		shm_unlink(name);
+	if (fd >= 0)
+		close(fd);
+	shm_close(&s->base);
+	return rc;
+}

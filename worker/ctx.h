@@ -1,0 +1,73 @@
+/*
+ * ctx.h - the inside of struct ddp_ctx and of the communication thread,
+ * shared by ddp.c, comm.c, reducer.c and checkpoint.c. Not installed.
+ */
+#ifndef DDP_WORKER_CTX_H
+#define DDP_WORKER_CTX_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "ddp.h"
+#include "kv.h"
+
+enum comm_kind {
+	COMM_ALLREDUCE,
+	COMM_BROADCAST,
+	COMM_ALLGATHER,
+	COMM_BARRIER,
+	COMM_CALL, /* runs fn(arg) on the communication thread */
+};
+
+/* One queued operation; owned by whoever waits for it (ddp_work_wait). */
+struct ddp_work {
+	struct ddp_work *next;
+	enum comm_kind kind;
+	void *buf;
+	const void *send;
+	size_t count;
+	enum ddp_dtype dtype;
+	enum ddp_op op;
+	int root;
+	int (*fn)(struct ddp_ctx *ctx, void *arg);
+	void *arg;
+	struct ddp_ctx *ctx;
+	int done;
+	int rc;
+	uint64_t start_ns, end_ns; /* time on the communication thread */
+};
+
+struct comm {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* queue not empty, or stop */
+	pthread_cond_t done; /* some work finished */
+	struct ddp_work *head, *tail;
+	int stop;
+	int started;
+	int failed; /* a collective failed: later ones return -ECANCELED */
+};
+
+struct ddp_ctx {
+	int rank, world_size, local_rank, local_world_size, attempt;
+	uint64_t timeout_ms;
+	char prefix[256]; /* "/ddp/<run_id>/attempt_<n>" */
+	struct kv *kv;
+	pthread_mutex_t kv_lock;
+	struct ddp_backend *backend;
+	struct comm comm;
+	int nreducers; /* reducers created, to namespace their keys */
+	char err[1024];
+};
+
+int comm_start(struct ddp_ctx *ctx);
+/* Waits for queued work, stops the thread. */
+void comm_stop(struct ddp_ctx *ctx);
+/* Queues work (allocated by the caller with calloc; kind/args filled). */
+int comm_submit(struct ddp_ctx *ctx, struct ddp_work *w);
+/* Waits for w; returns its rc; does not free it. On failure copies the
+ * backend's message to ctx->err. */
+int comm_wait(struct ddp_work *w);
+
+#endif

@@ -1,0 +1,328 @@
+/*
+ * ddp.c - context life cycle: options from the launcher's environment,
+ * store connection (env://, tcp://, file://), arrival of every rank, backend
+ * choice; accessors and the blocking collective entry points.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+
+static int ddp_env_int(const char *name, int fallback)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return fallback;
+	n = strtol(v, &end, 10);
+	return (*end || n < 0 || n > 1 << 24) ? -2 : (int)n;
+}
+
+size_t ddp_dtype_size(enum ddp_dtype dtype)
+{
+	switch (dtype) {
+	case DDP_FLOAT32:
+		return 4;
+	case DDP_FLOAT64:
+		return 8;
+	}
+	return 0;
+}
+
+void ddp_options_init(struct ddp_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->rank = opts->world_size = opts->local_rank = opts->local_world_size = -1;
+	opts->attempt = -1;
+}
+
+/* Resolves -1 fields from the environment; -EINVAL with a message. */
+static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
+{
+	const char *t;
+
+	if (o->rank < 0)
+		o->rank = ddp_env_int("RANK", -1);
+	if (o->world_size < 0)
+		o->world_size = ddp_env_int("WORLD_SIZE", -1);
+	if (o->rank < 0 || o->world_size <= 0 || o->rank >= o->world_size) {
+		snprintf(err, errlen,
+			 "RANK and WORLD_SIZE are unset or invalid (RANK=%s WORLD_SIZE=%s); start "
+			 "the program with ddplaunch or set them",
+			 getenv("RANK") ? getenv("RANK") : "unset",
+			 getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "unset");
+		return -EINVAL;
+	}
+	if (o->local_rank < 0)
+		o->local_rank = ddp_env_int("LOCAL_RANK", o->rank);
+	if (o->local_world_size < 0)
+		o->local_world_size = ddp_env_int("LOCAL_WORLD_SIZE", o->world_size);
+	if (o->attempt < 0)
+		o->attempt = ddp_env_int("TORCHELASTIC_RESTART_COUNT", 0);
+	if (o->local_rank < 0 || o->local_world_size <= 0 || o->attempt < 0 ||
+	    o->local_rank >= o->local_world_size) {
+		snprintf(err, errlen,
+			 "LOCAL_RANK, LOCAL_WORLD_SIZE or TORCHELASTIC_RESTART_COUNT is invalid");
+		return -EINVAL;
+	}
+	if (!o->run_id)
+		o->run_id = getenv("TORCHELASTIC_RUN_ID");
+	if (!o->run_id || !*o->run_id)
+		o->run_id = "none";
+	if (o->backend == DDP_BACKEND_AUTO && (t = getenv("DDP_BACKEND")) && *t) {
+		if (strcmp(t, "cpu") == 0) {
+			o->backend = DDP_BACKEND_CPU;
+		} else if (strcmp(t, "nccl") == 0) {
+			o->backend = DDP_BACKEND_NCCL;
+		} else if (strcmp(t, "auto") != 0) {
+			snprintf(err, errlen, "DDP_BACKEND='%s' is not cpu, nccl or auto", t);
+			return -EINVAL;
+		}
+	}
+	if (o->transport == DDP_TRANSPORT_AUTO && (t = getenv("DDP_CPU_TRANSPORT")) && *t) {
+		if (strcmp(t, "shm") == 0) {
+			o->transport = DDP_TRANSPORT_SHM;
+		} else if (strcmp(t, "ring") == 0) {
+			o->transport = DDP_TRANSPORT_RING;
+		} else if (strcmp(t, "auto") != 0) {
+			snprintf(err, errlen, "DDP_CPU_TRANSPORT='%s' is not shm, ring or auto", t);
+			return -EINVAL;
+		}
+	}
+	if (o->timeout_ms == 0) {
+		const char *v = getenv("DDP_TIMEOUT_MS");
+
+		o->timeout_ms = (v && *v) ? strtoull(v, NULL, 10) : 0;
+		if (o->timeout_ms == 0)
+			o->timeout_ms = DDP_DEFAULT_TIMEOUT_MS;
+	}
+	return 0;
+}
+
+/* Connects to the store named by the init method. *host receives the
+ * store's host (static or inside `hostbuf`). */
+static int ddp_connect_store(struct ddp_ctx *ctx, const char *method, char *hostbuf, size_t hostlen,
+			     char *err, size_t errlen)
+{
+	const char *colon;
+	int port;
+
+	if (method && strncmp(method, "file://", 7) == 0) {
+		snprintf(hostbuf, hostlen, "127.0.0.1");
+		return kv_file_new(method + 7, &ctx->kv, err, errlen);
+	}
+	if (method && strncmp(method, "tcp://", 6) == 0) {
+		colon = strrchr(method + 6, ':');
+		if (!colon || colon == method + 6 || (size_t)(colon - method - 6) >= hostlen)
+			goto bad;
+		memcpy(hostbuf, method + 6, (size_t)(colon - method - 6));
+		hostbuf[colon - method - 6] = '\0';
+		port = atoi(colon + 1);
+	} else if (!method || strcmp(method, "env://") == 0) {
+		const char *a = getenv("MASTER_ADDR");
+
+		port = ddp_env_int("MASTER_PORT", -1);
+		if (!a || !*a || port <= 0) {
+			snprintf(err, errlen,
+				 "MASTER_ADDR or MASTER_PORT is unset; start the program with "
+				 "ddplaunch or set them (or use init_method tcp:// or file://)");
+			return -EINVAL;
+		}
+		snprintf(hostbuf, hostlen, "%s", a);
+	} else {
+		goto bad;
+	}
+	if (port <= 0 || port > 65535)
+		goto bad;
+	return kv_tcp_new(hostbuf, port, ctx->timeout_ms, &ctx->kv, err, errlen);
+bad:
+	snprintf(err, errlen, "init method '%s' is not env://, tcp://HOST:PORT or file:///PATH",
+		 method);
+	return -EINVAL;
+}
+
+static int ddp_make_backend(struct ddp_ctx *ctx, const struct ddp_options *o, const char *host,
+			    char *err, size_t errlen)
+{
+	struct ddp_backend_params p = {
+	    .rank = ctx->rank,
+	    .world_size = ctx->world_size,
+	    .local_rank = ctx->local_rank,
+	    .local_world_size = ctx->local_world_size,
+	    .kv = ctx->kv,
+	    .timeout_ms = ctx->timeout_ms,
+	    .transport = o->transport,
+	    .master_addr = host,
+	};
+	char prefix[320];
+
+	snprintf(prefix, sizeof(prefix), "%s/backend", ctx->prefix);
+	p.prefix = prefix;
+#ifdef DDP_HAVE_NCCL
+	if (o->backend == DDP_BACKEND_NCCL ||
+	    (o->backend == DDP_BACKEND_AUTO && backend_nccl_usable()))
+		return backend_nccl_new(&p, &ctx->backend, err, errlen);
+#else
+	if (o->backend == DDP_BACKEND_NCCL) {
+		snprintf(err, errlen,
+			 "the nccl backend was asked for but libddp was built without CUDA; "
+			 "unset DDP_BACKEND or rebuild with -Dcuda=enabled");
+		return -ENOTSUP;
+	}
+#endif
+	return backend_cpu_new(&p, &ctx->backend, err, errlen);
+}
+
+/* Every rank announces itself with its world size; checks agreement. */
+static int ddp_arrive(struct ddp_ctx *ctx, char *err, size_t errlen)
+{
+	char key[320], mine[64];
+	void **vals = calloc((size_t)ctx->world_size, sizeof(*vals));
+	size_t *lens = calloc((size_t)ctx->world_size, sizeof(*lens));
+	int rc;
+
+	if (!vals || !lens) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	snprintf(key, sizeof(key), "%s/arrive", ctx->prefix);
+	snprintf(mine, sizeof(mine), "%d %d", ctx->world_size, ctx->local_world_size);
+	rc = kv_exchange(ctx->kv, key, ctx->rank, ctx->world_size, mine, strlen(mine),
+			 ctx->timeout_ms, "initialisation (ddp_init)", vals, lens, err, errlen);
+	for (int r = 0; rc >= 0 && r < ctx->world_size; r++) {
+		if (strcmp((char *)vals[r], mine) != 0) {
+			snprintf(err, errlen,
+				 "rank %d says WORLD_SIZE/LOCAL_WORLD_SIZE = '%s' but rank %d "
+				 "says '%s'; start every rank with the same sizes",
+				 r, (char *)vals[r], ctx->rank, mine);
+			rc = -EINVAL;
+		}
+	}
+	for (int r = 0; rc >= 0 && r < ctx->world_size; r++)
+		free(vals[r]);
+out:
+	free(vals);
+	free(lens);
+	return rc;
+}
+
+int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf, size_t errbuf_len)
+{
+	struct ddp_options o;
+	struct ddp_ctx *ctx;
+	char host[256], err[1024] = "";
+	int rc;
+
+	*out = NULL;
+	if (opts)
+		o = *opts;
+	else
+		ddp_options_init(&o);
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	pthread_mutex_init(&ctx->kv_lock, NULL);
+	rc = ddp_resolve(&o, err, sizeof(err));
+	if (rc < 0)
+		goto fail;
+	ctx->rank = o.rank;
+	ctx->world_size = o.world_size;
+	ctx->local_rank = o.local_rank;
+	ctx->local_world_size = o.local_world_size;
+	ctx->attempt = o.attempt;
+	ctx->timeout_ms = o.timeout_ms;
+	snprintf(ctx->prefix, sizeof(ctx->prefix), "/ddp/%s/attempt_%d", o.run_id, o.attempt);
+	rc = ddp_connect_store(ctx, o.init_method, host, sizeof(host), err, sizeof(err));
+	if (rc < 0)
+		goto fail;
+	rc = ddp_arrive(ctx, err, sizeof(err));
+	if (rc < 0)
+		goto fail;
+	rc = ddp_make_backend(ctx, &o, host, err, sizeof(err));
+	if (rc < 0)
+		goto fail;
+	rc = comm_start(ctx);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "cannot start the communication thread: %s",
+			 strerror(-rc));
+		goto fail;
+	}
+	*out = ctx;
+	return 0;
+fail:
+	if (errbuf && errbuf_len)
+		snprintf(errbuf, errbuf_len, "ddp_init (rank %d): %s", o.rank, err);
+	ddp_free(ctx);
+	return rc;
+}
+
+void ddp_free(struct ddp_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	comm_stop(ctx);
+	if (ctx->backend)
+		ctx->backend->ops->close(ctx->backend);
+	kv_free(ctx->kv);
+	pthread_mutex_destroy(&ctx->kv_lock);
+	free(ctx);
+}
+
+void ddp_abort(struct ddp_ctx *ctx)
+{
+	if (!ctx || !ctx->backend)
+		return;
+	pthread_mutex_lock(&ctx->comm.lock);
+	ctx->comm.failed = 1;
+	pthread_mutex_unlock(&ctx->comm.lock);
+	ctx->backend->ops->abort(ctx->backend);
+}
+
+int ddp_rank(const struct ddp_ctx *ctx)
+{
+	return ctx->rank;
+}
+
+int ddp_world_size(const struct ddp_ctx *ctx)
+{
+	return ctx->world_size;
+}
+
+int ddp_local_rank(const struct ddp_ctx *ctx)
+{
+	return ctx->local_rank;
+}
+
+int ddp_local_world_size(const struct ddp_ctx *ctx)
+{
+	return ctx->local_world_size;
+}
+
+int ddp_attempt(const struct ddp_ctx *ctx)
+{
+	return ctx->attempt;
+}
+
+const char *ddp_backend_name(const struct ddp_ctx *ctx)
+{
+	return ctx->backend->ops->name;
+}
+
+int ddp_device_memory(const struct ddp_ctx *ctx)
+{
+	return ctx->backend->ops->device_memory;
+}
+
+int ddp_device(const struct ddp_ctx *ctx)
+{
+	return ctx->backend->device;
+}
+
+const char *ddp_error(const struct ddp_ctx *ctx)
+{
+	return ctx->err;
+}

@@ -1,0 +1,38 @@
+/*
+ * safetensors.h - the inside of struct ddp_ckpt, shared by safetensors.c
+ * (file format: write, read, validate) and ckpt_load.c (name matching).
+ */
+#ifndef DDP_WORKER_SAFETENSORS_H
+#define DDP_WORKER_SAFETENSORS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddp.h"
+
+/* Limits on what we accept from a file. */
+#define ST_MAX_HEADER (100u << 20)
+#define ST_MAX_NDIM   8
+
+struct st_entry {
+	char *name;
+	char dtype_str[8]; /* as in the file: "F32", "F64", "BF16", ... */
+	int dtype;	   /* DDP_FLOAT32/64, or -1 for a dtype we do not load */
+	size_t esize;
+	int ndim;
+	int64_t shape[ST_MAX_NDIM];
+	size_t begin, end; /* byte offsets in the data section */
+};
+
+struct ddp_ckpt {
+	char *path;
+	char *file; /* whole file */
+	size_t len;
+	const char *data; /* data section */
+	size_t ntensors;
+	struct st_entry *t;
+	json_t *meta; /* "__metadata__" object or NULL */
+};
+
+#endif
