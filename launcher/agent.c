@@ -1,0 +1,406 @@
+/* The agent's state machine: join -> spawn -> run -> stop -> restart/finish. */
+#include "agent.h"
+#include "agent_int.h"
+#include "policy.h"
+#include "signames.h"
+#include "worker_env.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <log.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <timeutil.h>
+#include <unistd.h>
+
+#include "store_server.h"
+
+static void agent_start_attempt(struct agent *ag);
+static void agent_finish(struct agent *ag);
+
+static bool worker_failed(const struct agent_worker *w)
+{
+	return w->term_signal > 0 || w->exit_code != 0;
+}
+
+static void agent_kill_all(struct agent *ag)
+{
+	for (int i = 0; i < ag->nproc; i++)
+		agent_worker_kill_group(&ag->w[i]);
+}
+
+static void on_grace(uv_timer_t *t)
+{
+	struct agent *ag = t->data;
+
+	log_warn("workers still running after the %.3g s grace period; sending SIGKILL",
+		 ag->o->grace_period);
+	agent_kill_all(ag);
+}
+
+/* Sends `sig` to every running worker's process group, then the grace
+ * period, then SIGKILL. */
+static void agent_stop_group(struct agent *ag, int sig)
+{
+	uint64_t grace_ms = (uint64_t)(ag->o->grace_period * 1000.0 + 0.5);
+
+	for (int i = 0; i < ag->nproc; i++) {
+		struct agent_worker *w = &ag->w[i];
+
+		if (w->running) {
+			w->stopped = true;
+			agent_worker_signal(w, sig);
+		}
+	}
+	if (ag->state == AGENT_STOPPING)
+		return;
+	ag->state = AGENT_STOPPING;
+	if (ag->nrunning == 0)
+		return;
+	if (grace_ms == 0)
+		agent_kill_all(ag);
+	else
+		uv_timer_start(&ag->grace, on_grace, grace_ms, 0);
+}
+
+static void on_drain(uv_timer_t *t)
+{
+	struct agent *ag = t->data;
+
+	/* A process outside the worker's group still holds its output pipe. */
+	log_debug("closing output pipes still open %d ms after the group ended", AGENT_DRAIN_MS);
+	for (int i = 0; i < ag->nproc; i++)
+		agent_worker_close_pipes(&ag->w[i]);
+}
+
+/* Every worker process of the attempt has exited. */
+static void agent_group_exited(struct agent *ag)
+{
+	uv_timer_stop(&ag->grace);
+	/* Grandchildren left in a worker's group go now, so its pipes end. */
+	agent_kill_all(ag);
+	if (ag->nhandles > 0)
+		uv_timer_start(&ag->drain, on_drain, AGENT_DRAIN_MS, 0);
+}
+
+void agent_on_worker_exit(struct agent *ag, struct agent_worker *w)
+{
+	ag->nrunning--;
+	w->exit_seq = ++ag->nexited;
+	if (worker_failed(w) && !ag->failed && !w->stopped) {
+		char how[64];
+		struct summary_rec r = {.exit_code = w->exit_code, .term_signal = w->term_signal};
+
+		ag->failed = true;
+		ag->last_fail_ns = (int64_t)time_now_ns();
+		log_warn("rank %d (local rank %d) %s; stopping the other workers", w->rank,
+			 w->local_rank, summary_describe(&r, how, sizeof(how)));
+		if (ag->state == AGENT_RUNNING)
+			agent_stop_group(ag, SIGTERM);
+	}
+	if (ag->nrunning == 0)
+		agent_group_exited(ag);
+}
+
+/* Records the attempt in the summary, in exit order. */
+static void agent_record_attempt(struct agent *ag)
+{
+	bool first_done = false;
+
+	for (int seq = 1; seq <= ag->nexited; seq++) {
+		for (int i = 0; i < ag->nproc; i++) {
+			struct agent_worker *w = &ag->w[i];
+			struct summary_rec rec;
+			char *msg;
+			char tail[AGENT_TAIL_LINES * AGENT_TAIL_LEN];
+
+			if (w->exit_seq != seq)
+				continue;
+			agent_worker_record(w, &rec, &msg, tail, sizeof(tail));
+			if (!first_done && summary_rec_failed(&rec) && !rec.stopped) {
+				rec.first = true;
+				first_done = true;
+			}
+			if (summary_add(&ag->summary, &rec))
+				log_error("out of memory while recording rank %d", w->rank);
+			free(msg);
+		}
+	}
+}
+
+static void on_backoff(uv_timer_t *t)
+{
+	agent_start_attempt(t->data);
+}
+
+static void agent_restart(struct agent *ag)
+{
+	struct policy p = {ag->o->max_restarts, ag->o->backoff_initial, ag->o->backoff_max};
+	uint64_t delay = policy_backoff_ms(&p, ag->attempt + 1);
+
+	summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
+	ag->attempt++;
+	log_warn("restarting the worker group: restart %d of %d%s", ag->attempt,
+		 ag->o->max_restarts, delay ? " after the backoff" : "");
+	if (delay == 0) {
+		agent_start_attempt(ag);
+		return;
+	}
+	ag->state = AGENT_BACKOFF;
+	uv_timer_start(&ag->backoff, on_backoff, delay, 0);
+}
+
+/* Every handle of the attempt is closed: decide what comes next. */
+static void agent_group_ended(struct agent *ag)
+{
+	struct policy p = {ag->o->max_restarts, ag->o->backoff_initial, ag->o->backoff_max};
+	const struct summary_rec *first;
+
+	uv_timer_stop(&ag->drain);
+	agent_record_attempt(ag);
+	for (int i = 0; i < ag->nproc; i++)
+		agent_worker_release(&ag->w[i]);
+	switch (policy_decide(&p, ag->attempt, ag->failed, ag->stop_signal > 0)) {
+	case POLICY_SUCCEEDED:
+		ag->exit_status = 0;
+		break;
+	case POLICY_RESTART:
+		agent_restart(ag);
+		return;
+	case POLICY_FAILED:
+		summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
+		first = summary_first_failure(&ag->summary, ag->attempt);
+		ag->exit_status = policy_exit_status(0, true, first ? first->exit_code : 1,
+						     first ? first->term_signal : 0);
+		if (ag->o->max_restarts > 0)
+			log_error("no restart left (--max_restarts=%d)", ag->o->max_restarts);
+		break;
+	case POLICY_STOPPED:
+		summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
+		log_error("stopped by %s", signame_name(ag->stop_signal));
+		ag->exit_status = policy_exit_status(ag->stop_signal, false, 0, 0);
+		break;
+	}
+	agent_finish(ag);
+}
+
+void agent_on_handle_closed(struct agent *ag)
+{
+	ag->nhandles--;
+	if (ag->nhandles == 0 && ag->nrunning == 0 &&
+	    (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING))
+		agent_group_ended(ag);
+}
+
+static void agent_spawn_all(struct agent *ag)
+{
+	ag->state = AGENT_RUNNING;
+	for (int i = 0; i < ag->nproc; i++) {
+		struct agent_worker *w = &ag->w[i];
+
+		ag->nrunning++;
+		if (agent_worker_spawn(w) == 0)
+			continue;
+		/* Could not start: counts as this worker failing with 127. */
+		w->exit_code = 127;
+		w->exit_time_ms = (int64_t)time(NULL) * 1000;
+		agent_on_worker_exit(ag, w);
+		if (ag->state == AGENT_STOPPING)
+			break;
+	}
+	if (ag->last_fail_ns && ag->attempt > 0)
+		log_debug("restart took %.3f ms from the failure to the last spawn",
+			  ((int64_t)time_now_ns() - ag->last_fail_ns) / 1e6);
+	if (ag->nhandles == 0 && ag->nrunning == 0)
+		agent_group_ended(ag);
+}
+
+static void on_joined(void *arg, int status, const struct rdzv_round *r)
+{
+	struct agent *ag = arg;
+
+	if (status) {
+		log_error("cannot join rendezvous round %d: %s", ag->attempt, strerror(-status));
+		ag->exit_status = 1;
+		agent_finish(ag);
+		return;
+	}
+	ag->round = *r;
+	for (int i = 0; i < ag->nproc; i++)
+		ag->w[i].rank = r->rank_base + i;
+	if (agent_prepare_attempt_dirs(ag)) {
+		ag->exit_status = 1;
+		agent_finish(ag);
+		return;
+	}
+	agent_spawn_all(ag);
+}
+
+/* One attempt: join a rendezvous round, then spawn the group. */
+static void agent_start_attempt(struct agent *ag)
+{
+	int rc;
+
+	ag->state = AGENT_JOINING;
+	ag->failed = false;
+	ag->nexited = 0;
+	rc = rdzv_join(ag->rdzv, ag->attempt, on_joined, ag);
+	if (rc) {
+		log_error("cannot join rendezvous round %d: %s", ag->attempt, strerror(-rc));
+		ag->exit_status = 1;
+		agent_finish(ag);
+	}
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+	struct agent *ag = h->data;
+	bool again = ag->stop_signal > 0;
+
+	if (ag->state == AGENT_DONE)
+		return;
+	if (!again)
+		ag->stop_signal = sig;
+	log_warn("got %s; %s", signame_name(sig),
+		 again ? "killing the workers now" : "passing it on to the workers");
+	if (ag->state == AGENT_BACKOFF) {
+		uv_timer_stop(&ag->backoff);
+		ag->exit_status = policy_exit_status(sig, false, 0, 0);
+		agent_finish(ag);
+		return;
+	}
+	if (again) {
+		agent_kill_all(ag);
+		return;
+	}
+	agent_stop_group(ag, sig);
+}
+
+static void handle_free_noop(uv_handle_t *h)
+{
+}
+
+static void agent_finish(struct agent *ag)
+{
+	char path[PATH_MAX + 16];
+
+	ag->state = AGENT_DONE;
+	if (ag->o->log_dir) {
+		snprintf(path, sizeof(path), "%s/summary.json", ag->o->log_dir);
+		if (summary_write_json(&ag->summary, path, ag->exit_status, ag->attempt + 1,
+				       ag->stop_signal))
+			log_error("cannot write '%s'", path);
+	}
+	agent_cleanup_run_dir(ag);
+	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
+	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
+	uv_close((uv_handle_t *)&ag->backoff, handle_free_noop);
+	for (int i = 0; i < ag->nsig; i++)
+		uv_close((uv_handle_t *)&ag->sig[i], handle_free_noop);
+	if (ag->store)
+		store_server_close(ag->store, NULL, NULL);
+	ag->store = NULL;
+}
+
+/* GPUs visible as /dev/nvidiaN (for --nproc_per_node=gpu/auto). */
+static int count_gpus(void)
+{
+	DIR *d = opendir("/dev");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static int agent_setup(struct agent *ag)
+{
+	char err[OPTS_ERR_LEN];
+	int rc;
+
+	ag->nproc =
+	    opts_nproc(ag->o, (int)sysconf(_SC_NPROCESSORS_ONLN), count_gpus(), err, sizeof(err));
+	if (ag->nproc < 0) {
+		log_error("%s", err);
+		return 2;
+	}
+	ag->w = calloc((size_t)ag->nproc, sizeof(*ag->w));
+	if (!ag->w || agent_find_shim(ag) || agent_build_argv(ag))
+		return 1;
+	/* Fail on an unsupported rendezvous before taking any port. */
+	rc = rdzv_new(ag->o, ag->nproc, ag->o->master_addr, 0, &ag->rdzv, err, sizeof(err));
+	if (rc) {
+		log_error("%s", err);
+		return 2;
+	}
+	rdzv_free(ag->rdzv);
+	ag->rdzv = NULL;
+	rc = agent_bind_store(ag);
+	if (rc)
+		return ag->o->strict_port && rc == UV_EADDRINUSE ? 2 : 1;
+	if (rdzv_new(ag->o, ag->nproc, ag->o->master_addr, ag->port, &ag->rdzv, err, sizeof(err)))
+		return 1;
+	if (agent_prepare_run_dir(ag))
+		return 1;
+	ag->set_omp = worker_env_needs_omp(ag->environ_in, ag->o->env.v, ag->o->env.n, ag->nproc);
+	if (ag->set_omp)
+		log_info("setting OMP_NUM_THREADS=1 for each worker (%d workers on this node); "
+			 "set it yourself to tune",
+			 ag->nproc);
+	return 0;
+}
+
+static void agent_init_handles(struct agent *ag)
+{
+	uv_timer_init(ag->loop, &ag->grace);
+	uv_timer_init(ag->loop, &ag->drain);
+	uv_timer_init(ag->loop, &ag->backoff);
+	ag->grace.data = ag->drain.data = ag->backoff.data = ag;
+	ag->nsig = ag->o->nsignals;
+	for (int i = 0; i < ag->nsig; i++) {
+		uv_signal_init(ag->loop, &ag->sig[i]);
+		ag->sig[i].data = ag;
+		uv_signal_start(&ag->sig[i], on_signal, ag->o->signals[i]);
+	}
+	for (int i = 0; i < ag->nproc; i++) {
+		ag->w[i].ag = ag;
+		ag->w[i].local_rank = i;
+		ag->w[i].log_fd[0] = ag->w[i].log_fd[1] = -1;
+	}
+}
+
+int agent_run(const struct launch_opts *o, char **environ_in)
+{
+	uv_loop_t loop;
+	struct agent ag = {.loop = &loop, .o = o, .environ_in = environ_in, .exit_status = 1};
+	int rc;
+
+	summary_init(&ag.summary);
+	if (uv_loop_init(&loop)) {
+		log_error("cannot create the event loop");
+		return 1;
+	}
+	rc = agent_setup(&ag);
+	if (rc == 0) {
+		agent_init_handles(&ag);
+		agent_start_attempt(&ag);
+	} else {
+		ag.exit_status = rc;
+		if (ag.store)
+			store_server_close(ag.store, NULL, NULL);
+	}
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
+	rdzv_free(ag.rdzv);
+	summary_release(&ag.summary);
+	free(ag.argv);
+	free(ag.w);
+	return ag.exit_status;
+}

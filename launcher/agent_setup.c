@@ -1,0 +1,212 @@
+/* What the agent prepares once: the store socket, the worker command line,
+ * the run directory (error files, logs) and the ddp-exec guard. */
+#include "agent_int.h"
+#include "worker_env.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <log.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store_server.h"
+
+#ifndef DDP_LIBEXECDIR
+#define DDP_LIBEXECDIR "/usr/local/libexec/ddplaunch"
+#endif
+
+#define TORCHRUN_DEFAULT_PORT 29500
+
+static int store_listen(struct agent *ag, int port)
+{
+	return store_server_listen(ag->store, ag->o->master_addr, port);
+}
+
+int agent_bind_store(struct agent *ag)
+{
+	const struct launch_opts *o = ag->o;
+	bool given = o->master_port >= 0;
+	int asked = given ? o->master_port : (o->standalone ? 0 : TORCHRUN_DEFAULT_PORT);
+	int rc = store_server_new(ag->loop, NULL, &ag->store);
+
+	if (rc)
+		return rc;
+	/* Bind once and keep the socket: no probe-then-close window. */
+	rc = store_listen(ag, asked);
+	if (rc == UV_EADDRINUSE && asked != 0) {
+		if (o->strict_port) {
+			log_error("port %d is in use by another process; free it or pick another "
+				  "--master_port (--strict_port refuses to move)",
+				  asked);
+			return rc;
+		}
+		rc = store_listen(ag, 0);
+		if (!rc)
+			log_warn("port %d is in use by another process; using %d instead "
+				 "(--strict_port to refuse)",
+				 asked, store_server_port(ag->store));
+	}
+	if (rc) {
+		log_error("cannot listen on %s:%d for the store: %s (check --master_addr and "
+			  "--master_port)",
+			  o->master_addr, asked, uv_strerror(rc));
+		return rc;
+	}
+	ag->port = store_server_port(ag->store);
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int agent_build_argv(struct agent *ag)
+{
+	const struct launch_opts *o = ag->o;
+	const char *python = worker_env_get(ag->environ_in, "PYTHON_EXEC");
+	bool use_python = o->module || (!o->no_python && ends_with(o->program, ".py"));
+	size_t n = 0;
+
+	if (!python || !*python)
+		python = "python3";
+	ag->argv = calloc(o->args.n + 5, sizeof(char *));
+	if (!ag->argv)
+		return -ENOMEM;
+	if (use_python) {
+		ag->argv[n++] = (char *)python;
+		ag->argv[n++] = "-u";
+		if (o->module)
+			ag->argv[n++] = "-m";
+	}
+	ag->argv[n++] = o->program;
+	for (size_t i = 0; i < o->args.n; i++)
+		ag->argv[n++] = o->args.v[i];
+	ag->argc = n;
+	return 0;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int agent_prepare_run_dir(struct agent *ag)
+{
+	const struct launch_opts *o = ag->o;
+	const char *tmp = worker_env_get(ag->environ_in, "TMPDIR");
+	int rc;
+
+	ag->files = o->log_dir != NULL;
+	for (int lr = 0; lr < ag->nproc; lr++)
+		if (opts_streams_mask(&o->redirects, lr) || opts_streams_mask(&o->tee, lr))
+			ag->files = true;
+	if (o->log_dir) {
+		rc = mkdir_p(o->log_dir);
+		if (rc) {
+			log_error("cannot create --log_dir '%s': %s", o->log_dir, strerror(-rc));
+			return rc;
+		}
+		snprintf(ag->run_dir, sizeof(ag->run_dir), "%s", o->log_dir);
+		return 0;
+	}
+	snprintf(ag->run_dir, sizeof(ag->run_dir), "%s/ddplaunch_XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(ag->run_dir)) {
+		rc = -errno;
+		log_error("cannot create a run directory in '%s': %s (set TMPDIR)",
+			  tmp && *tmp ? tmp : "/tmp", strerror(errno));
+		return rc;
+	}
+	ag->run_dir_is_tmp = !ag->files;
+	if (ag->files)
+		log_info("worker logs go to '%s' (use --log_dir to choose)", ag->run_dir);
+	return 0;
+}
+
+int agent_prepare_attempt_dirs(struct agent *ag)
+{
+	for (int i = 0; i < ag->nproc; i++) {
+		struct agent_worker *w = &ag->w[i];
+		int rc;
+
+		int n = snprintf(w->dir, sizeof(w->dir), "%s/attempt_%d/%d", ag->run_dir,
+				 ag->attempt, w->rank);
+		int m = snprintf(w->error_file, sizeof(w->error_file), "%s/error.json", w->dir);
+
+		if (n < 0 || (size_t)n >= sizeof(w->dir) || m < 0 ||
+		    (size_t)m >= sizeof(w->error_file)) {
+			log_error("run directory path '%s' is too long (use a shorter --log_dir)",
+				  ag->run_dir);
+			return -ENAMETOOLONG;
+		}
+		rc = mkdir_p(w->dir);
+		if (rc) {
+			log_error("cannot create '%s': %s", w->dir, strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Removes what ddplaunch created in a temporary run directory; anything a
+ * worker added there stays (rmdir fails on it). */
+void agent_cleanup_run_dir(struct agent *ag)
+{
+	char path[PATH_MAX + 64];
+
+	if (!ag->run_dir_is_tmp || !ag->run_dir[0])
+		return;
+	for (int a = 0; a <= ag->attempt; a++) {
+		for (int i = 0; i < ag->nproc; i++) {
+			snprintf(path, sizeof(path), "%s/attempt_%d/%d/error.json", ag->run_dir, a,
+				 ag->w[i].rank);
+			unlink(path);
+			*strrchr(path, '/') = '\0';
+			rmdir(path);
+		}
+		snprintf(path, sizeof(path), "%s/attempt_%d", ag->run_dir, a);
+		rmdir(path);
+	}
+	rmdir(ag->run_dir);
+}
+
+int agent_find_shim(struct agent *ag)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n > 0) {
+		self[n] = '\0';
+		snprintf(ag->shim, sizeof(ag->shim), "%s/ddp-exec", dirname(self));
+		if (access(ag->shim, X_OK) == 0)
+			return 0;
+	}
+	snprintf(ag->shim, sizeof(ag->shim), "%s/ddp-exec", DDP_LIBEXECDIR);
+	if (access(ag->shim, X_OK) == 0)
+		return 0;
+	log_error("cannot find 'ddp-exec' next to ddplaunch or in '%s' (reinstall ddplaunch)",
+		  DDP_LIBEXECDIR);
+	return -ENOENT;
+}

@@ -1,0 +1,141 @@
+#include "args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char args_help[] =
+    "usage: ddplaunch [options] [--config JOB.ini] [--] PROGRAM [ARGS...]\n"
+    "\n"
+    "Starts nproc_per_node copies of PROGRAM with torchrun's environment (RANK,\n"
+    "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), hosts their store,\n"
+    "supervises them and restarts the group on failure. PROGRAM ending in .py runs\n"
+    "under $PYTHON_EXEC (else python3) -u; other programs run directly.\n"
+    "Every flag is accepted as --flag_name or --flag-name, with '=VALUE' or ' VALUE'.\n"
+    "\n"
+    "torchrun options:\n"
+    "  --nproc_per_node N|gpu|cpu|auto  workers on this node (default 1)\n"
+    "  --nnodes N|MIN:MAX       number of nodes (default 1)\n"
+    "  --node_rank R            rank of this node (static rendezvous)\n"
+    "  --master_addr ADDR       address of the store host (default 127.0.0.1)\n"
+    "  --master_port PORT       store port (default 29500, or a free one if taken)\n"
+    "  --standalone             single node, port chosen freely\n"
+    "  --rdzv_backend NAME, --rdzv_endpoint HOST:PORT, --rdzv_id/--run_id ID,\n"
+    "  --rdzv_conf K=V,...      rendezvous settings (multi-node)\n"
+    "  --max_restarts N         restarts of the worker group (default 0)\n"
+    "  --monitor_interval S     accepted; supervision is event-driven\n"
+    "  --log_dir DIR            logs per attempt/rank/stream, and summary.json\n"
+    "  -r, --redirects M        send streams to log files only: 0 none, 1 stdout,\n"
+    "                           2 stderr, 3 both, or per local rank: 0:1,1:2\n"
+    "  -t, --tee M              also copy streams to log files (same syntax)\n"
+    "  --local_ranks_filter L   show only these local ranks on the console: 0,2\n"
+    "  --role NAME              worker role (default 'default')\n"
+    "  --no_python              run PROGRAM directly, even if it ends in .py\n"
+    "  -m, --module             PROGRAM is a Python module (python -m)\n"
+    "  --local_addr ADDR        this node's address (multi-node)\n"
+    "  --start_method M         accepted (spawn, fork, forkserver)\n"
+    "\n"
+    "torch.distributed.launch compatibility:\n"
+    "  --pass_local_rank        pass --local_rank=N to each worker (legacy scripts)\n"
+    "  --use_env                accepted (the environment is always set)\n"
+    "\n"
+    "ddplaunch options:\n"
+    "  --config JOB.ini         read options, program and env from an INI job file;\n"
+    "                           flags on the command line override it\n"
+    "  --strict_port            fail if --master_port is taken instead of moving\n"
+    "  --grace_period S         seconds from the stop signal to SIGKILL (default 30)\n"
+    "  --signals LIST           signals forwarded to workers\n"
+    "                           (default TERM,INT,HUP,QUIT,USR1,USR2)\n"
+    "  --backoff S[:MAX]        delay before a restart, doubling up to MAX (default 0)\n"
+    "  --prefix FMT             output line prefix, %r rank, %l local rank\n"
+    "                           (default '[rank %r]: ')\n"
+    "  --no_prefix              print worker output unprefixed\n"
+    "  -h, --help               this text;  --version  the version\n"
+    "\n"
+    "Exit status: 0 when every worker succeeded, else the first failed worker's\n"
+    "code (128+N for a signal); 128+N when ddplaunch itself got signal N.\n"
+    "See ddplaunch(1).\n";
+
+const char *args_help_text(void)
+{
+	return args_help;
+}
+
+static void args_err(char *err, size_t len, const char *what, const char *arg)
+{
+	snprintf(err, len, "%s '%s' (see --help)", what, arg);
+}
+
+/* Takes the rest of argv as the program and its arguments. */
+static int args_program(struct launch_opts *o, int argc, char *const argv[], int i)
+{
+	opts_strv_clear(&o->args);
+	free(o->program);
+	o->program = strdup(argv[i]);
+	if (!o->program)
+		return -ENOMEM;
+	o->program_from_cli = true;
+	for (i++; i < argc; i++)
+		if (opts_strv_push(&o->args, argv[i]))
+			return -ENOMEM;
+	return 0;
+}
+
+/* One option at argv[*i]; advances *i past a separate value. */
+static int args_option(struct launch_opts *o, int argc, char *const argv[], int *i, char *err,
+		       size_t errlen)
+{
+	const char *arg = argv[*i];
+	char name[64];
+	const char *value = NULL;
+	const char *body = arg[1] == '-' ? arg + 2 : arg + 1;
+	size_t nlen = arg[1] == '-' ? strcspn(body, "=") : 1;
+	int takes;
+
+	if (nlen == 0 || nlen >= sizeof(name)) {
+		args_err(err, errlen, "unknown option", arg);
+		return -EINVAL;
+	}
+	memcpy(name, body, nlen);
+	name[nlen] = '\0';
+	if (body[nlen] == '=')
+		value = body + nlen + 1;
+	else if (arg[1] != '-' && body[1])
+		value = body + 1; /* -t1, as argparse takes it */
+	takes = opts_takes_value(name);
+	if (takes < 0 || (arg[1] != '-' && strlen(name) != 1) ||
+	    (!takes && value && arg[1] != '-')) {
+		args_err(err, errlen, "unknown option", arg);
+		return -EINVAL;
+	}
+	if (takes && !value) {
+		if (*i + 1 >= argc) {
+			args_err(err, errlen, "missing value after", arg);
+			return -EINVAL;
+		}
+		value = argv[++*i];
+	}
+	return opts_set(o, name, value, OPTS_SRC_CLI, err, errlen);
+}
+
+int args_parse(struct launch_opts *o, int argc, char *const argv[], char *err, size_t errlen)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		int rc;
+
+		if (!strcmp(arg, "--"))
+			return i + 1 < argc ? args_program(o, argc, argv, i + 1) : 0;
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help"))
+			return ARGS_HELP;
+		if (!strcmp(arg, "--version"))
+			return ARGS_VERSION;
+		if (arg[0] != '-' || arg[1] == '\0')
+			return args_program(o, argc, argv, i);
+		rc = args_option(o, argc, argv, &i, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return ARGS_OK;
+}

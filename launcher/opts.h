@@ -1,0 +1,116 @@
+/*
+ * opts.h - the launcher's settings: one table of options shared by the
+ * command line (args.c) and INI job files (jobfile.c), so every flag has
+ * exactly one name, one parser and one default.
+ *
+ * Pure module: no I/O. Strings are owned by struct launch_opts and freed by
+ * opts_release().
+ */
+#ifndef DDP_LAUNCHER_OPTS_H
+#define DDP_LAUNCHER_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPTS_MAX_SIGNALS 16
+#define OPTS_ERR_LEN	 256
+
+/* Where a value came from; a command-line value is never overridden by a
+ * job-file value. */
+enum opts_source {
+	OPTS_SRC_DEFAULT = 0,
+	OPTS_SRC_FILE = 1,
+	OPTS_SRC_CLI = 2,
+};
+
+/* Per-local-rank stream selection of -r/--redirects and -t/--tee:
+ * bit 0 = stdout, bit 1 = stderr (torchrun's 0..3). */
+struct opts_streams {
+	int all; /* applies to ranks not listed, -1: not given */
+	int n;	 /* entries in rank[]/mask[] */
+	int rank[64];
+	int mask[64];
+};
+
+struct opts_strv {
+	char **v;
+	size_t n;
+};
+
+struct launch_opts {
+	/* the launch */
+	char *nproc_spec; /* "4", "gpu", "cpu", "auto" */
+	int nnodes_min, nnodes_max;
+	int node_rank;
+	char *master_addr;
+	int master_port; /* -1: not given (29500 if free) */
+	bool standalone;
+	char *rdzv_backend, *rdzv_endpoint, *rdzv_id, *rdzv_conf;
+	int max_restarts;
+	double monitor_interval; /* accepted; supervision is event-driven */
+	char *log_dir;
+	struct opts_streams redirects, tee;
+	char *local_ranks_filter; /* "0,2" or NULL: every rank on the console */
+	char *role;
+	bool no_python, module;
+	char *local_addr;
+	char *start_method;
+	bool pass_local_rank, use_env;
+	bool strict_port;
+	double grace_period; /* seconds */
+	int signals[OPTS_MAX_SIGNALS];
+	int nsignals;
+	double backoff_initial, backoff_max; /* seconds */
+	bool no_prefix;
+	char *prefix; /* format, "%r" = rank, "%l" = local rank */
+	char *config;
+
+	/* the program */
+	char *program;
+	struct opts_strv args;
+	bool program_from_cli;
+	/* extra environment, "NAME=VALUE" */
+	struct opts_strv env;
+
+	uint64_t set_by_cli; /* bit per table entry */
+};
+
+/* Fills defaults. Returns 0 or -ENOMEM. */
+int opts_init(struct launch_opts *o);
+void opts_release(struct launch_opts *o);
+
+/* Sets option `name` (underscores or dashes; no leading "--") to `value`
+ * (NULL for a flag given without a value: booleans become true).
+ * A value from OPTS_SRC_FILE is ignored when the CLI already set the key.
+ * Returns 0; -ENOENT unknown name; -EINVAL bad value (err filled with a
+ * message naming the value and what is expected); -ENOMEM. */
+int opts_set(struct launch_opts *o, const char *name, const char *value, enum opts_source src,
+	     char *err, size_t errlen);
+
+/* Whether option `name` (canonical or alias) takes a value on the command
+ * line. Returns 1 yes, 0 no (a boolean), -ENOENT unknown. */
+int opts_takes_value(const char *name);
+
+/* Appends a copy of s to v. Returns 0 or -ENOMEM. */
+int opts_strv_push(struct opts_strv *v, const char *s);
+void opts_strv_clear(struct opts_strv *v);
+
+/* Parses "0:1,1:2" or "3" into *s. Returns 0 or -EINVAL. */
+int opts_parse_streams(const char *text, struct opts_streams *s);
+/* The stream mask (0..3) for local rank `lr`. */
+int opts_streams_mask(const struct opts_streams *s, int lr);
+
+/* Resolves nproc_spec: a positive number, "cpu" (online CPUs, `ncpu`),
+ * "gpu" (`ngpu`, error if 0), "auto" (gpus if any, else cpus).
+ * Returns the count or -EINVAL with err filled. */
+int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_t errlen);
+
+/* Whether local rank `lr` passes --local_ranks_filter (true when no filter). */
+bool opts_rank_shown(const struct launch_opts *o, int lr);
+
+/* Checks combinations after every source is applied (e.g. -m with
+ * --no_python, a program is required). Returns 0 or -EINVAL with err. */
+int opts_check(const struct launch_opts *o, char *err, size_t errlen);
+
+#endif

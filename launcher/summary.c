@@ -1,0 +1,202 @@
+#include "summary.h"
+#include "signames.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <log.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void summary_init(struct summary *s)
+{
+	memset(s, 0, sizeof(*s));
+}
+
+void summary_release(struct summary *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->recs[i].error_message);
+		free(s->recs[i].stderr_tail);
+	}
+	free(s->recs);
+	memset(s, 0, sizeof(*s));
+}
+
+static int dup_or_null(const char *in, char **out)
+{
+	*out = NULL;
+	if (!in)
+		return 0;
+	*out = strdup(in);
+	return *out ? 0 : -ENOMEM;
+}
+
+int summary_add(struct summary *s, const struct summary_rec *rec)
+{
+	struct summary_rec *r;
+
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		struct summary_rec *nr = realloc(s->recs, cap * sizeof(*nr));
+
+		if (!nr)
+			return -ENOMEM;
+		s->recs = nr;
+		s->cap = cap;
+	}
+	r = &s->recs[s->n];
+	*r = *rec;
+	if (dup_or_null(rec->error_message, &r->error_message) ||
+	    dup_or_null(rec->stderr_tail, &r->stderr_tail)) {
+		free(r->error_message);
+		return -ENOMEM;
+	}
+	s->n++;
+	return 0;
+}
+
+bool summary_rec_failed(const struct summary_rec *r)
+{
+	return r->term_signal > 0 || r->exit_code != 0;
+}
+
+const struct summary_rec *summary_first_failure(const struct summary *s, int attempt)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->recs[i].attempt == attempt && s->recs[i].first)
+			return &s->recs[i];
+	return NULL;
+}
+
+const char *summary_describe(const struct summary_rec *r, char *buf, size_t len)
+{
+	if (r->term_signal > 0)
+		snprintf(buf, len, "was killed by %s", signame_name(r->term_signal));
+	else
+		snprintf(buf, len, "exited with code %d", r->exit_code);
+	return buf;
+}
+
+static void format_time(int64_t ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+static void print_first(const struct summary_rec *r, int max_restarts)
+{
+	char how[64], when[64];
+	const char *p, *nl;
+
+	format_time(r->time_ms, when, sizeof(when));
+	log_error("first failure: rank %d (local rank %d, pid %d) %s at %s, attempt %d of %d",
+		  r->rank, r->local_rank, r->pid, summary_describe(r, how, sizeof(how)), when,
+		  r->attempt + 1, max_restarts + 1);
+	if (r->error_message)
+		log_error("  error file of rank %d: %s", r->rank, r->error_message);
+	if (!r->stderr_tail)
+		return;
+	log_error("  last lines of rank %d's stderr:", r->rank);
+	for (p = r->stderr_tail; *p; p = nl ? nl + 1 : p + strlen(p)) {
+		nl = strchr(p, '\n');
+		log_error("    | %.*s", nl ? (int)(nl - p) : (int)strlen(p), p);
+		if (!nl)
+			break;
+	}
+}
+
+void summary_print(const struct summary *s, int attempt, int max_restarts)
+{
+	const struct summary_rec *first = summary_first_failure(s, attempt);
+	char how[64];
+
+	if (!first)
+		return;
+	print_first(first, max_restarts);
+	for (size_t i = 0; i < s->n; i++) {
+		const struct summary_rec *r = &s->recs[i];
+
+		if (r->attempt != attempt || r == first)
+			continue;
+		log_error("  then rank %d (local rank %d, pid %d) %s%s", r->rank, r->local_rank,
+			  r->pid, summary_describe(r, how, sizeof(how)),
+			  r->stopped ? " (stopped by ddplaunch)" : "");
+	}
+}
+
+static json_t *rec_json(const struct summary_rec *r)
+{
+	char when[64];
+
+	format_time(r->time_ms, when, sizeof(when));
+	return json_pack(
+	    "{s:i, s:i, s:i, s:i, s:o, s:o, s:b, s:b, s:s, s:o, s:o}", "attempt", r->attempt,
+	    "rank", r->rank, "local_rank", r->local_rank, "pid", r->pid, "exit_code",
+	    r->term_signal ? json_null() : json_integer(r->exit_code), "signal",
+	    r->term_signal ? json_string(signame_name(r->term_signal)) : json_null(),
+	    "first_failure", r->first, "stopped_by_launcher", r->stopped, "time", when,
+	    "error_message", r->error_message ? json_string(r->error_message) : json_null(),
+	    "stderr_tail", r->stderr_tail ? json_string(r->stderr_tail) : json_null());
+}
+
+int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
+		       int stop_signal)
+{
+	json_t *root = json_object(), *workers = json_array();
+	char tmp[4096];
+	int rc = -ENOMEM;
+
+	if (!root || !workers)
+		goto out;
+	for (size_t i = 0; i < s->n; i++)
+		if (json_array_append_new(workers, rec_json(&s->recs[i])))
+			goto out;
+	if (json_object_set_new(root, "exit_code", json_integer(exit_code)) ||
+	    json_object_set_new(root, "attempts", json_integer(attempts)) ||
+	    json_object_set_new(root, "launcher_signal",
+				stop_signal ? json_string(signame_name(stop_signal))
+					    : json_null()) ||
+	    json_object_set(root, "workers", workers))
+		goto out;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	rc = json_dump_file(root, tmp, JSON_INDENT(2)) ? -EIO : 0;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+out:
+	json_decref(workers);
+	json_decref(root);
+	return rc;
+}
+
+int summary_read_error_file(const char *path, char **msg)
+{
+	json_error_t jerr;
+	json_t *root, *m;
+	const char *text = NULL;
+	int rc = -EINVAL;
+
+	*msg = NULL;
+	if (access(path, F_OK))
+		return -ENOENT;
+	root = json_load_file(path, 0, &jerr);
+	if (!root)
+		return -EINVAL;
+	m = json_object_get(root, "message");
+	if (json_is_string(m))
+		text = json_string_value(m);
+	else if (json_is_object(m) && json_is_string(json_object_get(m, "message")))
+		text = json_string_value(json_object_get(m, "message"));
+	if (text) {
+		*msg = strdup(text);
+		rc = *msg ? 0 : -ENOMEM;
+	}
+	json_decref(root);
+	return rc;
+}

@@ -1,0 +1,59 @@
+/*
+ * summary.h - how every worker ended, across attempts: the text summary
+ * printed at the end (first failure first), the JSON written to --log_dir,
+ * and the reading of PyTorch's JSON error files (TORCHELASTIC_ERROR_FILE).
+ */
+#ifndef DDP_LAUNCHER_SUMMARY_H
+#define DDP_LAUNCHER_SUMMARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct summary_rec {
+	int attempt;
+	int rank, local_rank;
+	int pid;
+	int exit_code;	     /* when term_signal == 0 */
+	int term_signal;     /* > 0: killed by this signal */
+	bool first;	     /* the first failure of its attempt */
+	bool stopped;	     /* ended after ddplaunch asked the group to stop */
+	int64_t time_ms;     /* wall clock, ms since the epoch */
+	char *error_message; /* from the worker's error file, or NULL */
+	char *stderr_tail;   /* last stderr lines joined by '\n', or NULL */
+};
+
+struct summary {
+	struct summary_rec *recs;
+	size_t n, cap;
+};
+
+void summary_init(struct summary *s);
+void summary_release(struct summary *s);
+
+/* Copies *rec (and its strings). Returns 0 or -ENOMEM. */
+int summary_add(struct summary *s, const struct summary_rec *rec);
+
+/* The first failure of `attempt`, or NULL. */
+const struct summary_rec *summary_first_failure(const struct summary *s, int attempt);
+
+/* Whether the record is a failure (non-zero exit or a signal). */
+bool summary_rec_failed(const struct summary_rec *r);
+
+/* "exited with code 3" / "was killed by SIGKILL" into buf. */
+const char *summary_describe(const struct summary_rec *r, char *buf, size_t len);
+
+/* Prints the end-of-run summary for `attempt` through log_error/log_info. */
+void summary_print(const struct summary *s, int attempt, int max_restarts);
+
+/* Writes {"exit_code":..., "attempts":..., "workers":[...]} to `path`
+ * (written to path.tmp, then renamed). Returns 0 or -errno. */
+int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
+		       int stop_signal);
+
+/* Reads a PyTorch error file ({"message": {"message": "...", "extraInfo":
+ * {...}}} or {"message": "..."}) and returns its message (malloc'ed) in *msg.
+ * Returns 0, -ENOENT (no file), -EINVAL (not that format) or -ENOMEM. */
+int summary_read_error_file(const char *path, char **msg);
+
+#endif

@@ -1,0 +1,150 @@
+#include "worker_env.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct env_vec {
+	char **v;
+	size_t n, cap;
+};
+
+static size_t env_name_len(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+
+	return eq ? (size_t)(eq - kv) : strlen(kv);
+}
+
+const char *worker_env_get(char *const *env, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (; env && *env; env++)
+		if (env_name_len(*env) == len && !strncmp(*env, name, len))
+			return *env + len + 1;
+	return NULL;
+}
+
+/* Replaces the entry with the same name or appends; takes ownership of kv. */
+static int env_put_owned(struct env_vec *e, char *kv)
+{
+	size_t len = env_name_len(kv);
+
+	for (size_t i = 0; i < e->n; i++)
+		if (env_name_len(e->v[i]) == len && !strncmp(e->v[i], kv, len)) {
+			free(e->v[i]);
+			e->v[i] = kv;
+			return 0;
+		}
+	if (e->n + 1 >= e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 64;
+		char **nv = realloc(e->v, cap * sizeof(*nv));
+
+		if (!nv) {
+			free(kv);
+			return -ENOMEM;
+		}
+		e->v = nv;
+		e->cap = cap;
+	}
+	e->v[e->n++] = kv;
+	e->v[e->n] = NULL;
+	return 0;
+}
+
+static int env_put(struct env_vec *e, const char *name, const char *value)
+{
+	size_t n = strlen(name) + strlen(value) + 2;
+	char *kv = malloc(n);
+
+	if (!kv)
+		return -ENOMEM;
+	snprintf(kv, n, "%s=%s", name, value);
+	return env_put_owned(e, kv);
+}
+
+static int env_put_int(struct env_vec *e, const char *name, int value)
+{
+	char buf[16];
+
+	snprintf(buf, sizeof(buf), "%d", value);
+	return env_put(e, name, buf);
+}
+
+static int env_copy(struct env_vec *e, const char *kv)
+{
+	char *copy;
+
+	if (!strchr(kv, '='))
+		return 0;
+	copy = strdup(kv);
+	return copy ? env_put_owned(e, copy) : -ENOMEM;
+}
+
+bool worker_env_needs_omp(char *const *base, char *const *extra, size_t nextra, int nproc)
+{
+	if (nproc <= 1 || worker_env_get(base, "OMP_NUM_THREADS"))
+		return false;
+	for (size_t i = 0; i < nextra; i++)
+		if (env_name_len(extra[i]) == 15 && !strncmp(extra[i], "OMP_NUM_THREADS", 15))
+			return false;
+	return true;
+}
+
+/* torchrun's variables; the NCCL ones keep a value the user already set. */
+static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
+{
+	int rc = 0;
+
+	rc |= env_put_int(e, "RANK", s->rank);
+	rc |= env_put_int(e, "LOCAL_RANK", s->local_rank);
+	rc |= env_put_int(e, "WORLD_SIZE", s->world_size);
+	rc |= env_put_int(e, "LOCAL_WORLD_SIZE", s->local_world_size);
+	rc |= env_put_int(e, "GROUP_RANK", s->group_rank);
+	rc |= env_put_int(e, "GROUP_WORLD_SIZE", s->group_world_size);
+	rc |= env_put_int(e, "ROLE_RANK", s->role_rank);
+	rc |= env_put_int(e, "ROLE_WORLD_SIZE", s->role_world_size);
+	rc |= env_put(e, "ROLE_NAME", s->role_name);
+	rc |= env_put(e, "MASTER_ADDR", s->master_addr);
+	rc |= env_put_int(e, "MASTER_PORT", s->master_port);
+	rc |= env_put_int(e, "TORCHELASTIC_RESTART_COUNT", s->restart_count);
+	rc |= env_put_int(e, "TORCHELASTIC_MAX_RESTARTS", s->max_restarts);
+	rc |= env_put(e, "TORCHELASTIC_RUN_ID", s->run_id);
+	rc |= env_put(e, "TORCHELASTIC_USE_AGENT_STORE", "True");
+	rc |= env_put(e, "TORCHELASTIC_ERROR_FILE", s->error_file);
+	if (!worker_env_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
+		rc |= env_put(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
+	if (!worker_env_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+		rc |= env_put(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+	if (s->set_omp)
+		rc |= env_put(e, "OMP_NUM_THREADS", "1");
+	return rc ? -ENOMEM : 0;
+}
+
+int worker_env_build(char *const *base, const struct worker_env_spec *s, char ***out)
+{
+	struct env_vec e = {0};
+	int rc = env_put(&e, "RANK", "0"); /* allocates the array early */
+
+	for (char *const *p = base; !rc && p && *p; p++)
+		rc = env_copy(&e, *p);
+	for (size_t i = 0; !rc && i < s->nextra; i++)
+		rc = env_copy(&e, s->extra[i]);
+	if (!rc)
+		rc = env_torchrun(&e, s);
+	if (rc) {
+		worker_env_free(e.v);
+		return rc;
+	}
+	*out = e.v;
+	return 0;
+}
+
+void worker_env_free(char **env)
+{
+	for (char **p = env; p && *p; p++)
+		free(*p);
+	free(env);
+}

@@ -1,0 +1,41 @@
+/*
+ * worker_env.h - builds one worker's environment: the launcher's own
+ * environment, then the job file's [env], then torchrun's variables
+ * (RANK, LOCAL_RANK, WORLD_SIZE, ..., TORCHELASTIC_*), which always win.
+ * Pure module.
+ */
+#ifndef DDP_LAUNCHER_WORKER_ENV_H
+#define DDP_LAUNCHER_WORKER_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct worker_env_spec {
+	int rank, local_rank, world_size, local_world_size;
+	int group_rank, group_world_size;
+	int role_rank, role_world_size;
+	const char *role_name;
+	const char *master_addr;
+	int master_port;
+	int restart_count, max_restarts;
+	const char *run_id;
+	const char *error_file;
+	bool set_omp;	    /* add OMP_NUM_THREADS=1 (see worker_env_needs_omp) */
+	char *const *extra; /* "NAME=VALUE" from the job file, may be NULL */
+	size_t nextra;
+};
+
+/* Whether OMP_NUM_THREADS=1 must be added: nproc > 1 and neither `base`
+ * nor `extra` sets it. */
+bool worker_env_needs_omp(char *const *base, char *const *extra, size_t nextra, int nproc);
+
+/* Builds a NULL-terminated environment array (array and strings malloc'ed;
+ * free with worker_env_free). `base` may be NULL. Returns 0 or -ENOMEM. */
+int worker_env_build(char *const *base, const struct worker_env_spec *s, char ***out);
+
+void worker_env_free(char **env);
+
+/* The value of `name` in `env`, or NULL. */
+const char *worker_env_get(char *const *env, const char *name);
+
+#endif

@@ -1,0 +1,212 @@
+/* Unit tests: the command line (args.c) and the option table (opts.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "args.h"
+#include "opts.h"
+
+static char err[OPTS_ERR_LEN];
+
+static int parse(struct launch_opts *o, int argc, char **argv)
+{
+	err[0] = '\0';
+	assert_int_equal(opts_init(o), 0);
+	return args_parse(o, argc, argv, err, sizeof(err));
+}
+
+static void test_torchrun_line(void **state)
+{
+	char *argv[] = {"ddplaunch",
+			"--nproc_per_node=4",
+			"--master_port",
+			"23455",
+			"--max-restarts=3",
+			"--nnodes",
+			"1:2",
+			"-r",
+			"3",
+			"-t1",
+			"train.py",
+			"--lr",
+			"0.1",
+			"--nproc_per_node=9"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 14, argv), ARGS_OK);
+	assert_string_equal(o.nproc_spec, "4");
+	assert_int_equal(o.master_port, 23455);
+	assert_int_equal(o.max_restarts, 3);
+	assert_int_equal(o.nnodes_min, 1);
+	assert_int_equal(o.nnodes_max, 2);
+	assert_int_equal(opts_streams_mask(&o.redirects, 0), 3);
+	assert_string_equal(o.program, "train.py");
+	/* Everything after the program belongs to it, flags included. */
+	assert_int_equal(o.args.n, 3);
+	assert_string_equal(o.args.v[0], "--lr");
+	assert_string_equal(o.args.v[2], "--nproc_per_node=9");
+	assert_null(o.args.v[3]);
+	assert_true(o.program_from_cli);
+	opts_release(&o);
+}
+
+static void test_both_spellings_and_bools(void **state)
+{
+	char *argv[] = {"ddplaunch",	 "--nproc-per-node",  "gpu",	   "--no-python",
+			"--standalone",	 "--run_id",	      "job7",	   "-m",
+			"--strict_port", "--pass-local-rank", "--use_env", "--",
+			"-weird-name"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 13, argv), ARGS_OK);
+	assert_string_equal(o.nproc_spec, "gpu");
+	assert_true(o.no_python);
+	assert_true(o.standalone);
+	assert_true(o.module);
+	assert_true(o.strict_port);
+	assert_true(o.pass_local_rank);
+	assert_true(o.use_env);
+	assert_string_equal(o.rdzv_id, "job7");
+	assert_string_equal(o.program, "-weird-name");
+	opts_release(&o);
+}
+
+static void test_defaults(void **state)
+{
+	char *argv[] = {"ddplaunch", "./train"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 2, argv), ARGS_OK);
+	assert_string_equal(o.nproc_spec, "1");
+	assert_int_equal(o.master_port, -1);
+	assert_string_equal(o.master_addr, "127.0.0.1");
+	assert_string_equal(o.rdzv_id, "none");
+	assert_string_equal(o.role, "default");
+	assert_true(o.grace_period == 30.0);
+	assert_int_equal(o.nsignals, 6);
+	assert_int_equal(o.signals[0], SIGTERM);
+	assert_int_equal(o.max_restarts, 0);
+	assert_int_equal(opts_check(&o, err, sizeof(err)), 0);
+	opts_release(&o);
+}
+
+static void test_errors(void **state)
+{
+	struct {
+		int argc;
+		char *argv[4];
+		const char *needle;
+	} cases[] = {
+	    {2, {"ddplaunch", "--bogus"}, "unknown option '--bogus'"},
+	    {2, {"ddplaunch", "--master_port"}, "missing value after '--master_port'"},
+	    {3, {"ddplaunch", "--master_port=70000", "x"}, "bad value '70000' for 'master_port'"},
+	    {2, {"ddplaunch", "--nproc_per_node=0"}, "nproc_per_node"},
+	    {2, {"ddplaunch", "--nnodes=3:2"}, "N or MIN:MAX"},
+	    {2, {"ddplaunch", "--signals=TERM,KILL"}, "signal names"},
+	    {2, {"ddplaunch", "--backoff=2:1"}, "INITIAL:MAX"},
+	    {2, {"ddplaunch", "-r", "5"}, "missing value"},
+	    {3, {"ddplaunch", "-r", "5", "x"}, "bad value '5' for 'redirects'"},
+	    {2, {"ddplaunch", "-xyz"}, "unknown option '-xyz'"},
+	    {2, {"ddplaunch", "--grace_period=-1"}, "non-negative"},
+	    {2, {"ddplaunch", "--standalone=maybe"}, "true or false"},
+	    {2, {"ddplaunch", "--local_ranks_filter=0,a"}, "local ranks"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct launch_opts o;
+		int rc = parse(&o, cases[i].argc, cases[i].argv);
+
+		if (rc >= 0)
+			fail_msg("case %zu: accepted", i);
+		if (!strstr(err, cases[i].needle))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i].needle);
+		opts_release(&o);
+	}
+}
+
+static void test_help_and_checks(void **state)
+{
+	char *help[] = {"ddplaunch", "--master_port=1", "--help", "prog"};
+	char *none[] = {"ddplaunch", "--nproc_per_node=2"};
+	char *both[] = {"ddplaunch", "-m", "--no_python", "mod"};
+	char *multi[] = {"ddplaunch", "--standalone", "--nnodes=2", "x"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 4, help), ARGS_HELP);
+	assert_non_null(strstr(args_help_text(), "--nproc_per_node"));
+	opts_release(&o);
+	assert_int_equal(parse(&o, 2, none), ARGS_OK);
+	assert_int_equal(opts_check(&o, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no program"));
+	opts_release(&o);
+	assert_int_equal(parse(&o, 4, both), ARGS_OK);
+	assert_int_equal(opts_check(&o, err, sizeof(err)), -EINVAL);
+	opts_release(&o);
+	assert_int_equal(parse(&o, 4, multi), ARGS_OK);
+	assert_int_equal(opts_check(&o, err, sizeof(err)), -EINVAL);
+	opts_release(&o);
+}
+
+static void test_streams_filter_signals_backoff(void **state)
+{
+	char *argv[] = {
+	    "ddplaunch",      "--redirects=0:1,2:3", "--local_ranks_filter", "0,2",  "--signals",
+	    "SIGTERM,usr1,2", "--backoff=0.5:4",     "--grace_period",	     "0.25", "x"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 10, argv), ARGS_OK);
+	assert_int_equal(opts_streams_mask(&o.redirects, 0), 1);
+	assert_int_equal(opts_streams_mask(&o.redirects, 1), 0);
+	assert_int_equal(opts_streams_mask(&o.redirects, 2), 3);
+	assert_true(opts_rank_shown(&o, 0));
+	assert_false(opts_rank_shown(&o, 1));
+	assert_true(opts_rank_shown(&o, 2));
+	assert_int_equal(o.nsignals, 3);
+	assert_int_equal(o.signals[0], SIGTERM);
+	assert_int_equal(o.signals[1], SIGUSR1);
+	assert_int_equal(o.signals[2], SIGINT);
+	assert_true(o.backoff_initial == 0.5 && o.backoff_max == 4.0);
+	assert_true(o.grace_period == 0.25);
+	opts_release(&o);
+}
+
+static void test_nproc(void **state)
+{
+	struct launch_opts o;
+
+	assert_int_equal(opts_init(&o), 0);
+	assert_int_equal(opts_set(&o, "nproc_per_node", "cpu", OPTS_SRC_CLI, err, sizeof(err)), 0);
+	assert_int_equal(opts_nproc(&o, 8, 0, err, sizeof(err)), 8);
+	assert_int_equal(opts_set(&o, "nproc_per_node", "auto", OPTS_SRC_CLI, err, sizeof(err)), 0);
+	assert_int_equal(opts_nproc(&o, 8, 2, err, sizeof(err)), 2);
+	assert_int_equal(opts_nproc(&o, 8, 0, err, sizeof(err)), 8);
+	assert_int_equal(opts_set(&o, "nproc_per_node", "gpu", OPTS_SRC_CLI, err, sizeof(err)), 0);
+	assert_int_equal(opts_nproc(&o, 8, 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no GPU"));
+	assert_int_equal(opts_set(&o, "nproc_per_node", "3", OPTS_SRC_CLI, err, sizeof(err)), 0);
+	assert_int_equal(opts_nproc(&o, 8, 2, err, sizeof(err)), 3);
+	/* A file value never overrides the command line. */
+	assert_int_equal(opts_set(&o, "nproc_per_node", "5", OPTS_SRC_FILE, err, sizeof(err)), 0);
+	assert_string_equal(o.nproc_spec, "3");
+	opts_release(&o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_torchrun_line),
+	    cmocka_unit_test(test_both_spellings_and_bools),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_help_and_checks),
+	    cmocka_unit_test(test_streams_filter_signals_backoff),
+	    cmocka_unit_test(test_nproc),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

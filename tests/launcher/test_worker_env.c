@@ -1,0 +1,122 @@
+/* Unit tests: a worker's environment (worker_env.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "worker_env.h"
+
+static struct worker_env_spec spec(void)
+{
+	struct worker_env_spec s = {
+	    .rank = 5,
+	    .local_rank = 1,
+	    .world_size = 8,
+	    .local_world_size = 4,
+	    .group_rank = 1,
+	    .group_world_size = 2,
+	    .role_rank = 5,
+	    .role_world_size = 8,
+	    .role_name = "default",
+	    .master_addr = "127.0.0.1",
+	    .master_port = 40817,
+	    .restart_count = 2,
+	    .max_restarts = 3,
+	    .run_id = "none",
+	    .error_file = "/tmp/x/attempt_2/5/error.json",
+	    .set_omp = true,
+	};
+	return s;
+}
+
+static void test_torchrun_vars(void **state)
+{
+	char *base[] = {"PATH=/usr/bin", "HOME=/root", "RANK=99", NULL};
+	struct worker_env_spec s = spec();
+	char **env;
+	const char *expect[][2] = {
+	    {"RANK", "5"},
+	    {"LOCAL_RANK", "1"},
+	    {"WORLD_SIZE", "8"},
+	    {"LOCAL_WORLD_SIZE", "4"},
+	    {"GROUP_RANK", "1"},
+	    {"GROUP_WORLD_SIZE", "2"},
+	    {"ROLE_RANK", "5"},
+	    {"ROLE_WORLD_SIZE", "8"},
+	    {"ROLE_NAME", "default"},
+	    {"MASTER_ADDR", "127.0.0.1"},
+	    {"MASTER_PORT", "40817"},
+	    {"TORCHELASTIC_RESTART_COUNT", "2"},
+	    {"TORCHELASTIC_MAX_RESTARTS", "3"},
+	    {"TORCHELASTIC_RUN_ID", "none"},
+	    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+	    {"TORCHELASTIC_ERROR_FILE", "/tmp/x/attempt_2/5/error.json"},
+	    {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+	    {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+	    {"OMP_NUM_THREADS", "1"},
+	    {"PATH", "/usr/bin"},
+	    {"HOME", "/root"},
+	};
+	size_t n = 0;
+
+	assert_int_equal(worker_env_build(base, &s, &env), 0);
+	for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
+		const char *v = worker_env_get(env, expect[i][0]);
+
+		if (!v || strcmp(v, expect[i][1]))
+			fail_msg("%s = %s, expected %s", expect[i][0], v ? v : "(unset)",
+				 expect[i][1]);
+	}
+	while (env[n])
+		n++;
+	/* No duplicates: each name once. */
+	assert_int_equal(n, sizeof(expect) / sizeof(expect[0]));
+	worker_env_free(env);
+}
+
+static void test_extra_and_user_values(void **state)
+{
+	char *base[] = {"NCCL_ASYNC_ERROR_HANDLING=0", "FOO=base", NULL};
+	char *extra[] = {"FOO=job", "BAR=x=y", "WORLD_SIZE=1"};
+	struct worker_env_spec s = spec();
+	char **env;
+
+	s.extra = extra;
+	s.nextra = 3;
+	s.set_omp = false;
+	assert_int_equal(worker_env_build(base, &s, &env), 0);
+	assert_string_equal(worker_env_get(env, "FOO"), "job");
+	assert_string_equal(worker_env_get(env, "BAR"), "x=y");
+	/* The contract's variables cannot be overridden by the job file. */
+	assert_string_equal(worker_env_get(env, "WORLD_SIZE"), "8");
+	/* A user's NCCL setting is kept, as torchrun does. */
+	assert_string_equal(worker_env_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+	assert_null(worker_env_get(env, "OMP_NUM_THREADS"));
+	worker_env_free(env);
+}
+
+static void test_omp(void **state)
+{
+	char *with[] = {"OMP_NUM_THREADS=4", NULL};
+	char *without[] = {"PATH=/bin", NULL};
+	char *extra[] = {"OMP_NUM_THREADS=2"};
+
+	assert_true(worker_env_needs_omp(without, NULL, 0, 2));
+	assert_false(worker_env_needs_omp(without, NULL, 0, 1));
+	assert_false(worker_env_needs_omp(with, NULL, 0, 2));
+	assert_false(worker_env_needs_omp(without, extra, 1, 2));
+	assert_true(worker_env_needs_omp(NULL, NULL, 0, 4));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_torchrun_vars),
+	    cmocka_unit_test(test_extra_and_user_values),
+	    cmocka_unit_test(test_omp),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
