@@ -64,6 +64,7 @@ static const struct config_opt config_opts[] = {
     OPT(eval_every_epoch, CFG_BOOL, "evaluate on the held-out set each epoch"),
     OPT(device, CFG_STR, "cpu, cuda or auto"),
     OPT(bucket_cap_mb, CFG_REAL, "gradient bucket size cap in MiB"),
+    OPT(threads, CFG_INT, "OpenBLAS threads per rank (0: its own choice)"),
     OPT(progress_bar, CFG_BOOL, "progress bar when stdout is a terminal"),
     OPT(fault_kill_step, CFG_INT, "tests: SIGKILL before this step on attempt 0 (0: off)"),
     OPT(fault_rank, CFG_INT, "tests: the rank that fault_kill_step kills"),

@@ -51,6 +51,7 @@ struct train_config {
 	bool eval_every_epoch;
 	char device[8]; /* cpu, cuda, auto */
 	double bucket_cap_mb;
+	int64_t threads;   /* OpenBLAS threads per rank; 0 = OpenBLAS's choice */
 	bool progress_bar; /* draw a bar when stdout is a terminal */
 	/* Fault injection for tests: on restart attempt 0 only, rank
 	 * fault_rank kills itself with SIGKILL before step fault_kill_step. */

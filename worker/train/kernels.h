@@ -192,6 +192,11 @@ struct kernel_ops {
 /* Plain C + OpenBLAS; always available. */
 extern const struct kernel_ops kernel_ops_cpu;
 
+/* Sets the number of OpenBLAS threads of kernel_ops_cpu's matrix products
+ * (process-wide); n <= 0 leaves OpenBLAS's own choice (OPENBLAS_NUM_THREADS /
+ * OMP_NUM_THREADS, else every core). */
+void kernel_cpu_set_threads(int n);
+
 /* cuBLAS + CUDA kernels, defined in cuda_kernels/ when the build has CUDA
  * (meson: have_cuda, C macro DDP_HAVE_CUDA). The table exists even when no
  * GPU is present; its ctx_new then returns -ENODEV. */

@@ -375,6 +375,12 @@ static int cpu_bucket_copy_out(struct kernel_ctx *ctx, const float *flat,
 	return 0;
 }
 
+void kernel_cpu_set_threads(int n)
+{
+	if (n > 0)
+		openblas_set_num_threads(n);
+}
+
 const struct kernel_ops kernel_ops_cpu = {
     .name = "cpu",
     .ctx_new = cpu_ctx_new,

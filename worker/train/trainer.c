@@ -78,6 +78,7 @@ static int trainer_init_kernels(struct trainer *t)
 			  "set DDP_BACKEND=cpu or --device cuda");
 		return -EINVAL;
 	}
+	kernel_cpu_set_threads((int)t->cfg.threads);
 	ret = kernel_ops_cpu.ctx_new(0, &t->kctx);
 	return ret;
 }
