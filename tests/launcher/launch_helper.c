@@ -1,0 +1,217 @@
+/*
+ * launch_helper - a tiny worker for the launcher's integration tests.
+ *
+ *   launch_helper [--only RANK [--others-wait]] ACTION [ARGS...]
+ *
+ * With --only, ranks other than RANK exit 0 at once, or with --others-wait
+ * wait for a signal (and die by it). Actions:
+ *   env DIR             write the environment and argv to DIR/env.RANK.ATTEMPT
+ *   exit CODE           exit with CODE
+ *   signal SIG          kill itself with signal number SIG
+ *   ignore-term DIR     ignore SIGTERM, write DIR/ready.RANK, wait forever
+ *   grandchild DIR      fork /bin/sleep 1000, write "PID SLEEPPID" to
+ *                       DIR/pids.RANK, wait forever
+ *   fail-once CODE      exit CODE on attempt 0, else 0
+ *   burst LINES LEN     LINES stdout lines of LEN bytes, each split over
+ *                       several writes
+ *   catch DIR           wait for TERM/INT/HUP/USR1; write its number to
+ *                       DIR/sig.RANK, exit 0; DIR/ready.RANK when waiting
+ *   error-file MSG CODE write a PyTorch-style error file, 3 stderr lines,
+ *                       exit CODE
+ *   pid DIR CODE        write the pid to DIR/pid.RANK, exit CODE
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static int env_int(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v ? atoi(v) : -1;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char path[4096], tmp[4200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.%d", dir, name, env_int("RANK"));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f) {
+		perror(tmp);
+		exit(90);
+	}
+	fputs(text, f);
+	fclose(f);
+	rename(tmp, path); /* readers see the whole file or none */
+}
+
+static int do_env(const char *dir, int argc, char **argv)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/env.%d.%d", dir, env_int("RANK"),
+		 env_int("TORCHELASTIC_RESTART_COUNT"));
+	f = fopen(path, "w");
+	if (!f)
+		return 91;
+	for (char **e = environ; *e; e++)
+		fprintf(f, "%s\n", *e);
+	for (int i = 0; i < argc; i++)
+		fprintf(f, "ARGV%d=%s\n", i, argv[i]);
+	fclose(f);
+	return 0;
+}
+
+static void wait_forever(void)
+{
+	for (;;)
+		pause();
+}
+
+static int do_grandchild(const char *dir)
+{
+	char text[64];
+	pid_t child = fork();
+
+	if (child == 0) {
+		execl("/bin/sleep", "sleep", "1000", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(text, sizeof(text), "%d %d\n", (int)getpid(), (int)child);
+	write_file(dir, "pids", text);
+	wait_forever();
+	return 0;
+}
+
+/* Each line goes out in pieces, with no newline until the last piece. */
+static int do_burst(int lines, int len)
+{
+	int rank = env_int("RANK");
+	char *line = malloc((size_t)len + 1);
+
+	for (int i = 0; i < len; i++)
+		line[i] = (char)('a' + rank % 26);
+	line[len] = '\n';
+	for (int l = 0; l < lines; l++) {
+		char head[32];
+		int hn = snprintf(head, sizeof(head), "R%d:%d:", rank, l);
+		int off = 0;
+
+		(void)!write(STDOUT_FILENO, head, (size_t)hn);
+		while (off < len + 1) {
+			int piece = 1 + (l * 7 + off) % 97;
+
+			if (off + piece > len + 1)
+				piece = len + 1 - off;
+			(void)!write(STDOUT_FILENO, line + off, (size_t)piece);
+			off += piece;
+		}
+	}
+	free(line);
+	return 0;
+}
+
+static int do_catch(const char *dir)
+{
+	int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+	sigset_t set;
+	int sig = 0;
+	char text[16];
+
+	sigemptyset(&set);
+	for (int i = 0; i < 4; i++)
+		sigaddset(&set, sigs[i]);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	write_file(dir, "ready", "ready\n");
+	sigwait(&set, &sig);
+	snprintf(text, sizeof(text), "%d\n", sig);
+	write_file(dir, "sig", text);
+	return 0;
+}
+
+static int do_error_file(const char *msg, int code)
+{
+	const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+	FILE *f = path ? fopen(path, "w") : NULL;
+
+	if (f) {
+		fprintf(f, "{\"message\": {\"message\": \"%s\", \"extraInfo\": "
+			   "{\"py_callstack\": \"x\", \"timestamp\": \"1\"}}}",
+			msg);
+		fclose(f);
+	}
+	fprintf(stderr, "stderr line one\nstderr line two\nfatal: %s\n", msg);
+	return code;
+}
+
+static int act(int argc, char **argv, char **all, int nall)
+{
+	const char *a = argv[0];
+	char text[32];
+
+	if (!strcmp(a, "env") && argc >= 2)
+		return do_env(argv[1], nall, all);
+	if (!strcmp(a, "exit") && argc >= 2)
+		return atoi(argv[1]);
+	if (!strcmp(a, "signal") && argc >= 2) {
+		signal(atoi(argv[1]), SIG_DFL);
+		raise(atoi(argv[1]));
+		return 92;
+	}
+	if (!strcmp(a, "ignore-term") && argc >= 2) {
+		signal(SIGTERM, SIG_IGN);
+		write_file(argv[1], "ready", "ready\n");
+		wait_forever();
+	}
+	if (!strcmp(a, "grandchild") && argc >= 2)
+		return do_grandchild(argv[1]);
+	if (!strcmp(a, "fail-once") && argc >= 2)
+		return env_int("TORCHELASTIC_RESTART_COUNT") == 0 ? atoi(argv[1]) : 0;
+	if (!strcmp(a, "burst") && argc >= 3)
+		return do_burst(atoi(argv[1]), atoi(argv[2]));
+	if (!strcmp(a, "catch") && argc >= 2)
+		return do_catch(argv[1]);
+	if (!strcmp(a, "error-file") && argc >= 3)
+		return do_error_file(argv[1], atoi(argv[2]));
+	if (!strcmp(a, "pid") && argc >= 3) {
+		snprintf(text, sizeof(text), "%d\n", (int)getpid());
+		write_file(argv[1], "pid", text);
+		return atoi(argv[2]);
+	}
+	fprintf(stderr, "launch_helper: unknown action '%s'\n", a);
+	return 99;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1, only = -1, others_wait = 0;
+
+	if (i + 1 < argc && !strcmp(argv[i], "--only")) {
+		only = atoi(argv[i + 1]);
+		i += 2;
+	}
+	if (i < argc && !strcmp(argv[i], "--others-wait")) {
+		others_wait = 1;
+		i++;
+	}
+	if (i >= argc) {
+		fprintf(stderr, "usage: launch_helper [--only RANK [--others-wait]] ACTION ...\n");
+		return 98;
+	}
+	if (only >= 0 && env_int("RANK") != only) {
+		if (others_wait)
+			wait_forever();
+		return 0;
+	}
+	return act(argc - i, argv + i, argv, argc);
+}

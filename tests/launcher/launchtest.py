@@ -1,0 +1,94 @@
+"""Shared helpers of the launcher's integration tests (stdlib only)."""
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+DDPLAUNCH = os.environ.get("DDPLAUNCH", "ddplaunch")
+HELPER = os.environ.get("LAUNCH_HELPER", "launch_helper")
+PYTHON = "/usr/bin/python3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(args, timeout=60, env=None, **kw):
+    """Runs ddplaunch ARGS to the end; returns the CompletedProcess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([DDPLAUNCH] + args, capture_output=True, text=True,
+                          timeout=timeout, env=full_env, **kw)
+
+
+def start(args, env=None):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.Popen([DDPLAUNCH] + args, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=full_env)
+
+
+def wait_for(predicate, timeout=20.0, what="condition"):
+    """Polls `predicate` until it is true or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+
+
+def pid_alive(pid):
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def read_env(path):
+    env = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("=")
+            env[k] = v
+    return env
+
+
+def free_port():
+    """A port the kernel says is free now (used only where a test must
+    name a port to torchrun, which cannot take 0)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class LaunchCase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="ddplaunch_test_")
+        self.dir = self._tmp.name
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self._tmp.cleanup()
+
+    def start(self, args, env=None):
+        p = start(args, env)
+        self.procs.append(p)
+        return p
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def wait_files(self, names, timeout=20.0):
+        wait_for(lambda: all(os.path.exists(self.path(n)) for n in names), timeout,
+                 "files %s" % names)

@@ -1,0 +1,273 @@
+"""Integration tests: the real ddplaunch with the C helper workers."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from launchtest import (DDPLAUNCH, HELPER, LaunchCase, pid_alive, read_env, run,  # noqa: E402
+                        wait_for)
+
+
+class Basics(LaunchCase):
+    def test_success_env_and_restart_count(self):
+        r = run(["--nproc_per_node=3", HELPER, "env", self.dir])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ports = set()
+        for rank in range(3):
+            env = read_env(self.path("env.%d.0" % rank))
+            self.assertEqual(env["RANK"], str(rank))
+            self.assertEqual(env["LOCAL_RANK"], str(rank))
+            self.assertEqual(env["WORLD_SIZE"], "3")
+            self.assertEqual(env["TORCHELASTIC_USE_AGENT_STORE"], "True")
+            self.assertEqual(env["OMP_NUM_THREADS"], "1")
+            ports.add(env["MASTER_PORT"])
+        self.assertEqual(len(ports), 1)
+        self.assertIn("OMP_NUM_THREADS=1", r.stderr)
+
+    def test_exit_code_and_summary(self):
+        r = run(["--nproc_per_node=2", HELPER, "--only", "1", "pid", self.dir, "3"])
+        self.assertEqual(r.returncode, 3, r.stderr)
+        pid = int(open(self.path("pid.1")).read())
+        self.assertIn("first failure: rank 1 (local rank 1, pid %d) exited with code 3" % pid,
+                      r.stderr)
+        self.assertIn("attempt 1 of 1", r.stderr)
+
+    def test_killed_by_signal(self):
+        r = run(["--nproc_per_node=2", HELPER, "--only", "0", "signal",
+                 str(int(signal.SIGUSR1))])
+        self.assertEqual(r.returncode, 128 + signal.SIGUSR1, r.stderr)
+        self.assertIn("rank 0 (local rank 0, pid", r.stderr)
+        self.assertIn("was killed by SIGUSR1", r.stderr)
+
+    def test_program_not_found(self):
+        r = run([os.path.join(self.dir, "no-such-program")])
+        self.assertEqual(r.returncode, 127, r.stderr)
+        self.assertIn("cannot run", r.stderr)
+
+    def test_usage_errors(self):
+        r = run(["--nproc_per_node=x", HELPER])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("bad value 'x' for 'nproc_per_node'", r.stderr)
+        r = run(["--nnodes=2", "--master_port=0", HELPER, "exit", "0"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("multi-node", r.stderr)
+        r = run(["--help"])
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("--nproc_per_node", r.stdout)
+
+    def test_error_file_and_log_dir(self):
+        logs = self.path("logs")
+        r = run(["--nproc_per_node=2", "--log_dir", logs, HELPER, "--only", "1",
+                 "error-file", "ValueError: bad shape", "4"])
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn("error file of rank 1: ValueError: bad shape", r.stderr)
+        self.assertIn("| fatal: ValueError: bad shape", r.stderr)
+        summary = json.load(open(os.path.join(logs, "summary.json")))
+        self.assertEqual(summary["exit_code"], 4)
+        first = [w for w in summary["workers"] if w["first_failure"]]
+        self.assertEqual(len(first), 1)
+        self.assertEqual(first[0]["rank"], 1)
+        self.assertEqual(first[0]["error_message"], "ValueError: bad shape")
+        err = open(os.path.join(logs, "attempt_0", "1", "stderr.log")).read()
+        self.assertEqual(err, "stderr line one\nstderr line two\nfatal: ValueError: bad shape\n")
+
+
+class Output(LaunchCase):
+    def test_no_interleaving(self):
+        lines, length = 1500, 700
+        r = run(["--nproc_per_node=4", HELPER, "burst", str(lines), str(length)], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        pat = re.compile(r"^\[rank (\d)\]: R(\d):(\d+):([a-z]+)$")
+        seen = {0: 0, 1: 0, 2: 0, 3: 0}
+        for line in r.stdout.split("\n")[:-1]:
+            m = pat.match(line)
+            self.assertIsNotNone(m, "mixed line: %r" % line[:200])
+            rank = int(m.group(1))
+            self.assertEqual(int(m.group(2)), rank)
+            self.assertEqual(int(m.group(3)), seen[rank])  # in order per rank
+            self.assertEqual(m.group(4), chr(ord("a") + rank) * length)
+            seen[rank] += 1
+        self.assertEqual(seen, {0: lines, 1: lines, 2: lines, 3: lines})
+
+    def test_redirect_tee_filter_prefix(self):
+        logs = self.path("logs")
+        r = run(["--nproc_per_node=2", "--log_dir", logs, "-r", "0:1", HELPER, "burst", "2",
+                 "5"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("[rank 0]", r.stdout)
+        self.assertIn("[rank 1]: R1:0:bbbbb", r.stdout)
+        self.assertEqual(open(os.path.join(logs, "attempt_0", "0", "stdout.log")).read(),
+                         "R0:0:aaaaa\nR0:1:aaaaa\n")
+        r = run(["--nproc_per_node=2", "--local_ranks_filter=1", "--prefix", "<%l/%r> ",
+                 HELPER, "burst", "1", "3"])
+        self.assertEqual(r.stdout, "<1/1> R1:0:bbb\n")
+        r = run(["--nproc_per_node=1", "--no_prefix", HELPER, "burst", "1", "3"])
+        self.assertEqual(r.stdout, "R0:0:aaa\n")
+
+
+class Supervision(LaunchCase):
+    def test_restart_after_failure(self):
+        r = run(["--nproc_per_node=2", "--max_restarts=2", HELPER, "--only", "1",
+                 "fail-once", "5"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("restarting the worker group: restart 1 of 2", r.stderr)
+        self.assertIn("first failure: rank 1 (local rank 1", r.stderr)
+        self.assertNotIn("restart 2 of 2", r.stderr)
+
+    def test_restart_count_increases_until_exhausted(self):
+        r = run(["--nproc_per_node=1", "--max_restarts=2", HELPER, "exit", "7"])
+        self.assertEqual(r.returncode, 7, r.stderr)
+        self.assertIn("restart 2 of 2", r.stderr)
+        self.assertIn("attempt 3 of 3", r.stderr)
+        self.assertIn("no restart left", r.stderr)
+
+    def test_restart_env_attempts(self):
+        # rank 0 dumps its env on every attempt; rank 1 fails on attempt 0.
+        script = self.path("w.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n%s env %s\n[ \"$RANK\" = 1 ] && [ "
+                    "\"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && exit 9\nexit 0\n"
+                    % (HELPER, self.dir))
+        os.chmod(script, 0o755)
+        r = run(["--nproc_per_node=2", "--max_restarts=3", script])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for rank in (0, 1):
+            e0 = read_env(self.path("env.%d.0" % rank))
+            e1 = read_env(self.path("env.%d.1" % rank))
+            self.assertEqual(e0["TORCHELASTIC_RESTART_COUNT"], "0")
+            self.assertEqual(e1["TORCHELASTIC_RESTART_COUNT"], "1")
+            self.assertEqual(e1["TORCHELASTIC_MAX_RESTARTS"], "3")
+            self.assertNotEqual(e0["TORCHELASTIC_ERROR_FILE"], e1["TORCHELASTIC_ERROR_FILE"])
+        self.assertFalse(os.path.exists(self.path("env.0.2")))
+
+    def test_grace_then_sigkill(self):
+        t0 = time.monotonic()
+        r = run(["--nproc_per_node=2", "--grace_period=0.3", "--log_dir", self.path("logs2"),
+                 "--", "/bin/sh", "-c",
+                 "if [ $RANK = 0 ]; then exec %s ignore-term %s; else "
+                 "while [ ! -e %s/ready.0 ]; do sleep 0.01; done; exit 6; fi"
+                 % (HELPER, self.dir, self.dir)], timeout=30)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(r.returncode, 6, r.stderr)
+        self.assertIn("sending SIGKILL", r.stderr)
+        self.assertIn("then rank 0 (local rank 0, pid", r.stderr)
+        self.assertIn("was killed by SIGKILL (stopped by ddplaunch)", r.stderr)
+        self.assertLess(elapsed, 20)
+
+    def test_forward_signal_exit_128_plus(self):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            d = self.path("s%d" % sig)
+            os.mkdir(d)
+            p = self.start(["--nproc_per_node=2", HELPER, "catch", d])
+            self.wait_files(["s%d/ready.0" % sig, "s%d/ready.1" % sig])
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 128 + sig, err)
+            for rank in (0, 1):
+                self.assertEqual(int(open(os.path.join(d, "sig.%d" % rank)).read()), sig)
+            self.assertIn("stopped by %s" % signal.Signals(sig).name, err)
+
+    def test_kill9_leaves_nothing(self):
+        p = self.start(["--nproc_per_node=2", HELPER, "grandchild", self.dir])
+        self.wait_files(["pids.0", "pids.1"])
+        pids = []
+        for rank in (0, 1):
+            pids += [int(x) for x in open(self.path("pids.%d" % rank)).read().split()]
+        self.assertEqual(len(pids), 4)
+        self.assertTrue(all(pid_alive(x) for x in pids))
+        p.kill()
+        p.wait()
+        wait_for(lambda: not any(pid_alive(x) for x in pids), 10,
+                 "workers and their sleep grandchildren to die")
+
+    def test_group_cleanup_kills_grandchildren(self):
+        # A worker that fails while its grandchild still runs: the group goes.
+        r = run(["--nproc_per_node=1", "--", "/bin/sh", "-c",
+                 "/bin/sleep 1000 & echo $! > %s/gc; exit 3" % self.dir], timeout=30)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        gc = int(open(self.path("gc")).read())
+        wait_for(lambda: not pid_alive(gc), 10, "the grandchild to die")
+
+
+class Ports(LaunchCase):
+    def test_taken_port_moves_or_fails_strict(self):
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        try:
+            r = run(["--nproc_per_node=1", "--master_port=%d" % port, HELPER, "env", self.dir])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            m = re.search(r"ddplaunch: port %d is in use by another process; using (\d+) "
+                          r"instead \(--strict_port to refuse\)" % port, r.stderr)
+            self.assertIsNotNone(m, r.stderr)
+            self.assertEqual(read_env(self.path("env.0.0"))["MASTER_PORT"], m.group(1))
+            r = run(["--strict_port", "--master_port=%d" % port, HELPER, "exit", "0"])
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("port %d is in use by another process" % port, r.stderr)
+        finally:
+            holder.close()
+
+    def test_store_is_bound_before_workers(self):
+        # The worker checks that MASTER_PORT is already listening.
+        r = run(["--standalone", "--nproc_per_node=1", "--", "/usr/bin/python3", "-c",
+                 "import os, socket; s = socket.create_connection(('127.0.0.1', "
+                 "int(os.environ['MASTER_PORT'])), timeout=5); s.close()"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class JobFiles(LaunchCase):
+    def test_config_with_cli_override(self):
+        job = self.path("job.ini")
+        with open(job, "w") as f:
+            f.write("[launch]\nnproc_per_node = 3\nmax_restarts = 1\n"
+                    "[program]\nprogram = %s\narg = env\narg = %s\n"
+                    "[env]\nJOB_VAR = from job file\n" % (HELPER, self.dir))
+        r = run(["--config", job, "--nproc_per_node=2"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        env = read_env(self.path("env.1.0"))
+        self.assertEqual(env["WORLD_SIZE"], "2")
+        self.assertEqual(env["JOB_VAR"], "from job file")
+        self.assertEqual(env["TORCHELASTIC_MAX_RESTARTS"], "1")
+        self.assertFalse(os.path.exists(self.path("env.2.0")))
+
+    def test_config_error_names_file_line_key(self):
+        job = self.path("bad.ini")
+        with open(job, "w") as f:
+            f.write("[launch]\nnproc_per_node = 2\nmaster_prot = 1\n")
+        r = run(["--config", job, HELPER, "exit", "0"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("%s:3: unknown key 'master_prot' in [launch]" % job, r.stderr)
+
+
+class Programs(LaunchCase):
+    def test_py_module_no_python_local_rank(self):
+        script = self.path("show.py")
+        with open(script, "w") as f:
+            f.write("import sys, os\nprint('py', os.environ['RANK'], sys.argv[1:], "
+                    "sys.flags.dont_write_bytecode, sys.stdout.line_buffering)\n")
+        env = {"PYTHON_EXEC": "/usr/bin/python3", "PYTHONPATH": self.dir}
+        r = run(["--nproc_per_node=2", "--pass_local_rank", script, "a", "b"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("[rank 1]: py 1 ['--local_rank=1', 'a', 'b']", r.stdout)
+        r = run(["-m", "--nproc_per_node=1", "show", "x"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("[rank 0]: py 0 ['x']", r.stdout)
+        os.chmod(script, 0o755)
+        with open(script) as f:
+            body = f.read()
+        with open(script, "w") as f:
+            f.write("#!/usr/bin/python3\n" + body)
+        r = run(["--no_python", script, "y"], env={"PYTHON_EXEC": "/nonexistent"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("[rank 0]: py 0 ['y']", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
