@@ -106,7 +106,7 @@ int client_net_connect(const char *host, int port, uint64_t deadline_ms)
 	snprintf(service, sizeof(service), "%d", port);
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	uint64_t delay = 10;
-	int rc = -ECONNREFUSED;
+	int rc = -ECONNREFUSED, last = 0;
 	for (;;) {
 		struct addrinfo *res = NULL;
 		int gai = getaddrinfo(host, service, &hints, &res);
@@ -122,8 +122,13 @@ int client_net_connect(const char *host, int port, uint64_t deadline_ms)
 		}
 		if (rc >= 0)
 			return rc;
+		/* An attempt cut short by the deadline says less than the
+		 * refusal seen before it. */
+		if (rc == -ETIMEDOUT && time_left_ms(deadline_ms) == 0 && last)
+			rc = last;
 		if ((gai == 0 && !client_net_retryable(rc)) || time_left_ms(deadline_ms) == 0)
 			return rc;
+		last = rc;
 		client_net_backoff(&delay, deadline_ms);
 	}
 }

@@ -38,7 +38,9 @@ void store_conn_close(struct store_conn *conn)
 		return;
 	conn->state = CONN_CLOSING;
 	/* Drop its waits now, so no wake-up targets a closing connection. */
-	store_owner_cancel(conn->server->store, &conn->owner);
+	size_t dropped = store_owner_cancel(conn->server->store, &conn->owner);
+	if (dropped)
+		log_debug("store: client gone; dropped %zu pending wait(s)", dropped);
 	uv_close((uv_handle_t *)&conn->tcp, conn_closed);
 }
 

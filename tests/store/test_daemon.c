@@ -1,0 +1,459 @@
+/*
+ * test_daemon.c - integration tests of the real ddp-rdzvd: every operation
+ * through the C client, raw torch 1.13 and 2.x frames, waits, limits,
+ * faults, memory and shutdown. Every daemon listens on 127.0.0.1, port 0.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon_util.h"
+#include "store_client.h"
+
+#define L8(n) (n), 0, 0, 0, 0, 0, 0, 0
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+struct fx {
+	struct daemon d;
+	struct store_client *c;
+};
+
+static int start_with(void **state, const char *const *args)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	assert_int_equal(daemon_start(&f->d, args), 0);
+	char err[256];
+	assert_int_equal(
+	    store_client_connect("127.0.0.1", f->d.port, 10000, &f->c, err, sizeof(err)), 0);
+	*state = f;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	const char *args[] = {"-v", NULL};
+	return start_with(state, args);
+}
+
+static int setup_limits(void **state)
+{
+	const char *args[] = {"-v", "--max-key-len",	      "16", "--max-value-len",
+			      "64", "--max-keys-per-request", "4",  "--max-total-bytes",
+			      "4K", "--max-connections",      "16", NULL};
+	return start_with(state, args);
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	store_client_free(f->c);
+	assert_int_equal(daemon_stop(&f->d), 0);
+	free(f);
+	return 0;
+}
+
+static void test_every_op(void **state)
+{
+	struct store_client *c = ((struct fx *)*state)->c;
+	void *v = NULL;
+	size_t len = 0;
+	int64_t n = 0;
+	assert_int_equal(store_client_ping(c), 0);
+	assert_int_equal(store_client_set(c, "a", "hello", 5), 0);
+	assert_int_equal(store_client_get(c, "a", 1000, &v, &len), 0);
+	assert_int_equal(len, 5);
+	assert_string_equal(v, "hello");
+	free(v);
+	assert_int_equal(store_client_add(c, "n", 5, &n), 0);
+	assert_int_equal(n, 5);
+	assert_int_equal(store_client_add(c, "n", -8, &n), 0);
+	assert_int_equal(n, -3);
+	assert_int_equal(store_client_compare_set(c, "cs", "", 0, "x", 1, &v, &len), 0);
+	assert_string_equal(v, "x");
+	free(v);
+	assert_int_equal(store_client_compare_set(c, "cs", "y", 1, "z", 1, &v, &len), 0);
+	assert_string_equal(v, "x");
+	free(v);
+	assert_int_equal(store_client_compare_set(c, "cs", "x", 1, "w", 1, &v, &len), 0);
+	assert_string_equal(v, "w");
+	free(v);
+	assert_int_equal(store_client_compare_set(c, "none", "e", 1, "d", 1, &v, &len), 0);
+	assert_string_equal(v, "e");
+	free(v);
+	const char *both[] = {"a", "n"}, *one_missing[] = {"a", "zz"};
+	assert_int_equal(store_client_check(c, both, 2), 1);
+	assert_int_equal(store_client_check(c, one_missing, 2), 0);
+	assert_int_equal(store_client_wait(c, both, 2, 1000), 0);
+	assert_int_equal(store_client_num_keys(c, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(store_client_delete(c, "a"), 1);
+	assert_int_equal(store_client_delete(c, "a"), 0);
+	assert_int_equal(store_client_append(c, "ap", "ab", 2), 0);
+	assert_int_equal(store_client_append(c, "ap", "cd", 2), 0);
+	const char *keys[] = {"k1", "k2", "k3"};
+	const void *vals[] = {"one", "", "three"};
+	size_t lens[] = {3, 0, 5};
+	assert_int_equal(store_client_multi_set(c, keys, vals, lens, 3), 0);
+	const char *mkeys[] = {"k3", "ap", "k2", "k1"};
+	void *got[4];
+	size_t glen[4];
+	assert_int_equal(store_client_multi_get(c, mkeys, 4, 1000, got, glen), 0);
+	assert_string_equal(got[0], "three");
+	assert_string_equal(got[1], "abcd");
+	assert_int_equal(glen[2], 0);
+	assert_string_equal(got[3], "one");
+	for (int i = 0; i < 4; i++)
+		free(got[i]);
+	assert_int_equal(store_client_num_keys(c, &n), 0);
+	assert_int_equal(n, 6);
+}
+
+static void test_wait_timeout(void **state)
+{
+	struct store_client *c = ((struct fx *)*state)->c;
+	const char *keys[] = {"present", "missing/one", "missing/two"};
+	assert_int_equal(store_client_set(c, "present", "1", 1), 0);
+	long t0 = now_ms();
+	assert_int_equal(store_client_wait(c, keys, 3, 300), -ETIMEDOUT);
+	long took = now_ms() - t0;
+	assert_true(took >= 300 && took < 5000);
+	const char *msg = store_client_error(c);
+	assert_non_null(strstr(msg, "missing/one"));
+	assert_non_null(strstr(msg, "missing/two"));
+	assert_null(strstr(msg, "'present'"));
+	/* The wait was cancelled: the connection is still in step. */
+	assert_int_equal(store_client_ping(c), 0);
+	assert_int_equal(store_client_set(c, "missing/one", "1", 1), 0);
+	assert_int_equal(store_client_set(c, "missing/two", "1", 1), 0);
+	assert_int_equal(store_client_wait(c, keys, 3, 1000), 0);
+	void *v;
+	size_t len;
+	assert_int_equal(store_client_get(c, "never", 200, &v, &len), -ETIMEDOUT);
+	assert_int_equal(store_client_ping(c), 0);
+}
+
+static void test_waiter_wakeup(void **state)
+{
+	struct fx *f = *state;
+	int fd = raw_connect(f->d.port);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	/* WAIT for "w1" and "w2" (2.x numbering: 6). */
+	const uint8_t wait[] = {0x06, L8(2), L8(2), 'w', '1', L8(2), 'w', '2'};
+	assert_int_equal(raw_send(fd, wait, sizeof(wait)), 0);
+	assert_true(raw_silent(fd, 100));
+	assert_int_equal(store_client_set(f->c, "w1", "x", 1), 0);
+	assert_true(raw_silent(fd, 100)); /* one key is still missing */
+	int64_t n;
+	assert_int_equal(store_client_add(f->c, "w2", 1, &n), 0);
+	uint8_t r = 0xFF;
+	assert_int_equal(raw_recv(fd, &r, 1, 5000), 0);
+	assert_int_equal(r, 0); /* STOP_WAITING */
+	close(fd);
+}
+
+static void test_disconnect_while_waiting(void **state)
+{
+	struct fx *f = *state;
+	int fd = raw_connect(f->d.port);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	const uint8_t wait[] = {0x06, L8(1), L8(2), 'd', 'w'};
+	assert_int_equal(raw_send(fd, wait, sizeof(wait)), 0);
+	assert_true(raw_silent(fd, 50));
+	close(fd);
+	assert_true(daemon_log_contains(&f->d, "dropped 1 pending wait", 5000));
+	/* A later waiter on the same key is served; the gone one is not touched. */
+	fd = raw_connect(f->d.port);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	assert_int_equal(raw_send(fd, wait, sizeof(wait)), 0);
+	assert_true(raw_silent(fd, 50));
+	assert_int_equal(store_client_set(f->c, "dw", "1", 1), 0);
+	uint8_t r = 0xFF;
+	assert_int_equal(raw_recv(fd, &r, 1, 5000), 0);
+	assert_int_equal(r, 0);
+	close(fd);
+	assert_int_equal(store_client_ping(f->c), 0);
+}
+
+/* The exact bytes torch 1.13's client sends, and the replies it expects. */
+static void test_torch113_frames(void **state)
+{
+	struct fx *f = *state;
+	const uint8_t q[] = {
+	    0x00, L8(2), '/',	'k', L8(1), 'v',		 /* set */
+	    0x05, L8(1), L8(2), '/', 'k',			 /* wait */
+	    0x02, L8(2), '/',	'k',				 /* get */
+	    0x03, L8(2), '/',	'c', L8(5),			 /* add */
+	    0x01, L8(3), '/',	'c', 's',   L8(0), L8(1), 'x',	 /* compare_set */
+	    0x06,						 /* num_keys */
+	    0x08, L8(2), '/',	'k',				 /* delete */
+	    0x03, L8(5), 'i',	'n', 'i',   't',   '/',	  L8(1), /* ctor join */
+	    0x04, L8(1), L8(2), '/', 'c',			 /* check */
+	};
+	const uint8_t want[] = {
+	    0x00, L8(1), 'v', L8(5), L8(1), 'x', L8(3), L8(1), L8(1), 0x00, /* check READY */
+	};
+	int fd = raw_connect(f->d.port);
+	/* A second, idle connection, as 1.13's callback connection. */
+	int idle = raw_connect(f->d.port);
+	assert_true(fd >= 0 && idle >= 0);
+	/* Each query in two sends, as the 1.13 client does. */
+	assert_int_equal(raw_send(fd, q, 1), 0);
+	assert_int_equal(raw_send(fd, q + 1, sizeof(q) - 1), 0);
+	uint8_t got[sizeof(want)];
+	assert_int_equal(raw_recv(fd, got, sizeof(got), 5000), 0);
+	assert_memory_equal(got, want, sizeof(want));
+	assert_true(raw_silent(fd, 50));
+	/* Both generations at once: a 2.x client sees what 1.13 stored. */
+	void *v;
+	size_t len;
+	assert_int_equal(store_client_get(f->c, "/cs", 1000, &v, &len), 0);
+	assert_string_equal(v, "x");
+	free(v);
+	close(fd);
+	close(idle);
+}
+
+static void expect_closed_after(struct fx *f, const uint8_t *bytes, size_t len, bool v2)
+{
+	int fd = raw_connect(f->d.port);
+	assert_true(fd >= 0);
+	if (v2)
+		assert_int_equal(raw_handshake_v2(fd), 0);
+	assert_int_equal(raw_send(fd, bytes, len), 0);
+	assert_true(raw_closed(fd, 5000));
+	close(fd);
+	assert_int_equal(store_client_ping(f->c), 0); /* others are served */
+}
+
+static void test_limits_close_connection(void **state)
+{
+	struct fx *f = *state;
+	const uint8_t key_over[] = {0x03, L8(17)};
+	expect_closed_after(f, key_over, sizeof(key_over), true);
+	const uint8_t value_over[] = {0x01, L8(1), 'k', L8(65)};
+	expect_closed_after(f, value_over, sizeof(value_over), true);
+	const uint8_t count_over[] = {0x06, L8(5)};
+	expect_closed_after(f, count_over, sizeof(count_over), true);
+	const uint8_t huge[] = {0x03, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F};
+	expect_closed_after(f, huge, sizeof(huge), true);
+	const uint8_t unknown_v2[] = {0x20};
+	expect_closed_after(f, unknown_v2, 1, true);
+	const uint8_t unknown_v1[] = {0x0D, 1, 2, 3, 4};
+	expect_closed_after(f, unknown_v1, sizeof(unknown_v1), false);
+	const uint8_t bad_magic[] = {0x00, 0xCE, 0xF7, 0x85, 0x3D};
+	expect_closed_after(f, bad_magic, sizeof(bad_magic), true);
+	const uint8_t add_text[] = {0x04, L8(1), 't', L8(1)};
+	assert_int_equal(store_client_set(f->c, "t", "text", 4), 0);
+	expect_closed_after(f, add_text, sizeof(add_text), true);
+
+	/* A truncated frame: half a SET, then the client closes its side. */
+	int fd = raw_connect(f->d.port);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	const uint8_t half[] = {0x01, L8(4), 'a', 'b'};
+	assert_int_equal(raw_send(fd, half, sizeof(half)), 0);
+	shutdown(fd, SHUT_WR);
+	assert_true(raw_closed(fd, 5000));
+	close(fd);
+	assert_true(daemon_log_contains(&f->d, "in the middle of a frame", 5000));
+
+	/* Total bytes: fill the store until the daemon refuses. */
+	char key[16], val[64];
+	memset(val, 'v', sizeof(val));
+	struct store_client *filler;
+	char err[256];
+	assert_int_equal(
+	    store_client_connect("127.0.0.1", f->d.port, 5000, &filler, err, sizeof(err)), 0);
+	int rc = 0, i;
+	for (i = 0; i < 200 && rc == 0; i++) {
+		snprintf(key, sizeof(key), "fill%d", i);
+		rc = store_client_set(filler, key, val, sizeof(val));
+		if (rc == 0)
+			rc = store_client_ping(filler); /* sets have no reply */
+	}
+	assert_true(rc < 0);
+	assert_true(i > 30 && i < 70); /* 4 KiB / ~70 bytes each */
+	store_client_free(filler);
+	assert_int_equal(store_client_ping(f->c), 0);
+}
+
+static void test_connection_limit(void **state)
+{
+	struct fx *f = *state;
+	int fds[15];
+	for (int i = 0; i < 15; i++) { /* 15 + the fixture's client = 16 */
+		fds[i] = raw_connect(f->d.port);
+		assert_int_equal(raw_handshake_v2(fds[i]), 0);
+	}
+	int extra = raw_connect(f->d.port);
+	assert_true(extra >= 0);
+	assert_true(raw_closed(extra, 5000));
+	close(extra);
+	close(fds[0]);
+	/* Room again once the server has seen the close. */
+	struct store_client *c = NULL;
+	char err[256];
+	assert_int_equal(store_client_connect("127.0.0.1", f->d.port, 10000, &c, err, sizeof(err)),
+			 0);
+	assert_int_equal(store_client_ping(c), 0);
+	store_client_free(c);
+	for (int i = 1; i < 15; i++)
+		close(fds[i]);
+}
+
+/* torch 1.13's server freezes for everyone when one client sends a query
+ * type and half a length; ours serves the others. */
+static void test_half_frame_does_not_stall(void **state)
+{
+	struct fx *f = *state;
+	int stuck = raw_connect(f->d.port);
+	const uint8_t half[] = {0x03, 0x02, 0x00, 0x00, 0x00};
+	assert_int_equal(raw_send(stuck, half, sizeof(half)), 0);
+	long t0 = now_ms();
+	for (int i = 0; i < 2000; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "hf%d", i % 50);
+		assert_int_equal(store_client_set(f->c, key, "v", 1), 0);
+		void *v;
+		size_t len;
+		assert_int_equal(store_client_get(f->c, key, 1000, &v, &len), 0);
+		free(v);
+	}
+	assert_true(now_ms() - t0 < 20000);
+	/* The stalled client finishes its ADD and gets its answer. */
+	const uint8_t rest[] = {0, 0, 0, 0, '/', 'c', L8(3)};
+	assert_int_equal(raw_send(stuck, rest, sizeof(rest)), 0);
+	uint8_t r[8];
+	assert_int_equal(raw_recv(stuck, r, 8, 5000), 0);
+	assert_int_equal(r[0], 3);
+	close(stuck);
+}
+
+static int cycle(int port)
+{
+	int fd = raw_connect(port);
+	if (fd < 0)
+		return -1;
+	int rc = raw_handshake_v2(fd);
+	close(fd);
+	return rc;
+}
+
+static void test_connect_cycles_memory(void **state)
+{
+	struct fx *f = *state;
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(cycle(f->d.port), 0);
+	long before = daemon_rss_kib(&f->d);
+	for (int i = 0; i < 10000; i++)
+		assert_int_equal(cycle(f->d.port), 0);
+	assert_int_equal(store_client_ping(f->c), 0);
+	long after = daemon_rss_kib(&f->d);
+	print_message("daemon VmRSS %ld KiB before, %ld KiB after 10000 cycles\n", before, after);
+	assert_true(before > 0 && after > 0);
+	assert_true(after <= before + 256);
+}
+
+static void test_idle_connection_memory(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 4000 };
+	static int fds[N];
+	long before = daemon_rss_kib(&f->d);
+	for (int i = 0; i < N; i++) {
+		fds[i] = raw_connect(f->d.port);
+		assert_true(fds[i] >= 0);
+		assert_int_equal(raw_handshake_v2(fds[i]), 0);
+	}
+	long after = daemon_rss_kib(&f->d);
+	long per = (after - before) * 1024 / N;
+	print_message("daemon VmRSS %ld -> %ld KiB with %d idle connections: %ld bytes each\n",
+		      before, after, N, per);
+	assert_true(per <= 2048);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	assert_int_equal(store_client_ping(f->c), 0);
+}
+
+static void test_sigterm_with_clients(void **state)
+{
+	struct daemon d;
+	const char *args[] = {"-v", NULL};
+	assert_int_equal(daemon_start(&d, args), 0);
+	int fd = raw_connect(d.port);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	const uint8_t wait[] = {0x06, L8(1), L8(1), 'z'};
+	assert_int_equal(raw_send(fd, wait, sizeof(wait)), 0);
+	int idle = raw_connect(d.port);
+	const uint8_t half[] = {0x01, 0x05};
+	assert_int_equal(raw_send(idle, half, sizeof(half)), 0);
+	assert_true(raw_silent(fd, 50));
+	char port_file[sizeof(d.port_file)];
+	strcpy(port_file, d.port_file);
+	kill(d.pid, SIGTERM);
+	assert_true(raw_closed(fd, 5000));
+	assert_true(raw_closed(idle, 5000));
+	assert_true(daemon_log_contains(&d, "stopped", 5000));
+	assert_int_equal(access(port_file, F_OK), -1); /* removed on a clean exit */
+	assert_int_equal(daemon_stop(&d), 0);
+	close(fd);
+	close(idle);
+}
+
+static void test_refused_names_address(void **state)
+{
+	struct daemon d;
+	const char *args[] = {NULL};
+	assert_int_equal(daemon_start(&d, args), 0);
+	int port = d.port;
+	assert_int_equal(daemon_stop(&d), 0);
+	struct store_client *c = NULL;
+	char err[256] = "";
+	long t0 = now_ms();
+	int rc = store_client_connect("127.0.0.1", port, 300, &c, err, sizeof(err));
+	assert_int_equal(rc, -ECONNREFUSED);
+	assert_null(c);
+	assert_true(now_ms() - t0 >= 250); /* it retried until the deadline */
+	char addr[64];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	assert_non_null(strstr(err, addr));
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_every_op, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_wait_timeout, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_waiter_wakeup, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_disconnect_while_waiting, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torch113_frames, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_limits_close_connection, setup_limits, teardown),
+	    cmocka_unit_test_setup_teardown(test_connection_limit, setup_limits, teardown),
+	    cmocka_unit_test_setup_teardown(test_half_frame_does_not_stall, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_connect_cycles_memory, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_connection_memory, setup, teardown),
+	    cmocka_unit_test(test_sigterm_with_clients),
+	    cmocka_unit_test(test_refused_names_address),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
