@@ -1,0 +1,353 @@
+#!/usr/bin/python3
+"""Integration tests of ddp-train: the real binary, under the real ddplaunch,
+on loopback (ddplaunch --standalone picks a free port), in a temporary
+directory that is removed afterwards.
+
+  train_it.py --ddp-train PATH --ddplaunch PATH --source DIR CASE
+
+Cases:
+  digits        the README's main job reaches >= 95% held-out accuracy in
+                under a minute; its metrics file plots to a PNG
+  equivalence   N ranks x batch B == 1 rank x batch N*B after 100 steps
+                (SyncBatchNorm), N given by --ranks
+  resume        a rank SIGKILLed at a random step, restarted by ddplaunch,
+                resumes and ends with a final checkpoint byte-identical to an
+                uninterrupted run
+  pitfalls      a 'module.'-prefixed checkpoint loads strictly; one missing a
+                tensor (or with an extra one) is refused, naming it
+  real_client   the checkpoint read by the 'safetensors' package from PyPI
+                (in a venv in the build directory) and by PyTorch
+Exit 0 pass, 1 fail, 77 skip.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+RUN_TIMEOUT = 120
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+# ---- safetensors, read and written by hand (numpy only) -------------------
+
+DTYPES = {"F32": np.float32, "F64": np.float64}
+
+
+def read_st(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    tensors = {}
+    for name, h in header.items():
+        a, b = h["data_offsets"]
+        arr = np.frombuffer(raw[base + a:base + b], dtype=DTYPES[h["dtype"]])
+        tensors[name] = arr.reshape(h["shape"])
+    return tensors, meta
+
+
+def write_st(path, tensors, meta):
+    header, blobs, off = {}, [], 0
+    for name, arr in tensors.items():
+        data = np.ascontiguousarray(arr, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape),
+                        "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    header["__metadata__"] = meta
+    hb = json.dumps(header).encode()
+    hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+
+
+# ---- running the binaries --------------------------------------------------
+
+class Env:
+    def __init__(self, args, tmp):
+        self.trainer = args.ddp_train
+        self.launcher = args.ddplaunch
+        self.source = args.source
+        self.tmp = tmp
+        self.build = args.build_dir
+
+    def launch(self, nproc, train_args, max_restarts=0, expect_ok=True):
+        cmd = [self.launcher, "--standalone", "--nproc_per_node=%d" % nproc,
+               "--max_restarts=%d" % max_restarts, "--grace_period=5",
+               self.trainer] + train_args
+        return self._run(cmd, expect_ok)
+
+    def _run(self, cmd, expect_ok):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", DDP_TIMEOUT_MS="60000")
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=RUN_TIMEOUT, env=env)
+        p.wall = time.monotonic() - t0
+        if expect_ok and p.returncode != 0:
+            raise Fail("command failed (%d): %s\nstdout:\n%s\nstderr:\n%s" % (
+                p.returncode, " ".join(cmd), p.stdout[-3000:], p.stderr[-3000:]))
+        return p
+
+
+def synthetic_args(ckdir, batch, steps=100):
+    return ["--data", "synthetic", "--synthetic_samples", "2048", "--synthetic_features", "16",
+            "--synthetic_classes", "4", "--hidden", "32,32", "--held_out", "0",
+            "--max_steps", str(steps), "--batch_size", str(batch), "--sync_bn",
+            "--eval_every_epoch", "false", "--lr", "0.02", "--seed", "3", "--threads", "1",
+            "--checkpoint_dir", ckdir]
+
+
+def digits_args(env, ckdir, extra=()):
+    return ["--config", os.path.join(env.source, "configs", "digits.ini"),
+            "--checkpoint_dir", ckdir] + list(extra)
+
+
+# ---- cases -----------------------------------------------------------------
+
+def case_digits(env, args):
+    metrics = os.path.join(env.tmp, "metrics.jsonl")
+    p = env.launch(2, ["--config", os.path.join(env.source, "configs", "digits.ini"),
+                       "--metrics", metrics])
+    check(p.wall < 60, "the main job took %.1f s (limit 60 s)" % p.wall)
+    recs = [json.loads(line) for line in open(metrics)]
+    evals = [r for r in recs if r["kind"] == "eval"]
+    trains = [r for r in recs if r["kind"] == "train"]
+    check(evals and trains, "metrics file lacks train or eval records")
+    acc = evals[-1]["accuracy"]
+    check(acc >= 0.95, "held-out accuracy %.4f < 0.95" % acc)
+    check(trains[-1]["loss"] < trains[0]["loss"], "training loss did not fall")
+    check("samples/s" in p.stdout and "allreduce" in p.stdout, "no progress line on stdout")
+    png = os.path.join(env.tmp, "curves.png")
+    subprocess.run([os.path.join(env.source, "scripts", "plot_metrics.sh"), metrics, png],
+                   check=True, timeout=60, stdout=subprocess.DEVNULL)
+    with open(png, "rb") as f:
+        check(f.read(8) == b"\x89PNG\r\n\x1a\n", "plot_metrics.sh did not write a PNG")
+    print("digits: held-out accuracy %.2f%% in %.1f s with 2 ranks" % (100 * acc, p.wall))
+
+
+def max_rel_diff(a, b, skip_prefix=None):
+    worst = ("", 0.0)
+    for name in b:
+        if skip_prefix and name.startswith(skip_prefix):
+            continue
+        den = float(np.linalg.norm(b[name].astype(np.float64)))
+        num = float(np.linalg.norm(a[name].astype(np.float64) - b[name]))
+        rel = num / den if den > 0 else num
+        if rel > worst[1]:
+            worst = (name, rel)
+    return worst
+
+
+def case_equivalence(env, args):
+    n, b = args.ranks, 8
+    one, many = os.path.join(env.tmp, "one"), os.path.join(env.tmp, "many")
+    env.launch(1, synthetic_args(one, n * b))
+    env.launch(n, synthetic_args(many, b))
+    ta, ma = read_st(os.path.join(many, "final.safetensors"))
+    tb, mb = read_st(os.path.join(one, "final.safetensors"))
+    check(set(ta) == set(tb), "tensor names differ: %s" % (set(ta) ^ set(tb)))
+    check(ma["step"] == mb["step"] == "100", "steps %s / %s, want 100" % (ma["step"], mb["step"]))
+    name, rel = max_rel_diff(ta, tb, "optimizer.")
+    # Momentum buffers as one vector: the Linear biases before a BatchNorm
+    # have a gradient that is zero up to rounding, so their buffers alone are
+    # noise; the optimizer state as a whole is compared instead.
+    keys = sorted(k for k in tb if k.startswith("optimizer."))
+    ma_all = np.concatenate([ta[k].ravel().astype(np.float64) for k in keys])
+    mb_all = np.concatenate([tb[k].ravel().astype(np.float64) for k in keys])
+    mom_rel = float(np.linalg.norm(ma_all - mb_all) / np.linalg.norm(mb_all))
+    print("equivalence: %d ranks x %d vs 1 rank x %d after 100 steps: max relative "
+          "difference %.3g (%s), momentum state %.3g" % (n, b, n * b, rel, name, mom_rel))
+    check(rel <= 1e-5, "relative difference %.3g in %s exceeds 1e-5" % (rel, name))
+    check(mom_rel <= 1e-5, "momentum state relative difference %.3g exceeds 1e-5" % mom_rel)
+    # The comparison must be able to fail: training moved the weights far.
+    moved = np.linalg.norm(ta["0.weight"] - read_first_weight(env, n, b))
+    check(moved > 1e-2, "weights barely moved (%.3g): the test would not see a bug" % moved)
+
+
+def read_first_weight(env, n, b):
+    """0.weight after zero steps (same seed): the starting point."""
+    d = os.path.join(env.tmp, "zero")
+    env.launch(1, synthetic_args(d, b, steps=1) + ["--lr", "0"])
+    return read_st(os.path.join(d, "final.safetensors"))[0]["0.weight"]
+
+
+def case_resume(env, args):
+    rng = random.Random(args.seed if args.seed is not None else time.time_ns())
+    steps, every = 150, 10
+    kill_step = rng.randint(every + 1, steps - 1)
+    kill_rank = rng.randint(0, 1)
+    base, faulty = os.path.join(env.tmp, "base"), os.path.join(env.tmp, "faulty")
+    extra = ["--max_steps", str(steps), "--checkpoint_every", str(every)]
+    env.launch(2, digits_args(env, base, extra))
+    p = env.launch(2, digits_args(env, faulty, extra + [
+        "--fault_kill_step", str(kill_step), "--fault_rank", str(kill_rank)]), max_restarts=1)
+    out = p.stdout + p.stderr
+    check("fault_kill_step" in out, "the fault was not injected:\n" + out[-2000:])
+    check("resumed from" in out, "the restarted group did not resume:\n" + out[-2000:])
+    a = open(os.path.join(base, "final.safetensors"), "rb").read()
+    b = open(os.path.join(faulty, "final.safetensors"), "rb").read()
+    print("resume: rank %d killed before step %d (checkpoint every %d), final checkpoints "
+          "%d and %d bytes" % (kill_rank, kill_step, every, len(a), len(b)))
+    if a != b:
+        ta, _ = read_st(os.path.join(base, "final.safetensors"))
+        tb, _ = read_st(os.path.join(faulty, "final.safetensors"))
+        raise Fail("final checkpoints differ; worst tensor %s (%.3g)" % max_rel_diff(tb, ta))
+
+
+def case_pitfalls(env, args):
+    base = os.path.join(env.tmp, "base")
+    extra = ["--max_steps", "40"]
+    env.launch(2, digits_args(env, base, extra))
+    final = os.path.join(base, "final.safetensors")
+    tensors, meta = read_st(final)
+
+    # 1. Saved from a DDP-wrapped model: every model name carries 'module.'.
+    pref = os.path.join(env.tmp, "prefixed.safetensors")
+    write_st(pref, {("module." + k if not k.startswith("optimizer.") else k): v
+                    for k, v in tensors.items()}, meta)
+    out = os.path.join(env.tmp, "from_prefixed")
+    p = env.launch(2, digits_args(env, out, extra + ["--resume", pref]))
+    check("module." in p.stdout + p.stderr, "the prefix strip was not reported")
+    check(open(os.path.join(out, "final.safetensors"), "rb").read() == open(final, "rb").read(),
+          "a strict load of the 'module.'-prefixed checkpoint did not restore the state")
+
+    # 2. A tensor missing: refused, naming it; nothing trains.
+    miss = os.path.join(env.tmp, "missing.safetensors")
+    write_st(miss, {k: v for k, v in tensors.items() if k != "3.weight"}, meta)
+    p = env.launch(2, digits_args(env, os.path.join(env.tmp, "m"), extra + ["--resume", miss]),
+                   expect_ok=False)
+    check(p.returncode != 0, "a checkpoint missing '3.weight' was accepted")
+    check("3.weight" in p.stderr and "missing" in p.stderr,
+          "the refusal does not name '3.weight':\n" + p.stderr[-2000:])
+
+    # 3. An unexpected tensor: refused strictly, accepted with --no-strict.
+    extra_t = dict(tensors)
+    extra_t["7.weight"] = np.zeros((2, 2), np.float32)
+    unexp = os.path.join(env.tmp, "unexpected.safetensors")
+    write_st(unexp, extra_t, meta)
+    p = env.launch(2, digits_args(env, os.path.join(env.tmp, "u"), extra + ["--resume", unexp]),
+                   expect_ok=False)
+    check(p.returncode != 0 and "7.weight" in p.stderr,
+          "an unexpected '7.weight' was not refused by name:\n" + p.stderr[-2000:])
+    p = env.launch(2, digits_args(env, os.path.join(env.tmp, "u2"),
+                                  extra + ["--resume", unexp, "--no-strict"]))
+    check("7.weight" in p.stdout + p.stderr, "--no-strict did not list the unexpected tensor")
+    print("pitfalls: 'module.' prefix loaded strictly; missing and unexpected tensors named")
+
+
+VENV_CHECK = r"""
+import sys, json
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file
+import torch
+from safetensors.torch import load_file as torch_load
+
+path, digits, expect = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+arrays = load_file(path)
+assert sorted(arrays) == sorted(expect), (sorted(arrays), sorted(expect))
+for k, shape in expect.items():
+    assert list(arrays[k].shape) == shape and arrays[k].dtype == np.float32, k
+with safe_open(path, framework="np") as f:
+    meta = f.metadata()
+assert meta["format"] == "pt" and int(meta["step"]) > 0, meta
+
+net = torch.nn.Sequential(
+    torch.nn.Linear(64, 256), torch.nn.BatchNorm1d(256), torch.nn.ReLU(),
+    torch.nn.Linear(256, 256), torch.nn.BatchNorm1d(256), torch.nn.ReLU(),
+    torch.nn.Linear(256, 10))
+res = net.load_state_dict(torch_load(path), strict=False)
+assert all(k.endswith("num_batches_tracked") for k in res.missing_keys), res.missing_keys
+assert all(k.startswith("optimizer.") for k in res.unexpected_keys), res.unexpected_keys
+data = np.loadtxt(digits, delimiter=",", dtype=np.float32)
+net.eval()
+with torch.no_grad():
+    pred = net(torch.from_numpy(data[:, :64] / 16.0)).argmax(1).numpy()
+acc = float((pred == data[:, 64]).mean())
+print("torch accuracy on all digits: %.4f" % acc)
+assert acc >= 0.95, acc
+"""
+
+
+def ensure_venv(env):
+    venv = os.path.join(env.build, "safetensors-venv")
+    py = os.path.join(venv, "bin", "python")
+    if os.path.exists(py) and subprocess.run([py, "-c", "import safetensors"]).returncode == 0:
+        return py
+    shutil.rmtree(venv, ignore_errors=True)
+    r = subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode == 0:
+        r = subprocess.run([py, "-m", "pip", "install", "--quiet", "safetensors"],
+                           capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        print("skip: cannot install safetensors from PyPI into %s:\n%s" % (venv, r.stderr[-1500:]))
+        shutil.rmtree(venv, ignore_errors=True)
+        sys.exit(77)
+    return py
+
+
+def case_real_client(env, args):
+    py = ensure_venv(env)
+    ck = os.path.join(env.tmp, "ck")
+    env.launch(2, digits_args(env, ck))
+    final = os.path.join(ck, "final.safetensors")
+    mine, _ = read_st(final)
+    expect = {k: list(v.shape) for k, v in mine.items()}
+    check(len(expect) == 14 + 10, "expected 14 model tensors + 10 momentum buffers, got %d"
+          % len(expect))
+    digits = os.path.join(env.tmp, "digits.csv")
+    subprocess.run("gzip -dc '%s' > '%s'" % (os.path.join(env.source, "data", "digits.csv.gz"),
+                                               digits), shell=True, check=True)
+    r = subprocess.run([py, "-c", VENV_CHECK, final, digits, json.dumps(expect)],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "the safetensors/torch reader failed:\n" + r.stdout + r.stderr)
+    print("real_client: safetensors and torch read %d tensors; %s" % (len(expect),
+                                                                     r.stdout.strip()))
+
+
+CASES = {"digits": case_digits, "equivalence": case_equivalence, "resume": case_resume,
+         "pitfalls": case_pitfalls, "real_client": case_real_client}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ddp-train", required=True)
+    ap.add_argument("--ddplaunch", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--build-dir", default=tempfile.gettempdir())
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("case", choices=sorted(CASES))
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="ddp-train-it-")
+    try:
+        CASES[args.case](Env(args, tmp), args)
+    except Fail as e:
+        print("FAIL: %s" % e)
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
