@@ -145,8 +145,9 @@ static int do_error_file(const char *msg, int code)
 	FILE *f = path ? fopen(path, "w") : NULL;
 
 	if (f) {
-		fprintf(f, "{\"message\": {\"message\": \"%s\", \"extraInfo\": "
-			   "{\"py_callstack\": \"x\", \"timestamp\": \"1\"}}}",
+		fprintf(f,
+			"{\"message\": {\"message\": \"%s\", \"extraInfo\": "
+			"{\"py_callstack\": \"x\", \"timestamp\": \"1\"}}}",
 			msg);
 		fclose(f);
 	}

@@ -1,0 +1,61 @@
+"""A 2-rank gloo DDP job for the launcher's torch tests: a small nn.Linear,
+DistributedSampler, a few SGD steps; checks that every rank ends with the
+same parameters and that the sampler split the data without overlap."""
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--local_rank", type=int, default=None)  # legacy launch
+    p.add_argument("--require_local_rank", action="store_true")
+    p.add_argument("--fail_once_rank", type=int, default=-1)
+    p.add_argument("--epochs", type=int, default=2)
+    args = p.parse_args()
+    if args.require_local_rank:
+        assert args.local_rank == int(os.environ["LOCAL_RANK"]), (args.local_rank,
+                                                                  os.environ["LOCAL_RANK"])
+    dist.init_process_group("gloo")  # env://, the agent's store
+    rank, world = dist.get_rank(), dist.get_world_size()
+    attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+    torch.manual_seed(100 + rank)  # different initial weights: DDP syncs rank 0's
+    model = DDP(torch.nn.Linear(8, 2))
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(64, 8, generator=g), torch.randn(64, 2, generator=g))
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(data, batch_size=8, sampler=sampler)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen, steps = [], 0
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        if epoch == 0:
+            seen = list(iter(sampler))
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            steps += 1
+            if rank == args.fail_once_rank and attempt == "0":
+                print("rank %d failing on purpose in attempt 0" % rank, file=sys.stderr)
+                sys.exit(13)
+    flat = torch.cat([q.detach().flatten() for q in model.parameters()])
+    every = [torch.zeros_like(flat) for _ in range(world)]
+    dist.all_gather(every, flat)
+    assert all(torch.equal(every[0], t) for t in every), "ranks' parameters differ"
+    idx = torch.tensor(seen)
+    all_idx = [torch.zeros_like(idx) for _ in range(world)]
+    dist.all_gather(all_idx, idx)
+    assert len(set(torch.cat(all_idx).tolist())) == len(data), "sampler overlap"
+    print("rank %d ok world=%d steps=%d attempt=%s port=%s" % (
+        rank, world, steps, attempt, os.environ["MASTER_PORT"]), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
