@@ -2,29 +2,43 @@
  * backend_nccl.c - the NCCL backend of libddp (backend.h): device memory,
  * collectives on a dedicated communication stream, and a watchdog.
  *
- * Bootstrap: rank 0 makes the NCCL unique id and publishes it under the
- * attempt's key (the prefix holds run id and attempt, so a restarted group
- * never reads the id of a dead communicator); the communicator is built
- * with ncclCommInitRankConfig in non-blocking mode and polled with a
- * deadline.
+ * Bootstrap (backend_nccl_boot.c): rank 0 makes the NCCL unique id and
+ * publishes it under the attempt's key, so a restarted group never reads the
+ * id of a dead communicator; the communicator is built with
+ * ncclCommInitRankConfig in non-blocking mode and polled with a deadline.
  *
- * Ordering: before each collective or copy the communication stream waits on
- * an event recorded on the application's compute stream (cudak_stream.h),
- * so an all-reduce reads finished gradients yet overlaps whatever the
- * application queues later; synchronize() waits on the communication stream
- * only, never on the whole device.
+ * Streams and events. Three streams meet here: the application's compute
+ * stream (registered by kernel_ops_cuda, cudak_stream.h), a copy stream and
+ * the communication stream.
+ *  - copy() (the reducer packing a gradient into its bucket, or unpacking the
+ *    averaged bucket) runs on the copy stream after an event recorded on the
+ *    compute stream at the time of the call, and the compute stream then
+ *    waits for the copy. It is called on the application's thread, at
+ *    ddp_reducer_grad_ready(), so the event marks exactly "this gradient is
+ *    written" and later backward kernels are not waited for.
+ *  - A collective on memory from this backend's alloc() (the reducer's
+ *    buckets) waits only on the copy stream; on any other memory (the
+ *    application's own tensors: SyncBatchNorm statistics, parameter
+ *    broadcasts) it also waits on the compute stream. So bucket all-reduces
+ *    overlap the rest of the backward pass, and the compute stream never
+ *    waits on the communication stream except through what it reads.
+ *  - synchronize() waits on the communication stream's last event only,
+ *    never on the whole device.
  *
- * Watchdog: synchronize() polls the last operation's event together with
- * ncclCommGetAsyncError until the operation's deadline (the backend timeout,
+ * Watchdog: synchronize() polls the last collective's event together with
+ * ncclCommGetAsyncError until the collective's deadline (the backend timeout,
  * counted from its launch). An NCCL error, a timeout or ddp_abort() aborts
- * the communicator (ncclCommAbort, so peers see this rank as gone), leaves a
+ * the communicator (ncclCommAbort: peers see this rank as gone), leaves a
  * message naming the operation and the ranks, and fails this and every
  * later call; the launcher then restarts the group with a new unique id.
- * All NCCL calls happen on the thread that owns the backend (the context's
- * communication thread); abort() only raises a flag that the watchdog loop
- * and every later call obey.
+ *
+ * Threads: NCCL calls are made by the thread that runs the collectives (the
+ * context's communication thread); copy() may come from the application
+ * thread at the same time, so a mutex covers the backend's state and every
+ * enqueue. abort() only raises an atomic flag, obeyed at the next poll.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,25 +57,32 @@
 #include "backend_nccl.h"
 #include "cudak_probe.h"
 #include "cudak_stream.h"
-#include "log.h"
 #include "timeutil.h"
+
+struct nccl_alloc {
+	char *ptr;
+	size_t bytes;
+};
 
 struct nccl_backend {
 	struct ddp_backend base;
+	pthread_mutex_t lock;
 	ncclComm_t comm;
-	cudaStream_t stream;
-	cudaEvent_t ready; /* recorded on the compute stream */
-	cudaEvent_t done;  /* recorded after the last operation */
-	float *scratch;	   /* one float for the barrier */
+	cudaStream_t stream;  /* collectives */
+	cudaStream_t cstream; /* copies */
+	cudaEvent_t compute;  /* recorded on the compute stream */
+	cudaEvent_t copied;   /* recorded after each copy */
+	cudaEvent_t done;     /* recorded after each collective */
+	float *scratch;	      /* one float for the barrier */
+	struct nccl_alloc *allocs;
+	size_t nallocs;
 	uint64_t timeout_ms;
 	atomic_int abort_requested;
 	int broken;	      /* the communicator was aborted */
-	int pending;	      /* operations issued since the last synchronize */
-	uint64_t deadline_ms; /* of the oldest pending operation */
-	char op[96];	      /* the last operation, for messages */
+	int pending;	      /* a collective issued since the last synchronize */
+	uint64_t deadline_ms; /* of the pending collective */
+	char op[96];	      /* the last collective, for messages */
 };
-
-_Static_assert(sizeof(ncclUniqueId) == BACKEND_NCCL_ID_BYTES, "NCCL unique id size");
 
 static struct nccl_backend *nb_of(struct ddp_backend *b)
 {
@@ -97,8 +118,8 @@ static void nb_abort_comm(struct nccl_backend *nb)
 	nb->broken = 1;
 }
 
-/* Fails the operation in progress: aborts the communicator and sets the
- * message "nccl: OP on rank R of W REASON; the communicator was aborted". */
+/* Fails the collective in progress: aborts the communicator and sets the
+ * message "nccl: OP on rank R of W REASON; ...". */
 static int nb_fail(struct nccl_backend *nb, int rc, const char *reason)
 {
 	nb_abort_comm(nb);
@@ -109,44 +130,71 @@ static int nb_fail(struct nccl_backend *nb, int rc, const char *reason)
 	return rc;
 }
 
-/* Waits while the communicator reports ncclInProgress (non-blocking mode),
- * until deadline_ms. */
-static int nb_wait_progress(struct nccl_backend *nb, uint64_t deadline_ms)
+static int nb_fail_timeout(struct nccl_backend *nb)
 {
-	unsigned us = 20;
+	char why[200];
+
+	snprintf(why, sizeof(why),
+		 "did not complete within %llu ms: another rank stopped calling collectives, "
+		 "died or cannot be reached",
+		 (unsigned long long)nb->timeout_ms);
+	return nb_fail(nb, -ETIMEDOUT, why);
+}
+
+/* One look at the communicator: 0 healthy, 1 still in progress (non-blocking
+ * init, finalize or enqueue), < 0 failed (and aborted). Also obeys
+ * ddp_abort() and the deadline. */
+static int nb_poll(struct nccl_backend *nb, uint64_t deadline_ms)
+{
 	ncclResult_t st;
 	char why[200];
 
-	for (;;) {
-		if (ncclCommGetAsyncError(nb->comm, &st) != ncclSuccess)
-			st = ncclInternalError;
-		if (st == ncclSuccess)
-			return 0;
-		if (st != ncclInProgress) {
-			snprintf(why, sizeof(why), "failed: %s (%s)", ncclGetErrorString(st),
-				 ncclGetLastError(nb->comm));
-			return nb_fail(nb, -ECONNRESET, why);
-		}
-		if (atomic_load(&nb->abort_requested))
-			return nb_fail(nb, -ECANCELED, "was cancelled (ddp_abort)");
-		if (time_now_ms() >= deadline_ms) {
-			snprintf(why, sizeof(why),
-				 "did not complete within %llu ms: another rank stopped calling "
-				 "collectives, died or cannot be reached",
-				 (unsigned long long)nb->timeout_ms);
-			return nb_fail(nb, -ETIMEDOUT, why);
-		}
-		nb_pause(&us);
+	if (ncclCommGetAsyncError(nb->comm, &st) != ncclSuccess)
+		st = ncclInternalError;
+	if (st != ncclSuccess && st != ncclInProgress) {
+		snprintf(why, sizeof(why), "failed: %s (%s)", ncclGetErrorString(st),
+			 ncclGetLastError(nb->comm));
+		return nb_fail(nb, -ECONNRESET, why);
 	}
+	if (atomic_load(&nb->abort_requested))
+		return nb_fail(nb, -ECANCELED, "was cancelled (ddp_abort)");
+	if (time_now_ms() >= deadline_ms)
+		return nb_fail_timeout(nb);
+	return st == ncclInProgress;
 }
 
-/* Common start of every operation: usable? right device? wait for the
- * compute stream's work queued so far. */
-static int nb_begin(struct nccl_backend *nb, const char *fmt, size_t count)
+/* Waits while the communicator reports ncclInProgress, until deadline_ms.
+ * Called with the lock held (only init, enqueue and finalize get here). */
+static int nb_wait_progress(struct nccl_backend *nb, uint64_t deadline_ms)
+{
+	unsigned us = 20;
+	int rc;
+
+	while ((rc = nb_poll(nb, deadline_ms)) == 1)
+		nb_pause(&us);
+	return rc;
+}
+
+/* 1 if [ptr, ptr + bytes) lies in a buffer from this backend's alloc(). */
+static int nb_owns(struct nccl_backend *nb, const void *ptr, size_t bytes)
+{
+	const char *p = ptr;
+
+	for (size_t i = 0; i < nb->nallocs; i++)
+		if (p >= nb->allocs[i].ptr && p + bytes <= nb->allocs[i].ptr + nb->allocs[i].bytes)
+			return 1;
+	return 0;
+}
+
+/* Start of a collective (lock held): usable? right device? the
+ * communication stream waits for the copies and, unless the buffers are the
+ * backend's own, for the compute stream's queued work. */
+static int nb_begin(struct nccl_backend *nb, const char *what, size_t count, const void *a,
+		    const void *b, size_t bytes)
 {
 	int rc;
 
-	snprintf(nb->op, sizeof(nb->op), fmt, count);
+	snprintf(nb->op, sizeof(nb->op), "%s of %zu elements", what, count);
 	if (nb->broken || atomic_load(&nb->abort_requested)) {
 		nb_abort_comm(nb);
 		snprintf(nb->base.err, sizeof(nb->base.err),
@@ -155,19 +203,23 @@ static int nb_begin(struct nccl_backend *nb, const char *fmt, size_t count)
 		return -ECANCELED;
 	}
 	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(nb->base.device));
-	if (rc == 0)
+	if (rc == 0 && !(nb_owns(nb, a, bytes) && nb_owns(nb, b, bytes))) {
 		rc = nb_cuda(nb, "cudaEventRecord",
-			     cudaEventRecord(nb->ready, cudak_stream_compute(nb->base.device)));
+			     cudaEventRecord(nb->compute, cudak_stream_compute(nb->base.device)));
+		if (rc == 0)
+			rc = nb_cuda(nb, "cudaStreamWaitEvent",
+				     cudaStreamWaitEvent(nb->stream, nb->compute, 0));
+	}
 	if (rc == 0)
 		rc = nb_cuda(nb, "cudaStreamWaitEvent",
-			     cudaStreamWaitEvent(nb->stream, nb->ready, 0));
+			     cudaStreamWaitEvent(nb->stream, nb->copied, 0));
 	if (rc == 0 && !nb->pending)
 		nb->deadline_ms = time_now_ms() + nb->timeout_ms;
 	return rc;
 }
 
-/* Common end: checks the launch (ncclInProgress = still being enqueued in
- * non-blocking mode) and records the completion event. */
+/* End of a collective (lock held): checks the launch (ncclInProgress = still
+ * being enqueued in non-blocking mode) and records the completion event. */
 static int nb_end(struct nccl_backend *nb, ncclResult_t res)
 {
 	char why[200];
@@ -187,11 +239,12 @@ static int nb_end(struct nccl_backend *nb, ncclResult_t res)
 }
 
 static int nb_types(struct ddp_backend *b, enum ddp_dtype dtype, enum ddp_op op, ncclDataType_t *t,
-		    ncclRedOp_t *o)
+		    ncclRedOp_t *o, size_t *esz)
 {
 	if (dtype != DDP_FLOAT32 && dtype != DDP_FLOAT64)
 		goto bad;
 	*t = dtype == DDP_FLOAT32 ? ncclFloat32 : ncclFloat64;
+	*esz = dtype == DDP_FLOAT32 ? 4 : 8;
 	if (op == DDP_SUM)
 		*o = ncclSum;
 	else if (op == DDP_AVG)
@@ -212,13 +265,17 @@ static int nb_allreduce(struct ddp_backend *b, void *buf, size_t count, enum ddp
 	struct nccl_backend *nb = nb_of(b);
 	ncclDataType_t t;
 	ncclRedOp_t o;
-	int rc = nb_types(b, dtype, op, &t, &o);
+	size_t esz;
+	int rc = nb_types(b, dtype, op, &t, &o, &esz);
 
-	if (rc == 0)
-		rc = nb_begin(nb, "all-reduce of %zu elements", count);
 	if (rc < 0)
 		return rc;
-	return nb_end(nb, ncclAllReduce(buf, buf, count, t, o, nb->comm, nb->stream));
+	pthread_mutex_lock(&nb->lock);
+	rc = nb_begin(nb, "all-reduce", count, buf, buf, count * esz);
+	if (rc == 0)
+		rc = nb_end(nb, ncclAllReduce(buf, buf, count, t, o, nb->comm, nb->stream));
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
 }
 
 static int nb_broadcast(struct ddp_backend *b, void *buf, size_t count, enum ddp_dtype dtype,
@@ -227,13 +284,17 @@ static int nb_broadcast(struct ddp_backend *b, void *buf, size_t count, enum ddp
 	struct nccl_backend *nb = nb_of(b);
 	ncclDataType_t t;
 	ncclRedOp_t o;
-	int rc = nb_types(b, dtype, DDP_SUM, &t, &o);
+	size_t esz;
+	int rc = nb_types(b, dtype, DDP_SUM, &t, &o, &esz);
 
-	if (rc == 0)
-		rc = nb_begin(nb, "broadcast of %zu elements", count);
 	if (rc < 0)
 		return rc;
-	return nb_end(nb, ncclBroadcast(buf, buf, count, t, root, nb->comm, nb->stream));
+	pthread_mutex_lock(&nb->lock);
+	rc = nb_begin(nb, "broadcast", count, buf, buf, count * esz);
+	if (rc == 0)
+		rc = nb_end(nb, ncclBroadcast(buf, buf, count, t, root, nb->comm, nb->stream));
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
 }
 
 static int nb_allgather(struct ddp_backend *b, const void *send, void *recv, size_t count,
@@ -242,62 +303,82 @@ static int nb_allgather(struct ddp_backend *b, const void *send, void *recv, siz
 	struct nccl_backend *nb = nb_of(b);
 	ncclDataType_t t;
 	ncclRedOp_t o;
-	int rc = nb_types(b, dtype, DDP_SUM, &t, &o);
+	size_t esz;
+	int rc = nb_types(b, dtype, DDP_SUM, &t, &o, &esz);
 
-	if (rc == 0)
-		rc = nb_begin(nb, "all-gather of %zu elements", count);
 	if (rc < 0)
 		return rc;
-	return nb_end(nb, ncclAllGather(send, recv, count, t, nb->comm, nb->stream));
+	pthread_mutex_lock(&nb->lock);
+	rc = nb_begin(nb, "all-gather", count, send, recv, count * esz);
+	if (rc == 0)
+		rc = nb_end(nb, ncclAllGather(send, recv, count, t, nb->comm, nb->stream));
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
 }
 
 static int nb_barrier(struct ddp_backend *b)
 {
 	struct nccl_backend *nb = nb_of(b);
-	int rc = nb_begin(nb, "barrier (%zu elements)", 1);
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	return nb_end(nb, ncclAllReduce(nb->scratch, nb->scratch, 1, ncclFloat32, ncclSum, nb->comm,
-					nb->stream));
+	pthread_mutex_lock(&nb->lock);
+	rc = nb_begin(nb, "barrier", 1, nb->scratch, nb->scratch, sizeof(float));
+	if (rc == 0)
+		rc = nb_end(nb, ncclAllReduce(nb->scratch, nb->scratch, 1, ncclFloat32, ncclSum,
+					      nb->comm, nb->stream));
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
 }
 
-/* The watchdog: waits for the last operation until its deadline. */
-static int nb_synchronize(struct ddp_backend *b)
+/* One poll of the pending collective (lock held): 0 done, 1 not yet, < 0
+ * failed. */
+static int nb_sync_step(struct nccl_backend *nb)
 {
-	struct nccl_backend *nb = nb_of(b);
-	unsigned us = 10;
 	cudaError_t q;
 	int rc;
 
 	if (!nb->pending)
 		return nb->broken ? -ECANCELED : 0;
-	for (;;) {
-		q = cudaEventQuery(nb->done);
-		if (q == cudaSuccess) {
-			nb->pending = 0;
-			return 0;
-		}
-		if (q != cudaErrorNotReady)
-			return nb_fail(nb, nb_cuda(nb, "cudaEventQuery", q), "hit a CUDA error");
-		/* Reports asynchronous NCCL errors (a peer's closed socket...),
-		 * the deadline and ddp_abort(). */
-		rc = nb_wait_progress(nb, nb->deadline_ms);
-		if (rc < 0)
-			return rc;
-		if (atomic_load(&nb->abort_requested))
-			return nb_fail(nb, -ECANCELED, "was cancelled (ddp_abort)");
-		if (time_now_ms() >= nb->deadline_ms) {
-			char why[200];
+	q = cudaEventQuery(nb->done);
+	if (q == cudaSuccess) {
+		nb->pending = 0;
+		return 0;
+	}
+	if (q != cudaErrorNotReady)
+		return nb_fail(nb, nb_cuda(nb, "cudaEventQuery", q), "hit a CUDA error");
+	/* Asynchronous NCCL errors (a peer's closed socket...), the deadline
+	 * and ddp_abort(). */
+	rc = nb_poll(nb, nb->deadline_ms);
+	return rc < 0 ? rc : 1;
+}
 
-			snprintf(why, sizeof(why),
-				 "did not complete within %llu ms: another rank stopped calling "
-				 "collectives, died or cannot be reached",
-				 (unsigned long long)nb->timeout_ms);
-			return nb_fail(nb, -ETIMEDOUT, why);
-		}
+/* The watchdog: waits for the pending collective until its deadline,
+ * releasing the lock between polls so copies can proceed. */
+static int nb_synchronize(struct ddp_backend *b)
+{
+	struct nccl_backend *nb = nb_of(b);
+	unsigned us = 10;
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&nb->lock);
+		rc = nb_sync_step(nb);
+		pthread_mutex_unlock(&nb->lock);
+		if (rc != 1)
+			return rc;
 		nb_pause(&us);
 	}
+}
+
+static int nb_track(struct nccl_backend *nb, void *p, size_t bytes)
+{
+	struct nccl_alloc *a = realloc(nb->allocs, (nb->nallocs + 1) * sizeof(*a));
+
+	if (!a)
+		return -ENOMEM;
+	nb->allocs = a;
+	a[nb->nallocs++] = (struct nccl_alloc){p, bytes};
+	return 0;
 }
 
 static int nb_alloc(struct ddp_backend *b, size_t bytes, void **out)
@@ -305,49 +386,75 @@ static int nb_alloc(struct ddp_backend *b, size_t bytes, void **out)
 	struct nccl_backend *nb = nb_of(b);
 	void *p = NULL;
 	size_t n = bytes < 64 ? 64 : bytes;
-	int rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
+	int rc;
 
 	*out = NULL;
+	pthread_mutex_lock(&nb->lock);
+	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
 	if (rc == 0 && cudaMalloc(&p, n) != cudaSuccess) {
 		snprintf(b->err, sizeof(b->err),
 			 "nccl backend: cannot allocate %zu bytes on device %d", n, b->device);
-		return -ENOMEM;
+		rc = -ENOMEM;
 	}
+	/* Zero-filled and visible to every stream once alloc returns. */
 	if (rc == 0)
-		rc = nb_cuda(nb, "cudaMemsetAsync", cudaMemsetAsync(p, 0, n, nb->stream));
+		rc = nb_cuda(nb, "cudaMemsetAsync", cudaMemsetAsync(p, 0, n, nb->cstream));
 	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamSynchronize", cudaStreamSynchronize(nb->stream));
-	if (rc < 0) {
+		rc = nb_cuda(nb, "cudaStreamSynchronize", cudaStreamSynchronize(nb->cstream));
+	if (rc == 0)
+		rc = nb_track(nb, p, n);
+	if (rc < 0)
 		cudaFree(p);
-		return rc;
-	}
-	*out = p;
-	return 0;
+	else
+		*out = p;
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
 }
 
 static void nb_free_mem(struct ddp_backend *b, void *ptr)
 {
-	if (ptr) {
-		cudaSetDevice(b->device);
-		cudaFree(ptr);
-	}
+	struct nccl_backend *nb = nb_of(b);
+
+	if (!ptr)
+		return;
+	pthread_mutex_lock(&nb->lock);
+	for (size_t i = 0; i < nb->nallocs; i++)
+		if (nb->allocs[i].ptr == ptr) {
+			nb->allocs[i] = nb->allocs[--nb->nallocs];
+			break;
+		}
+	cudaSetDevice(b->device);
+	cudaFree(ptr);
+	pthread_mutex_unlock(&nb->lock);
 }
 
-/* Device-to-device copy ordered after the compute stream's queued work and
- * before later collectives (the reducer packs buckets with it). */
+/* See the top of the file: compute -> copy stream -> compute. */
 static int nb_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
 {
 	struct nccl_backend *nb = nb_of(b);
-	int rc = nb_begin(nb, "copy of %zu bytes", bytes);
+	cudaStream_t compute;
+	int rc;
 
-	if (rc < 0 || bytes == 0)
-		return rc;
-	rc = nb_cuda(nb, "cudaMemcpyAsync",
-		     cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nb->stream));
-	if (rc == 0) {
-		nb->pending = 1;
-		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->done, nb->stream));
-	}
+	if (bytes == 0)
+		return 0;
+	pthread_mutex_lock(&nb->lock);
+	compute = cudak_stream_compute(b->device);
+	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->compute, compute));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaStreamWaitEvent",
+			     cudaStreamWaitEvent(nb->cstream, nb->compute, 0));
+	if (rc == 0)
+		rc = nb_cuda(
+		    nb, "cudaMemcpyAsync",
+		    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nb->cstream));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->copied, nb->cstream));
+	if (rc == 0)
+		rc =
+		    nb_cuda(nb, "cudaStreamWaitEvent", cudaStreamWaitEvent(compute, nb->copied, 0));
+	pthread_mutex_unlock(&nb->lock);
 	return rc;
 }
 
@@ -355,22 +462,30 @@ static int nb_copy_host(struct ddp_backend *b, void *dst, const void *src, size_
 			int to_host)
 {
 	struct nccl_backend *nb = nb_of(b);
-	int rc = nb_begin(nb, "host copy of %zu bytes", bytes);
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	if (bytes)
+	if (bytes == 0)
+		return 0;
+	pthread_mutex_lock(&nb->lock);
+	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventRecord",
+			     cudaEventRecord(nb->compute, cudak_stream_compute(b->device)));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaStreamWaitEvent",
+			     cudaStreamWaitEvent(nb->cstream, nb->compute, 0));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaStreamWaitEvent",
+			     cudaStreamWaitEvent(nb->cstream, nb->done, 0));
+	if (rc == 0)
 		rc = nb_cuda(
 		    nb, "cudaMemcpyAsync",
 		    cudaMemcpyAsync(dst, src, bytes,
 				    to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
-				    nb->stream));
+				    nb->cstream));
 	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->done, nb->stream));
-	if (rc == 0) {
-		nb->pending = 1;
-		rc = nb_synchronize(b);
-	}
+		rc = nb_cuda(nb, "cudaStreamSynchronize", cudaStreamSynchronize(nb->cstream));
+	pthread_mutex_unlock(&nb->lock);
 	return rc;
 }
 
@@ -383,7 +498,6 @@ static void nb_abort(struct ddp_backend *b)
  * else aborts it. */
 static void nb_release_comm(struct nccl_backend *nb)
 {
-	uint64_t deadline = time_now_ms() + nb->timeout_ms;
 	ncclResult_t res;
 
 	if (!nb->comm)
@@ -394,7 +508,8 @@ static void nb_release_comm(struct nccl_backend *nb)
 	}
 	snprintf(nb->op, sizeof(nb->op), "communicator finalisation");
 	res = ncclCommFinalize(nb->comm);
-	if ((res == ncclSuccess || res == ncclInProgress) && nb_wait_progress(nb, deadline) == 0) {
+	if ((res == ncclSuccess || res == ncclInProgress) &&
+	    nb_wait_progress(nb, time_now_ms() + nb->timeout_ms) == 0) {
 		ncclCommDestroy(nb->comm);
 		nb->comm = NULL;
 		return;
@@ -409,16 +524,26 @@ static void nb_close(struct ddp_backend *b)
 	if (!b)
 		return;
 	cudaSetDevice(b->device);
-	if (nb->stream && !nb->broken)
+	if (nb->stream && !nb->broken && !atomic_load(&nb->abort_requested))
 		cudaStreamSynchronize(nb->stream);
 	nb_release_comm(nb);
+	if (nb->cstream)
+		cudaStreamSynchronize(nb->cstream);
+	for (size_t i = 0; i < nb->nallocs; i++)
+		cudaFree(nb->allocs[i].ptr);
+	free(nb->allocs);
 	cudaFree(nb->scratch);
-	if (nb->ready)
-		cudaEventDestroy(nb->ready);
+	if (nb->compute)
+		cudaEventDestroy(nb->compute);
+	if (nb->copied)
+		cudaEventDestroy(nb->copied);
 	if (nb->done)
 		cudaEventDestroy(nb->done);
 	if (nb->stream)
 		cudaStreamDestroy(nb->stream);
+	if (nb->cstream)
+		cudaStreamDestroy(nb->cstream);
+	pthread_mutex_destroy(&nb->lock);
 	free(nb);
 }
 
@@ -443,89 +568,6 @@ int backend_nccl_usable(void)
 	return cudak_probe_devices(NULL, 0) > 0;
 }
 
-void backend_nccl_id_key(const char *prefix, char *key, size_t key_len)
-{
-	snprintf(key, key_len, "%s/nccl_id", prefix);
-}
-
-int backend_nccl_exchange_id(struct kv *kv, const char *prefix, int rank, uint64_t timeout_ms,
-			     void *id, char *errbuf, size_t errbuf_len)
-{
-	char key[512];
-	void *val = NULL;
-	size_t len = 0;
-	ncclResult_t res;
-	int rc;
-
-	backend_nccl_id_key(prefix, key, sizeof(key));
-	if (rank == 0) {
-		res = ncclGetUniqueId((ncclUniqueId *)id);
-		if (res != ncclSuccess) {
-			snprintf(errbuf, errbuf_len,
-				 "nccl: ncclGetUniqueId failed on rank 0: %s (%s)",
-				 ncclGetErrorString(res), ncclGetLastError(NULL));
-			return -EIO;
-		}
-		rc = kv_set(kv, key, id, BACKEND_NCCL_ID_BYTES);
-		if (rc < 0)
-			snprintf(errbuf, errbuf_len, "nccl: rank 0 could not publish '%s': %s", key,
-				 kv_error(kv));
-		return rc < 0 ? rc : 0;
-	}
-	rc = kv_get(kv, key, timeout_ms, &val, &len);
-	if (rc == -ETIMEDOUT) {
-		snprintf(errbuf, errbuf_len,
-			 "nccl: rank %d waited %llu ms for rank 0's unique id ('%s'); rank 0 never "
-			 "published it (did it start, or die during initialisation?)",
-			 rank, (unsigned long long)timeout_ms, key);
-	} else if (rc < 0) {
-		snprintf(errbuf, errbuf_len, "nccl: rank %d could not read '%s': %s", rank, key,
-			 kv_error(kv));
-	} else if (len != BACKEND_NCCL_ID_BYTES) {
-		snprintf(
-		    errbuf, errbuf_len,
-		    "nccl: '%s' holds %zu bytes, not a %d-byte nccl unique id (another program "
-		    "uses this key?)",
-		    key, len, BACKEND_NCCL_ID_BYTES);
-		rc = -EPROTO;
-	} else {
-		memcpy(id, val, BACKEND_NCCL_ID_BYTES);
-		rc = 0;
-	}
-	free(val);
-	return rc;
-}
-
-/* DDP_CUDA_DEVICE, else LOCAL_RANK modulo the device count. */
-static int nb_pick_device(const struct ddp_backend_params *p, char *errbuf, size_t errbuf_len)
-{
-	char why[200];
-	int ndev = cudak_probe_devices(why, sizeof(why));
-	const char *env = getenv("DDP_CUDA_DEVICE");
-	int dev;
-
-	if (ndev == 0) {
-		snprintf(errbuf, errbuf_len,
-			 "nccl: no usable GPU on rank %d (%s); use DDP_BACKEND=cpu on this machine",
-			 p->rank, why);
-		return -ENODEV;
-	}
-	if (env && *env) {
-		dev = atoi(env);
-		if (dev < 0 || dev >= ndev) {
-			snprintf(errbuf, errbuf_len,
-				 "nccl: DDP_CUDA_DEVICE=%s but this machine has %d GPU(s)", env,
-				 ndev);
-			return -ENODEV;
-		}
-		return dev;
-	}
-	dev = p->local_rank % ndev;
-	if (dev != p->local_rank)
-		log_debug("nccl: LOCAL_RANK %d shares GPU %d (%d GPUs)", p->local_rank, dev, ndev);
-	return dev;
-}
-
 /* Builds the communicator in non-blocking mode, polling with a deadline. */
 static int nb_init_comm(struct nccl_backend *nb, const ncclUniqueId *id, char *errbuf,
 			size_t errbuf_len)
@@ -541,8 +583,7 @@ static int nb_init_comm(struct nccl_backend *nb, const ncclUniqueId *id, char *e
 		snprintf(errbuf, errbuf_len,
 			 "nccl: ncclCommInitRankConfig failed on rank %d: %s (%s)", nb->base.rank,
 			 ncclGetErrorString(res), ncclGetLastError(nb->comm));
-		if (nb->comm)
-			nb_abort_comm(nb);
+		nb_abort_comm(nb);
 		return -EIO;
 	}
 	rc = nb_wait_progress(nb, time_now_ms() + nb->timeout_ms);
@@ -557,6 +598,7 @@ static int nb_init_comm(struct nccl_backend *nb, const ncclUniqueId *id, char *e
 static int nb_setup(struct nccl_backend *nb, const struct ddp_backend_params *p, char *errbuf,
 		    size_t errbuf_len)
 {
+	const unsigned ev = cudaEventDisableTiming;
 	ncclUniqueId id;
 	int rc;
 
@@ -564,14 +606,21 @@ static int nb_setup(struct nccl_backend *nb, const struct ddp_backend_params *p,
 				      errbuf_len);
 	if (rc < 0)
 		return rc;
-	rc = nb_cuda(nb, "cudaStreamCreate",
-		     cudaStreamCreateWithFlags(&nb->stream, cudaStreamNonBlocking));
+	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(nb->base.device));
 	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventCreate",
-			     cudaEventCreateWithFlags(&nb->ready, cudaEventDisableTiming));
+		rc = nb_cuda(nb, "cudaStreamCreate",
+			     cudaStreamCreateWithFlags(&nb->stream, cudaStreamNonBlocking));
 	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventCreate",
-			     cudaEventCreateWithFlags(&nb->done, cudaEventDisableTiming));
+		rc = nb_cuda(nb, "cudaStreamCreate",
+			     cudaStreamCreateWithFlags(&nb->cstream, cudaStreamNonBlocking));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->compute, ev));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->copied, ev));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->done, ev));
+	/* Waiting on a never-recorded event is a no-op, so `copied` and
+	 * `done` need no first record. */
 	if (rc == 0)
 		rc = nb_cuda(nb, "cudaMalloc", cudaMalloc((void **)&nb->scratch, sizeof(float)));
 	if (rc < 0) {
@@ -588,23 +637,20 @@ int backend_nccl_new(const struct ddp_backend_params *p, struct ddp_backend **ou
 	int dev, rc;
 
 	*out = NULL;
-	dev = nb_pick_device(p, errbuf, errbuf_len);
+	dev = backend_nccl_pick_device(p->rank, p->local_rank, errbuf, errbuf_len);
 	if (dev < 0)
 		return dev;
 	nb = calloc(1, sizeof(*nb));
 	if (!nb)
 		return -ENOMEM;
+	pthread_mutex_init(&nb->lock, NULL);
 	nb->base.ops = &nccl_ops;
 	nb->base.rank = p->rank;
 	nb->base.world_size = p->world_size;
 	nb->base.device = dev;
 	nb->timeout_ms = p->timeout_ms ? p->timeout_ms : DDP_DEFAULT_TIMEOUT_MS;
 	atomic_init(&nb->abort_requested, 0);
-	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(dev));
-	if (rc < 0)
-		snprintf(errbuf, errbuf_len, "%s", nb->base.err);
-	else
-		rc = nb_setup(nb, p, errbuf, errbuf_len);
+	rc = nb_setup(nb, p, errbuf, errbuf_len);
 	if (rc < 0) {
 		nb->broken = 1;
 		nb_close(&nb->base);

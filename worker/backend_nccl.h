@@ -1,6 +1,7 @@
 /*
- * backend_nccl.h - the NCCL backend's parts that are useful on their own
- * (the unique-id exchange runs and is tested without a GPU). The backend
+ * backend_nccl.h - the NCCL backend's bootstrap parts (backend_nccl_boot.c),
+ * useful on their own: the unique-id exchange runs and is tested without a
+ * GPU. The backend
  * itself is reached through backend.h (backend_nccl_new).
  *
  * Environment read by the backend:
@@ -33,5 +34,10 @@ void backend_nccl_id_key(const char *prefix, char *key, size_t key_len);
  *   other negative errnos from the store. */
 int backend_nccl_exchange_id(struct kv *kv, const char *prefix, int rank, uint64_t timeout_ms,
 			     void *id, char *errbuf, size_t errbuf_len);
+
+/* The CUDA device for a rank: DDP_CUDA_DEVICE when set, else LOCAL_RANK
+ * modulo the device count. -ENODEV (message in errbuf) when no GPU is usable
+ * or DDP_CUDA_DEVICE names no device. */
+int backend_nccl_pick_device(int rank, int local_rank, char *errbuf, size_t errbuf_len);
 
 #endif

@@ -1,0 +1,106 @@
+/*
+ * backend_nccl_boot.c - the NCCL backend's bootstrap pieces that need no
+ * communicator: the unique-id exchange through the store (runs without a
+ * GPU) and the choice of the CUDA device.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nccl.h>
+
+#include "backend_nccl.h"
+#include "cudak_probe.h"
+#include "log.h"
+
+_Static_assert(sizeof(ncclUniqueId) == BACKEND_NCCL_ID_BYTES, "NCCL unique id size");
+
+void backend_nccl_id_key(const char *prefix, char *key, size_t key_len)
+{
+	snprintf(key, key_len, "%s/nccl_id", prefix);
+}
+
+static int boot_publish(struct kv *kv, const char *key, void *id, char *errbuf, size_t errbuf_len)
+{
+	ncclResult_t res = ncclGetUniqueId((ncclUniqueId *)id);
+	int rc;
+
+	if (res != ncclSuccess) {
+		snprintf(errbuf, errbuf_len, "nccl: ncclGetUniqueId failed on rank 0: %s (%s)",
+			 ncclGetErrorString(res), ncclGetLastError(NULL));
+		return -EIO;
+	}
+	rc = kv_set(kv, key, id, BACKEND_NCCL_ID_BYTES);
+	if (rc < 0)
+		snprintf(errbuf, errbuf_len, "nccl: rank 0 could not publish '%s': %s", key,
+			 kv_error(kv));
+	return rc < 0 ? rc : 0;
+}
+
+int backend_nccl_exchange_id(struct kv *kv, const char *prefix, int rank, uint64_t timeout_ms,
+			     void *id, char *errbuf, size_t errbuf_len)
+{
+	char key[512];
+	void *val = NULL;
+	size_t len = 0;
+	int rc;
+
+	backend_nccl_id_key(prefix, key, sizeof(key));
+	if (rank == 0)
+		return boot_publish(kv, key, id, errbuf, errbuf_len);
+	rc = kv_get(kv, key, timeout_ms, &val, &len);
+	if (rc == -ETIMEDOUT) {
+		snprintf(errbuf, errbuf_len,
+			 "nccl: rank %d waited %llu ms for rank 0's unique id ('%s'); rank 0 never "
+			 "published it (did it start, or die during initialisation?)",
+			 rank, (unsigned long long)timeout_ms, key);
+	} else if (rc < 0) {
+		snprintf(errbuf, errbuf_len, "nccl: rank %d could not read '%s': %s", rank, key,
+			 kv_error(kv));
+	} else if (len != BACKEND_NCCL_ID_BYTES) {
+		snprintf(
+		    errbuf, errbuf_len,
+		    "nccl: '%s' holds %zu bytes, not a %d-byte nccl unique id (another program "
+		    "uses this key?)",
+		    key, len, BACKEND_NCCL_ID_BYTES);
+		rc = -EPROTO;
+	} else {
+		memcpy(id, val, BACKEND_NCCL_ID_BYTES);
+		rc = 0;
+	}
+	free(val);
+	return rc;
+}
+
+int backend_nccl_pick_device(int rank, int local_rank, char *errbuf, size_t errbuf_len)
+{
+	char why[200];
+	int ndev = cudak_probe_devices(why, sizeof(why));
+	const char *env = getenv("DDP_CUDA_DEVICE");
+	char *end = NULL;
+	long dev;
+
+	if (ndev == 0) {
+		snprintf(errbuf, errbuf_len,
+			 "nccl: no usable GPU on rank %d (%s); use DDP_BACKEND=cpu on this machine",
+			 rank, why);
+		return -ENODEV;
+	}
+	if (env && *env) {
+		dev = strtol(env, &end, 10);
+		if (*end || dev < 0 || dev >= ndev) {
+			snprintf(
+			    errbuf, errbuf_len,
+			    "nccl: DDP_CUDA_DEVICE='%s' is not a device of this machine (it has "
+			    "%d GPU(s): 0 to %d)",
+			    env, ndev, ndev - 1);
+			return -ENODEV;
+		}
+		return (int)dev;
+	}
+	dev = local_rank < 0 ? 0 : local_rank % ndev;
+	if (dev != local_rank)
+		log_debug("nccl: LOCAL_RANK %d shares GPU %ld (%d GPUs)", local_rank, dev, ndev);
+	return (int)dev;
+}
