@@ -1,0 +1,16 @@
+"""One rank of test_torch_pg.py: init_process_group("gloo") through the agent
+store at MASTER_ADDR:MASTER_PORT, then all_reduce and barrier."""
+import datetime
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1), 10.0 * (rank + 1)])
+dist.all_reduce(t)
+want = world * (world + 1) / 2
+assert t.tolist() == [want, 10 * want], t
+dist.barrier()
+print(f"rank {rank} sum {t[0].item():g}", flush=True)
+dist.destroy_process_group()
