@@ -1,6 +1,7 @@
 /* What the agent prepares once: the store socket, the worker command line,
  * the run directory (error files, logs) and the ddp-exec guard. */
 #include "agent_int.h"
+#include "command.h"
 #include "worker_env.h"
 
 #include <errno.h>
@@ -59,36 +60,10 @@ int agent_bind_store(struct agent *ag)
 	return 0;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && !strcmp(s + n - m, suffix);
-}
-
 int agent_build_argv(struct agent *ag)
 {
-	const struct launch_opts *o = ag->o;
-	const char *python = worker_env_get(ag->environ_in, "PYTHON_EXEC");
-	bool use_python = o->module || (!o->no_python && ends_with(o->program, ".py"));
-	size_t n = 0;
-
-	if (!python || !*python)
-		python = "python3";
-	ag->argv = calloc(o->args.n + 5, sizeof(char *));
-	if (!ag->argv)
-		return -ENOMEM;
-	if (use_python) {
-		ag->argv[n++] = (char *)python;
-		ag->argv[n++] = "-u";
-		if (o->module)
-			ag->argv[n++] = "-m";
-	}
-	ag->argv[n++] = o->program;
-	for (size_t i = 0; i < o->args.n; i++)
-		ag->argv[n++] = o->args.v[i];
-	ag->argc = n;
-	return 0;
+	return command_build(ag->o, worker_env_get(ag->environ_in, "PYTHON_EXEC"), &ag->argv,
+			     &ag->argc);
 }
 
 static int mkdir_p(const char *path)

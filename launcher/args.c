@@ -51,6 +51,7 @@ static const char args_help[] =
     "  --prefix FMT             output line prefix, %r rank, %l local rank\n"
     "                           (default '[rank %r]: ')\n"
     "  --no_prefix              print worker output unprefixed\n"
+    "  --dry_run                print the resolved job (flags + job file); start nothing\n"
     "  -h, --help               this text;  --version  the version\n"
     "\n"
     "Exit status: 0 when every worker succeeded, else the first failed worker's\n"

@@ -1,12 +1,14 @@
 /* ddplaunch: parse the command line and the job file, then run the agent. */
 #include "agent.h"
 #include "args.h"
+#include "dryrun.h"
 #include "jobfile.h"
 #include "opts.h"
 
 #include <log.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern char **environ;
@@ -30,8 +32,15 @@ int main(int argc, char **argv)
 	}
 	if (rc == 0 && o.config)
 		rc = jobfile_load(&o, o.config, err, sizeof(err));
-	if (rc == 0)
+	/* A dry run may check a job file that leaves the program to the
+	 * command line. */
+	if (rc == 0 && !(o.dry_run && !o.program))
 		rc = opts_check(&o, err, sizeof(err));
+	if (rc == 0 && o.dry_run) {
+		rc = dryrun_print(&o, getenv("PYTHON_EXEC"), stdout) ? 1 : 0;
+		opts_release(&o);
+		return rc;
+	}
 	if (rc < 0) {
 		log_error("%s", err);
 		opts_release(&o);

@@ -64,6 +64,7 @@ static const struct opts_def opts_table[] = {
     {"no_prefix", NULL, K_BOOL, OFF(no_prefix), 0, 0},
     {"prefix", NULL, K_STR, OFF(prefix), 0, 0},
     {"config", NULL, K_STR, OFF(config), 0, 0},
+    {"dry_run", NULL, K_BOOL, OFF(dry_run), 0, 0},
 };
 
 #define OPTS_COUNT (sizeof(opts_table) / sizeof(opts_table[0]))

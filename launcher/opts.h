@@ -65,6 +65,7 @@ struct launch_opts {
 	bool no_prefix;
 	char *prefix; /* format, "%r" = rank, "%l" = local rank */
 	char *config;
+	bool dry_run; /* print the resolved job and exit */
 
 	/* the program */
 	char *program;

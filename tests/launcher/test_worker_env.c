@@ -4,8 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "command.h"
+#include "opts.h"
 #include "worker_env.h"
 
 static struct worker_env_spec spec(void)
@@ -110,12 +113,51 @@ static void test_omp(void **state)
 	assert_true(worker_env_needs_omp(NULL, NULL, 0, 4));
 }
 
+static void check_cmd(struct launch_opts *o, const char *python, const char *expect)
+{
+	char **argv, buf[256] = "";
+	size_t argc;
+
+	assert_int_equal(command_build(o, python, &argv, &argc), 0);
+	for (size_t i = 0; i < argc; i++) {
+		strcat(buf, i ? " " : "");
+		strcat(buf, argv[i]);
+	}
+	assert_null(argv[argc]);
+	assert_string_equal(buf, expect);
+	free(argv);
+}
+
+static void test_command(void **state)
+{
+	struct launch_opts o;
+	char err[OPTS_ERR_LEN];
+
+	assert_int_equal(opts_init(&o), 0);
+	o.program = strdup("train.py");
+	opts_strv_push(&o.args, "--lr");
+	opts_strv_push(&o.args, "0.1");
+	check_cmd(&o, NULL, "python3 -u train.py --lr 0.1");
+	check_cmd(&o, "/usr/bin/python3", "/usr/bin/python3 -u train.py --lr 0.1");
+	opts_set(&o, "no_python", NULL, OPTS_SRC_CLI, err, sizeof(err));
+	check_cmd(&o, "", "train.py --lr 0.1");
+	o.no_python = false;
+	o.module = true;
+	check_cmd(&o, "", "python3 -u -m train.py --lr 0.1");
+	o.module = false;
+	free(o.program);
+	o.program = strdup("./train");
+	check_cmd(&o, "py", "./train --lr 0.1");
+	opts_release(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_torchrun_vars),
 	    cmocka_unit_test(test_extra_and_user_values),
 	    cmocka_unit_test(test_omp),
+	    cmocka_unit_test(test_command),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

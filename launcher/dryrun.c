@@ -1,0 +1,68 @@
+#include "dryrun.h"
+#include "command.h"
+#include "signames.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static void print_streams(FILE *out, const char *name, const struct opts_streams *s)
+{
+	fprintf(out, "%s = ", name);
+	if (s->all >= 0)
+		fprintf(out, "%d", s->all);
+	for (int i = 0; i < s->n; i++)
+		fprintf(out, "%s%d:%d", (i || s->all >= 0) ? "," : "", s->rank[i], s->mask[i]);
+	if (s->all < 0 && s->n == 0)
+		fprintf(out, "0");
+	fputc('\n', out);
+}
+
+static void print_launch(const struct launch_opts *o, FILE *out)
+{
+	fprintf(out, "nproc_per_node = %s\n", o->nproc_spec);
+	fprintf(out, "nnodes = %d:%d\n", o->nnodes_min, o->nnodes_max);
+	fprintf(out, "node_rank = %d\n", o->node_rank);
+	fprintf(out, "master_addr = %s\n", o->master_addr);
+	if (o->master_port >= 0)
+		fprintf(out, "master_port = %d\n", o->master_port);
+	else
+		fprintf(out, "master_port = %s\n", o->standalone ? "any free" : "29500 if free");
+	fprintf(out, "standalone = %s\n", o->standalone ? "true" : "false");
+	fprintf(out, "rdzv_backend = %s\n", o->rdzv_backend);
+	fprintf(out, "rdzv_id = %s\n", o->rdzv_id);
+	fprintf(out, "max_restarts = %d\n", o->max_restarts);
+	fprintf(out, "log_dir = %s\n", o->log_dir ? o->log_dir : "");
+	print_streams(out, "redirects", &o->redirects);
+	print_streams(out, "tee", &o->tee);
+	fprintf(out, "local_ranks_filter = %s\n",
+		o->local_ranks_filter ? o->local_ranks_filter : "");
+	fprintf(out, "role = %s\n", o->role);
+	fprintf(out, "strict_port = %s\n", o->strict_port ? "true" : "false");
+	fprintf(out, "grace_period = %g\n", o->grace_period);
+	fprintf(out, "signals = ");
+	for (int i = 0; i < o->nsignals; i++)
+		fprintf(out, "%s%s", i ? "," : "", signame_name(o->signals[i]) + 3);
+	fprintf(out, "\nbackoff = %g:%g\n", o->backoff_initial, o->backoff_max);
+	fprintf(out, "pass_local_rank = %s\n", o->pass_local_rank ? "true" : "false");
+	fprintf(out, "prefix = %s\n", o->no_prefix ? "" : o->prefix);
+}
+
+int dryrun_print(const struct launch_opts *o, const char *python, FILE *out)
+{
+	char **argv;
+	size_t argc;
+
+	print_launch(o, out);
+	if (o->program) {
+		if (command_build(o, python, &argv, &argc))
+			return -ENOMEM;
+		fprintf(out, "command =");
+		for (size_t i = 0; i < argc; i++)
+			fprintf(out, " %s", argv[i]);
+		fputc('\n', out);
+		free(argv);
+	}
+	for (size_t i = 0; i < o->env.n; i++)
+		fprintf(out, "env = %s\n", o->env.v[i]);
+	return 0;
+}
