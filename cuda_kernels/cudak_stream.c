@@ -16,7 +16,17 @@ void cudak_stream_register(int device, cudaStream_t stream)
 		return;
 	pthread_mutex_lock(&cudak_stream_lock);
 	cudak_streams[device] = stream;
-	cudak_stream_set[device] = stream != NULL;
+	cudak_stream_set[device] = 1;
+	pthread_mutex_unlock(&cudak_stream_lock);
+}
+
+void cudak_stream_unregister(int device, cudaStream_t stream)
+{
+	if (device < 0 || device >= CUDAK_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&cudak_stream_lock);
+	if (cudak_stream_set[device] && cudak_streams[device] == stream)
+		cudak_stream_set[device] = 0;
 	pthread_mutex_unlock(&cudak_stream_lock);
 }
 

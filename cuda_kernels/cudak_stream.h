@@ -18,8 +18,11 @@ extern "C" {
 #endif
 
 /* Registers `stream` as the compute stream of `device` (replacing any
- * earlier one); NULL unregisters. Thread-safe. */
+ * earlier one). Thread-safe. */
 void cudak_stream_register(int device, cudaStream_t stream);
+/* Forgets `stream` if it is the one registered for `device` (a newer
+ * registration stays). */
+void cudak_stream_unregister(int device, cudaStream_t stream);
 /* The registered compute stream of `device`, or cudaStreamLegacy. */
 cudaStream_t cudak_stream_compute(int device);
 

@@ -70,7 +70,7 @@ static void kc_ctx_free(struct kernel_ctx *ctx)
 		return;
 	if (ctx->stream) {
 		cudaStreamSynchronize(ctx->stream);
-		cudak_stream_register(ctx->device, NULL);
+		cudak_stream_unregister(ctx->device, ctx->stream);
 	}
 	cudak_blas_free(ctx->blas);
 	cudaFree(ctx->scratch);
