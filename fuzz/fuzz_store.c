@@ -1,0 +1,164 @@
+/*
+ * fuzz_store.c - libFuzzer target over the codec and the store semantics.
+ *
+ * The input is the byte stream of client connections. It is fed to two
+ * connections' decoders (A, then B, interleaved in chunk sizes derived from
+ * the input itself), every decoded request is run against one store with
+ * small limits, and A disconnects half-way. Invariants: no crash, no leak,
+ * no undefined behaviour; the byte accounting stays under its limit; after
+ * both owners are gone, no wait is left; after all keys, queues and waits
+ * are gone, no byte is accounted.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+#include "store.h"
+
+#define FUZZ_MAX_BYTES 4096
+
+struct fuzz_conn {
+	struct proto_decoder dec;
+	struct store_owner owner;
+	struct bytebuf out;
+	int dead;
+};
+
+static int wakes;
+
+static void fuzz_wake(void *ctx, struct store_owner *owner)
+{
+	wakes++;
+}
+
+static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_request *r)
+{
+	struct byteview v = {NULL, 0};
+	int64_t n = 0;
+	uint8_t *item = NULL;
+	size_t len = 0;
+	int rc = 0;
+	switch (r->op) {
+	case PROTO_OP_SET:
+	case PROTO_OP_APPEND:
+	case PROTO_OP_QUEUE_PUSH:
+		rc = r->op == PROTO_OP_SET	? store_set(s, r->fields[0], r->fields[1])
+		     : r->op == PROTO_OP_APPEND ? store_append(s, r->fields[0], r->fields[1])
+						: store_queue_push(s, r->fields[0], r->fields[1]);
+		break;
+	case PROTO_OP_COMPARE_SET:
+		rc = store_compare_set(s, r->fields[0], r->fields[1], r->fields[2], &v);
+		if (rc == 0)
+			proto_put_bytes(&c->out, v.data, v.len);
+		break;
+	case PROTO_OP_GET:
+		store_get(s, r->fields[0], &v);
+		proto_put_bytes(&c->out, v.data, v.len);
+		break;
+	case PROTO_OP_ADD:
+		rc = store_add(s, r->fields[0], r->integer, &n);
+		break;
+	case PROTO_OP_CHECK:
+		proto_put_u8(&c->out, (uint8_t)store_check(s, r->fields, r->nfields));
+		break;
+	case PROTO_OP_WAIT:
+		rc = store_wait(s, &c->owner, r->fields, r->nfields);
+		break;
+	case PROTO_OP_DELETE_KEY:
+		store_delete(s, r->fields[0]);
+		break;
+	case PROTO_OP_MULTI_GET:
+		for (size_t i = 0; i < r->nfields; i++)
+			store_get(s, r->fields[i], &v);
+		break;
+	case PROTO_OP_MULTI_SET:
+		for (size_t i = 0; i + 1 < r->nfields && rc == 0; i += 2)
+			rc = store_set(s, r->fields[i], r->fields[i + 1]);
+		break;
+	case PROTO_OP_CANCEL_WAIT:
+		store_owner_cancel(s, &c->owner);
+		break;
+	case PROTO_OP_QUEUE_POP:
+		rc = store_queue_pop(s, r->fields[0], &n, &item, &len);
+		free(item);
+		break;
+	case PROTO_OP_QUEUE_LEN:
+		store_queue_len(s, r->fields[0]);
+		break;
+	default:
+		break;
+	}
+	if (store_bytes_used(s) > FUZZ_MAX_BYTES)
+		abort();
+	c->out.len = 0;
+	return rc;
+}
+
+/* Feeds one chunk; a bad frame or a failed op "closes" the connection. */
+static void fuzz_feed(struct store *s, struct fuzz_conn *c, const uint8_t *p, size_t len)
+{
+	while (len > 0 && !c->dead) {
+		size_t used = 0;
+		const struct proto_request *req = NULL;
+		int rc = proto_decoder_feed(&c->dec, p, len, &used, &req);
+		if (used > len)
+			abort();
+		p += used;
+		len -= used;
+		if (rc == 1)
+			rc = fuzz_exec(s, c, req);
+		if (rc < 0) {
+			c->dead = 1;
+			store_owner_cancel(s, &c->owner);
+		}
+	}
+	if (!c->dead && proto_decoder_idle(&c->dec))
+		proto_decoder_trim(&c->dec);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const struct proto_limits limits = {
+	    .max_key_len = 64,
+	    .max_value_len = 512,
+	    .max_keys_per_request = 16,
+	    .max_request_bytes = 2048,
+	};
+	struct store *s;
+	if (store_new(FUZZ_MAX_BYTES, fuzz_wake, NULL, &s) < 0)
+		return 0;
+	struct fuzz_conn conns[2];
+	for (int i = 0; i < 2; i++) {
+		memset(&conns[i], 0, sizeof(conns[i]));
+		proto_decoder_init(&conns[i].dec, &limits);
+	}
+	/* Chunk sizes come from the data, so splits are explored too. */
+	size_t pos[2] = {0, 0}, k = 0;
+	while (pos[0] < size || pos[1] < size) {
+		int i = (int)(k & 1);
+		size_t chunk = 1 + (size ? data[(k * 7) % size] % 13 : 0);
+		k++;
+		if (pos[i] >= size)
+			continue;
+		if (chunk > size - pos[i])
+			chunk = size - pos[i];
+		fuzz_feed(s, &conns[i], data + pos[i], chunk);
+		pos[i] += chunk;
+		if (i == 0 && pos[0] >= size / 2 && !conns[0].dead) {
+			conns[0].dead = 1; /* A disconnects half-way */
+			store_owner_cancel(s, &conns[0].owner);
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		store_owner_cancel(s, &conns[i].owner);
+		proto_decoder_release(&conns[i].dec);
+		bytebuf_release(&conns[i].out);
+	}
+	if (store_waiter_count(s) != 0)
+		abort();
+	store_free(s);
+	return 0;
+}
