@@ -92,7 +92,7 @@ static int cpu_gemm(struct kernel_ctx *ctx, bool trans_a, bool trans_b, int m, i
 	return 0;
 }
 
-static int cpu_scale(struct kernel_ctx *ctx, float *x, size_t n, float alpha)
+static int cpu_scale(struct kernel_ctx *ctx, float *restrict x, size_t n, float alpha)
 {
 	for (size_t i = 0; i < n; i++)
 		x[i] *= alpha;
@@ -101,10 +101,18 @@ static int cpu_scale(struct kernel_ctx *ctx, float *x, size_t n, float alpha)
 
 static int cpu_sqnorm(struct kernel_ctx *ctx, const float *x, size_t n, float *out, bool accumulate)
 {
-	double s = accumulate ? *out : 0.0;
+	/* Eight fixed lanes: vectorisable, and the summation order (hence
+	 * the result) depends only on n. */
+	double lane[8] = {0}, s = accumulate ? *out : 0.0;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n; i++)
-		s += (double)x[i] * x[i];
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			lane[k] += (double)x[i + k] * x[i + k];
+	for (; i < n; i++)
+		lane[0] += (double)x[i] * x[i];
+	for (int k = 0; k < 8; k++)
+		s += lane[k];
 	*out = (float)s;
 	return 0;
 }
@@ -114,23 +122,25 @@ static int cpu_bias_act_fwd(struct kernel_ctx *ctx, float *y, const float *bias,
 {
 	if (rows < 0 || cols < 0)
 		return -EINVAL;
+	/* Separate loops per case keep each one branch-free (vectorised). */
 	for (int r = 0; r < rows; r++) {
-		float *row = y + (size_t)r * cols;
+		float *restrict row = y + (size_t)r * cols;
 
-		for (int c = 0; c < cols; c++) {
-			float v = bias ? row[c] + bias[c] : row[c];
-
-			row[c] = relu && !(v > 0.0f) ? 0.0f : v;
-		}
+		if (bias)
+			for (int c = 0; c < cols; c++)
+				row[c] += bias[c];
+		if (relu)
+			for (int c = 0; c < cols; c++)
+				row[c] = row[c] > 0.0f ? row[c] : 0.0f;
 	}
 	return 0;
 }
 
-static int cpu_relu_bwd(struct kernel_ctx *ctx, float *dy, const float *y, size_t n)
+static int cpu_relu_bwd(struct kernel_ctx *ctx, float *restrict dy, const float *restrict y,
+			size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!(y[i] > 0.0f))
-			dy[i] = 0.0f;
+		dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 	return 0;
 }
 
@@ -197,38 +207,63 @@ static int cpu_bn_stats(struct kernel_ctx *ctx, const float *x, int rows, int co
 	return pair_sums(x, NULL, rows, cols, stats, stats + cols);
 }
 
+/* Per-column scale and shift in two scratch arrays (row-wise loops below
+ * then stream through memory). */
+static int bn_scratch(int cols, float **a, float **b)
+{
+	*a = malloc(sizeof(float) * 2 * (size_t)(cols ? cols : 1));
+	*b = *a ? *a + cols : NULL;
+	return *a ? 0 : -ENOMEM;
+}
+
+/* y = x * k[c] + m[c] row by row; x and y may alias. */
+static void bn_affine_rows(const float *x, int rows, int cols, const float *k, const float *m,
+			   float *y)
+{
+	for (int r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)r * cols;
+		float *yr = y + (size_t)r * cols;
+
+		for (int c = 0; c < cols; c++)
+			yr[c] = xr[c] * k[c] + m[c];
+	}
+}
+
 static int cpu_bn_fwd(struct kernel_ctx *ctx, const float *x, const float *stats, int rows,
 		      int cols, double count, const float *gamma, const float *beta, float eps,
 		      float momentum, float *running_mean, float *running_var, float *saved_invstd,
 		      float *xhat, float *y)
 {
+	float *mean, *unused;
+
 	if (rows < 0 || cols < 0 || !(count > 0.0) || (running_var && !(count > 1.0)))
 		return -EINVAL;
+	if (bn_scratch(cols, &mean, &unused) < 0)
+		return -ENOMEM;
 	for (int c = 0; c < cols; c++) {
-		double mean = stats[c] / count;
-		double var = stats[cols + c] / count - mean * mean;
-		float inv;
+		double m = stats[c] / count;
+		double var = stats[cols + c] / count - m * m;
 
 		if (var < 0.0)
 			var = 0.0;
-		inv = (float)(1.0 / sqrt(var + eps));
-		saved_invstd[c] = inv;
+		saved_invstd[c] = (float)(1.0 / sqrt(var + eps));
+		mean[c] = (float)m;
 		if (running_mean) {
-			running_mean[c] =
-			    (1.0f - momentum) * running_mean[c] + momentum * (float)mean;
+			running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * (float)m;
 			running_var[c] = (1.0f - momentum) * running_var[c] +
 					 momentum * (float)(var * count / (count - 1.0));
 		}
-		/* Column-wise pass keeps mean/invstd in registers; rows are
-		 * strided but the matrices here are small enough to cache. */
-		for (int r = 0; r < rows; r++) {
-			size_t i = (size_t)r * cols + c;
-			float h = (x[i] - (float)mean) * inv;
-
-			xhat[i] = h;
-			y[i] = gamma[c] * h + beta[c];
-		}
 	}
+	/* xhat = (x - mean) * invstd, then y = gamma * xhat + beta. */
+	for (int r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)r * cols;
+		float *hr = xhat + (size_t)r * cols;
+
+		for (int c = 0; c < cols; c++)
+			hr[c] = (xr[c] - mean[c]) * saved_invstd[c];
+	}
+	bn_affine_rows(xhat, rows, cols, gamma, beta, y);
+	free(mean);
 	return 0;
 }
 
@@ -236,17 +271,18 @@ static int cpu_bn_infer(struct kernel_ctx *ctx, const float *x, int rows, int co
 			const float *gamma, const float *beta, const float *running_mean,
 			const float *running_var, float eps, float *y)
 {
+	float *k, *m;
+
 	if (rows < 0 || cols < 0)
 		return -EINVAL;
+	if (bn_scratch(cols, &k, &m) < 0)
+		return -ENOMEM;
 	for (int c = 0; c < cols; c++) {
-		float inv = (float)(1.0 / sqrt((double)running_var[c] + eps));
-
-		for (int r = 0; r < rows; r++) {
-			size_t i = (size_t)r * cols + c;
-
-			y[i] = gamma[c] * (x[i] - running_mean[c]) * inv + beta[c];
-		}
+		k[c] = gamma[c] * (float)(1.0 / sqrt((double)running_var[c] + eps));
+		m[c] = beta[c] - running_mean[c] * k[c];
 	}
+	bn_affine_rows(x, rows, cols, k, m, y);
+	free(k);
 	return 0;
 }
 
@@ -262,19 +298,26 @@ static int cpu_bn_bwd_dx(struct kernel_ctx *ctx, const float *dy, const float *x
 			 const float *saved_invstd, const float *gamma, const float *dstats,
 			 int rows, int cols, double count, float *dx)
 {
-	if (rows < 0 || cols < 0 || !(count > 0.0))
-		return -EINVAL;
-	for (int c = 0; c < cols; c++) {
-		float k = gamma[c] * saved_invstd[c];
-		float mdy = (float)(dstats[c] / count);
-		float mdyx = (float)(dstats[cols + c] / count);
+	float *k = malloc(sizeof(float) * 3 * (size_t)(cols ? cols : 1));
+	float *mdy = k + cols, *mdyx = k + 2 * (size_t)cols;
 
-		for (int r = 0; r < rows; r++) {
-			size_t i = (size_t)r * cols + c;
-
-			dx[i] = k * (dy[i] - mdy - xhat[i] * mdyx);
-		}
+	if (rows < 0 || cols < 0 || !(count > 0.0) || !k) {
+		free(k);
+		return k ? -EINVAL : -ENOMEM;
 	}
+	for (int c = 0; c < cols; c++) {
+		k[c] = gamma[c] * saved_invstd[c];
+		mdy[c] = (float)(dstats[c] / count);
+		mdyx[c] = (float)(dstats[cols + c] / count);
+	}
+	for (int r = 0; r < rows; r++) {
+		const float *dyr = dy + (size_t)r * cols, *hr = xhat + (size_t)r * cols;
+		float *dxr = dx + (size_t)r * cols;
+
+		for (int c = 0; c < cols; c++)
+			dxr[c] = k[c] * (dyr[c] - mdy[c] - hr[c] * mdyx[c]);
+	}
+	free(k);
 	return 0;
 }
 
@@ -327,17 +370,20 @@ static int cpu_xent(struct kernel_ctx *ctx, const float *logits, const int32_t *
 	return 0;
 }
 
-static int cpu_sgd_update(struct kernel_ctx *ctx, float *param, const float *grad, float *mom,
-			  size_t n, float lr, float momentum, float weight_decay, float grad_scale)
+static int cpu_sgd_update(struct kernel_ctx *ctx, float *restrict param, const float *restrict grad,
+			  float *restrict mom, size_t n, float lr, float momentum,
+			  float weight_decay, float grad_scale)
 {
+	if (momentum == 0.0f) {
+		for (size_t i = 0; i < n; i++)
+			param[i] -= lr * (grad_scale * grad[i] + weight_decay * param[i]);
+		return 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		float g = grad_scale * grad[i] + weight_decay * param[i];
 
-		if (momentum != 0.0f) {
-			mom[i] = momentum * mom[i] + g;
-			g = mom[i];
-		}
-		param[i] -= lr * g;
+		mom[i] = momentum * mom[i] + g;
+		param[i] -= lr * mom[i];
 	}
 	return 0;
 }

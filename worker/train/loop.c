@@ -203,6 +203,7 @@ static int loop_prepare_dir(struct trainer *t)
 int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
+	double comm0 = t->comm_wait_s;
 	struct loop_window w;
 	float out[2];
 	int ret = loop_prepare_dir(t);
@@ -231,10 +232,10 @@ int trainer_run(struct trainer *t)
 	if (ret == 0 && t->rank == 0) {
 		double dt = (double)(time_now_ns() - t0) * 1e-9;
 
-		log_info("done: %llu steps in %.2f s (%.0f samples/s)",
+		log_info("done: %llu steps in %.2f s (%.0f samples/s, all-reduce wait %.1f%%)",
 			 (unsigned long long)(t->step - first), dt,
-			 dt > 0 ? (double)(t->step - first) * t->cfg.batch_size * t->world / dt
-				: 0);
+			 dt > 0 ? (double)(t->step - first) * t->cfg.batch_size * t->world / dt : 0,
+			 dt > 0 ? 100.0 * (t->comm_wait_s - comm0) / dt : 0.0);
 	}
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
 		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,
