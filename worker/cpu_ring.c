@@ -102,7 +102,7 @@ static int ring_recv_some(struct cpu_ring *g, struct ring_xfer *x)
 
 static int ring_send_some(struct cpu_ring *g, struct ring_xfer *x)
 {
-	size_t limit = x->forward ? x->got : x->slen;
+	size_t limit = x->forward && x->got < x->slen ? x->got : x->slen;
 	size_t want = limit - x->sent;
 	ssize_t n;
 
@@ -120,7 +120,7 @@ static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t 
 	while (x->sent < x->slen || x->got < x->rlen) {
 		struct pollfd pf[2];
 		int n = 0, si = -1, ri = -1, rc;
-		size_t limit = x->forward ? x->got : x->slen;
+		size_t limit = x->forward && x->got < x->slen ? x->got : x->slen;
 
 		if (x->sent < limit) {
 			pf[n] = (struct pollfd){.fd = g->fd_next, .events = POLLOUT};

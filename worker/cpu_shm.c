@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -48,7 +49,8 @@ struct shm_header {
 	_Atomic uint32_t gen;	  /* futex word: bumped at every arrival */
 	_Atomic uint32_t waiters; /* ranks sleeping on gen */
 	_Atomic int32_t aborted_by;
-	char pad[36];
+	_Atomic int32_t dead_rank; /* a rank found dead, or -1 */
+	char pad[32];
 	struct shm_rank ranks[];
 };
 
@@ -62,6 +64,7 @@ struct cpu_shm {
 	uint64_t seq;
 	int toggle;
 	uint64_t timeout_ms;
+	int *pidfds; /* [world]: pidfd of each peer (-1: none, use kill) */
 };
 
 static size_t shm_header_bytes(int world)
@@ -101,6 +104,20 @@ static int shm_all_arrived(struct cpu_shm *s, uint64_t seq)
 	return 1;
 }
 
+/* 1 if rank r's process has ended (a zombie counts: its parent may not
+ * have reaped it yet, so kill(pid, 0) alone would still succeed). */
+static int shm_rank_dead(struct cpu_shm *s, int r)
+{
+	pid_t pid = s->h->ranks[r].pid;
+
+	if (s->pidfds && s->pidfds[r] >= 0) {
+		struct pollfd pf = {.fd = s->pidfds[r], .events = POLLIN};
+
+		return poll(&pf, 1, 0) == 1;
+	}
+	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
 /* Names the ranks not at seq yet; returns how many are dead. */
 static int shm_describe_missing(struct cpu_shm *s, uint64_t seq, char *list, size_t len)
 {
@@ -114,7 +131,7 @@ static int shm_describe_missing(struct cpu_shm *s, uint64_t seq, char *list, siz
 
 		if (atomic_load(&s->h->ranks[r].seq) >= seq)
 			continue;
-		gone = pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+		gone = shm_rank_dead(s, r);
 		dead += gone;
 		if (off < len)
 			off += (size_t)snprintf(list + off, len - off, "%s%d (pid %d%s)",
@@ -130,12 +147,25 @@ static int shm_check(struct cpu_shm *s, uint64_t seq, uint64_t deadline, int kin
 	char list[256];
 
 	if (by >= 0) {
-		snprintf(s->base.err, sizeof(s->base.err),
-			 "%s: rank %d failed or aborted, so this rank stops too", cpu_op_name(kind),
-			 by);
+		int32_t dead = atomic_load(&s->h->dead_rank);
+
+		if (dead >= 0)
+			snprintf(s->base.err, sizeof(s->base.err),
+				 "%s: rank %d died (noticed by rank %d); the group must restart",
+				 cpu_op_name(kind), dead, by);
+		else
+			snprintf(s->base.err, sizeof(s->base.err),
+				 "%s: rank %d failed or aborted, so this rank stops too",
+				 cpu_op_name(kind), by);
 		return -ECANCELED;
 	}
 	if (liveness && shm_describe_missing(s, seq, list, sizeof(list)) > 0) {
+		for (int r = 0; r < s->base.world_size; r++) {
+			int32_t none = -1;
+
+			if (atomic_load(&s->h->ranks[r].seq) < seq && shm_rank_dead(s, r))
+				atomic_compare_exchange_strong(&s->h->dead_rank, &none, r);
+		}
 		snprintf(s->base.err, sizeof(s->base.err),
 			 "%s: waiting for rank %s: it died; the group must restart",
 			 cpu_op_name(kind), list);
@@ -287,7 +317,22 @@ static void shm_close(struct ddp_backend *b)
 
 	if (s->h)
 		munmap(s->h, s->map_len);
+	for (int r = 0; s->pidfds && r < b->world_size; r++)
+		if (s->pidfds[r] >= 0)
+			close(s->pidfds[r]);
+	free(s->pidfds);
 	free(s);
+}
+
+/* pidfds of the peers (read from the segment after all have mapped it). */
+static void shm_open_pidfds(struct cpu_shm *s)
+{
+	s->pidfds = malloc((size_t)s->base.world_size * sizeof(*s->pidfds));
+	for (int r = 0; s->pidfds && r < s->base.world_size; r++) {
+		s->pidfds[r] = -1;
+		if (r != s->base.rank)
+			s->pidfds[r] = (int)syscall(SYS_pidfd_open, s->h->ranks[r].pid, 0);
+	}
 }
 
 static const struct ddp_backend_ops shm_ops = {
@@ -328,6 +373,7 @@ static int shm_create(struct cpu_shm *s, const struct ddp_backend_params *p, cha
 	s->h->world = (uint32_t)p->world_size;
 	s->h->slot_bytes = (uint32_t)s->slot;
 	atomic_store(&s->h->aborted_by, -1);
+	atomic_store(&s->h->dead_rank, -1);
 	atomic_store_explicit((_Atomic uint64_t *)&s->h->magic, SHM_MAGIC, memory_order_release);
 	snprintf(key, sizeof(key), "%s/shm_name", p->prefix);
 	rc = kv_set(p->kv, key, name, strlen(name));
@@ -406,6 +452,7 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 		goto fail;
 	/* Every rank has mapped it: the name is no longer needed. */
 	shm_unlink(name);
+	shm_open_pidfds(s);
 	close(fd);
 	*out = &s->base;
 	return 0;

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Start N ranks of a libddp program without ddplaunch, so a test can let a
+rank die and watch what the survivors do (ddplaunch would stop them).
+
+The store is ddp-rdzvd on 127.0.0.1 port 0 (--port-file), or a file store
+(--store file). Every process started here is killed by PID at the end.
+
+Checks (exit 0 when all hold):
+  --expect ok        every rank exits 0; with --same-digest K, the "digest"
+                     line of rank 0 is the same in K consecutive runs
+  --expect missing:TEXT  only --start ranks are started; each must exit non-zero
+                     within --within seconds with TEXT (e.g. "rank 2 never
+                     arrived") in its output
+  --expect die:R     rank R is killed by SIGKILL (the program kills itself);
+                     every other rank exits with code 3 (its "failed as
+                     expected" path) within --within seconds, and its output
+                     names a rank and says what happened
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def start_store(rdzvd, tmp):
+    port_file = os.path.join(tmp, "port")
+    proc = subprocess.Popen([rdzvd, "--host", "127.0.0.1", "--port", "0",
+                             "--port-file", port_file],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if os.path.exists(port_file):
+            text = open(port_file).read()
+            if text.endswith("\n"):
+                return proc, int(text)
+        if proc.poll() is not None:
+            sys.exit("ddp-rdzvd exited: " + proc.stderr.read().decode())
+        time.sleep(0.01)  # polling the port file, bounded by the deadline
+    proc.kill()
+    sys.exit("ddp-rdzvd did not write its port file in 20 s")
+
+
+def run_once(args, tmp, run_no):
+    store = None
+    env = dict(os.environ)
+    env.update({"WORLD_SIZE": str(args.nranks), "LOCAL_WORLD_SIZE": str(args.nranks),
+                "TORCHELASTIC_RUN_ID": "test%d_%d" % (os.getpid(), run_no),
+                "DDP_CPU_TRANSPORT": args.transport, "DDP_TIMEOUT_MS": str(args.timeout_ms),
+                "OMP_NUM_THREADS": "1"})
+    if args.store == "tcp":
+        store, port = start_store(args.rdzvd, tmp)
+        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    else:
+        env["DDP_TEST_INIT_METHOD"] = "file://" + os.path.join(tmp, "store%d" % run_no)
+    procs = []
+    t0 = time.monotonic()
+    try:
+        for r in range(args.start if args.start else args.nranks):
+            e = dict(env, RANK=str(r), LOCAL_RANK=str(r))
+            procs.append(subprocess.Popen(args.program, env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        outs = []
+        for p in procs:
+            left = max(1.0, args.limit - (time.monotonic() - t0))
+            try:
+                out, _ = p.communicate(timeout=left)
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    if q.poll() is None:
+                        q.kill()
+                sys.exit("ranks still running after %.0f s (hang)" % args.limit)
+            outs.append((p.returncode, out, time.monotonic() - t0))
+        # Rank 0 names its shared segment /ddp-<pid>-...: it must be gone.
+        left = [f for f in os.listdir("/dev/shm") if f.startswith("ddp-%d-" % procs[0].pid)]
+        if left:
+            sys.exit("shared-memory segment left behind: %s" % left)
+        return outs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if store:
+            store.send_signal(signal.SIGTERM)
+            try:
+                store.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                store.kill()
+                store.wait()
+
+
+def check_ok(outs):
+    digest = None
+    for r, (rc, out, _) in enumerate(outs):
+        sys.stdout.write("--- rank %d (exit %d)\n%s" % (r, rc, out))
+        if rc != 0:
+            sys.exit("rank %d exited with %d" % (r, rc))
+        m = re.search(r"digest ([0-9a-f]+)", out)
+        if m:
+            digest = m.group(1)
+    return digest
+
+
+def check_die(outs, dead, within):
+    for r, (rc, out, t) in enumerate(outs):
+        sys.stdout.write("--- rank %d (exit %d after %.2f s)\n%s" % (r, rc, t, out))
+        if r == dead:
+            if rc != -signal.SIGKILL:
+                sys.exit("rank %d should have been killed by SIGKILL, got %d" % (r, rc))
+            continue
+        if rc != 3:
+            sys.exit("rank %d should have failed cleanly (exit 3), got %d" % (r, rc))
+        if t > within:
+            sys.exit("rank %d took %.1f s to notice (limit %.1f s)" % (r, t, within))
+        if not re.search(r"failed as expected .*rank \d+", out):
+            sys.exit("rank %d's error does not name a rank: %r" % (r, out))
+
+
+def check_missing(outs, text, within):
+    for r, (rc, out, t) in enumerate(outs):
+        sys.stdout.write("--- rank %d (exit %d after %.2f s)\n%s" % (r, rc, t, out))
+        if rc == 0 or text not in out or t > within:
+            sys.exit("rank %d: expected a failure within %.0f s saying %r" % (r, within, text))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rdzvd", required=True)
+    ap.add_argument("--nranks", type=int, default=2)
+    ap.add_argument("--store", choices=["tcp", "file"], default="tcp")
+    ap.add_argument("--transport", choices=["shm", "ring", "auto"], default="auto")
+    ap.add_argument("--timeout-ms", type=int, default=60000)
+    ap.add_argument("--limit", type=float, default=120.0)
+    ap.add_argument("--expect", default="ok")
+    ap.add_argument("--within", type=float, default=20.0)
+    ap.add_argument("--same-digest", type=int, default=1)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("program", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    if args.program and args.program[0] == "--":
+        args.program = args.program[1:]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.expect.startswith("missing:"):
+            check_missing(run_once(args, tmp, 0), args.expect[8:], args.within)
+        elif args.expect.startswith("die:"):
+            check_die(run_once(args, tmp, 0), int(args.expect[4:]), args.within)
+        else:
+            digests = {check_ok(run_once(args, tmp, k)) for k in range(args.same_digest)}
+            if len(digests) != 1 or None in digests:
+                sys.exit("digests differ between runs (or none printed): %s" % digests)
+            # A file store is removed by its last user.
+            if args.store == "file" and os.listdir(tmp):
+                sys.exit("file store left behind: %s" % os.listdir(tmp))
+    print("ok")
+
+
+main()
