@@ -174,7 +174,8 @@ static int trainer_init_model(struct trainer *t)
 	t->eval_rows =
 	    t->cfg.batch_size > TRAINER_EVAL_ROWS ? (int)t->cfg.batch_size : TRAINER_EVAL_ROWS;
 	mc.max_batch = t->eval_rows;
-	if (t->ddp) {
+	/* One rank has nothing to reduce: no reducer, no collectives. */
+	if (t->ddp && t->world > 1) {
 		comm.allreduce_sum = trainer_allreduce_sum;
 		comm.grad_ready = trainer_grad_ready;
 	}
@@ -239,7 +240,7 @@ static int trainer_init_reducer(struct trainer *t)
 			trainer_describe(m, i, &params[np++]);
 	}
 	ret = 0;
-	if (t->ddp) {
+	if (t->ddp && t->world > 1) {
 		ret = ddp_reducer_new(t->ddp, params, np, buffers, nb, &ro, &t->reducer);
 		if (ret < 0)
 			log_error("cannot set up gradient reduction: %s", ddp_error(t->ddp));
