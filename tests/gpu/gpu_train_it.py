@@ -43,8 +43,9 @@ def main():
                    "--max_restarts=%d" % max_restarts, "--grace_period=5", wrapper,
                    self.trainer] + list(train_args) + ["--device", "cuda"]
             p = self._run(cmd, expect_ok)
-            if expect_ok and "cuda" not in (p.stdout + p.stderr).lower():
-                print("note: the trainer did not mention cuda in its output")
+            if expect_ok and "kernels cuda" not in p.stdout + p.stderr:
+                raise train_it.Fail("ddp-train did not run its CUDA kernels:\n" +
+                                    (p.stdout + p.stderr)[-2000:])
             return p
 
     # FP32 matrix products: the 1e-5 equivalence bound is the CPU test's.
