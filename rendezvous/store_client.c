@@ -37,7 +37,10 @@ void client_req_begin(struct store_client *c, enum proto_op op)
 {
 	c->tx.len = 0;
 	c->err[0] = '\0';
-	proto_put_op(&c->tx, PROTO_GEN_V2, op);
+	/* In 1.13 framing only 1.13's own queries (codes 0-8): its server
+	 * drops a connection on anything else. */
+	c->bad_op = (c->gen == PROTO_GEN_V1 && proto_op_code(c->gen, op) > 8) ||
+		    proto_put_op(&c->tx, c->gen, op) < 0;
 }
 
 int client_req_key(struct store_client *c, const char *key)
@@ -49,6 +52,14 @@ int client_req_key(struct store_client *c, const char *key)
 
 int client_req_send(struct store_client *c, int rc)
 {
+	if (c->broken)
+		return client_fail(c, -EPIPE,
+				   "store %s: the connection is out of step after a timed-out wait "
+				   "(torch 1.13 framing); connect again",
+				   c->addr);
+	if (c->bad_op)
+		return client_fail(c, -EOPNOTSUPP, "store %s: not available in torch 1.13 framing",
+				   c->addr);
 	if (rc < 0)
 		return client_fail(c, rc, "store %s: bad request arguments", c->addr);
 	rc = client_net_send(c->fd, c->tx.data, c->tx.len);
@@ -113,7 +124,8 @@ int client_rx_bytes(struct store_client *c, void **value, size_t *len, uint64_t 
 static int client_handshake(struct store_client *c, uint64_t deadline)
 {
 	uint32_t nonce = (uint32_t)getpid() ^ (uint32_t)time_now_ns();
-	client_req_begin(c, PROTO_OP_VALIDATE);
+	c->tx.len = 0;
+	proto_put_op(&c->tx, PROTO_GEN_V2, PROTO_OP_VALIDATE);
 	proto_put_u32(&c->tx, PROTO_VALIDATE_MAGIC);
 	proto_put_op(&c->tx, PROTO_GEN_V2, PROTO_OP_PING);
 	proto_put_u32(&c->tx, nonce);
@@ -130,18 +142,28 @@ static int client_handshake(struct store_client *c, uint64_t deadline)
 int store_client_connect(const char *host, int port, uint64_t timeout_ms, struct store_client **out,
 			 char *errbuf, size_t errbuf_len)
 {
+	return store_client_connect_proto(host, port, timeout_ms, STORE_CLIENT_PROTO_V2, out,
+					  errbuf, errbuf_len);
+}
+
+int store_client_connect_proto(const char *host, int port, uint64_t timeout_ms,
+			       enum store_client_proto proto, struct store_client **out,
+			       char *errbuf, size_t errbuf_len)
+{
 	*out = NULL;
 	struct store_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	snprintf(c->addr, sizeof(c->addr), "%s:%d", host ? host : "", port);
+	c->gen = proto == STORE_CLIENT_PROTO_V1 ? PROTO_GEN_V1 : PROTO_GEN_V2;
 	uint64_t deadline = time_now_ms() + timeout_ms;
 	uint64_t delay = 10;
 	int rc;
 	for (;;) {
 		rc = c->fd = client_net_connect(host, port, deadline);
 		if (rc >= 0) {
-			rc = client_handshake(c, deadline);
+			/* torch 1.13 has no handshake: the first query is the first byte. */
+			rc = c->gen == PROTO_GEN_V2 ? client_handshake(c, deadline) : 0;
 			if (rc == 0)
 				break;
 			close(c->fd);

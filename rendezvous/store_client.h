@@ -33,6 +33,22 @@ struct store_client;
 int store_client_connect(const char *host, int port, uint64_t timeout_ms, struct store_client **out,
 			 char *errbuf, size_t errbuf_len);
 
+/* The framing a client speaks. */
+enum store_client_proto {
+	STORE_CLIENT_PROTO_V2 = 0, /* torch 2.x: validate handshake, ping, cancel-wait */
+	/* torch 1.13 (for talking to torch 1.13's own server, e.g. in benchmarks):
+	 * no handshake; ping is a num_keys round trip; multi_get/multi_set are
+	 * sent as single gets/sets; append fails with -EOPNOTSUPP; a timed-out
+	 * wait cannot be cancelled, so the connection is unusable after it
+	 * (-EPIPE from then on: free the client and connect again). */
+	STORE_CLIENT_PROTO_V1 = 1,
+};
+
+/* store_client_connect() with a choice of framing. */
+int store_client_connect_proto(const char *host, int port, uint64_t timeout_ms,
+			       enum store_client_proto proto, struct store_client **out,
+			       char *errbuf, size_t errbuf_len);
+
 /* Closes the connection and frees the client. NULL is allowed. */
 void store_client_free(struct store_client *client);
 

@@ -76,6 +76,16 @@ int store_client_wait(struct store_client *c, const char *const *keys, size_t nk
 	uint8_t r = 0;
 	if (rc == 0)
 		rc = client_rx_u8(c, &r, client_op_deadline(t));
+	if (rc == -ETIMEDOUT && c->gen == PROTO_GEN_V1) {
+		/* torch 1.13 cannot cancel: its late STOP_WAITING would be read as
+		 * the reply to a later query. */
+		c->broken = true;
+		return client_fail(c, -ETIMEDOUT,
+				   "store %s: timed out after %llu ms waiting for %zu key(s) "
+				   "(first '%s'); torch 1.13 framing cannot cancel a wait, so "
+				   "connect again",
+				   c->addr, (unsigned long long)t, nkeys, nkeys ? keys[0] : "");
+	}
 	if (rc == -ETIMEDOUT) {
 		rc = wait_cancel(c);
 		if (rc < 0)
@@ -175,11 +185,32 @@ int store_client_append(struct store_client *c, const char *key, const void *val
 	return client_req_send(c, rc);
 }
 
+/* torch 1.13 has no MULTI_GET: the gets go out in one send instead. */
+static int multi_get_v1(struct store_client *c, const char *const *keys, size_t nkeys)
+{
+	struct bytebuf all = {0};
+	int rc = 0;
+	for (size_t i = 0; i < nkeys && rc == 0; i++) {
+		client_req_begin(c, PROTO_OP_GET);
+		rc = client_req_key(c, keys[i]);
+		if (rc == 0)
+			rc = bytebuf_append(&all, c->tx.data, c->tx.len);
+	}
+	struct bytebuf tmp = c->tx;
+	c->tx = all;
+	rc = client_req_send(c, rc);
+	c->tx = tmp;
+	bytebuf_release(&all);
+	return rc;
+}
+
 int store_client_multi_get(struct store_client *c, const char *const *keys, size_t nkeys,
 			   uint64_t timeout_ms, void **values, size_t *lens)
 {
 	int rc = store_client_wait(c, keys, nkeys, timeout_ms);
-	if (rc == 0)
+	if (rc == 0 && c->gen == PROTO_GEN_V1)
+		rc = multi_get_v1(c, keys, nkeys);
+	else if (rc == 0)
 		rc = client_req_keys(c, PROTO_OP_MULTI_GET, keys, nkeys);
 	size_t got = 0;
 	for (; rc == 0 && got < nkeys; got++)
@@ -196,6 +227,14 @@ int store_client_multi_get(struct store_client *c, const char *const *keys, size
 int store_client_multi_set(struct store_client *c, const char *const *keys,
 			   const void *const *values, const size_t *lens, size_t nkeys)
 {
+	if (c->gen == PROTO_GEN_V1) {
+		/* torch 1.13 has no MULTI_SET; sets have no reply, so this is
+		 * just as pipelined. */
+		int rc = 0;
+		for (size_t i = 0; i < nkeys && rc == 0; i++)
+			rc = store_client_set(c, keys[i], values[i], lens[i]);
+		return rc;
+	}
 	client_req_begin(c, PROTO_OP_MULTI_SET);
 	int rc = (nkeys == 0 || (keys && values && lens)) ? proto_put_u64(&c->tx, nkeys) : -EINVAL;
 	for (size_t i = 0; i < nkeys && rc == 0; i++) {
@@ -210,6 +249,10 @@ int store_client_multi_set(struct store_client *c, const char *const *keys,
 
 int store_client_ping(struct store_client *c)
 {
+	if (c->gen == PROTO_GEN_V1) {
+		int64_t n;
+		return store_client_num_keys(c, &n); /* 1.13 has no PING */
+	}
 	uint32_t nonce = (uint32_t)time_now_ns();
 	client_req_begin(c, PROTO_OP_PING);
 	int rc = client_req_send(c, proto_put_u32(&c->tx, nonce));

@@ -438,6 +438,47 @@ static void test_refused_names_address(void **state)
 	assert_non_null(strstr(err, addr));
 }
 
+/* The torch 1.13 framing of our client, served by the same daemon. */
+static void test_client_v1_framing(void **state)
+{
+	struct fx *f = *state;
+	struct store_client *c = NULL;
+	char err[256];
+	assert_int_equal(store_client_connect_proto("127.0.0.1", f->d.port, 5000,
+						    STORE_CLIENT_PROTO_V1, &c, err, sizeof(err)),
+			 0);
+	assert_int_equal(store_client_ping(c), 0);
+	assert_int_equal(store_client_set(c, "v1", "one", 3), 0);
+	int64_t n;
+	assert_int_equal(store_client_add(c, "v1n", 4, &n), 0);
+	assert_int_equal(n, 4);
+	const char *keys[] = {"m1", "m2"};
+	const void *vals[] = {"a", "bb"};
+	size_t lens[] = {1, 2};
+	assert_int_equal(store_client_multi_set(c, keys, vals, lens, 2), 0);
+	void *got[2];
+	size_t glen[2];
+	assert_int_equal(store_client_multi_get(c, keys, 2, 1000, got, glen), 0);
+	assert_string_equal(got[0], "a");
+	assert_string_equal(got[1], "bb");
+	free(got[0]);
+	free(got[1]);
+	assert_int_equal(store_client_append(c, "v1", "x", 1), -EOPNOTSUPP);
+	assert_int_equal(store_client_delete(c, "v1n"), 1);
+	/* A 2.x client sees what the 1.13-framed one stored. */
+	void *v;
+	size_t len;
+	assert_int_equal(store_client_get(f->c, "v1", 1000, &v, &len), 0);
+	assert_string_equal(v, "one");
+	free(v);
+	/* No cancel in 1.13: after a timeout the connection is given up. */
+	const char *missing[] = {"nope"};
+	assert_int_equal(store_client_wait(c, missing, 1, 200), -ETIMEDOUT);
+	assert_non_null(strstr(store_client_error(c), "nope"));
+	assert_int_equal(store_client_ping(c), -EPIPE);
+	store_client_free(c);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -452,6 +493,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_half_frame_does_not_stall, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_connect_cycles_memory, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_connection_memory, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_client_v1_framing, setup, teardown),
 	    cmocka_unit_test(test_sigterm_with_clients),
 	    cmocka_unit_test(test_refused_names_address),
 	};
