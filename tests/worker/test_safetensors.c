@@ -1,0 +1,284 @@
+/*
+ * test_safetensors.c - checkpoint files: round trip of tensors and
+ * metadata, the on-disk layout, the atomic replace, strict and non-strict
+ * loads (module. prefix, missing, unexpected, mismatched), and refusal of
+ * malformed files.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ddp.h"
+
+static char dir[256];
+
+static int setup(void **state)
+{
+	snprintf(dir, sizeof(dir), "/tmp/ddp-st-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static float w1[6] = {1, 2, 3, 4, 5, 6};
+static double b1[3] = {0.5, -1.25, 3e100};
+static float s1[1] = {42};
+
+static void make_tensors(struct ddp_tensor *t, const char *prefix, char names[3][64])
+{
+	snprintf(names[0], 64, "%sfc1.weight", prefix);
+	snprintf(names[1], 64, "%sfc1.bias", prefix);
+	snprintf(names[2], 64, "%sscale", prefix);
+	t[0] = (struct ddp_tensor){names[0], DDP_FLOAT32, 2, {2, 3}, w1};
+	t[1] = (struct ddp_tensor){names[1], DDP_FLOAT64, 1, {3}, b1};
+	t[2] = (struct ddp_tensor){names[2], DDP_FLOAT32, 0, {0}, s1};
+}
+
+static void path_of(char *out, const char *name)
+{
+	snprintf(out, 300, "%s/%s", dir, name);
+}
+
+static void write_ckpt(const char *name, const char *prefix)
+{
+	struct ddp_tensor t[3];
+	char names[3][64], path[300], err[256];
+	struct ddp_meta meta[] = {{"step", "120"}, {"epoch", "3"}};
+
+	make_tensors(t, prefix, names);
+	path_of(path, name);
+	assert_int_equal(ddp_ckpt_write(path, t, 3, meta, 2, err, sizeof(err)), 0);
+}
+
+static void test_round_trip(void **state)
+{
+	struct ddp_ckpt *ck;
+	struct ddp_tensor t;
+	char path[300], err[256];
+
+	write_ckpt("a.safetensors", "");
+	path_of(path, "a.safetensors");
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	assert_string_equal(ddp_ckpt_meta(ck, "step"), "120");
+	assert_string_equal(ddp_ckpt_meta(ck, "epoch"), "3");
+	assert_null(ddp_ckpt_meta(ck, "nope"));
+	assert_int_equal(ddp_ckpt_num_tensors(ck), 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(ddp_ckpt_tensor(ck, i, &t), 0);
+		if (strcmp(t.name, "fc1.weight") == 0) {
+			assert_int_equal(t.ndim, 2);
+			assert_int_equal(t.shape[1], 3);
+			assert_memory_equal(t.data, w1, sizeof(w1));
+		} else if (strcmp(t.name, "fc1.bias") == 0) {
+			assert_int_equal(t.dtype, DDP_FLOAT64);
+			assert_memory_equal(t.data, b1, sizeof(b1));
+		} else {
+			assert_string_equal(t.name, "scale");
+			assert_int_equal(t.ndim, 0);
+			assert_memory_equal(t.data, s1, sizeof(s1));
+		}
+	}
+	assert_int_equal(ddp_ckpt_tensor(ck, 3, &t), -ERANGE);
+	ddp_ckpt_free(ck);
+}
+
+static void test_layout(void **state)
+{
+	char path[300], buf[4096];
+	uint64_t hlen;
+	json_t *root, *e;
+	int fd;
+	ssize_t n;
+
+	write_ckpt("b.safetensors", "");
+	path_of(path, "b.safetensors");
+	fd = open(path, O_RDONLY);
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	memcpy(&hlen, buf, 8);
+	assert_int_equal(hlen % 8, 0);
+	assert_int_equal((size_t)n, 8 + hlen + sizeof(w1) + sizeof(b1) + sizeof(s1));
+	root = json_loadb(buf + 8, hlen, 0, NULL);
+	assert_non_null(root);
+	e = json_object_get(root, "fc1.bias");
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "F64");
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "data_offsets"), 0)),
+			 sizeof(w1));
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(root, "__metadata__"), "step")),
+	    "120");
+	json_decref(root);
+	/* No temporary file is left behind. */
+	snprintf(path, sizeof(path), "%s/b.safetensors.tmp", dir);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+static void test_failed_write_keeps_previous(void **state)
+{
+	struct ddp_tensor t[2] = {{"x", DDP_FLOAT32, 1, {1}, s1}, {"x", DDP_FLOAT32, 1, {1}, s1}};
+	struct ddp_ckpt *ck;
+	char path[300], err[256];
+
+	write_ckpt("c.safetensors", "");
+	path_of(path, "c.safetensors");
+	assert_int_equal(ddp_ckpt_write(path, t, 2, NULL, 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'x' appears twice"));
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	assert_int_equal(ddp_ckpt_num_tensors(ck), 3);
+	ddp_ckpt_free(ck);
+}
+
+static void test_load_module_prefix(void **state)
+{
+	float w[6] = {0};
+	double b[3] = {0};
+	float s[1] = {0};
+	struct ddp_tensor t[3] = {{"fc1.weight", DDP_FLOAT32, 2, {2, 3}, w},
+				  {"fc1.bias", DDP_FLOAT64, 1, {3}, b},
+				  {"scale", DDP_FLOAT32, 0, {0}, s}};
+	struct ddp_load_report rep;
+	struct ddp_ckpt *ck;
+	char path[300], err[512];
+
+	write_ckpt("d.safetensors", "module.");
+	path_of(path, "d.safetensors");
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	assert_int_equal(ddp_ckpt_load(ck, t, 3, DDP_LOAD_STRICT, &rep, err, sizeof(err)), 0);
+	assert_int_equal(rep.prefix_stripped, 1);
+	assert_int_equal(rep.nloaded, 3);
+	assert_non_null(strstr(rep.report, "'module.' prefix"));
+	assert_memory_equal(w, w1, sizeof(w));
+	assert_memory_equal(b, b1, sizeof(b));
+	assert_memory_equal(s, s1, sizeof(s));
+	ddp_load_report_release(&rep);
+	ddp_ckpt_free(ck);
+}
+
+static void test_strict_refusals(void **state)
+{
+	float w[6] = {0}, extra[2] = {0}, s[4] = {0};
+	double b[3] = {0};
+	/* "extra" is missing from the file; "scale" has another shape; the
+	 * file's "fc1.bias" is unexpected (we do not ask for it). */
+	struct ddp_tensor t[3] = {{"fc1.weight", DDP_FLOAT32, 2, {2, 3}, w},
+				  {"extra", DDP_FLOAT32, 1, {2}, extra},
+				  {"scale", DDP_FLOAT32, 1, {4}, s}};
+	struct ddp_load_report rep;
+	struct ddp_ckpt *ck;
+	char path[300], err[1024];
+
+	write_ckpt("e.safetensors", "");
+	path_of(path, "e.safetensors");
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	assert_int_equal(ddp_ckpt_load(ck, t, 3, DDP_LOAD_STRICT, &rep, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "missing from the checkpoint: extra"));
+	assert_non_null(strstr(err, "unexpected in the checkpoint: fc1.bias"));
+	assert_non_null(strstr(err, "scale (checkpoint F32 [], model F32 [4])"));
+	assert_int_equal(rep.nloaded, 0);
+	assert_true(w[0] == 0.0f); /* nothing partially loaded */
+	ddp_load_report_release(&rep);
+	(void)b;
+
+	/* Non-strict: the matching tensor is loaded, the rest reported. */
+	assert_int_equal(ddp_ckpt_load(ck, t, 3, DDP_LOAD_NON_STRICT, &rep, err, sizeof(err)), 0);
+	assert_int_equal(rep.nloaded, 1);
+	assert_int_equal(rep.nmissing, 1);
+	assert_int_equal(rep.nunexpected, 1);
+	assert_int_equal(rep.nmismatched, 1);
+	assert_string_equal(rep.missing, "extra");
+	assert_memory_equal(w, w1, sizeof(w));
+	ddp_load_report_release(&rep);
+	ddp_ckpt_free(ck);
+}
+
+/* Writes a file of u64 header length + header + n data bytes. */
+static void write_raw(const char *name, uint64_t hlen_field, const char *header, size_t ndata)
+{
+	char path[300], zeros[64] = {0};
+	FILE *f;
+
+	path_of(path, name);
+	f = fopen(path, "wb");
+	fwrite(&hlen_field, 8, 1, f);
+	fwrite(header, 1, strlen(header), f);
+	fwrite(zeros, 1, ndata, f);
+	fclose(f);
+}
+
+static void expect_refused(const char *name, const char *why)
+{
+	struct ddp_ckpt *ck = NULL;
+	char path[300], err[512];
+
+	path_of(path, name);
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), -EINVAL);
+	assert_null(ck);
+	if (!strstr(err, why))
+		fail_msg("%s: message '%s' lacks '%s'", name, err, why);
+}
+
+static void test_malformed_files(void **state)
+{
+	const char *ok = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+
+	write_raw("m0", strlen(ok), ok, 8);
+	struct ddp_ckpt *ck;
+	char path[300], err[256];
+	path_of(path, "m0");
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	ddp_ckpt_free(ck);
+
+	write_raw("m1", 1u << 30, ok, 8);
+	expect_refused("m1", "bad header length");
+	write_raw("m2", 5, "{\"a\":", 0);
+	expect_refused("m2", "bad header length or JSON");
+	write_raw("m3", strlen(ok), ok, 4); /* data shorter than offsets */
+	expect_refused("m3", "tensor 'a'");
+	const char *wrong_len = "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}";
+	write_raw("m4", strlen(wrong_len), wrong_len, 8);
+	expect_refused("m4", "tensor 'a'");
+	const char *overlap = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+			      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+	write_raw("m5", strlen(overlap), overlap, 8);
+	expect_refused("m5", "overlap");
+	const char *dtype = "{\"a\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+	write_raw("m6", strlen(dtype), dtype, 8);
+	expect_refused("m6", "tensor 'a'");
+	const char *neg = "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}";
+	write_raw("m7", strlen(neg), neg, 8);
+	expect_refused("m7", "tensor 'a'");
+	write_raw("m8", 0, "", 0);
+	expect_refused("m8", "JSON");
+	path_of(path, "absent");
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_layout),
+	    cmocka_unit_test(test_failed_write_keeps_previous),
+	    cmocka_unit_test(test_load_module_prefix),
+	    cmocka_unit_test(test_strict_refusals),
+	    cmocka_unit_test(test_malformed_files),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
