@@ -56,12 +56,13 @@ static void write_file(const char *dir, const char *name, const char *text)
 
 static int do_env(const char *dir, int argc, char **argv)
 {
-	char path[4096];
+	char path[4096], tmp[4200];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/env.%d.%d", dir, env_int("RANK"),
 		 env_int("TORCHELASTIC_RESTART_COUNT"));
-	f = fopen(path, "w");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
 	if (!f)
 		return 91;
 	for (char **e = environ; *e; e++)
@@ -69,7 +70,7 @@ static int do_env(const char *dir, int argc, char **argv)
 	for (int i = 0; i < argc; i++)
 		fprintf(f, "ARGV%d=%s\n", i, argv[i]);
 	fclose(f);
-	return 0;
+	return rename(tmp, path) ? 93 : 0; /* readers see all of it or nothing */
 }
 
 static void wait_forever(void)

@@ -82,9 +82,17 @@ class LaunchCase(unittest.TestCase):
         self._tmp.cleanup()
 
     def start(self, args, env=None):
-        p = start(args, env)
+        p = start(args, dict(self.env(), **(env or {})))
         self.procs.append(p)
         return p
+
+    def env(self):
+        # ddplaunch's per-run directory goes in the test's own directory, so
+        # even a launcher killed with -9 leaves nothing in /tmp.
+        return {"TMPDIR": self.dir}
+
+    def launch(self, args, timeout=60, env=None, **kw):
+        return run(args, timeout, dict(self.env(), **(env or {})), **kw)
 
     def path(self, *parts):
         return os.path.join(self.dir, *parts)

@@ -16,7 +16,7 @@ from launchtest import (DDPLAUNCH, HELPER, LaunchCase, pid_alive, read_env, run,
 
 class Basics(LaunchCase):
     def test_success_env_and_restart_count(self):
-        r = run(["--nproc_per_node=3", HELPER, "env", self.dir])
+        r = self.launch(["--nproc_per_node=3", HELPER, "env", self.dir])
         self.assertEqual(r.returncode, 0, r.stderr)
         ports = set()
         for rank in range(3):
@@ -31,7 +31,7 @@ class Basics(LaunchCase):
         self.assertIn("OMP_NUM_THREADS=1", r.stderr)
 
     def test_exit_code_and_summary(self):
-        r = run(["--nproc_per_node=2", HELPER, "--only", "1", "pid", self.dir, "3"])
+        r = self.launch(["--nproc_per_node=2", HELPER, "--only", "1", "pid", self.dir, "3"])
         self.assertEqual(r.returncode, 3, r.stderr)
         pid = int(open(self.path("pid.1")).read())
         self.assertIn("first failure: rank 1 (local rank 1, pid %d) exited with code 3" % pid,
@@ -39,31 +39,31 @@ class Basics(LaunchCase):
         self.assertIn("attempt 1 of 1", r.stderr)
 
     def test_killed_by_signal(self):
-        r = run(["--nproc_per_node=2", HELPER, "--only", "0", "signal",
+        r = self.launch(["--nproc_per_node=2", HELPER, "--only", "0", "signal",
                  str(int(signal.SIGUSR1))])
         self.assertEqual(r.returncode, 128 + signal.SIGUSR1, r.stderr)
         self.assertIn("rank 0 (local rank 0, pid", r.stderr)
         self.assertIn("was killed by SIGUSR1", r.stderr)
 
     def test_program_not_found(self):
-        r = run([os.path.join(self.dir, "no-such-program")])
+        r = self.launch([os.path.join(self.dir, "no-such-program")])
         self.assertEqual(r.returncode, 127, r.stderr)
         self.assertIn("cannot run", r.stderr)
 
     def test_usage_errors(self):
-        r = run(["--nproc_per_node=x", HELPER])
+        r = self.launch(["--nproc_per_node=x", HELPER])
         self.assertEqual(r.returncode, 2)
         self.assertIn("bad value 'x' for 'nproc_per_node'", r.stderr)
-        r = run(["--nnodes=2", "--master_port=0", HELPER, "exit", "0"])
+        r = self.launch(["--nnodes=2", "--master_port=0", HELPER, "exit", "0"])
         self.assertEqual(r.returncode, 2)
         self.assertIn("multi-node", r.stderr)
-        r = run(["--help"])
+        r = self.launch(["--help"])
         self.assertEqual(r.returncode, 0)
         self.assertIn("--nproc_per_node", r.stdout)
 
     def test_error_file_and_log_dir(self):
         logs = self.path("logs")
-        r = run(["--nproc_per_node=2", "--log_dir", logs, HELPER, "--only", "1",
+        r = self.launch(["--nproc_per_node=2", "--log_dir", logs, HELPER, "--only", "1",
                  "error-file", "ValueError: bad shape", "4"])
         self.assertEqual(r.returncode, 4, r.stderr)
         self.assertIn("error file of rank 1: ValueError: bad shape", r.stderr)
@@ -81,7 +81,7 @@ class Basics(LaunchCase):
 class Output(LaunchCase):
     def test_no_interleaving(self):
         lines, length = 1500, 700
-        r = run(["--nproc_per_node=4", HELPER, "burst", str(lines), str(length)], timeout=120)
+        r = self.launch(["--nproc_per_node=4", HELPER, "burst", str(lines), str(length)], timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         pat = re.compile(r"^\[rank (\d)\]: R(\d):(\d+):([a-z]+)$")
         seen = {0: 0, 1: 0, 2: 0, 3: 0}
@@ -97,23 +97,23 @@ class Output(LaunchCase):
 
     def test_redirect_tee_filter_prefix(self):
         logs = self.path("logs")
-        r = run(["--nproc_per_node=2", "--log_dir", logs, "-r", "0:1", HELPER, "burst", "2",
+        r = self.launch(["--nproc_per_node=2", "--log_dir", logs, "-r", "0:1", HELPER, "burst", "2",
                  "5"])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("[rank 0]", r.stdout)
         self.assertIn("[rank 1]: R1:0:bbbbb", r.stdout)
         self.assertEqual(open(os.path.join(logs, "attempt_0", "0", "stdout.log")).read(),
                          "R0:0:aaaaa\nR0:1:aaaaa\n")
-        r = run(["--nproc_per_node=2", "--local_ranks_filter=1", "--prefix", "<%l/%r> ",
+        r = self.launch(["--nproc_per_node=2", "--local_ranks_filter=1", "--prefix", "<%l/%r> ",
                  HELPER, "burst", "1", "3"])
         self.assertEqual(r.stdout, "<1/1> R1:0:bbb\n")
-        r = run(["--nproc_per_node=1", "--no_prefix", HELPER, "burst", "1", "3"])
+        r = self.launch(["--nproc_per_node=1", "--no_prefix", HELPER, "burst", "1", "3"])
         self.assertEqual(r.stdout, "R0:0:aaa\n")
 
 
 class Supervision(LaunchCase):
     def test_restart_after_failure(self):
-        r = run(["--nproc_per_node=2", "--max_restarts=2", HELPER, "--only", "1",
+        r = self.launch(["--nproc_per_node=2", "--max_restarts=2", HELPER, "--only", "1",
                  "fail-once", "5"])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("restarting the worker group: restart 1 of 2", r.stderr)
@@ -121,7 +121,7 @@ class Supervision(LaunchCase):
         self.assertNotIn("restart 2 of 2", r.stderr)
 
     def test_restart_count_increases_until_exhausted(self):
-        r = run(["--nproc_per_node=1", "--max_restarts=2", HELPER, "exit", "7"])
+        r = self.launch(["--nproc_per_node=1", "--max_restarts=2", HELPER, "exit", "7"])
         self.assertEqual(r.returncode, 7, r.stderr)
         self.assertIn("restart 2 of 2", r.stderr)
         self.assertIn("attempt 3 of 3", r.stderr)
@@ -131,11 +131,14 @@ class Supervision(LaunchCase):
         # rank 0 dumps its env on every attempt; rank 1 fails on attempt 0.
         script = self.path("w.sh")
         with open(script, "w") as f:
-            f.write("#!/bin/sh\n%s env %s\n[ \"$RANK\" = 1 ] && [ "
-                    "\"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && exit 9\nexit 0\n"
-                    % (HELPER, self.dir))
+            # rank 1 fails in attempt 0 once rank 0 has dumped its env.
+            f.write("#!/bin/sh\n%s env %s\nif [ \"$RANK\" = 1 ] && [ "
+                    "\"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then\n"
+                    "  i=0; while [ ! -e %s/env.0.0 ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done\n"
+                    "  exit 9\nfi\nexit 0\n"
+                    % (HELPER, self.dir, self.dir))
         os.chmod(script, 0o755)
-        r = run(["--nproc_per_node=2", "--max_restarts=3", script])
+        r = self.launch(["--nproc_per_node=2", "--max_restarts=3", script])
         self.assertEqual(r.returncode, 0, r.stderr)
         for rank in (0, 1):
             e0 = read_env(self.path("env.%d.0" % rank))
@@ -148,10 +151,11 @@ class Supervision(LaunchCase):
 
     def test_grace_then_sigkill(self):
         t0 = time.monotonic()
-        r = run(["--nproc_per_node=2", "--grace_period=0.3", "--log_dir", self.path("logs2"),
+        r = self.launch(["--nproc_per_node=2", "--grace_period=0.3", "--log_dir", self.path("logs2"),
                  "--", "/bin/sh", "-c",
                  "if [ $RANK = 0 ]; then exec %s ignore-term %s; else "
-                 "while [ ! -e %s/ready.0 ]; do sleep 0.01; done; exit 6; fi"
+                 "i=0; while [ ! -e %s/ready.0 ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done; "
+                 "exit 6; fi"
                  % (HELPER, self.dir, self.dir)], timeout=30)
         elapsed = time.monotonic() - t0
         self.assertEqual(r.returncode, 6, r.stderr)
@@ -188,7 +192,7 @@ class Supervision(LaunchCase):
 
     def test_group_cleanup_kills_grandchildren(self):
         # A worker that fails while its grandchild still runs: the group goes.
-        r = run(["--nproc_per_node=1", "--", "/bin/sh", "-c",
+        r = self.launch(["--nproc_per_node=1", "--", "/bin/sh", "-c",
                  "/bin/sleep 1000 & echo $! > %s/gc; exit 3" % self.dir], timeout=30)
         self.assertEqual(r.returncode, 3, r.stderr)
         gc = int(open(self.path("gc")).read())
@@ -202,13 +206,13 @@ class Ports(LaunchCase):
         holder.listen(1)
         port = holder.getsockname()[1]
         try:
-            r = run(["--nproc_per_node=1", "--master_port=%d" % port, HELPER, "env", self.dir])
+            r = self.launch(["--nproc_per_node=1", "--master_port=%d" % port, HELPER, "env", self.dir])
             self.assertEqual(r.returncode, 0, r.stderr)
             m = re.search(r"ddplaunch: port %d is in use by another process; using (\d+) "
                           r"instead \(--strict_port to refuse\)" % port, r.stderr)
             self.assertIsNotNone(m, r.stderr)
             self.assertEqual(read_env(self.path("env.0.0"))["MASTER_PORT"], m.group(1))
-            r = run(["--strict_port", "--master_port=%d" % port, HELPER, "exit", "0"])
+            r = self.launch(["--strict_port", "--master_port=%d" % port, HELPER, "exit", "0"])
             self.assertEqual(r.returncode, 2)
             self.assertIn("port %d is in use by another process" % port, r.stderr)
         finally:
@@ -216,7 +220,7 @@ class Ports(LaunchCase):
 
     def test_store_is_bound_before_workers(self):
         # The worker checks that MASTER_PORT is already listening.
-        r = run(["--standalone", "--nproc_per_node=1", "--", "/usr/bin/python3", "-c",
+        r = self.launch(["--standalone", "--nproc_per_node=1", "--", "/usr/bin/python3", "-c",
                  "import os, socket; s = socket.create_connection(('127.0.0.1', "
                  "int(os.environ['MASTER_PORT'])), timeout=5); s.close()"])
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -229,7 +233,7 @@ class JobFiles(LaunchCase):
             f.write("[launch]\nnproc_per_node = 3\nmax_restarts = 1\n"
                     "[program]\nprogram = %s\narg = env\narg = %s\n"
                     "[env]\nJOB_VAR = from job file\n" % (HELPER, self.dir))
-        r = run(["--config", job, "--nproc_per_node=2"])
+        r = self.launch(["--config", job, "--nproc_per_node=2"])
         self.assertEqual(r.returncode, 0, r.stderr)
         env = read_env(self.path("env.1.0"))
         self.assertEqual(env["WORLD_SIZE"], "2")
@@ -241,7 +245,7 @@ class JobFiles(LaunchCase):
         job = self.path("bad.ini")
         with open(job, "w") as f:
             f.write("[launch]\nnproc_per_node = 2\nmaster_prot = 1\n")
-        r = run(["--config", job, HELPER, "exit", "0"])
+        r = self.launch(["--config", job, HELPER, "exit", "0"])
         self.assertEqual(r.returncode, 2)
         self.assertIn("%s:3: unknown key 'master_prot' in [launch]" % job, r.stderr)
 
@@ -253,10 +257,10 @@ class Programs(LaunchCase):
             f.write("import sys, os\nprint('py', os.environ['RANK'], sys.argv[1:], "
                     "sys.flags.dont_write_bytecode, sys.stdout.line_buffering)\n")
         env = {"PYTHON_EXEC": "/usr/bin/python3", "PYTHONPATH": self.dir}
-        r = run(["--nproc_per_node=2", "--pass_local_rank", script, "a", "b"], env=env)
+        r = self.launch(["--nproc_per_node=2", "--pass_local_rank", script, "a", "b"], env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("[rank 1]: py 1 ['--local_rank=1', 'a', 'b']", r.stdout)
-        r = run(["-m", "--nproc_per_node=1", "show", "x"], env=env)
+        r = self.launch(["-m", "--nproc_per_node=1", "show", "x"], env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("[rank 0]: py 0 ['x']", r.stdout)
         os.chmod(script, 0o755)
@@ -264,7 +268,7 @@ class Programs(LaunchCase):
             body = f.read()
         with open(script, "w") as f:
             f.write("#!/usr/bin/python3\n" + body)
-        r = run(["--no_python", script, "y"], env={"PYTHON_EXEC": "/nonexistent"})
+        r = self.launch(["--no_python", script, "y"], env={"PYTHON_EXEC": "/nonexistent"})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("[rank 0]: py 0 ['y']", r.stdout)
 

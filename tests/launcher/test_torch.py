@@ -37,7 +37,7 @@ class TorchJobs(LaunchCase):
                 raise
             held = False  # busy for another reason: still the case under test
         try:
-            r = run(["--nproc_per_node=2", "--master_port=23455", SCRIPT], timeout=240,
+            r = self.launch(["--nproc_per_node=2", "--master_port=23455", SCRIPT], timeout=240,
                     env=TORCH_ENV)
             found = self.check_trained(r)
             moved = re.search(r"port 23455 is in use by another process; using (\d+) instead",
@@ -50,12 +50,12 @@ class TorchJobs(LaunchCase):
             holder.close()
 
     def test_legacy_local_rank_as_module(self):
-        r = run(["--nproc_per_node=2", "--master_port=0", "--pass_local_rank", "-m",
+        r = self.launch(["--nproc_per_node=2", "--master_port=0", "--pass_local_rank", "-m",
                  "ddp_gloo", "--require_local_rank"], timeout=240, env=TORCH_ENV)
         self.check_trained(r)
 
     def test_fail_on_attempt0_then_restart_no_python(self):
-        r = run(["--nproc_per_node=2", "--master_port=0", "--max_restarts=1", "--no_python",
+        r = self.launch(["--nproc_per_node=2", "--master_port=0", "--max_restarts=1", "--no_python",
                  PYTHON, "-u", SCRIPT, "--fail_once_rank=1"], timeout=300, env=TORCH_ENV)
         self.check_trained(r, attempt="1")
         self.assertIn("first failure: rank 1 (local rank 1", r.stderr)
