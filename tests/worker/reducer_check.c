@@ -1,0 +1,223 @@
+/*
+ * reducer_check.c - a worker program for the reducer tests (run by
+ * ddplaunch with 2-4 ranks). Checks: parameters and buffers broadcast from
+ * rank 0 at creation; gradients averaged over ranks, identical bits on
+ * every rank, whatever order grad_ready is called in; frozen parameters
+ * untouched; no_sync accumulation; buffers synchronised from rank 0;
+ * collective checkpoint save (rank 0) and load (every rank) with a
+ * "module." prefix. Mode "mismatch": rank 1 declares another shape, and
+ * every rank must fail naming the parameter. Exit 0 on success.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp.h"
+
+#define NP  4
+#define BIG 300007
+#define CHECK(c, ...)                                                                              \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, "rank %d: ", me);                                          \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static int me, world;
+static const size_t numel[NP] = {5, 6, BIG, 7};
+
+static float val(int rank, size_t p, size_t i, int salt)
+{
+	return (float)sin(rank * 3.1 + (double)p * 7.7 + (double)i * 0.37 + salt) * 10.0f;
+}
+
+static void fill(float *x, int rank, size_t p, size_t n, int salt)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = val(rank, p, i, salt);
+}
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+	return h;
+}
+
+static void check_same_bits(struct ddp_ctx *ctx, float **grad)
+{
+	uint64_t h = 1469598103934665603ull;
+	double mine[2], all[128];
+
+	/* p0 is frozen: its gradient stays local and differs by design. */
+	for (size_t p = 1; p < NP; p++)
+		h = fnv(grad[p], numel[p] * sizeof(float), h);
+	mine[0] = (double)(h >> 32);
+	mine[1] = (double)(h & 0xffffffffu);
+	CHECK(ddp_allgather(ctx, mine, all, 2, DDP_FLOAT64) == 0, "allgather");
+	for (int r = 0; r < world; r++)
+		CHECK(all[2 * r] == mine[0] && all[2 * r + 1] == mine[1],
+		      "gradients differ from rank %d's bits", r);
+}
+
+/* grad[p][i] must be the average over ranks of the sum of salts' values. */
+static void check_avg(float **grad, const int *salts, int nsalts)
+{
+	for (size_t p = 1; p < NP; p++) {
+		for (size_t i = 0; i < numel[p]; i += (p == 2 ? 997 : 1)) {
+			double ref = 0;
+
+			for (int r = 0; r < world; r++)
+				for (int s = 0; s < nsalts; s++)
+					ref += val(r, p, i, salts[s]);
+			ref /= world;
+			CHECK(fabs(grad[p][i] - ref) < 1e-4 * (1 + fabs(ref)),
+			      "grad %zu[%zu] = %g, expected %g", p, i, grad[p][i], ref);
+		}
+	}
+}
+
+static void checkpoint_round_trip(struct ddp_ctx *ctx, float **data, const char *dir)
+{
+	char path[512], names[NP][32];
+	struct ddp_tensor save[NP], load[NP];
+	float *back[NP];
+	struct ddp_load_report rep;
+
+	snprintf(path, sizeof(path), "%s/reducer-check.safetensors", dir);
+	for (size_t p = 0; p < NP; p++) {
+		snprintf(names[p], sizeof(names[p]), "module.p%zu", p);
+		save[p] =
+		    (struct ddp_tensor){names[p], DDP_FLOAT32, 1, {(int64_t)numel[p]}, data[p]};
+		back[p] = calloc(numel[p], sizeof(float));
+		load[p] = save[p];
+		load[p].name = names[p] + strlen("module.");
+		load[p].data = back[p];
+	}
+	struct ddp_meta meta[] = {{"step", "1"}};
+	CHECK(ddp_checkpoint_save(ctx, path, save, NP, meta, 1) == 0, "save: %s", ddp_error(ctx));
+	CHECK(ddp_checkpoint_load(ctx, path, load, NP, DDP_LOAD_STRICT, &rep, NULL) == 0,
+	      "load: %s", ddp_error(ctx));
+	CHECK(rep.prefix_stripped == 1 && rep.nloaded == NP, "load report");
+	for (size_t p = 0; p < NP; p++)
+		CHECK(memcmp(back[p], data[p], numel[p] * sizeof(float)) == 0, "tensor %zu", p);
+	ddp_load_report_release(&rep);
+	for (size_t p = 0; p < NP; p++)
+		free(back[p]);
+}
+
+static int run(struct ddp_ctx *ctx, int mismatch, const char *dir)
+{
+	float *data[NP], *grad[NP], bn[4];
+	struct ddp_param params[NP], buffers[1];
+	struct ddp_reducer *red;
+	struct ddp_reducer_options o = {.bucket_cap_bytes = 256 << 10,
+					.first_bucket_cap_bytes = 64};
+	char names[NP][16];
+	int rc;
+
+	for (size_t p = 0; p < NP; p++) {
+		data[p] = malloc(numel[p] * sizeof(float));
+		grad[p] = malloc(numel[p] * sizeof(float));
+		fill(data[p], me, p, numel[p], 100);
+		snprintf(names[p], sizeof(names[p]), "p%zu", p);
+		params[p] = (struct ddp_param){names[p], DDP_FLOAT32, 1,     {(int64_t)numel[p]},
+					       data[p],	 grad[p],     p != 0};
+	}
+	if (mismatch && me == 1) {
+		params[1].ndim = 2;
+		params[1].shape[0] = 3;
+		params[1].shape[1] = 2;
+	}
+	fill(bn, me, 9, 4, 0);
+	buffers[0] = (struct ddp_param){"bn.running_mean", DDP_FLOAT32, 1, {4}, bn, NULL, 0};
+	rc = ddp_reducer_new(ctx, params, NP, buffers, 1, &o, &red);
+	if (mismatch) {
+		CHECK(rc == -EINVAL && strstr(ddp_error(ctx), "'p1'") &&
+			  strstr(ddp_error(ctx), "rank 1"),
+		      "mismatch not reported: %d %s", rc, ddp_error(ctx));
+		printf("rank %d: refused as expected: %s\n", me, ddp_error(ctx));
+		return 0;
+	}
+	CHECK(rc == 0, "reducer_new: %s", ddp_error(ctx));
+	CHECK(ddp_reducer_bucket_of(red, 0) == -1, "frozen p0 in a bucket");
+	CHECK(ddp_reducer_bucket_of(red, 3) == 0, "last param not in the first bucket");
+	CHECK(ddp_reducer_num_buckets(red) >= 3, "expected >= 3 buckets");
+	for (size_t p = 0; p < NP; p++)
+		for (size_t i = 0; i < numel[p]; i += 101)
+			CHECK(data[p][i] == val(0, p, i, 100), "param %zu not rank 0's", p);
+	CHECK(bn[0] == val(0, 9, 0, 0), "buffer not rank 0's");
+
+	/* A synchronised step, grads marked ready in reverse order. */
+	for (size_t p = 0; p < NP; p++)
+		fill(grad[p], me, p, numel[p], 1);
+	CHECK(ddp_reducer_prepare(red, 1) == 0, "prepare");
+	for (size_t p = NP; p-- > 0;)
+		CHECK(ddp_reducer_grad_ready(red, p) == 0, "grad_ready %zu", p);
+	CHECK(ddp_reducer_finish(red) == 0, "finish: %s", ddp_error(ctx));
+	int s1[] = {1};
+	check_avg(grad, s1, 1);
+	check_same_bits(ctx, grad);
+	CHECK(grad[0][0] == val(me, 0, 0, 1), "frozen gradient was changed");
+
+	/* no_sync then sync: the accumulated gradients are averaged once. */
+	for (size_t p = 0; p < NP; p++)
+		fill(grad[p], me, p, numel[p], 2);
+	CHECK(ddp_reducer_prepare(red, 0) == 0, "prepare no_sync");
+	for (size_t p = NP; p-- > 0;)
+		ddp_reducer_grad_ready(red, p);
+	CHECK(ddp_reducer_finish(red) == 0, "finish no_sync");
+	CHECK(grad[1][0] == val(me, 1, 0, 2), "no_sync step reduced gradients");
+	for (size_t p = 0; p < NP; p++)
+		for (size_t i = 0; i < numel[p]; i++)
+			grad[p][i] += val(me, p, i, 3);
+	CHECK(ddp_reducer_prepare(red, 1) == 0, "prepare");
+	/* Only some marked ready: finish reduces the rest itself. */
+	CHECK(ddp_reducer_grad_ready(red, 3) == 0, "grad_ready 3");
+	CHECK(ddp_reducer_finish(red) == 0, "finish: %s", ddp_error(ctx));
+	int s23[] = {2, 3};
+	check_avg(grad, s23, 2);
+	check_same_bits(ctx, grad);
+
+	/* Buffers drift apart, then are synchronised from rank 0. */
+	bn[2] = (float)me;
+	CHECK(ddp_reducer_sync_buffers(red) == 0, "sync_buffers");
+	CHECK(bn[2] == 0.0f, "buffer not synchronised from rank 0");
+
+	struct ddp_reducer_stats st;
+	ddp_reducer_get_stats(red, &st);
+	CHECK(st.steps == 2 && st.bytes_reduced > 0, "stats");
+	checkpoint_round_trip(ctx, data, dir);
+	if (me == 0)
+		printf("reducer ok: %zu buckets, %s\n", ddp_reducer_num_buckets(red),
+		       ddp_backend_name(ctx));
+	ddp_reducer_free(red);
+	for (size_t p = 0; p < NP; p++) {
+		free(data[p]);
+		free(grad[p]);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ddp_ctx *ctx;
+	char err[1024];
+	int rc = ddp_init(NULL, &ctx, err, sizeof(err));
+
+	if (rc < 0) {
+		fprintf(stderr, "reducer_check: %s\n", err);
+		return 1;
+	}
+	me = ddp_rank(ctx);
+	world = ddp_world_size(ctx);
+	rc = run(ctx, argc > 1 && strcmp(argv[1], "mismatch") == 0, argc > 2 ? argv[2] : "/tmp");
+	ddp_free(ctx);
+	return rc;
+}
