@@ -32,62 +32,29 @@
  * message naming the operation and the ranks, and fails this and every
  * later call; the launcher then restarts the group with a new unique id.
  *
+ * Host buffers: a collective given host memory (libddp's checkpoint status
+ * flag, say) is staged through a pinned buffer and a device buffer; the
+ * result reaches the host buffer when synchronize() sees it done.
+ *
+ * Files: this one (communicator, collectives, watchdog), backend_nccl_mem.c
+ * (allocations, copies, staging), backend_nccl_boot.c (unique id, device).
+ *
  * Threads: NCCL calls are made by the thread that runs the collectives (the
  * context's communication thread); copy() may come from the application
  * thread at the same time, so a mutex covers the backend's state and every
  * enqueue. abort() only raises an atomic flag, obeyed at the next poll.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
-/* This file is built only with NCCL; backend.h declares its entry points
- * under DDP_HAVE_NCCL. */
-#ifndef DDP_HAVE_NCCL
-#define DDP_HAVE_NCCL 1
-#endif
-#include "backend.h"
 #include "backend_nccl.h"
+#include "backend_nccl_int.h"
 #include "cudak_probe.h"
 #include "cudak_stream.h"
 #include "timeutil.h"
-
-struct nccl_alloc {
-	char *ptr;
-	size_t bytes;
-};
-
-struct nccl_backend {
-	struct ddp_backend base;
-	pthread_mutex_t lock;
-	ncclComm_t comm;
-	cudaStream_t stream;  /* collectives */
-	cudaStream_t cstream; /* copies */
-	cudaEvent_t compute;  /* recorded on the compute stream */
-	cudaEvent_t copied;   /* recorded after each copy */
-	cudaEvent_t done;     /* recorded after each collective */
-	float *scratch;	      /* one float for the barrier */
-	struct nccl_alloc *allocs;
-	size_t nallocs;
-	uint64_t timeout_ms;
-	atomic_int abort_requested;
-	int broken;	      /* the communicator was aborted */
-	int pending;	      /* a collective issued since the last synchronize */
-	uint64_t deadline_ms; /* of the pending collective */
-	char op[96];	      /* the last collective, for messages */
-};
-
-static struct nccl_backend *nb_of(struct ddp_backend *b)
-{
-	return (struct nccl_backend *)b;
-}
 
 /* Sleeps a little while polling; the interval grows to 1 ms. */
 static void nb_pause(unsigned *us)
@@ -99,7 +66,7 @@ static void nb_pause(unsigned *us)
 		*us *= 2;
 }
 
-static int nb_cuda(struct nccl_backend *nb, const char *what, cudaError_t err)
+int nb_cuda(struct nccl_backend *nb, const char *what, cudaError_t err)
 {
 	if (err == cudaSuccess)
 		return 0;
@@ -123,6 +90,7 @@ static void nb_abort_comm(struct nccl_backend *nb)
 static int nb_fail(struct nccl_backend *nb, int rc, const char *reason)
 {
 	nb_abort_comm(nb);
+	nb->copyback = NULL;
 	snprintf(nb->base.err, sizeof(nb->base.err),
 		 "nccl: %s on rank %d of %d %s; the communicator was aborted (the launcher "
 		 "restarts the group)",
@@ -173,17 +141,6 @@ static int nb_wait_progress(struct nccl_backend *nb, uint64_t deadline_ms)
 	while ((rc = nb_poll(nb, deadline_ms)) == 1)
 		nb_pause(&us);
 	return rc;
-}
-
-/* 1 if [ptr, ptr + bytes) lies in a buffer from this backend's alloc(). */
-static int nb_owns(struct nccl_backend *nb, const void *ptr, size_t bytes)
-{
-	const char *p = ptr;
-
-	for (size_t i = 0; i < nb->nallocs; i++)
-		if (p >= nb->allocs[i].ptr && p + bytes <= nb->allocs[i].ptr + nb->allocs[i].bytes)
-			return 1;
-	return 0;
 }
 
 /* Start of a collective (lock held): usable? right device? the
@@ -259,6 +216,33 @@ bad:
 	return -EINVAL;
 }
 
+/* An in-place collective on buf (all-reduce or broadcast): a host buffer
+ * goes through the staging buffers. */
+static int nb_inplace(struct nccl_backend *nb, const char *what, void *buf, size_t count,
+		      ncclDataType_t t, size_t esz, ncclRedOp_t o, int root)
+{
+	size_t bytes = count * esz;
+	int host = bytes && nb_is_host(buf);
+	void *d = buf;
+	int rc = nb_begin(nb, what, count, buf, buf, bytes);
+
+	if (rc == 0 && host) {
+		rc = nb_stage_reserve(nb, bytes);
+		if (rc == 0)
+			rc = nb_stage_in(nb, 0, buf, bytes);
+		d = nb->stage_dev;
+	}
+	if (rc < 0)
+		return rc;
+	if (root < 0)
+		rc = nb_end(nb, ncclAllReduce(d, d, count, t, o, nb->comm, nb->stream));
+	else
+		rc = nb_end(nb, ncclBroadcast(d, d, count, t, root, nb->comm, nb->stream));
+	if (rc == 0 && host)
+		rc = nb_stage_out(nb, 0, buf, bytes);
+	return rc;
+}
+
 static int nb_allreduce(struct ddp_backend *b, void *buf, size_t count, enum ddp_dtype dtype,
 			enum ddp_op op)
 {
@@ -271,9 +255,7 @@ static int nb_allreduce(struct ddp_backend *b, void *buf, size_t count, enum ddp
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&nb->lock);
-	rc = nb_begin(nb, "all-reduce", count, buf, buf, count * esz);
-	if (rc == 0)
-		rc = nb_end(nb, ncclAllReduce(buf, buf, count, t, o, nb->comm, nb->stream));
+	rc = nb_inplace(nb, "all-reduce", buf, count, t, esz, o, -1);
 	pthread_mutex_unlock(&nb->lock);
 	return rc;
 }
@@ -289,11 +271,41 @@ static int nb_broadcast(struct ddp_backend *b, void *buf, size_t count, enum ddp
 
 	if (rc < 0)
 		return rc;
+	if (root < 0 || root >= b->world_size) {
+		snprintf(b->err, sizeof(b->err), "nccl: broadcast root %d is not a rank (0 to %d)",
+			 root, b->world_size - 1);
+		return -EINVAL;
+	}
 	pthread_mutex_lock(&nb->lock);
-	rc = nb_begin(nb, "broadcast", count, buf, buf, count * esz);
-	if (rc == 0)
-		rc = nb_end(nb, ncclBroadcast(buf, buf, count, t, root, nb->comm, nb->stream));
+	rc = nb_inplace(nb, "broadcast", buf, count, t, esz, o, root);
 	pthread_mutex_unlock(&nb->lock);
+	return rc;
+}
+
+/* All-gather; host send or recv buffers go through the staging buffers
+ * (send at offset 0, recv after it). */
+static int nb_gather(struct nccl_backend *nb, const void *send, void *recv, size_t count,
+		     ncclDataType_t t, size_t esz)
+{
+	size_t sb = count * esz, rb = sb * (size_t)nb->base.world_size;
+	size_t roff = (sb + 255) / 256 * 256;
+	int hs = sb && nb_is_host(send), hr = sb && nb_is_host(recv);
+	const void *ds = send;
+	void *dr = recv;
+	int rc = nb_begin(nb, "all-gather", count, send, recv, sb);
+
+	if (rc == 0 && (hs || hr))
+		rc = nb_stage_reserve(nb, roff + rb);
+	if (rc == 0 && hs) {
+		rc = nb_stage_in(nb, 0, send, sb);
+		ds = nb->stage_dev;
+	}
+	if (hr)
+		dr = nb->stage_dev + roff;
+	if (rc == 0)
+		rc = nb_end(nb, ncclAllGather(ds, dr, count, t, nb->comm, nb->stream));
+	if (rc == 0 && hr)
+		rc = nb_stage_out(nb, roff, recv, rb);
 	return rc;
 }
 
@@ -309,9 +321,7 @@ static int nb_allgather(struct ddp_backend *b, const void *send, void *recv, siz
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&nb->lock);
-	rc = nb_begin(nb, "all-gather", count, send, recv, count * esz);
-	if (rc == 0)
-		rc = nb_end(nb, ncclAllGather(send, recv, count, t, nb->comm, nb->stream));
+	rc = nb_gather(nb, send, recv, count, t, esz);
 	pthread_mutex_unlock(&nb->lock);
 	return rc;
 }
@@ -342,6 +352,7 @@ static int nb_sync_step(struct nccl_backend *nb)
 	q = cudaEventQuery(nb->done);
 	if (q == cudaSuccess) {
 		nb->pending = 0;
+		nb_stage_finish(nb);
 		return 0;
 	}
 	if (q != cudaErrorNotReady)
@@ -368,125 +379,6 @@ static int nb_synchronize(struct ddp_backend *b)
 			return rc;
 		nb_pause(&us);
 	}
-}
-
-static int nb_track(struct nccl_backend *nb, void *p, size_t bytes)
-{
-	struct nccl_alloc *a = realloc(nb->allocs, (nb->nallocs + 1) * sizeof(*a));
-
-	if (!a)
-		return -ENOMEM;
-	nb->allocs = a;
-	a[nb->nallocs++] = (struct nccl_alloc){p, bytes};
-	return 0;
-}
-
-static int nb_alloc(struct ddp_backend *b, size_t bytes, void **out)
-{
-	struct nccl_backend *nb = nb_of(b);
-	void *p = NULL;
-	size_t n = bytes < 64 ? 64 : bytes;
-	int rc;
-
-	*out = NULL;
-	pthread_mutex_lock(&nb->lock);
-	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
-	if (rc == 0 && cudaMalloc(&p, n) != cudaSuccess) {
-		snprintf(b->err, sizeof(b->err),
-			 "nccl backend: cannot allocate %zu bytes on device %d", n, b->device);
-		rc = -ENOMEM;
-	}
-	/* Zero-filled and visible to every stream once alloc returns. */
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaMemsetAsync", cudaMemsetAsync(p, 0, n, nb->cstream));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamSynchronize", cudaStreamSynchronize(nb->cstream));
-	if (rc == 0)
-		rc = nb_track(nb, p, n);
-	if (rc < 0)
-		cudaFree(p);
-	else
-		*out = p;
-	pthread_mutex_unlock(&nb->lock);
-	return rc;
-}
-
-static void nb_free_mem(struct ddp_backend *b, void *ptr)
-{
-	struct nccl_backend *nb = nb_of(b);
-
-	if (!ptr)
-		return;
-	pthread_mutex_lock(&nb->lock);
-	for (size_t i = 0; i < nb->nallocs; i++)
-		if (nb->allocs[i].ptr == ptr) {
-			nb->allocs[i] = nb->allocs[--nb->nallocs];
-			break;
-		}
-	cudaSetDevice(b->device);
-	cudaFree(ptr);
-	pthread_mutex_unlock(&nb->lock);
-}
-
-/* See the top of the file: compute -> copy stream -> compute. */
-static int nb_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
-{
-	struct nccl_backend *nb = nb_of(b);
-	cudaStream_t compute;
-	int rc;
-
-	if (bytes == 0)
-		return 0;
-	pthread_mutex_lock(&nb->lock);
-	compute = cudak_stream_compute(b->device);
-	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->compute, compute));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamWaitEvent",
-			     cudaStreamWaitEvent(nb->cstream, nb->compute, 0));
-	if (rc == 0)
-		rc = nb_cuda(
-		    nb, "cudaMemcpyAsync",
-		    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nb->cstream));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->copied, nb->cstream));
-	if (rc == 0)
-		rc =
-		    nb_cuda(nb, "cudaStreamWaitEvent", cudaStreamWaitEvent(compute, nb->copied, 0));
-	pthread_mutex_unlock(&nb->lock);
-	return rc;
-}
-
-static int nb_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes,
-			int to_host)
-{
-	struct nccl_backend *nb = nb_of(b);
-	int rc;
-
-	if (bytes == 0)
-		return 0;
-	pthread_mutex_lock(&nb->lock);
-	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventRecord",
-			     cudaEventRecord(nb->compute, cudak_stream_compute(b->device)));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamWaitEvent",
-			     cudaStreamWaitEvent(nb->cstream, nb->compute, 0));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamWaitEvent",
-			     cudaStreamWaitEvent(nb->cstream, nb->done, 0));
-	if (rc == 0)
-		rc = nb_cuda(
-		    nb, "cudaMemcpyAsync",
-		    cudaMemcpyAsync(dst, src, bytes,
-				    to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
-				    nb->cstream));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamSynchronize", cudaStreamSynchronize(nb->cstream));
-	pthread_mutex_unlock(&nb->lock);
-	return rc;
 }
 
 static void nb_abort(struct ddp_backend *b)
@@ -524,14 +416,14 @@ static void nb_close(struct ddp_backend *b)
 	if (!b)
 		return;
 	cudaSetDevice(b->device);
-	if (nb->stream && !nb->broken && !atomic_load(&nb->abort_requested))
-		cudaStreamSynchronize(nb->stream);
+	/* A collective still pending is waited for under the watchdog (its
+	 * deadline, ddp_abort), never unboundedly. */
+	if (nb->pending && !nb->broken)
+		nb_synchronize(b);
 	nb_release_comm(nb);
 	if (nb->cstream)
 		cudaStreamSynchronize(nb->cstream);
-	for (size_t i = 0; i < nb->nallocs; i++)
-		cudaFree(nb->allocs[i].ptr);
-	free(nb->allocs);
+	nb_mem_release(nb);
 	cudaFree(nb->scratch);
 	if (nb->compute)
 		cudaEventDestroy(nb->compute);

@@ -1,0 +1,91 @@
+/*
+ * backend_nccl_int.h - the inside of the NCCL backend, shared by
+ * backend_nccl.c (communicator, collectives, watchdog) and
+ * backend_nccl_mem.c (memory, copies, staging of host buffers). Not
+ * installed. Every nb_* function here is called with nb->lock held.
+ */
+#ifndef DDP_WORKER_BACKEND_NCCL_INT_H
+#define DDP_WORKER_BACKEND_NCCL_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+/* This code is built only with NCCL; backend.h declares its entry points
+ * under DDP_HAVE_NCCL. */
+#ifndef DDP_HAVE_NCCL
+#define DDP_HAVE_NCCL 1
+#endif
+#include "backend.h"
+
+struct nccl_alloc {
+	char *ptr;
+	size_t bytes;
+};
+
+struct nccl_backend {
+	struct ddp_backend base;
+	pthread_mutex_t lock;
+	ncclComm_t comm;
+	cudaStream_t stream;  /* collectives */
+	cudaStream_t cstream; /* copies */
+	cudaEvent_t compute;  /* recorded on the compute stream */
+	cudaEvent_t copied;   /* recorded after each copy */
+	cudaEvent_t done;     /* recorded after each collective */
+	float *scratch;	      /* one float for the barrier */
+	struct nccl_alloc *allocs;
+	size_t nallocs;
+	/* Staging of host buffers given to collectives (small control values
+	 * such as a checkpoint's status flag): device and pinned host twins,
+	 * and where synchronize() copies the result once the collective is
+	 * done. */
+	char *stage_dev;
+	char *stage_host;
+	size_t stage_len;
+	void *copyback;
+	size_t copyback_len;
+	size_t copyback_off;
+	uint64_t timeout_ms;
+	atomic_int abort_requested;
+	int broken;	      /* the communicator was aborted */
+	int pending;	      /* a collective issued since the last synchronize */
+	uint64_t deadline_ms; /* of the pending collective */
+	char op[96];	      /* the last collective, for messages */
+};
+
+static inline struct nccl_backend *nb_of(struct ddp_backend *b)
+{
+	return (struct nccl_backend *)b;
+}
+
+/* A CUDA error: message in nb->base.err naming `what`, -EIO. */
+int nb_cuda(struct nccl_backend *nb, const char *what, cudaError_t err);
+
+/* backend_nccl_mem.c: the memory ops of the backend table (they take the
+ * lock themselves). */
+int nb_alloc(struct ddp_backend *b, size_t bytes, void **out);
+void nb_free_mem(struct ddp_backend *b, void *ptr);
+int nb_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes);
+int nb_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes, int to_host);
+
+/* 1 if [ptr, ptr + bytes) lies in a buffer from this backend's alloc(). */
+int nb_owns(struct nccl_backend *nb, const void *ptr, size_t bytes);
+/* 1 if ptr is host memory (pageable or pinned), 0 for device or managed. */
+int nb_is_host(const void *ptr);
+/* Makes the staging buffers at least `bytes` long. */
+int nb_stage_reserve(struct nccl_backend *nb, size_t bytes);
+/* Queues host src -> device staging area at `off` on the comm stream. */
+int nb_stage_in(struct nccl_backend *nb, size_t off, const void *src, size_t bytes);
+/* Queues the device staging area at `off` back to the pinned buffer after
+ * the collective, re-records nb->done, and remembers dst: nb_stage_finish()
+ * copies the bytes there once nb->done has completed. */
+int nb_stage_out(struct nccl_backend *nb, size_t off, void *dst, size_t bytes);
+void nb_stage_finish(struct nccl_backend *nb);
+/* Frees what backend_nccl_mem.c owns (at close). */
+void nb_mem_release(struct nccl_backend *nb);
+
+#endif
