@@ -64,7 +64,7 @@ static int wait_exit(int pidfd, uint64_t timeout_ms)
 int lb_run_cmd(char *const argv[], const char *bench_dir, const char *log_path, uint64_t timeout_ms,
 	       struct lb_run *out)
 {
-	struct rusage ru;
+	struct rusage ru = {0};
 	double t0 = mono_s();
 	int status = 0, pidfd, timed_out = 0;
 	pid_t pid = fork();
@@ -87,6 +87,8 @@ int lb_run_cmd(char *const argv[], const char *bench_dir, const char *log_path, 
 	if (pidfd >= 0)
 		close(pidfd);
 	out->maxrss_kib = ru.ru_maxrss;
+	out->cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+		     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 	if (timed_out)
 		out->status = -1;
 	else if (WIFEXITED(status))

@@ -10,6 +10,7 @@
 struct lb_run {
 	int status;	 /* exit code, 128+signal, or -1 (timed out) */
 	double seconds;	 /* fork to reaped, CLOCK_MONOTONIC */
+	double cpu_s;	 /* user + system CPU of the launcher and its reaped children */
 	long maxrss_kib; /* wait4's ru_maxrss: the launcher or its largest child */
 };
 

@@ -28,7 +28,7 @@ done
 if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root" -Dbuildtype=release >/dev/null
 fi
-meson compile -C "$build" store_bench launch_bench launch_bench_worker ddp-rdzvd ddplaunch >/dev/null
+meson compile -C "$build" store_bench launch_bench launch_bench_worker ddp-rdzvd ddplaunch ddp-exec >/dev/null
 
 # The path of a built executable, by target name.
 target_path() {

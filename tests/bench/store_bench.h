@@ -7,7 +7,10 @@
  *                 ddp-rdzvd only, torch 1.13's server does not speak it;
  *   SB_WIRE_V113  torch 1.13 frames from the store's codec (proto.h) over a
  *                 plain socket; both servers speak it, so the same bytes
- *                 measure both.
+ *                 measure both; each query leaves in one send();
+ *   SB_WIRE_V113_SPLIT  the same frames sent as torch 1.13's client sends
+ *                 them: the type byte alone, then the rest (two segments
+ *                 on the wire, as captured with strace).
  * Every function is bounded in time and frees what it opened. Fallible
  * functions return >= 0 or a negative errno.
  */
@@ -23,6 +26,7 @@
 enum sb_wire {
 	SB_WIRE_API,
 	SB_WIRE_V113,
+	SB_WIRE_V113_SPLIT,
 };
 
 /* A running server: where it listens and its pid (for /proc). */

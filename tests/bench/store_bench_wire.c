@@ -185,8 +185,12 @@ void sb_conn_free(struct sb_conn *conn)
 /* Sends the frame built in conn->out and empties it. */
 static int flush_out(struct sb_conn *conn, int rc)
 {
+	size_t first = conn->wire == SB_WIRE_V113_SPLIT ? 1 : conn->out.len;
+
 	if (rc == 0)
-		rc = send_all(conn->fd, conn->out.data, conn->out.len);
+		rc = send_all(conn->fd, conn->out.data, first);
+	if (rc == 0 && first < conn->out.len)
+		rc = send_all(conn->fd, conn->out.data + first, conn->out.len - first);
 	conn->out.len = 0;
 	return rc;
 }
@@ -220,7 +224,7 @@ int sb_conn_get(struct sb_conn *conn, const char *key, size_t expect_len)
 	size_t len = 0;
 	int rc;
 
-	if (conn->wire == SB_WIRE_V113)
+	if (conn->wire != SB_WIRE_API)
 		return v1_get(conn, key, expect_len);
 	rc = store_client_get(conn->client, key, 30000, &value, &len);
 	free(value);
