@@ -5,7 +5,8 @@
  *
  *   nccl_worker collectives INIT   all-reduce (sum, avg, max; float32 and
  *                             float64; sizes 0, 1, primes, 1 Mi + 3),
- *                             broadcast, all-gather, barrier; checks the
+ *                             broadcast, all-gather, barrier, and the
+ *                             same on host buffers (staged); checks the
  *                             values; exit 0 or 1
  *   nccl_worker stall INIT    3 all-reduces, then the last rank stops
  *                             calling collectives (blocks on stdin) and
@@ -136,6 +137,36 @@ static int check_broadcast_allgather(size_t count)
 	return bad;
 }
 
+/* Host buffers (libddp broadcasts a checkpoint's status flag from the
+ * stack): the backend stages them through device memory. */
+static int check_host_buffers(void)
+{
+	float flag = rank == 0 ? 1.5f : 0.0f, sum[3] = {1, 2, (float)rank};
+	double all[64];
+	double mine = rank + 0.25;
+	int bad = 0, rc;
+
+	rc = ddp_broadcast(ctx, &flag, 1, DDP_FLOAT32, 0);
+	if (rc < 0)
+		die("ddp_broadcast (host)", rc);
+	bad += flag != 1.5f;
+	rc = ddp_allreduce(ctx, sum, 3, DDP_FLOAT32, DDP_SUM);
+	if (rc < 0)
+		die("ddp_allreduce (host)", rc);
+	bad +=
+	    sum[0] != world || sum[1] != 2.0f * world || sum[2] != (float)(world * (world - 1) / 2);
+	if (world <= 64) {
+		rc = ddp_allgather(ctx, &mine, all, 1, DDP_FLOAT64);
+		if (rc < 0)
+			die("ddp_allgather (host)", rc);
+		for (int r = 0; r < world; r++)
+			bad += all[r] != r + 0.25;
+	}
+	if (bad)
+		fprintf(stderr, "rank %d: collectives on host buffers: %d wrong\n", rank, bad);
+	return bad;
+}
+
 static int run_collectives(void)
 {
 	static const size_t sizes[] = {0, 1, 2, 3, 7, 1031, (1u << 20) + 3};
@@ -148,6 +179,7 @@ static int run_collectives(void)
 		}
 		bad += check_broadcast_allgather(sizes[s]);
 	}
+	bad += check_host_buffers();
 	if (ddp_barrier(ctx) < 0)
 		die("ddp_barrier", -1);
 	printf("rank %d: collectives %s on backend %s\n", rank, bad ? "WRONG" : "ok",
