@@ -305,7 +305,7 @@ static void agent_finish(struct agent *ag)
 }
 
 /* GPUs visible as /dev/nvidiaN (for --nproc_per_node=gpu/auto). */
-static int count_gpus(void)
+static int count_gpus(const struct agent *ag)
 {
 	DIR *d = opendir("/dev");
 	struct dirent *e;
@@ -317,7 +317,7 @@ static int count_gpus(void)
 		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
 			n++;
 	closedir(d);
-	return n;
+	return opts_visible_gpus(worker_env_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
 }
 
 static int agent_setup(struct agent *ag)
@@ -326,7 +326,7 @@ static int agent_setup(struct agent *ag)
 	int rc;
 
 	ag->nproc =
-	    opts_nproc(ag->o, (int)sysconf(_SC_NPROCESSORS_ONLN), count_gpus(), err, sizeof(err));
+	    opts_nproc(ag->o, (int)sysconf(_SC_NPROCESSORS_ONLN), count_gpus(ag), err, sizeof(err));
 	if (ag->nproc < 0) {
 		log_error("%s", err);
 		return 2;

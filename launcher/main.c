@@ -13,6 +13,30 @@
 
 extern char **environ;
 
+/* torchrun --standalone gives each run a fresh id (a random UUID). */
+static void standalone_run_id(struct launch_opts *o)
+{
+	unsigned char b[16];
+	char id[40], err[OPTS_ERR_LEN];
+	FILE *f;
+
+	if (!o->standalone || strcmp(o->rdzv_id, "none"))
+		return;
+	f = fopen("/dev/urandom", "rb");
+	if (!f)
+		return;
+	if (fread(b, 1, sizeof(b), f) == sizeof(b)) {
+		b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+		b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+		snprintf(id, sizeof(id),
+			 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+			 b[12], b[13], b[14], b[15]);
+		opts_set(o, "rdzv_id", id, OPTS_SRC_DEFAULT, err, sizeof(err));
+	}
+	fclose(f);
+}
+
 int main(int argc, char **argv)
 {
 	struct launch_opts o;
@@ -46,6 +70,7 @@ int main(int argc, char **argv)
 		opts_release(&o);
 		return 2;
 	}
+	standalone_run_id(&o);
 	/* A closed console must not kill the launcher in the middle of a job. */
 	signal(SIGPIPE, SIG_IGN);
 	rc = agent_run(&o, environ);

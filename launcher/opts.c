@@ -502,6 +502,22 @@ int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_
 	return (int)v;
 }
 
+int opts_visible_gpus(const char *cvd, int ndev)
+{
+	int n = 0;
+
+	if (!cvd)
+		return ndev;
+	while (*cvd == ' ')
+		cvd++;
+	if (!*cvd || *cvd == '-')
+		return 0;
+	for (const char *p = cvd; *p; p++)
+		if (*p == ',' && p[1] && p[1] != ',')
+			n++;
+	return n + 1 < ndev ? n + 1 : ndev;
+}
+
 int opts_check(const struct launch_opts *o, char *err, size_t errlen)
 {
 	if (!o->program) {

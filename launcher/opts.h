@@ -107,6 +107,11 @@ int opts_streams_mask(const struct opts_streams *s, int lr);
  * Returns the count or -EINVAL with err filled. */
 int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_t errlen);
 
+/* GPUs a worker can use: `ndev` devices, narrowed by CUDA_VISIBLE_DEVICES
+ * (`cvd`, NULL when unset) as CUDA does: "" or a list starting with a
+ * negative index gives 0, else the number of comma-separated entries. */
+int opts_visible_gpus(const char *cvd, int ndev);
+
 /* Whether local rank `lr` passes --local_ranks_filter (true when no filter). */
 bool opts_rank_shown(const struct launch_opts *o, int lr);
 

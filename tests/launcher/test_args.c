@@ -196,6 +196,17 @@ static void test_nproc(void **state)
 	opts_release(&o);
 }
 
+static void test_visible_gpus(void **state)
+{
+	assert_int_equal(opts_visible_gpus(NULL, 8), 8);
+	assert_int_equal(opts_visible_gpus("", 8), 0);
+	assert_int_equal(opts_visible_gpus("-1", 8), 0);
+	assert_int_equal(opts_visible_gpus("0,3", 8), 2);
+	assert_int_equal(opts_visible_gpus("0,1,2", 2), 2);
+	assert_int_equal(opts_visible_gpus("GPU-abc", 1), 1);
+	assert_int_equal(opts_visible_gpus("0", 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -206,6 +217,7 @@ int main(void)
 	    cmocka_unit_test(test_help_and_checks),
 	    cmocka_unit_test(test_streams_filter_signals_backoff),
 	    cmocka_unit_test(test_nproc),
+	    cmocka_unit_test(test_visible_gpus),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
