@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""All-reduce bus bandwidth of libddp's CPU backend (shared memory and TCP
+ring) against PyTorch's gloo, 2 and 4 ranks on this machine, in the same
+run. Every variant runs under ddplaunch (--standalone, free port); gloo
+workers use Debian's /usr/bin/python3 (torch 1.13) and reach ddplaunch's
+store through env://. Prints a markdown table with ratios and the targets
+(shm >= 4 GB/s and >= 7x gloo at 64 MiB with 2 ranks; ring >= 1.0 GB/s).
+
+  allreduce_bench.py --bench BUILD/tests/bench/allreduce_bench \\
+      --ddplaunch BUILD/launcher/ddplaunch --gloo tests/bench/allreduce_gloo.py
+      [--ranks 2,4] [--min 1024] [--max 268435456] [--out FILE.md]
+"""
+import argparse
+import os
+import platform
+import subprocess
+import sys
+
+MIB = 1 << 20
+
+
+def run(cmd, env, timeout=900):
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=timeout)
+    rows = {}
+    for line in p.stdout.splitlines():
+        parts = line.split("RESULT ", 1)
+        if len(parts) == 2:
+            b, us, alg, bus = parts[1].split()
+            rows[int(b)] = (float(us), float(alg), float(bus))
+    if p.returncode != 0 or not rows:
+        sys.stderr.write(p.stdout[-3000:])
+        sys.exit("benchmark run failed: %s" % " ".join(cmd))
+    return rows
+
+
+def human(b):
+    return "%d KiB" % (b >> 10) if b < MIB else "%d MiB" % (b >> 20)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--ddplaunch", required=True)
+    ap.add_argument("--gloo", required=True)
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--min", type=int, default=1024)
+    ap.add_argument("--max", type=int, default=256 * MIB)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    base = dict(os.environ, OMP_NUM_THREADS="1", DDP_TIMEOUT_MS="600000")
+    lines = ["# all-reduce bus bandwidth (GB/s, nccl-tests busbw), float32 sum",
+             "", "machine: %s, %d CPUs" % (platform.processor() or platform.machine(),
+                                           os.cpu_count()), ""]
+    verdict = []
+    for n in [int(x) for x in a.ranks.split(",")]:
+        launch = [a.ddplaunch, "--standalone", "--nproc_per_node=%d" % n]
+        res = {}
+        for t in ("shm", "ring"):
+            res[t] = run(launch + [a.bench, str(a.min), str(a.max)],
+                         dict(base, DDP_CPU_TRANSPORT=t))
+        res["gloo"] = run(launch + ["--no_python", a.python, a.gloo, str(a.min), str(a.max)],
+                          dict(base))
+        lines += ["## %d ranks" % n, "",
+                  "| size | shm | ring | gloo | shm/gloo | ring/gloo |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for b in sorted(res["shm"]):
+            s, r, g = res["shm"][b][2], res["ring"][b][2], res["gloo"].get(b, (0, 0, 0))[2]
+            lines.append("| %s | %.2f | %.2f | %.2f | %s | %s |" % (
+                human(b), s, r, g, "%.1fx" % (s / g) if g else "-",
+                "%.1fx" % (r / g) if g else "-"))
+        lines.append("")
+        if n == 2 and 64 * MIB in res["shm"]:
+            s, r = res["shm"][64 * MIB][2], res["ring"][64 * MIB][2]
+            g = res["gloo"][64 * MIB][2]
+            verdict += ["2 ranks, 64 MiB: shm %.2f GB/s (target >= 4), %.1fx gloo (target >= 7);"
+                        " ring %.2f GB/s (target >= 1.0); gloo %.2f GB/s" % (s, s / g, r, g)]
+    lines += verdict
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+main()
