@@ -3,6 +3,8 @@
  */
 #include "metrics.h"
 
+#include "timeutil.h"
+
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,8 +85,11 @@ void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss)
 	char bar[41];
 	int fill;
 
-	if (!m->bar || total == 0)
+	uint64_t now = time_now_ns();
+
+	if (!m->bar || total == 0 || (done < total && now - m->bar_ns < 100000000ull))
 		return;
+	m->bar_ns = now;
 	fill = (int)(40 * (done > total ? total : done) / total);
 	memset(bar, '#', (size_t)fill);
 	memset(bar + fill, '.', (size_t)(40 - fill));

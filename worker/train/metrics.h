@@ -15,6 +15,7 @@ struct metrics {
 	FILE *jsonl; /* NULL: no metrics file */
 	bool bar;    /* draw a progress bar on out */
 	bool bar_drawn;
+	uint64_t bar_ns; /* when the bar was last drawn (redrawn <= 10 times/s) */
 };
 
 /* A training interval's summary. */
@@ -43,7 +44,8 @@ void metrics_close(struct metrics *m);
 
 void metrics_log_train(struct metrics *m, const struct metrics_train *r);
 void metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
-/* Redraws the bar for step `done` of `total` (no-op without a terminal). */
+/* Redraws the bar for step `done` of `total` (no-op without a terminal; at
+ * most every 100 ms, and at the last step). */
 void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss);
 
 #endif

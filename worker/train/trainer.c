@@ -267,31 +267,33 @@ static int trainer_init_batch(struct trainer *t)
 	return ret;
 }
 
-/* The checkpoint to resume from: --resume, or the latest one after a
- * restart. Rank 0 looks and tells the others, so all ranks agree. */
+/* The checkpoint to resume from: after a restart, the latest one this job
+ * wrote (falling back to --resume, then to step 0); on the first attempt,
+ * --resume if given. Rank 0 looks and tells the others, so all ranks agree. */
 static int trainer_resume(struct trainer *t)
 {
 	char path[CONFIG_STR_MAX + 32] = "";
 	float found = 0.0f;
 	int ret = 0;
 
-	if (t->cfg.resume[0])
-		return trainer_ckpt_load(t, t->cfg.resume);
-	if (t->attempt == 0 || !t->cfg.checkpoint_dir[0])
-		return 0;
-	snprintf(path, sizeof(path), "%s/latest.safetensors", t->cfg.checkpoint_dir);
-	if (t->rank == 0)
-		found = access(path, R_OK) == 0 ? 1.0f : 0.0f;
-	if (t->ddp)
-		ret = ddp_broadcast(t->ddp, &found, 1, DDP_FLOAT32, 0);
-	if (ret < 0) {
-		log_error("cannot agree on the checkpoint to resume from: %s", ddp_error(t->ddp));
-		return ret;
-	}
-	if (found == 0.0f) {
+	if (t->attempt > 0 && t->cfg.checkpoint_dir[0]) {
+		snprintf(path, sizeof(path), "%s/latest.safetensors", t->cfg.checkpoint_dir);
 		if (t->rank == 0)
+			found = access(path, R_OK) == 0 ? 1.0f : 0.0f;
+		if (t->ddp)
+			ret = ddp_broadcast(t->ddp, &found, 1, DDP_FLOAT32, 0);
+		if (ret < 0) {
+			log_error("cannot agree on the checkpoint to resume from: %s",
+				  ddp_error(t->ddp));
+			return ret;
+		}
+	}
+	if (found == 0.0f && t->cfg.resume[0])
+		return trainer_ckpt_load(t, t->cfg.resume);
+	if (found == 0.0f) {
+		if (t->attempt > 0 && t->rank == 0)
 			log_warn("restart %d: no checkpoint '%s' yet, starting from step 0",
-				 t->attempt, path);
+				 t->attempt, path[0] ? path : "(no checkpoint_dir)");
 		return 0;
 	}
 	ret = trainer_ckpt_load(t, path);
