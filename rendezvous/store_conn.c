@@ -27,6 +27,7 @@ static void conn_closed(uv_handle_t *handle)
 		conn->next->prev = conn->prev;
 	proto_decoder_release(&conn->dec);
 	bytebuf_release(&conn->out);
+	bytebuf_release(&conn->stash);
 	free(conn);
 	server->nconns--;
 	store_server_conn_gone(server);
@@ -45,6 +46,7 @@ void store_conn_close(struct store_conn *conn)
 }
 
 static void conn_flush(struct store_conn *conn);
+static void conn_resume(struct store_conn *conn);
 
 static void conn_write_done(uv_write_t *req, int status)
 {
@@ -61,6 +63,7 @@ static void conn_write_done(uv_write_t *req, int status)
 		return;
 	}
 	conn_flush(conn);
+	conn_resume(conn);
 }
 
 static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
@@ -72,24 +75,17 @@ static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 
 static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
-/* Stops reading while too many reply bytes wait for a slow reader, and
- * resumes once they are gone. */
-static void conn_pace(struct store_conn *conn)
+static bool conn_over(const struct store_conn *conn)
 {
-	size_t pending = conn->inflight + conn->out.len;
-	if (conn->state == CONN_OPEN && pending > CONN_MAX_PENDING) {
-		uv_read_stop((uv_stream_t *)&conn->tcp);
-		conn->state = CONN_PAUSED;
-	} else if (conn->state == CONN_PAUSED && pending <= CONN_MAX_PENDING / 2) {
-		conn->state = CONN_OPEN;
-		uv_read_start((uv_stream_t *)&conn->tcp, conn_alloc, conn_read);
-	}
+	return conn->inflight + conn->out.len > CONN_MAX_PENDING;
 }
 
+/* Hands conn->out to the kernel (uv_try_write), and what does not fit to one
+ * uv_write at a time. Closes the connection on a write error. */
 static void conn_flush(struct store_conn *conn)
 {
 	if (conn->state == CONN_CLOSING || conn->inflight || conn->out.len == 0)
-		goto pace;
+		return;
 	uv_buf_t b = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
 	int n = uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
 	if (n < 0 && n != UV_EAGAIN) {
@@ -103,7 +99,7 @@ static void conn_flush(struct store_conn *conn)
 	if (conn->out.len == 0) {
 		if (conn->out.cap > 4096)
 			bytebuf_release(&conn->out);
-		goto pace;
+		return;
 	}
 	/* The kernel buffer is full: hand the rest, buffer and all, to libuv. */
 	struct conn_write *w = malloc(sizeof(*w));
@@ -123,9 +119,6 @@ static void conn_flush(struct store_conn *conn)
 		return;
 	}
 	conn->inflight = b.len;
-pace:
-	if (conn->state != CONN_CLOSING)
-		conn_pace(conn);
 }
 
 void store_conn_wake(void *ctx, struct store_owner *owner)
@@ -141,18 +134,12 @@ void store_conn_wake(void *ctx, struct store_owner *owner)
 	conn_flush(conn);
 }
 
-static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+/* Decodes and runs the requests in p[0..len). When the replies waiting for a
+ * slow reader pass CONN_MAX_PENDING, the unread rest is kept in conn->stash
+ * and reading stops until the replies drain (conn_write_done). */
+static void conn_process(struct store_conn *conn, const uint8_t *p, size_t left)
 {
-	struct store_conn *conn = (struct store_conn *)stream;
-	if (nread < 0) {
-		if (!proto_decoder_idle(&conn->dec))
-			log_debug("store: client closed in the middle of a frame");
-		store_conn_close(conn);
-		return;
-	}
-	const uint8_t *p = (const uint8_t *)buf->base;
-	size_t left = (size_t)nread;
-	while (left > 0 && conn->state != CONN_CLOSING) {
+	while (left > 0 && conn->state == CONN_OPEN) {
 		size_t used = 0;
 		const struct proto_request *req = NULL;
 		int rc = proto_decoder_feed(&conn->dec, p, left, &used, &req);
@@ -168,12 +155,57 @@ static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 			store_conn_close(conn);
 			return;
 		}
+		if (conn_over(conn))
+			conn_flush(conn);
+		if (conn->state == CONN_OPEN && conn_over(conn)) {
+			if (bytebuf_append(&conn->stash, p, left) < 0) {
+				store_conn_close(conn);
+				return;
+			}
+			uv_read_stop((uv_stream_t *)&conn->tcp);
+			conn->state = CONN_PAUSED;
+			return;
+		}
 	}
-	if (conn->state == CONN_CLOSING)
+	if (conn->state != CONN_OPEN)
 		return;
 	if (proto_decoder_idle(&conn->dec))
 		proto_decoder_trim(&conn->dec);
 	conn_flush(conn);
+}
+
+/* A paused connection whose replies drained: run what was kept, then read
+ * again unless it paused once more. */
+static void conn_resume(struct store_conn *conn)
+{
+	if (conn->state != CONN_PAUSED || conn->inflight + conn->out.len > CONN_MAX_PENDING / 2)
+		return;
+	conn->state = CONN_OPEN;
+	struct bytebuf kept = conn->stash;
+	conn->stash = (struct bytebuf){0};
+	conn_process(conn, kept.data, kept.len);
+	bytebuf_release(&kept);
+	if (conn->state == CONN_OPEN &&
+	    uv_read_start((uv_stream_t *)&conn->tcp, conn_alloc, conn_read) < 0)
+		store_conn_close(conn);
+}
+
+static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	struct store_conn *conn = (struct store_conn *)stream;
+	if (nread < 0) {
+		if (!proto_decoder_idle(&conn->dec))
+			log_debug("store: client closed in the middle of a frame");
+		store_conn_close(conn);
+		return;
+	}
+	if (conn->state == CONN_PAUSED) {
+		/* Not expected after uv_read_stop, but never drop bytes. */
+		if (bytebuf_append(&conn->stash, buf->base, (size_t)nread) < 0)
+			store_conn_close(conn);
+		return;
+	}
+	conn_process(conn, (const uint8_t *)buf->base, (size_t)nread);
 }
 
 void store_conn_accept(struct store_server *server)

@@ -3,10 +3,11 @@
  * state it shares (internal to store_server.c and store_conn.c).
  *
  * A connection is a small state machine: OPEN (reading; replies written with
- * uv_try_write, the rest handed to one uv_write at a time), PAUSED (reading
- * stopped while more than CONN_MAX_PENDING bytes of replies wait for a slow
- * reader), CLOSING (uv_close called; its waits cancelled; freed in the close
- * callback). Idle, it holds no buffer: the read buffer is the server's, and
+ * uv_try_write, the rest handed to one uv_write at a time), PAUSED (more than
+ * CONN_MAX_PENDING bytes of replies wait for a slow reader: reading stopped,
+ * the undecoded rest of the last read kept in `stash`, resumed when the
+ * replies drain below half), CLOSING (uv_close called; its waits cancelled;
+ * freed in the close callback). Idle, it holds no buffer: the read buffer is the server's, and
  * the decoder and output buffers are freed whenever no frame is partial.
  */
 #ifndef DDP_RENDEZVOUS_STORE_CONN_H
@@ -37,8 +38,9 @@ struct store_conn {
 	struct store_conn *next;
 	struct store_owner owner;
 	struct proto_decoder dec;
-	struct bytebuf out; /* replies not yet handed to the kernel or uv_write */
-	size_t inflight;    /* bytes in the uv_write in progress (0: none) */
+	struct bytebuf out;   /* replies not yet handed to the kernel or uv_write */
+	struct bytebuf stash; /* PAUSED: received bytes not yet decoded */
+	size_t inflight;      /* bytes in the uv_write in progress (0: none) */
 	enum conn_state state;
 };
 

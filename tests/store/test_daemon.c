@@ -25,6 +25,19 @@
 
 #define L8(n) (n), 0, 0, 0, 0, 0, 0, 0
 
+/* Under AddressSanitizer freed memory sits in quarantine, so the daemon's RSS
+ * says nothing about leaks (LeakSanitizer checks those at its exit). */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef RSS_MEANINGFUL
+#define RSS_MEANINGFUL 1
+#endif
+
 static long now_ms(void)
 {
 	struct timespec ts;
@@ -348,6 +361,49 @@ static void test_half_frame_does_not_stall(void **state)
 	close(stuck);
 }
 
+/* A client that pipelines many large GETs and does not read: the daemon stops
+ * reading from it instead of buffering every reply, and serves it all once
+ * it reads. */
+static void test_slow_reader_is_paced(void **state)
+{
+	struct fx *f = *state;
+	enum { VALUE = 64 * 1024, GETS = 2000 };
+	char *big = malloc(VALUE);
+	memset(big, 'b', VALUE);
+	assert_int_equal(store_client_set(f->c, "big", big, VALUE), 0);
+	assert_int_equal(store_client_ping(f->c), 0);
+	long before = daemon_rss_kib(&f->d);
+	int fd = raw_connect(f->d.port);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	const uint8_t get[] = {0x03, L8(3), 'b', 'i', 'g'};
+	static uint8_t gets[GETS * sizeof(get)];
+	for (int i = 0; i < GETS; i++)
+		memcpy(gets + i * sizeof(get), get, sizeof(get));
+	assert_int_equal(raw_send(fd, gets, sizeof(gets)), 0);
+	/* Others are served meanwhile; the replies (128 MiB) are not all held. */
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(store_client_ping(f->c), 0);
+	long during = daemon_rss_kib(&f->d);
+	print_message("daemon VmRSS %ld KiB before, %ld KiB with %d MiB of replies unread\n",
+		      before, during, GETS * (VALUE / 1024) / 1024);
+	if (RSS_MEANINGFUL)
+		assert_true(during - before < 48 * 1024);
+	uint8_t hdr[8];
+	for (int i = 0; i < GETS; i++) {
+		assert_int_equal(raw_recv(fd, hdr, 8, 10000), 0);
+		assert_int_equal(hdr[0] | hdr[1] << 8 | hdr[2] << 16, VALUE);
+		assert_int_equal(raw_recv(fd, big, VALUE, 10000), 0);
+		assert_int_equal(big[0], 'b');
+		assert_int_equal(big[VALUE - 1], 'b');
+	}
+	const uint8_t ping[] = {0x0D, 1, 2, 3, 4};
+	assert_int_equal(raw_send(fd, ping, sizeof(ping)), 0);
+	assert_int_equal(raw_recv(fd, hdr, 4, 5000), 0);
+	assert_memory_equal(hdr, ping + 1, 4);
+	close(fd);
+	free(big);
+}
+
 static int cycle(int port)
 {
 	int fd = raw_connect(port);
@@ -370,7 +426,8 @@ static void test_connect_cycles_memory(void **state)
 	long after = daemon_rss_kib(&f->d);
 	print_message("daemon VmRSS %ld KiB before, %ld KiB after 10000 cycles\n", before, after);
 	assert_true(before > 0 && after > 0);
-	assert_true(after <= before + 256);
+	if (RSS_MEANINGFUL)
+		assert_true(after <= before + 256);
 }
 
 static void test_idle_connection_memory(void **state)
@@ -388,7 +445,8 @@ static void test_idle_connection_memory(void **state)
 	long per = (after - before) * 1024 / N;
 	print_message("daemon VmRSS %ld -> %ld KiB with %d idle connections: %ld bytes each\n",
 		      before, after, N, per);
-	assert_true(per <= 2048);
+	if (RSS_MEANINGFUL)
+		assert_true(per <= 2048);
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
 	assert_int_equal(store_client_ping(f->c), 0);
@@ -491,6 +549,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_limits_close_connection, setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(test_connection_limit, setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(test_half_frame_does_not_stall, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_slow_reader_is_paced, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_connect_cycles_memory, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_connection_memory, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_client_v1_framing, setup, teardown),
