@@ -26,8 +26,8 @@
 #include "cpu.h"
 #include "timeutil.h"
 
-#define RING_PIECE  (256u << 10)
-#define RING_IO_MAX (1u << 20)
+#define RING_PIECE  (512u << 10)
+#define RING_IO_MAX (2u << 20)
 
 struct cpu_ring {
 	struct ddp_backend base;
