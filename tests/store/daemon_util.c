@@ -84,6 +84,19 @@ int daemon_start(struct daemon *d, const char *const *args)
 	return -1;
 }
 
+int daemon_wait(struct daemon *d, int timeout_ms)
+{
+	long deadline = now_ms() + timeout_ms;
+	int ws = 0;
+	pid_t r;
+	while ((r = waitpid(d->pid, &ws, WNOHANG)) == 0 && now_ms() < deadline)
+		pause_ms(5);
+	if (r != d->pid)
+		return -1;
+	d->pid = 0;
+	return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
 int daemon_stop(struct daemon *d)
 {
 	int status = -1;

@@ -25,6 +25,10 @@ int daemon_start(struct daemon *d, const char *const *args);
  * to be killed or did not exit normally). Removes the directory. */
 int daemon_stop(struct daemon *d);
 
+/* Waits up to timeout_ms for the daemon to exit by itself; returns its exit
+ * status, or -1 (still running, or killed by a signal). */
+int daemon_wait(struct daemon *d, int timeout_ms);
+
 /* VmRSS of the daemon in KiB, or -1. */
 long daemon_rss_kib(const struct daemon *d);
 

@@ -470,9 +470,10 @@ static void test_sigterm_with_clients(void **state)
 	kill(d.pid, SIGTERM);
 	assert_true(raw_closed(fd, 5000));
 	assert_true(raw_closed(idle, 5000));
-	assert_true(daemon_log_contains(&d, "stopped", 5000));
+	assert_int_equal(daemon_wait(&d, 10000), 0);
+	assert_true(daemon_log_contains(&d, "stopped", 0));
 	assert_int_equal(access(port_file, F_OK), -1); /* removed on a clean exit */
-	assert_int_equal(daemon_stop(&d), 0);
+	daemon_stop(&d);
 	close(fd);
 	close(idle);
 }
