@@ -256,13 +256,36 @@ static void worker_init_handles(struct agent_worker *w)
 	w->ag->nhandles += 4;
 }
 
+/* Starts ddp-exec with the worker's command line; stdout, stderr and the
+ * pid report (fd 3) come back on pipes. */
+static int worker_uv_spawn(struct agent_worker *w, char **argv, char **env)
+{
+	uv_stdio_container_t stdio[4];
+	uv_process_options_t opt = {0};
+
+	stdio[0].flags = UV_INHERIT_FD;
+	stdio[0].data.fd = STDIN_FILENO;
+	stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+	stdio[1].data.stream = (uv_stream_t *)&w->out;
+	stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+	stdio[2].data.stream = (uv_stream_t *)&w->err;
+	stdio[3].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+	stdio[3].data.stream = (uv_stream_t *)&w->pidp;
+	opt.exit_cb = exit_cb;
+	opt.file = w->ag->shim;
+	opt.args = argv;
+	opt.env = env;
+	opt.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
+	opt.stdio_count = 4;
+	opt.stdio = stdio;
+	return uv_spawn(w->ag->loop, &w->proc, &opt);
+}
+
 int agent_worker_spawn(struct agent_worker *w)
 {
 	struct agent *ag = w->ag;
 	char parent[24], lr[32];
 	char **argv = NULL, **env = NULL;
-	uv_stdio_container_t stdio[4];
-	uv_process_options_t opt = {0};
 	bool spawn_called = false;
 	int rc = worker_reset(w);
 
@@ -275,23 +298,8 @@ int agent_worker_spawn(struct agent_worker *w)
 		rc = -ENOMEM;
 	if (rc)
 		goto out;
-	stdio[0].flags = UV_INHERIT_FD;
-	stdio[0].data.fd = STDIN_FILENO;
-	stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-	stdio[1].data.stream = (uv_stream_t *)&w->out;
-	stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-	stdio[2].data.stream = (uv_stream_t *)&w->err;
-	stdio[3].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-	stdio[3].data.stream = (uv_stream_t *)&w->pidp;
-	opt.exit_cb = exit_cb;
-	opt.file = ag->shim;
-	opt.args = argv;
-	opt.env = env;
-	opt.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
-	opt.stdio_count = 4;
-	opt.stdio = stdio;
 	spawn_called = true;
-	rc = uv_spawn(ag->loop, &w->proc, &opt);
+	rc = worker_uv_spawn(w, argv, env);
 	if (rc)
 		goto out;
 	w->running = true;

@@ -1,9 +1,9 @@
 #include "opts.h"
-#include "signames.h"
+#include "opts_values.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,216 +185,6 @@ int opts_takes_value(const char *name)
 	return opts_table[i].kind != K_BOOL;
 }
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-	char *end;
-	long v;
-
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_double(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || *end || !isfinite(v) || v < 0)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_bool(const char *s, bool *out)
-{
-	static const char *const yes[] = {"1", "true", "yes", "on"};
-	static const char *const no[] = {"0", "false", "no", "off"};
-
-	if (!s) {
-		*out = true;
-		return 0;
-	}
-	for (size_t i = 0; i < 4; i++) {
-		if (!strcasecmp(s, yes[i])) {
-			*out = true;
-			return 0;
-		}
-		if (!strcasecmp(s, no[i])) {
-			*out = false;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-int opts_parse_streams(const char *text, struct opts_streams *s)
-{
-	struct opts_streams r = {.all = -1};
-	const char *p = text;
-	long rank, mask;
-	char *end;
-
-	if (!text || !*text)
-		return -EINVAL;
-	if (!strchr(text, ':')) {
-		if (parse_long(text, 0, 3, &mask))
-			return -EINVAL;
-		r.all = (int)mask;
-		*s = r;
-		return 0;
-	}
-	while (*p) {
-		rank = strtol(p, &end, 10);
-		if (end == p || *end != ':' || rank < 0 || r.n >= 64)
-			return -EINVAL;
-		p = end + 1;
-		mask = strtol(p, &end, 10);
-		if (end == p || mask < 0 || mask > 3 || (*end && *end != ','))
-			return -EINVAL;
-		r.rank[r.n] = (int)rank;
-		r.mask[r.n++] = (int)mask;
-		p = *end ? end + 1 : end;
-	}
-	*s = r;
-	return 0;
-}
-
-int opts_streams_mask(const struct opts_streams *s, int lr)
-{
-	for (int i = 0; i < s->n; i++)
-		if (s->rank[i] == lr)
-			return s->mask[i];
-	return s->all < 0 ? 0 : s->all;
-}
-
-/* "0,2,3": non-negative integers separated by commas. */
-static int parse_filter(const char *s)
-{
-	const char *p = s;
-	char *end;
-
-	if (!s || !*s)
-		return -EINVAL;
-	for (;;) {
-		long v = strtol(p, &end, 10);
-
-		if (end == p || v < 0 || !isdigit((unsigned char)*p))
-			return -EINVAL;
-		if (!*end)
-			return 0;
-		if (*end != ',')
-			return -EINVAL;
-		p = end + 1;
-	}
-}
-
-bool opts_rank_shown(const struct launch_opts *o, int lr)
-{
-	const char *p = o->local_ranks_filter;
-	char *end;
-
-	if (!p)
-		return true;
-	while (*p) {
-		if (strtol(p, &end, 10) == lr)
-			return true;
-		p = *end ? end + 1 : end;
-	}
-	return false;
-}
-
-static int parse_signals(struct launch_opts *o, const char *s)
-{
-	int sigs[OPTS_MAX_SIGNALS], n = 0;
-	char name[32];
-
-	if (!s || !*s)
-		return -EINVAL;
-	while (*s) {
-		size_t len = strcspn(s, ", ");
-
-		if (len == 0 || len >= sizeof(name) || n >= OPTS_MAX_SIGNALS)
-			return -EINVAL;
-		memcpy(name, s, len);
-		name[len] = '\0';
-		sigs[n] = signame_parse(name);
-		if (sigs[n] <= 0 || sigs[n] == SIGKILL || sigs[n] == SIGSTOP)
-			return -EINVAL;
-		n++;
-		s += len;
-		s += strspn(s, ", ");
-	}
-	memcpy(o->signals, sigs, sizeof(sigs[0]) * (size_t)n);
-	o->nsignals = n;
-	return 0;
-}
-
-static int parse_backoff(struct launch_opts *o, const char *s)
-{
-	char buf[64];
-	char *colon;
-	double a, b;
-
-	if (!s || strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, s);
-	colon = strchr(buf, ':');
-	if (colon)
-		*colon = '\0';
-	if (parse_double(buf, &a))
-		return -EINVAL;
-	b = a;
-	if (colon && parse_double(colon + 1, &b))
-		return -EINVAL;
-	if (b < a)
-		return -EINVAL;
-	o->backoff_initial = a;
-	o->backoff_max = b;
-	return 0;
-}
-
-static int parse_nnodes(struct launch_opts *o, const char *s)
-{
-	char buf[64];
-	char *colon;
-	long a, b;
-
-	if (!s || strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, s);
-	colon = strchr(buf, ':');
-	if (colon)
-		*colon = '\0';
-	if (parse_long(buf, 1, 1 << 20, &a))
-		return -EINVAL;
-	b = a;
-	if (colon && parse_long(colon + 1, 1, 1 << 20, &b))
-		return -EINVAL;
-	if (b < a)
-		return -EINVAL;
-	o->nnodes_min = (int)a;
-	o->nnodes_max = (int)b;
-	return 0;
-}
-
-static bool nproc_spec_valid(const char *s)
-{
-	long v;
-
-	return s && (!strcmp(s, "gpu") || !strcmp(s, "cpu") || !strcmp(s, "auto") ||
-		     !parse_long(s, 1, 4096, &v));
-}
-
 static const char *opts_expect(enum opts_kind k)
 {
 	switch (k) {
@@ -432,26 +222,26 @@ static int opts_apply(struct launch_opts *o, const struct opts_def *d, const cha
 	case K_STR:
 		return *value ? opts_setstr((char **)(base + d->off), value) : -EINVAL;
 	case K_INT:
-		if (parse_long(value, d->min, d->max, &l))
+		if (optval_long(value, d->min, d->max, &l))
 			return -EINVAL;
 		*(int *)(base + d->off) = (int)l;
 		return 0;
 	case K_DBL:
-		return parse_double(value, (double *)(base + d->off));
+		return optval_double(value, (double *)(base + d->off));
 	case K_BOOL:
-		return parse_bool(value, (bool *)(base + d->off));
+		return optval_bool(value, (bool *)(base + d->off));
 	case K_NPROC:
-		return nproc_spec_valid(value) ? opts_setstr(&o->nproc_spec, value) : -EINVAL;
+		return optval_nproc_spec(value) ? opts_setstr(&o->nproc_spec, value) : -EINVAL;
 	case K_NNODES:
-		return parse_nnodes(o, value);
+		return optval_nnodes(o, value);
 	case K_STREAMS:
 		return opts_parse_streams(value, (struct opts_streams *)(base + d->off));
 	case K_FILTER:
-		return parse_filter(value) ? -EINVAL : opts_setstr(&o->local_ranks_filter, value);
+		return optval_filter(value) ? -EINVAL : opts_setstr(&o->local_ranks_filter, value);
 	case K_SIGNALS:
-		return parse_signals(o, value);
+		return optval_signals(o, value);
 	case K_BACKOFF:
-		return parse_backoff(o, value);
+		return optval_backoff(o, value);
 	}
 	return -EINVAL;
 }
@@ -495,27 +285,11 @@ int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_
 		}
 		return ngpu;
 	}
-	if (parse_long(s, 1, 4096, &v)) {
+	if (optval_long(s, 1, 4096, &v)) {
 		opts_err(err, errlen, "bad --nproc_per_node '%s'", s);
 		return -EINVAL;
 	}
 	return (int)v;
-}
-
-int opts_visible_gpus(const char *cvd, int ndev)
-{
-	int n = 0;
-
-	if (!cvd)
-		return ndev;
-	while (*cvd == ' ')
-		cvd++;
-	if (!*cvd || *cvd == '-')
-		return 0;
-	for (const char *p = cvd; *p; p++)
-		if (*p == ',' && p[1] && p[1] != ',')
-			n++;
-	return n + 1 < ndev ? n + 1 : ndev;
 }
 
 int opts_check(const struct launch_opts *o, char *err, size_t errlen)
