@@ -66,7 +66,8 @@ export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 	echo "== machine"; uname -a; date -u
 	echo "== nvidia-smi"; timeout 30 nvidia-smi 2>&1
 	echo "== probe"; "$build/tests/gpu/gpu_probe" 2>&1
-	echo "== python"; "$py" -c 'import sys, torch; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpu", torch.cuda.is_available())' 2>&1
+	echo "== python"
+	"$py" -c 'import sys, torch; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available()); print("nccl", torch.cuda.nccl.version())' 2>&1 | tail -4
 	echo "== LD_LIBRARY_PATH"; echo "$LD_LIBRARY_PATH"
 	echo "== ldd"
 	for b in worker/train/ddp-train tests/gpu/test_gpu_kernels launcher/ddplaunch; do
