@@ -76,6 +76,43 @@ static void test_both_spellings_and_bools(void **state)
 	opts_release(&o);
 }
 
+static void test_accepted_torchrun_flags(void **state)
+{
+	char *argv[] = {"ddplaunch",
+			"--monitor-interval=0.1",
+			"--start_method",
+			"fork",
+			"--local_addr=127.0.0.2",
+			"--rdzv_endpoint=h:29400",
+			"--rdzv-backend=c10d",
+			"--rdzv_conf",
+			"join_timeout=5,x=y",
+			"--role=trainer",
+			"--log-dir=/x",
+			"--tee=0:3",
+			"--node_rank=1",
+			"--nnodes=2",
+			"--max_restarts",
+			"1",
+			"p"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 17, argv), ARGS_OK);
+	assert_true(o.monitor_interval == 0.1);
+	assert_string_equal(o.start_method, "fork");
+	assert_string_equal(o.local_addr, "127.0.0.2");
+	assert_string_equal(o.rdzv_endpoint, "h:29400");
+	assert_string_equal(o.rdzv_backend, "c10d");
+	assert_string_equal(o.rdzv_conf, "join_timeout=5,x=y");
+	assert_string_equal(o.role, "trainer");
+	assert_string_equal(o.log_dir, "/x");
+	assert_int_equal(opts_streams_mask(&o.tee, 0), 3);
+	assert_int_equal(opts_streams_mask(&o.tee, 1), 0);
+	assert_int_equal(o.node_rank, 1);
+	assert_int_equal(opts_check(&o, err, sizeof(err)), 0);
+	opts_release(&o);
+}
+
 static void test_defaults(void **state)
 {
 	char *argv[] = {"ddplaunch", "./train"};
@@ -212,6 +249,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_torchrun_line),
 	    cmocka_unit_test(test_both_spellings_and_bools),
+	    cmocka_unit_test(test_accepted_torchrun_flags),
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_help_and_checks),
