@@ -62,6 +62,23 @@ class TorchJobs(LaunchCase):
         self.assertIn("exited with code 13", r.stderr)
         self.assertIn("restarting the worker group: restart 1 of 1", r.stderr)
 
+    def test_record_error_file_is_shown(self):
+        script = self.path("rec.py")
+        with open(script, "w") as f:
+            f.write("import os\n"
+                    "from torch.distributed.elastic.multiprocessing.errors import record\n"
+                    "@record\n"
+                    "def main():\n"
+                    "    if os.environ['RANK'] == '1':\n"
+                    "        raise ValueError('shapes do not match on rank 1')\n"
+                    "main()\n")
+        r = self.launch(["--nproc_per_node=2", "--master_port=0", script], timeout=240,
+                        env=TORCH_ENV)
+        self.assertEqual(r.returncode, 1, r.stderr[-3000:])
+        self.assertIn("first failure: rank 1 (local rank 1", r.stderr)
+        self.assertIn("error file of rank 1: ValueError: shapes do not match on rank 1",
+                      r.stderr)
+
 
 # Names whose values must differ between two runs, or that only one side sets
 # for a reason, each with that reason.
