@@ -236,12 +236,17 @@ static int shm_allreduce(struct ddp_backend *b, void *buf, size_t count, enum dd
 		size_t lo = n * (size_t)me / (size_t)w, hi = n * (size_t)(me + 1) / (size_t)w;
 		char *out = s->out[s->toggle];
 
-		memcpy(shm_slot(s, me), (char *)buf + off * esz, n * esz);
+		char *mine = (char *)buf + off * esz;
+
+		/* The others need every slice of this chunk but the one this
+		 * rank reduces itself, which it reads from its own buffer. */
+		memcpy(shm_slot(s, me), mine, lo * esz);
+		memcpy(shm_slot(s, me) + hi * esz, mine + hi * esz, (n - hi) * esz);
 		rc = shm_barrier(s, COMM_KIND_ALLREDUCE);
 		if (rc < 0)
 			return rc;
 		for (int r = 0; r < w; r++)
-			srcs[r] = shm_slot(s, r) + lo * esz;
+			srcs[r] = (r == me ? mine : shm_slot(s, r)) + lo * esz;
 		cpu_reduce_many(out + lo * esz, srcs, (size_t)w, hi - lo, dtype, op);
 		if (op == DDP_AVG)
 			cpu_divide(out + lo * esz, hi - lo, dtype, w);

@@ -131,9 +131,6 @@ static int reducer_alloc_buckets(struct ddp_reducer *r)
 	return 0;
 }
 
-int reducer_check_ranks(struct ddp_ctx *ctx, const struct ddp_param *params, size_t nparams,
-			const struct ddp_param *buffers, size_t nbuffers);
-
 static int reducer_broadcast_all(struct ddp_ctx *ctx, struct ddp_param *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {

@@ -12,9 +12,6 @@
 
 #include "ctx.h"
 
-int reducer_check_ranks(struct ddp_ctx *ctx, const struct ddp_param *params, size_t nparams,
-			const struct ddp_param *buffers, size_t nbuffers);
-
 static int sig_append(char **buf, size_t *len, size_t *cap, const char *kind,
 		      const struct ddp_param *p)
 {

@@ -2,8 +2,9 @@
 """Start N ranks of a libddp program without ddplaunch, so a test can let a
 rank die and watch what the survivors do (ddplaunch would stop them).
 
-The store is ddp-rdzvd on 127.0.0.1 port 0 (--port-file), or a file store
-(--store file). Every process started here is killed by PID at the end.
+The store is ddp-rdzvd on 127.0.0.1 port 0 (--port-file), reached through
+MASTER_ADDR/MASTER_PORT (--store tcp, env://) or a tcp://HOST:PORT init
+method (--store tcp-url), or a file store (--store file, file://). Every process started here is killed by PID at the end.
 
 Checks (exit 0 when all hold):
   --expect ok        every rank exits 0; with --same-digest K, the "digest"
@@ -51,9 +52,14 @@ def run_once(args, tmp, run_no):
                 "TORCHELASTIC_RUN_ID": "test%d_%d" % (os.getpid(), run_no),
                 "DDP_CPU_TRANSPORT": args.transport, "DDP_TIMEOUT_MS": str(args.timeout_ms),
                 "OMP_NUM_THREADS": "1"})
-    if args.store == "tcp":
+    if args.store in ("tcp", "tcp-url"):
         store, port = start_store(args.rdzvd, tmp)
-        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        if args.store == "tcp":
+            env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        else:
+            env.pop("MASTER_ADDR", None)
+            env.pop("MASTER_PORT", None)
+            env["DDP_TEST_INIT_METHOD"] = "tcp://127.0.0.1:%d" % port
     else:
         env["DDP_TEST_INIT_METHOD"] = "file://" + os.path.join(tmp, "store%d" % run_no)
     procs = []
@@ -131,7 +137,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rdzvd", required=True)
     ap.add_argument("--nranks", type=int, default=2)
-    ap.add_argument("--store", choices=["tcp", "file"], default="tcp")
+    ap.add_argument("--store", choices=["tcp", "tcp-url", "file"], default="tcp")
     ap.add_argument("--transport", choices=["shm", "ring", "auto"], default="auto")
     ap.add_argument("--timeout-ms", type=int, default=60000)
     ap.add_argument("--limit", type=float, default=120.0)
