@@ -197,6 +197,12 @@ void agent_on_handle_closed(struct agent *ag)
 static void agent_spawn_all(struct agent *ag)
 {
 	ag->state = AGENT_RUNNING;
+	/* Workers left unstarted below must carry nothing of the last attempt. */
+	for (int i = 0; i < ag->nproc; i++) {
+		ag->w[i].exit_seq = 0;
+		ag->w[i].shim_pid = 0;
+		ag->w[i].running = false;
+	}
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
 
@@ -221,6 +227,8 @@ static void on_joined(void *arg, int status, const struct rdzv_round *r)
 {
 	struct agent *ag = arg;
 
+	if (ag->state != AGENT_JOINING)
+		return; /* stopped by a signal while joining */
 	if (status) {
 		log_error("cannot join rendezvous round %d: %s", ag->attempt, strerror(-status));
 		ag->exit_status = 1;
@@ -265,7 +273,8 @@ static void on_signal(uv_signal_t *h, int sig)
 		ag->stop_signal = sig;
 	log_warn("got %s; %s", signame_name(sig),
 		 again ? "killing the workers now" : "passing it on to the workers");
-	if (ag->state == AGENT_BACKOFF) {
+	if (ag->state == AGENT_BACKOFF || ag->state == AGENT_JOINING) {
+		/* No worker runs: nothing to pass the signal on to. */
 		uv_timer_stop(&ag->backoff);
 		ag->exit_status = policy_exit_status(sig, false, 0, 0);
 		agent_finish(ag);

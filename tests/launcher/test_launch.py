@@ -177,6 +177,21 @@ class Supervision(LaunchCase):
                 self.assertEqual(int(open(os.path.join(d, "sig.%d" % rank)).read()), sig)
             self.assertIn("stopped by %s" % signal.Signals(sig).name, err)
 
+    def test_signal_during_backoff(self):
+        p = self.start(["--nproc_per_node=1", "--max_restarts=1", "--backoff=60", HELPER,
+                        "exit", "4"])
+        seen = ""
+        for line in p.stderr:  # bounded by the test's timeout; EOF ends it
+            seen += line
+            if "restarting the worker group" in line:
+                break
+        self.assertIn("restart 1 of 1 after the backoff", seen)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, seen + err)
+        self.assertLess(time.monotonic() - t0, 10)
+
     def test_kill9_leaves_nothing(self):
         p = self.start(["--nproc_per_node=2", HELPER, "grandchild", self.dir])
         self.wait_files(["pids.0", "pids.1"])
