@@ -140,6 +140,16 @@ def case_digits(env, args):
                    check=True, timeout=60, stdout=subprocess.DEVNULL)
     with open(png, "rb") as f:
         check(f.read(8) == b"\x89PNG\r\n\x1a\n", "plot_metrics.sh did not write a PNG")
+    check(all(k in trains[-1] for k in ("epoch", "step", "lr", "samples_per_s",
+                                        "allreduce_share")), "train record lacks fields")
+    # Without a launcher (no RANK / WORLD_SIZE): one process, same program.
+    env_solo = {k: v for k, v in os.environ.items()
+                if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    solo = subprocess.run([env.trainer, "--config",
+                           os.path.join(env.source, "configs", "digits.ini"), "--epochs", "3"],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env_solo)
+    check(solo.returncode == 0 and "1 rank(s)" in solo.stderr and "accuracy" in solo.stdout,
+          "ddp-train without a launcher failed:\n" + solo.stdout[-1000:] + solo.stderr[-1000:])
     print("digits: held-out accuracy %.2f%% in %.1f s with 2 ranks" % (100 * acc, p.wall))
 
 
