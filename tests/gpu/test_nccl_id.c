@@ -5,7 +5,9 @@
  * receives the same bytes; a new attempt gets a new id; a rank whose rank 0
  * never publishes fails within its deadline with a message naming rank 0 and
  * the key; a value of the wrong size is refused. Uses the file:// store so
- * no server is needed.
+ * no server is needed. Also the device choice: without a GPU, asking for
+ * the NCCL backend (backend_nccl_pick_device, and ddp_init with
+ * DDP_BACKEND=nccl) fails with a message that names the fix.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +17,8 @@
 #include <unistd.h>
 
 #include "backend_nccl.h"
+#include "cudak_probe.h"
+#include "ddp.h"
 #include "kv.h"
 #include "timeutil.h"
 
@@ -108,6 +112,42 @@ static void test_timeout_and_bad_value(void)
 	kv_free(kv);
 }
 
+/* Without a GPU: -ENODEV and "use DDP_BACKEND=cpu", from the backend and
+ * through ddp_init. With one: LOCAL_RANK modulo the count, DDP_CUDA_DEVICE
+ * checked. */
+static void test_device_choice(void)
+{
+	char err[512] = "", init[300];
+	int ndev = cudak_probe_devices(NULL, 0);
+	struct ddp_options opts;
+	struct ddp_ctx *ctx = NULL;
+	int rc;
+
+	unsetenv("DDP_CUDA_DEVICE");
+	rc = backend_nccl_pick_device(0, 3, err, sizeof(err));
+	printf("pick_device(local rank 3): %d %s\n", rc, err);
+	if (ndev == 0) {
+		CHECK(rc == -ENODEV && strstr(err, "DDP_BACKEND=cpu"));
+		ddp_options_init(&opts);
+		snprintf(init, sizeof(init), "file://%s.init", store_path);
+		opts.init_method = init;
+		opts.rank = 0;
+		opts.world_size = 1;
+		opts.backend = DDP_BACKEND_NCCL;
+		opts.timeout_ms = 5000;
+		rc = ddp_init(&opts, &ctx, err, sizeof(err));
+		printf("ddp_init(nccl) without a GPU: %d %s\n", rc, err);
+		CHECK(rc < 0 && !ctx && strstr(err, "DDP_BACKEND=cpu"));
+		unlink(init + strlen("file://"));
+		return;
+	}
+	CHECK(rc == 3 % ndev);
+	setenv("DDP_CUDA_DEVICE", "99", 1);
+	rc = backend_nccl_pick_device(0, 0, err, sizeof(err));
+	CHECK(rc == -ENODEV && strstr(err, "DDP_CUDA_DEVICE"));
+	unsetenv("DDP_CUDA_DEVICE");
+}
+
 int main(void)
 {
 	unsigned char a[BACKEND_NCCL_ID_BYTES], b[BACKEND_NCCL_ID_BYTES];
@@ -120,6 +160,7 @@ int main(void)
 	exchange("/ddp/t/attempt_1/backend", b);
 	CHECK(memcmp(a, b, sizeof(a)) != 0); /* a restart gets a fresh id */
 	test_timeout_and_bad_value();
+	test_device_choice();
 	unlink(store_path);
 	printf("nccl unique-id exchange: ok\n");
 	return 0;
