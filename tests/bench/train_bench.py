@@ -6,7 +6,7 @@ same model and data, in the same run, 1 and 2 ranks, one thread per rank.
   1. digits: MLP 64-256-256-10 with BatchNorm, batch 32 per rank, SGD with
      momentum, 20 epochs of the training split (80% of 1,797 images).
   2. synthetic: a larger MLP where matrix products dominate
-     (512-2048-2048-100, batch 128 per rank, 40 steps).
+     (512-2048-2048-10, batch 128 per rank, 40 steps).
 
 Each configuration runs --reps times, interleaved; the median is reported.
 samples/s counts the training loop only (both sides exclude start-up and
@@ -34,13 +34,13 @@ CONFIGS = {
     },
     "synthetic": {
         "ours": ["--data", "synthetic", "--synthetic_samples", "16384",
-                 "--synthetic_features", "512", "--synthetic_classes", "100",
+                 "--synthetic_features", "512", "--synthetic_classes", "10",
                  "--hidden", "2048,2048", "--batch_size", "128", "--max_steps", "40",
                  "--eval_every_epoch", "false", "--threads", "1", "--clip_norm", "0"],
         "torch": ["--data", "synthetic", "--samples", "16384", "--features", "512",
-                  "--classes", "100", "--hidden", "2048,2048", "--batch", "128",
+                  "--classes", "10", "--hidden", "2048,2048", "--batch", "128",
                   "--steps", "40"],
-        "label": "synthetic MLP 512-2048-2048-100 + BN, batch 128/rank, 40 steps",
+        "label": "synthetic MLP 512-2048-2048-10 + BN, batch 128/rank, 40 steps",
     },
 }
 
