@@ -2,7 +2,7 @@
  * store_bench.c - the store load generator: ddp-rdzvd against torch 1.13's
  * own TCPStore server, in the same run, on this machine.
  *
- *   store_bench --rdzvd PATH [--python /usr/bin/python3] [--seconds 3]
+ *   store_bench --rdzvd PATH [--python /usr/bin/python3] [--seconds 2] [--rounds 3]
  *               [--conns 1,16,64,256] [--storm 1024,4000,10000] [--idle 10000]
  *               [--storm-timeout 60] [--rdzvd-arg ARG]... [--no-torch] [--strict]
  *
@@ -43,7 +43,7 @@ static int parse_list(const char *s, int *out, int max)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: store_bench --rdzvd PATH [--python PATH] [--seconds S]\n"
+	fprintf(f, "usage: store_bench --rdzvd PATH [--python PATH] [--seconds S] [--rounds N]\n"
 		   "                   [--conns 1,16,64,256] [--storm 1024,4000,10000]\n"
 		   "                   [--idle N] [--storm-timeout S] [--rdzvd-arg ARG]...\n"
 		   "                   [--no-torch] [--strict]\n"
@@ -60,6 +60,7 @@ static int parse_args(int argc, char **argv, struct sbr_config *cfg)
 	    {"storm", required_argument, NULL, 'b'},
 	    {"idle", required_argument, NULL, 'i'},
 	    {"storm-timeout", required_argument, NULL, 't'},
+	    {"rounds", required_argument, NULL, 'R'},
 	    {"rdzvd-arg", required_argument, NULL, 'a'},
 	    {"no-torch", no_argument, NULL, 'n'},
 	    {"strict", no_argument, NULL, 'S'},
@@ -88,6 +89,9 @@ static int parse_args(int argc, char **argv, struct sbr_config *cfg)
 		case 'i':
 			cfg->idle = atoi(optarg);
 			break;
+		case 'R':
+			cfg->rounds = atoi(optarg);
+			break;
 		case 't':
 			cfg->storm_timeout_ms = (uint64_t)(atof(optarg) * 1000);
 			break;
@@ -109,7 +113,7 @@ static int parse_args(int argc, char **argv, struct sbr_config *cfg)
 		}
 	}
 	if (!cfg->rdzvd || cfg->nconns < 0 || cfg->nstorms < 0 || cfg->seconds <= 0 ||
-	    cfg->idle < 0 || optind != argc)
+	    cfg->idle < 0 || cfg->rounds < 1 || cfg->rounds > 9 || optind != argc)
 		return -EINVAL;
 	return 0;
 }
@@ -118,7 +122,8 @@ int main(int argc, char **argv)
 {
 	struct sbr_config cfg = {
 	    .python = "/usr/bin/python3",
-	    .seconds = 3.0,
+	    .seconds = 2.0,
+	    .rounds = 3,
 	    .conns = {1, 16, 64, 256},
 	    .nconns = 4,
 	    .storms = {1024, 4000, 10000},

@@ -30,7 +30,8 @@ static const char torch_server_py[] =
     "print(s.port, flush=True)\n"
     "sys.stdin.read()\n";
 
-static pid_t spawn(char *const argv[], int stdin_fd, int stdout_fd)
+/* stdout_fd: -1 keeps ours; quiet: stdout and stderr go to /dev/null. */
+static pid_t spawn(char *const argv[], int stdin_fd, int stdout_fd, int quiet)
 {
 	pid_t parent = getpid(), pid = fork();
 
@@ -43,6 +44,12 @@ static pid_t spawn(char *const argv[], int stdin_fd, int stdout_fd)
 		dup2(stdin_fd, 0);
 	if (stdout_fd >= 0)
 		dup2(stdout_fd, 1);
+	if (quiet) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(null, 2);
+	}
 	execv(argv[0], argv);
 	fprintf(stderr, "store_bench: cannot run %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
@@ -86,7 +93,7 @@ int sb_server_start_rdzvd(const char *rdzvd, const char *const *extra_args, stru
 	for (; extra_args && *extra_args && argc < 31; extra_args++)
 		argv[argc++] = (char *)*extra_args;
 	argv[argc] = NULL;
-	out->pid = spawn(argv, -1, -1);
+	out->pid = spawn(argv, -1, -1, 1);
 	if (out->pid < 0) {
 		rc = out->pid;
 		goto out;
@@ -142,7 +149,7 @@ int sb_server_start_torch(const char *python, struct sb_server *out)
 		rc = -errno;
 		goto out;
 	}
-	out->pid = spawn(argv, in[0], outp[1]);
+	out->pid = spawn(argv, in[0], outp[1], 0);
 	if (out->pid < 0) {
 		rc = out->pid;
 		goto out;

@@ -8,7 +8,9 @@
  */
 #include "store_bench_report.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define VALUE_LEN 32
@@ -34,6 +36,18 @@ static void error(struct sbr_state *st, const char *what, int rc)
 	st->errors++;
 }
 
+static const char *wire_name(enum sb_wire wire)
+{
+	switch (wire) {
+	case SB_WIRE_API:
+		return "C client";
+	case SB_WIRE_V113:
+		return "1.13 frames";
+	default:
+		return "1.13 split";
+	}
+}
+
 static int idle_one(struct sbr_state *st, const struct sb_server *srv, enum sb_wire wire,
 		    struct sb_idle_result *r)
 {
@@ -44,8 +58,8 @@ static int idle_one(struct sbr_state *st, const struct sb_server *srv, enum sb_w
 		return rc;
 	}
 	printf("  %-11s %-12s %8d conns  VmRSS %7lld -> %7lld KiB  %8.0f B/conn\n", srv->name,
-	       wire == SB_WIRE_API ? "C client" : "1.13 frames", r->connections,
-	       (long long)r->rss_before_kib, (long long)r->rss_with_kib, r->bytes_per_conn);
+	       wire_name(wire), r->connections, (long long)r->rss_before_kib,
+	       (long long)r->rss_with_kib, r->bytes_per_conn);
 	return 0;
 }
 
@@ -66,31 +80,64 @@ static void run_idle(struct sbr_state *st)
 		       ours.bytes_per_conn, "<=", 2048);
 }
 
-static const char *wire_name(enum sb_wire wire)
-{
-	switch (wire) {
-	case SB_WIRE_API:
-		return "C client";
-	case SB_WIRE_V113:
-		return "1.13 frames";
-	default:
-		return "1.13 split";
-	}
-}
+#define MAX_ROUNDS 9
 
-static int pairs_one(struct sbr_state *st, const struct sb_server *srv, enum sb_wire wire,
-		     int conns, struct sb_pairs_result *r)
+/* The rounds of one (server, client, K) setting. */
+struct pairs_series {
+	struct sb_pairs_result r[MAX_ROUNDS];
+	int n;
+};
+
+static void pairs_measure(struct sbr_state *st, const struct sb_server *srv, enum sb_wire wire,
+			  int conns, struct pairs_series *s)
 {
 	int rc;
 
 	sb_server_quiesce(srv, 3000);
-	rc = sb_pairs_run(srv, wire, conns, st->cfg->seconds, VALUE_LEN, r);
-	if (rc < 0) {
+	rc = sb_pairs_run(srv, wire, conns, st->cfg->seconds, VALUE_LEN, &s->r[s->n]);
+	if (rc < 0)
 		error(st, srv->name, rc);
-		return rc;
-	}
+	else
+		s->n++;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median_of(const struct pairs_series *s, size_t offset)
+{
+	double v[MAX_ROUNDS];
+
+	for (int i = 0; i < s->n; i++)
+		memcpy(&v[i], (const char *)&s->r[i] + offset, sizeof(double));
+	qsort(v, (size_t)s->n, sizeof(double), cmp_double);
+	return s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
+}
+
+/* Each figure's median over the rounds (figures taken separately). */
+static int pairs_median(const struct pairs_series *s, struct sb_pairs_result *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (s->n == 0)
+		return -1;
+	m->ops_per_s = median_of(s, offsetof(struct sb_pairs_result, ops_per_s));
+	m->p50_us = median_of(s, offsetof(struct sb_pairs_result, p50_us));
+	m->p99_us = median_of(s, offsetof(struct sb_pairs_result, p99_us));
+	m->cpu_ns_per_op = median_of(s, offsetof(struct sb_pairs_result, cpu_ns_per_op));
+	return 0;
+}
+
+static int pairs_print(const struct sb_server *srv, enum sb_wire wire, int conns,
+		       const struct pairs_series *s, struct sb_pairs_result *m)
+{
+	if (!srv || pairs_median(s, m) < 0)
+		return -1;
 	printf("  %5d  %-11s %-12s %10.0f %9.1f %9.1f %9.2f\n", conns, srv->name, wire_name(wire),
-	       r->ops_per_s, r->p50_us, r->p99_us, r->cpu_ns_per_op / 1e3);
+	       m->ops_per_s, m->p50_us, m->p99_us, m->cpu_ns_per_op / 1e3);
 	return 0;
 }
 
@@ -112,36 +159,47 @@ static void pairs_ratio(struct sbr_state *st, int conns, enum sb_wire wire,
 		       1);
 }
 
-/* For each K: our server with our C client, then each 1.13 framing against
- * both servers back to back. Ratios of the C client row use torch's
- * one-send 1.13 row (torch 1.13 cannot speak 2.x). */
+/* Settings measured for each K; ours and torch's alternate within a round. */
+enum { S_API, S_V1_OURS, S_V1_TORCH, S_SPLIT_OURS, S_SPLIT_TORCH, S_COUNT };
+
+static void pairs_k(struct sbr_state *st, int k)
+{
+	static const enum sb_wire wire[S_COUNT] = {SB_WIRE_API, SB_WIRE_V113, SB_WIRE_V113,
+						   SB_WIRE_V113_SPLIT, SB_WIRE_V113_SPLIT};
+	const struct sb_server *srv[S_COUNT] = {st->ours, st->ours, st->torch, st->ours, st->torch};
+	struct pairs_series series[S_COUNT];
+	struct sb_pairs_result m[S_COUNT];
+	int ok[S_COUNT];
+
+	memset(series, 0, sizeof(series));
+	for (int r = 0; r < st->cfg->rounds; r++)
+		for (int i = 0; i < S_COUNT; i++)
+			if (srv[i])
+				pairs_measure(st, srv[i], wire[i], k, &series[i]);
+	for (int i = 0; i < S_COUNT; i++)
+		ok[i] = pairs_print(srv[i], wire[i], k, &series[i], &m[i]) == 0;
+	if (ok[S_V1_OURS] && ok[S_V1_TORCH])
+		pairs_ratio(st, k, SB_WIRE_V113, &m[S_V1_OURS], &m[S_V1_TORCH]);
+	if (ok[S_SPLIT_OURS] && ok[S_SPLIT_TORCH])
+		pairs_ratio(st, k, SB_WIRE_V113_SPLIT, &m[S_SPLIT_OURS], &m[S_SPLIT_TORCH]);
+	if (ok[S_API] && ok[S_V1_TORCH])
+		pairs_ratio(st, k, SB_WIRE_API, &m[S_API], &m[S_V1_TORCH]);
+}
+
 static void run_pairs(struct sbr_state *st)
 {
-	static const enum sb_wire v1_wires[] = {SB_WIRE_V113, SB_WIRE_V113_SPLIT};
-
-	printf("\n== set+get pairs, %d-byte values, %.1f s per row; an op is one set or one get;\n"
-	       "   latency is one set+get pair; server CPU is utime+stime from /proc/PID/stat;\n"
+	printf("\n== set+get pairs, %d-byte values, %.1f s per run, median of %d rounds (servers\n"
+	       "   alternate within a round); an op is one set or one get; latency is one\n"
+	       "   set+get pair; server CPU is utime+stime from /proc/PID/stat per op;\n"
 	       "   1.13 frames: one send() per query; 1.13 split: type byte, then the rest,\n"
-	       "   as torch 1.13's own client sends them\n",
-	       VALUE_LEN, st->cfg->seconds);
+	       "   as torch 1.13's own client sends them; C client: store_client.h (2.x\n"
+	       "   framing; its get is wait + get, as torch's client does), compared with\n"
+	       "   torch's 1.13-frames row\n",
+	       VALUE_LEN, st->cfg->seconds, st->cfg->rounds);
 	printf("  %5s  %-11s %-12s %10s %9s %9s %9s\n", "conns", "server", "client", "ops/s",
 	       "p50 us", "p99 us", "cpu us/op");
-	for (int i = 0; i < st->cfg->nconns; i++) {
-		int k = st->cfg->conns[i];
-		struct sb_pairs_result api, ours, theirs;
-		int rc_api = pairs_one(st, st->ours, SB_WIRE_API, k, &api);
-
-		for (size_t w = 0; w < 2; w++) {
-			int rc = pairs_one(st, st->ours, v1_wires[w], k, &ours);
-
-			if (!st->torch || pairs_one(st, st->torch, v1_wires[w], k, &theirs) < 0)
-				continue;
-			if (rc == 0)
-				pairs_ratio(st, k, v1_wires[w], &ours, &theirs);
-			if (w == 0 && rc_api == 0)
-				pairs_ratio(st, k, SB_WIRE_API, &api, &theirs);
-		}
-	}
+	for (int i = 0; i < st->cfg->nconns; i++)
+		pairs_k(st, st->cfg->conns[i]);
 }
 
 static int storm_one(struct sbr_state *st, const struct sb_server *srv, const char *how, int n,

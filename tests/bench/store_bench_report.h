@@ -13,7 +13,8 @@ struct sbr_config {
 	const char *rdzvd;
 	const char *python; /* NULL: no torch server */
 	const char *rdzvd_args[SBR_MAX_ARGS + 1];
-	double seconds;
+	double seconds; /* per throughput run */
+	int rounds;	/* runs per setting; medians are reported */
 	int conns[16], nconns;
 	int storms[16], nstorms;
 	int idle;
