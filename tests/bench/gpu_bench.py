@@ -122,6 +122,8 @@ def main():
     name = gpu_name()
     tmp = tempfile.mkdtemp(prefix="ddp-gpu-bench-")
     rows, ok = [], True
+    # Rows are written as they come, so a run cut short keeps what it did.
+    partial = open(a.out + ".partial", "w") if a.out else None
     try:
         for spec in a.runs.split(","):
             ranks, prec = int(spec.split(":")[0]), spec.split(":")[1]
@@ -133,8 +135,13 @@ def main():
                     r["peak_share"] = r["tflops"] / PEAK[prec]
                 rows.append(r)
                 print(json.dumps(r), flush=True)
+                if partial:
+                    partial.write(json.dumps(r) + "\n")
+                    partial.flush()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if partial:
+            partial.close()
     lines = ["GPU benchmark on %s" % name,
              "model: %d -> %s -> %d (BatchNorm + ReLU), batch %d per rank, %d timed steps "
              "after %d warm-up; %.3g GFLOP of matrix products per sample" % (
@@ -161,6 +168,7 @@ def main():
     if a.out:
         with open(a.out, "w") as f:
             f.write(text + "\n\n" + "\n".join(json.dumps(r) for r in rows) + "\n")
+        os.unlink(a.out + ".partial")
     return 0 if ok else 1
 
 

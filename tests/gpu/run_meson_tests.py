@@ -23,6 +23,16 @@ import sys
 import time
 
 PYTHON_RE = re.compile(r"python3(\.\d+)?$")
+RUNNING = []  # the test process running now, killed if this runner is
+
+
+def on_term(signum, frame):
+    for p in RUNNING:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    sys.exit(128 + signum)
 
 
 def suites_of(t):
@@ -47,6 +57,7 @@ def run_one(t, a, log):
                              stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:
         return "FAIL", 0.0, "cannot start %s: %s" % (cmd[0], e)
+    RUNNING.append(p)
     try:
         out, _ = p.communicate(timeout=timeout)
         rc = p.returncode
@@ -54,6 +65,12 @@ def run_one(t, a, log):
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
         rc = None
+    finally:
+        RUNNING.remove(p)
+    try:  # whatever the test left in its process group
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
     dt = time.monotonic() - t0
     out = out.decode(errors="replace")
     if rc is None:
@@ -85,22 +102,23 @@ def main():
     with open(os.path.join(a.build, "meson-info", "intro-tests.json")) as f:
         tests = [t for t in json.load(f) if suites_of(t) & set(a.suite)
                  and (not a.match or re.search(a.match, t["name"]))]
-    results = []
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    results, counts = [], {}
     with open(a.log, "a") as log:
         for t in tests:
             res, dt, out = run_one(t, a, log)
             tail = out.strip().splitlines()[-1:] if out.strip() else [""]
             results.append({"name": t["name"], "suite": sorted(suites_of(t)), "result": res,
                             "seconds": round(dt, 2), "last_line": tail[0][:300]})
+            counts[res] = counts.get(res, 0) + 1
             print("%-8s %-32s %7.1f s  %s" % (res, t["name"], dt, tail[0][:100]), flush=True)
-    counts = {}
-    for r in results:
-        counts[r["result"]] = counts.get(r["result"], 0) + 1
+            if a.json:  # after every test, so a runner cut short leaves its results
+                with open(a.json, "w") as f:
+                    json.dump({"suites": a.suite, "counts": counts, "tests": results,
+                               "complete": len(results) == len(tests)}, f, indent=1)
     print("suites %s: %s" % (",".join(a.suite), ", ".join(
         "%d %s" % (n, k) for k, n in sorted(counts.items())) or "no tests"))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"suites": a.suite, "counts": counts, "tests": results}, f, indent=1)
     return 1 if counts.get("FAIL") or counts.get("TIMEOUT") else 0
 
 
