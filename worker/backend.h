@@ -85,7 +85,18 @@ struct ddp_backend_params {
 	uint64_t timeout_ms; /* deadline of init and of every collective */
 	enum ddp_transport transport;
 	const char *master_addr; /* the store's host, to choose a routable address */
+	/* How messages name rank r of this communicator: as global rank
+	 * rank_name_base + r * rank_name_stride (a sub-communicator of a
+	 * hierarchical backend names the job's ranks). Stride 0 means 1. */
+	int rank_name_base;
+	int rank_name_stride;
 };
+
+/* The job-wide number of rank r of a communicator built from p. */
+static inline int backend_rank_name(const struct ddp_backend_params *p, int r)
+{
+	return p->rank_name_base + r * (p->rank_name_stride ? p->rank_name_stride : 1);
+}
 
 /* CPU backend (always built). errbuf gets a message on failure. */
 int backend_cpu_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,

@@ -1,7 +1,9 @@
 /*
  * backend_cpu.c - the CPU backend: picks the transport (shared memory when
- * every rank is on this node, else the TCP ring; DDP_CPU_TRANSPORT or the
- * options force one) and provides the host-memory ops both share.
+ * every rank is on this node; shared memory per node + a ring between nodes
+ * when there are several nodes of several ranks; else the flat TCP ring;
+ * DDP_CPU_TRANSPORT or the options force one) and provides the host-memory
+ * ops the transports share.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -54,17 +56,35 @@ int backend_cpu_new(const struct ddp_backend_params *p, struct ddp_backend **out
 		    size_t errbuf_len)
 {
 	enum ddp_transport t = p->transport;
+	int nodes_even = p->world_size % p->local_world_size == 0;
 
-	if (t == DDP_TRANSPORT_AUTO)
-		t = p->local_world_size == p->world_size ? DDP_TRANSPORT_SHM : DDP_TRANSPORT_RING;
+	if (t == DDP_TRANSPORT_AUTO) {
+		if (p->local_world_size == p->world_size)
+			t = DDP_TRANSPORT_SHM;
+		else if (p->local_world_size > 1 && nodes_even)
+			t = DDP_TRANSPORT_HIER;
+		else
+			t = DDP_TRANSPORT_RING;
+	}
 	if (t == DDP_TRANSPORT_SHM && p->local_world_size != p->world_size) {
+		snprintf(
+		    errbuf, errbuf_len,
+		    "the shared-memory transport needs every rank on one node "
+		    "(LOCAL_WORLD_SIZE %d != WORLD_SIZE %d); use DDP_CPU_TRANSPORT=hier or ring",
+		    p->local_world_size, p->world_size);
+		return -EINVAL;
+	}
+	if (t == DDP_TRANSPORT_HIER && !nodes_even) {
 		snprintf(errbuf, errbuf_len,
-			 "the shared-memory transport needs every rank on one node "
-			 "(LOCAL_WORLD_SIZE %d != WORLD_SIZE %d); use DDP_CPU_TRANSPORT=ring",
-			 p->local_world_size, p->world_size);
+			 "the hierarchical transport needs the same number of ranks on every node "
+			 "(WORLD_SIZE %d is not a multiple of LOCAL_WORLD_SIZE %d); use "
+			 "DDP_CPU_TRANSPORT=ring",
+			 p->world_size, p->local_world_size);
 		return -EINVAL;
 	}
 	if (t == DDP_TRANSPORT_SHM)
 		return cpu_shm_new(p, out, errbuf, errbuf_len);
+	if (t == DDP_TRANSPORT_HIER)
+		return cpu_hier_new(p, out, errbuf, errbuf_len);
 	return cpu_ring_new(p, out, errbuf, errbuf_len);
 }

@@ -49,5 +49,10 @@ int ring_setup(const struct ddp_backend_params *p, uint64_t token, int *fd_next,
 
 int cpu_ring_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,
 		 size_t errbuf_len);
+/* Shared memory inside each node + ring between the nodes' local rank 0
+ * (needs WORLD_SIZE a multiple of LOCAL_WORLD_SIZE, ranks numbered node by
+ * node as the launcher does). */
+int cpu_hier_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,
+		 size_t errbuf_len);
 
 #endif

@@ -36,6 +36,7 @@ struct cpu_ring {
 	uint64_t timeout_ms;
 	uint64_t token;
 	char *tmp;
+	int name_base, name_stride; /* how messages number ranks */
 };
 
 /* One step: send slen bytes of sbuf to next while receiving rlen bytes from
@@ -63,7 +64,7 @@ static void ring_fail(struct cpu_ring *g)
 static int ring_error(struct cpu_ring *g, int kind, int rc, int peer, const char *what)
 {
 	snprintf(g->base.err, sizeof(g->base.err), "%s: rank %d %s (the group must restart)",
-		 cpu_op_name(kind), peer, what);
+		 cpu_op_name(kind), g->name_base + peer * g->name_stride, what);
 	ring_fail(g);
 	return rc;
 }
@@ -224,7 +225,7 @@ static int ring_allgather(struct ddp_backend *b, const void *send, void *recv, s
 	uint64_t deadline = time_now_ms() + g->timeout_ms;
 	char *out = recv;
 
-	if (blk)
+	if (blk && (const char *)send != out + (size_t)me * blk)
 		memcpy(out + (size_t)me * blk, send, blk);
 	if (w == 1 || blk == 0)
 		return 0;
@@ -313,6 +314,8 @@ int cpu_ring_new(const struct ddp_backend_params *p, struct ddp_backend **out, c
 	g->next = (p->rank + 1) % p->world_size;
 	g->prev = (p->rank - 1 + p->world_size) % p->world_size;
 	g->token = ring_token(p->prefix);
+	g->name_base = backend_rank_name(p, 0);
+	g->name_stride = backend_rank_name(p, 1) - g->name_base;
 	g->tmp = malloc(RING_PIECE);
 	if (!g->tmp) {
 		rc = -ENOMEM;

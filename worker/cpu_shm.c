@@ -64,8 +64,14 @@ struct cpu_shm {
 	uint64_t seq;
 	int toggle;
 	uint64_t timeout_ms;
-	int *pidfds; /* [world]: pidfd of each peer (-1: none, use kill) */
+	int *pidfds;		    /* [world]: pidfd of each peer (-1: none, use kill) */
+	int name_base, name_stride; /* how messages number ranks */
 };
+
+static int shm_name(const struct cpu_shm *s, int r)
+{
+	return s->name_base + r * s->name_stride;
+}
 
 static size_t shm_header_bytes(int world)
 {
@@ -135,7 +141,8 @@ static int shm_describe_missing(struct cpu_shm *s, uint64_t seq, char *list, siz
 		dead += gone;
 		if (off < len)
 			off += (size_t)snprintf(list + off, len - off, "%s%d (pid %d%s)",
-						off ? ", " : "", r, (int)pid, gone ? ", dead" : "");
+						off ? ", " : "", shm_name(s, r), (int)pid,
+						gone ? ", dead" : "");
 	}
 	return dead;
 }
@@ -152,11 +159,11 @@ static int shm_check(struct cpu_shm *s, uint64_t seq, uint64_t deadline, int kin
 		if (dead >= 0)
 			snprintf(s->base.err, sizeof(s->base.err),
 				 "%s: rank %d died (noticed by rank %d); the group must restart",
-				 cpu_op_name(kind), dead, by);
+				 cpu_op_name(kind), shm_name(s, dead), shm_name(s, by));
 		else
 			snprintf(s->base.err, sizeof(s->base.err),
 				 "%s: rank %d failed or aborted, so this rank stops too",
-				 cpu_op_name(kind), by);
+				 cpu_op_name(kind), shm_name(s, by));
 		return -ECANCELED;
 	}
 	if (liveness && shm_describe_missing(s, seq, list, sizeof(list)) > 0) {
@@ -436,6 +443,8 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	s->base.world_size = p->world_size;
 	s->base.device = -1;
 	s->timeout_ms = p->timeout_ms;
+	s->name_base = backend_rank_name(p, 0);
+	s->name_stride = backend_rank_name(p, 1) - s->name_base;
 	s->slot =
 	    env && atol(env) >= 4096 ? ((size_t)atol(env) + 63) & ~(size_t)63 : SHM_DEFAULT_SLOT;
 	s->map_len = shm_header_bytes(p->world_size) + ((size_t)p->world_size + 2) * s->slot;

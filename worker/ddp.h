@@ -60,11 +60,14 @@ enum ddp_backend_kind {
 };
 
 /* CPU backend transport. AUTO: shared memory when every rank is on this node
- * (LOCAL_WORLD_SIZE == WORLD_SIZE), else the TCP ring. */
+ * (LOCAL_WORLD_SIZE == WORLD_SIZE); with several nodes of several ranks,
+ * HIER (shared memory in each node, TCP ring between the nodes' local rank
+ * 0); else the flat TCP ring over all ranks. */
 enum ddp_transport {
 	DDP_TRANSPORT_AUTO = 0,
 	DDP_TRANSPORT_SHM = 1,
 	DDP_TRANSPORT_RING = 2,
+	DDP_TRANSPORT_HIER = 3,
 };
 
 /* Size in bytes of one element of `dtype` (0 for an unknown dtype). */
@@ -94,7 +97,7 @@ struct ddp_options {
 	/* DDP_BACKEND_AUTO: the DDP_BACKEND environment variable ("cpu",
 	 * "nccl") when set, else automatic. */
 	enum ddp_backend_kind backend;
-	/* DDP_TRANSPORT_AUTO: DDP_CPU_TRANSPORT ("shm", "ring") when set. */
+	/* DDP_TRANSPORT_AUTO: DDP_CPU_TRANSPORT ("shm", "ring", "hier") when set. */
 	enum ddp_transport transport;
 	/* 0: DDP_TIMEOUT_MS from the environment, else DDP_DEFAULT_TIMEOUT_MS. */
 	uint64_t timeout_ms;

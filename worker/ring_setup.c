@@ -208,17 +208,17 @@ int ring_setup(const struct ddp_backend_params *p, uint64_t token, int *fd_next,
 	if (rc == 0) {
 		rc = ring_io_all(*fd_next, &h, sizeof(h), 1, deadline);
 		if (rc < 0)
-			snprintf(err, sizeof(err), "cannot greet rank %d at %s: %s", next,
-				 (char *)vals[next], strerror(-rc));
+			snprintf(err, sizeof(err), "cannot greet rank %d at %s: %s",
+				 backend_rank_name(p, next), (char *)vals[next], strerror(-rc));
 	} else {
-		snprintf(err, sizeof(err), "cannot connect to rank %d at %s: %s", next,
-			 (char *)vals[next], strerror(-rc));
+		snprintf(err, sizeof(err), "cannot connect to rank %d at %s: %s",
+			 backend_rank_name(p, next), (char *)vals[next], strerror(-rc));
 	}
 	if (rc == 0) {
 		rc = ring_accept(lfd, prev, p->world_size, token, deadline, fd_prev);
 		if (rc < 0)
-			snprintf(err, sizeof(err), "rank %d never connected: %s", prev,
-				 strerror(-rc));
+			snprintf(err, sizeof(err), "rank %d never connected: %s",
+				 backend_rank_name(p, prev), strerror(-rc));
 	}
 	for (int r = 0; r < p->world_size; r++)
 		free(vals[r]);

@@ -48,7 +48,8 @@ def start_store(rdzvd, tmp):
 def run_once(args, tmp, run_no):
     store = None
     env = dict(os.environ)
-    env.update({"WORLD_SIZE": str(args.nranks), "LOCAL_WORLD_SIZE": str(args.nranks),
+    local = args.local_world or args.nranks
+    env.update({"WORLD_SIZE": str(args.nranks), "LOCAL_WORLD_SIZE": str(local),
                 "TORCHELASTIC_RUN_ID": "test%d_%d" % (os.getpid(), run_no),
                 "DDP_CPU_TRANSPORT": args.transport, "DDP_TIMEOUT_MS": str(args.timeout_ms),
                 "OMP_NUM_THREADS": "1"})
@@ -66,7 +67,7 @@ def run_once(args, tmp, run_no):
     t0 = time.monotonic()
     try:
         for r in range(args.start if args.start else args.nranks):
-            e = dict(env, RANK=str(r), LOCAL_RANK=str(r))
+            e = dict(env, RANK=str(r), LOCAL_RANK=str(r % local), GROUP_RANK=str(r // local))
             procs.append(subprocess.Popen(args.program, env=e, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
         outs = []
@@ -138,13 +139,15 @@ def main():
     ap.add_argument("--rdzvd", required=True)
     ap.add_argument("--nranks", type=int, default=2)
     ap.add_argument("--store", choices=["tcp", "tcp-url", "file"], default="tcp")
-    ap.add_argument("--transport", choices=["shm", "ring", "auto"], default="auto")
+    ap.add_argument("--transport", choices=["shm", "ring", "hier", "auto"], default="auto")
     ap.add_argument("--timeout-ms", type=int, default=60000)
     ap.add_argument("--limit", type=float, default=120.0)
     ap.add_argument("--expect", default="ok")
     ap.add_argument("--within", type=float, default=20.0)
     ap.add_argument("--same-digest", type=int, default=1)
     ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--local-world", type=int, default=0,
+                    help="ranks per simulated node (default: all on one node)")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     if args.program and args.program[0] == "--":
