@@ -200,9 +200,11 @@ def read_first_weight(env, n, b):
 
 
 def case_resume(env, args):
-    rng = random.Random(args.seed if args.seed is not None else time.time_ns())
+    seed = args.seed if args.seed is not None else time.time_ns() % 1000000
+    rng = random.Random(seed)
     steps, every = 150, 10
-    kill_step = rng.randint(every + 1, steps - 1)
+    # Any step: before the first checkpoint the restart starts from step 0.
+    kill_step = rng.randint(1, steps - 1)
     kill_rank = rng.randint(0, 1)
     base, faulty = os.path.join(env.tmp, "base"), os.path.join(env.tmp, "faulty")
     extra = ["--max_steps", str(steps), "--checkpoint_every", str(every)]
@@ -211,11 +213,13 @@ def case_resume(env, args):
         "--fault_kill_step", str(kill_step), "--fault_rank", str(kill_rank)]), max_restarts=1)
     out = p.stdout + p.stderr
     check("fault_kill_step" in out, "the fault was not injected:\n" + out[-2000:])
-    check("resumed from" in out, "the restarted group did not resume:\n" + out[-2000:])
+    resumed = "no checkpoint" if kill_step <= every else "resumed from"
+    check(resumed in out, "the restarted group did not say '%s' (--seed %d):\n%s"
+          % (resumed, seed, out[-2000:]))
     a = open(os.path.join(base, "final.safetensors"), "rb").read()
     b = open(os.path.join(faulty, "final.safetensors"), "rb").read()
-    print("resume: rank %d killed before step %d (checkpoint every %d), final checkpoints "
-          "%d and %d bytes" % (kill_rank, kill_step, every, len(a), len(b)))
+    print("resume: rank %d killed before step %d (checkpoint every %d, --seed %d), final "
+          "checkpoints %d and %d bytes" % (kill_rank, kill_step, every, seed, len(a), len(b)))
     if a != b:
         ta, _ = read_st(os.path.join(base, "final.safetensors"))
         tb, _ = read_st(os.path.join(faulty, "final.safetensors"))
