@@ -213,7 +213,7 @@ def case_resume(env, args):
         "--fault_kill_step", str(kill_step), "--fault_rank", str(kill_rank)]), max_restarts=1)
     out = p.stdout + p.stderr
     check("fault_kill_step" in out, "the fault was not injected:\n" + out[-2000:])
-    resumed = "no checkpoint" if kill_step <= every else "resumed from"
+    resumed = "no checkpoint" if kill_step < every else "resumed from"
     check(resumed in out, "the restarted group did not say '%s' (--seed %d):\n%s"
           % (resumed, seed, out[-2000:]))
     a = open(os.path.join(base, "final.safetensors"), "rb").read()
