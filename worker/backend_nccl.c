@@ -91,21 +91,47 @@ static int nb_fail(struct nccl_backend *nb, int rc, const char *reason)
 {
 	nb_abort_comm(nb);
 	nb->copyback = NULL;
+	nb->pending = 0;
 	snprintf(nb->base.err, sizeof(nb->base.err),
-		 "nccl: %s on rank %d of %d %s; the communicator was aborted (the launcher "
-		 "restarts the group)",
+		 "nccl: %.90s on rank %d of %d %.300s; the communicator was aborted (the "
+		 "launcher restarts the group)",
 		 nb->op, nb->base.rank, nb->base.world_size, reason);
 	return rc;
 }
 
+/* "rank 1" or "ranks 0, 2, 3" (the peers of this rank; NCCL cannot tell
+ * which of them is missing), at most 16 named. */
+static void nb_peers(const struct nccl_backend *nb, char *buf, size_t len)
+{
+	int w = nb->base.world_size, me = nb->base.rank, named = 0;
+	size_t off;
+
+	if (w <= 1) {
+		snprintf(buf, len, "no other rank");
+		return;
+	}
+	off = (size_t)snprintf(buf, len, w == 2 ? "rank" : "ranks");
+	for (int r = 0; r < w && off < len; r++) {
+		if (r == me)
+			continue;
+		if (named == 16) {
+			snprintf(buf + off, len - off, " and %d more", w - 1 - named);
+			return;
+		}
+		off += (size_t)snprintf(buf + off, len - off, "%s %d", named ? "," : "", r);
+		named++;
+	}
+}
+
 static int nb_fail_timeout(struct nccl_backend *nb)
 {
-	char why[200];
+	char why[300], peers[160];
 
+	nb_peers(nb, peers, sizeof(peers));
 	snprintf(why, sizeof(why),
-		 "did not complete within %llu ms: another rank stopped calling collectives, "
-		 "died or cannot be reached",
-		 (unsigned long long)nb->timeout_ms);
+		 "did not complete within %llu ms waiting for %s: one of them stopped calling "
+		 "collectives, died or cannot be reached",
+		 (unsigned long long)nb->timeout_ms, peers);
 	return nb_fail(nb, -ETIMEDOUT, why);
 }
 
@@ -115,13 +141,16 @@ static int nb_fail_timeout(struct nccl_backend *nb)
 static int nb_poll(struct nccl_backend *nb, uint64_t deadline_ms)
 {
 	ncclResult_t st;
-	char why[200];
+	char why[400];
 
 	if (ncclCommGetAsyncError(nb->comm, &st) != ncclSuccess)
 		st = ncclInternalError;
 	if (st != ncclSuccess && st != ncclInProgress) {
-		snprintf(why, sizeof(why), "failed: %s (%s)", ncclGetErrorString(st),
-			 ncclGetLastError(nb->comm));
+		char peers[160];
+
+		nb_peers(nb, peers, sizeof(peers));
+		snprintf(why, sizeof(why), "failed with %s: %s (%s; probably one of them died)",
+			 peers, ncclGetErrorString(st), ncclGetLastError(nb->comm));
 		return nb_fail(nb, -ECONNRESET, why);
 	}
 	if (atomic_load(&nb->abort_requested))
@@ -347,8 +376,10 @@ static int nb_sync_step(struct nccl_backend *nb)
 	cudaError_t q;
 	int rc;
 
+	if (nb->broken)
+		return -ECANCELED;
 	if (!nb->pending)
-		return nb->broken ? -ECANCELED : 0;
+		return 0;
 	q = cudaEventQuery(nb->done);
 	if (q == cudaSuccess) {
 		nb->pending = 0;
