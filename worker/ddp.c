@@ -88,8 +88,11 @@ static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
 			o->transport = DDP_TRANSPORT_SHM;
 		} else if (strcmp(t, "ring") == 0) {
 			o->transport = DDP_TRANSPORT_RING;
+		} else if (strcmp(t, "hier") == 0) {
+			o->transport = DDP_TRANSPORT_HIER;
 		} else if (strcmp(t, "auto") != 0) {
-			snprintf(err, errlen, "DDP_CPU_TRANSPORT='%s' is not shm, ring or auto", t);
+			snprintf(err, errlen,
+				 "DDP_CPU_TRANSPORT='%s' is not shm, ring, hier or auto", t);
 			return -EINVAL;
 		}
 	}
