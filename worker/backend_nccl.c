@@ -255,7 +255,9 @@ static int nb_inplace(struct nccl_backend *nb, const char *what, void *buf, size
 	void *d = buf;
 	int rc = nb_begin(nb, what, count, buf, buf, bytes);
 
-	if (rc == 0 && host) {
+	if (rc < 0 || count == 0) /* nothing to move: no NCCL call at all */
+		return rc;
+	if (host) {
 		rc = nb_stage_reserve(nb, bytes);
 		if (rc == 0)
 			rc = nb_stage_in(nb, 0, buf, bytes);
@@ -323,7 +325,9 @@ static int nb_gather(struct nccl_backend *nb, const void *send, void *recv, size
 	void *dr = recv;
 	int rc = nb_begin(nb, "all-gather", count, send, recv, sb);
 
-	if (rc == 0 && (hs || hr))
+	if (rc < 0 || count == 0)
+		return rc;
+	if (hs || hr)
 		rc = nb_stage_reserve(nb, roff + rb);
 	if (rc == 0 && hs) {
 		rc = nb_stage_in(nb, 0, send, sb);
