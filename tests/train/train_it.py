@@ -10,9 +10,11 @@ Cases:
                 under a minute; its metrics file plots to a PNG
   equivalence   N ranks x batch B == 1 rank x batch N*B after 100 steps
                 (SyncBatchNorm), N given by --ranks
-  resume        a rank SIGKILLed at a random step, restarted by ddplaunch,
-                resumes and ends with a final checkpoint byte-identical to an
-                uninterrupted run
+  resume        a rank SIGKILLs itself at a random step (--fault_kill_step),
+                ddplaunch restarts the group, it resumes and ends with a final
+                checkpoint byte-identical to an uninterrupted run
+  resume_external  the same with the SIGKILL sent by this test to the
+                rank's pid at a random moment
   pitfalls      a 'module.'-prefixed checkpoint loads strictly; one missing a
                 tensor (or with an extra one) is refused, naming it
   real_client   the checkpoint read by the 'safetensors' package from PyPI
@@ -226,6 +228,76 @@ def case_resume(env, args):
         raise Fail("final checkpoints differ; worst tensor %s (%.3g)" % max_rel_diff(tb, ta))
 
 
+def find_worker(marker, rank):
+    """PID of our ddp-train worker of `rank` on attempt 0: its command line
+    holds this test's private directory, so only our own process matches."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                envs = set(f.read().split(b"\0"))
+        except OSError:
+            continue
+        if (os.path.basename(argv[0]) == b"ddp-train" and marker.encode() in b" ".join(argv)
+                and b"RANK=%d" % rank in envs and b"TORCHELASTIC_RESTART_COUNT=0" in envs):
+            return int(pid)
+    return None
+
+
+def last_step(metrics):
+    try:
+        with open(metrics) as f:
+            lines = f.read().splitlines()
+        return max((json.loads(l)["step"] for l in lines if l.endswith("}")), default=0)
+    except (OSError, ValueError):
+        return 0
+
+
+def case_resume_external(env, args):
+    """The same, but the SIGKILL comes from outside, at whatever point of the
+    step (or of a checkpoint write) the chosen step's rank happens to be."""
+    seed = args.seed if args.seed is not None else time.time_ns() % 1000000
+    rng = random.Random(seed)
+    steps, every = 1500, 50
+    target, kill_rank = rng.randint(20, 900), rng.randint(0, 1)
+    base, faulty = os.path.join(env.tmp, "base"), os.path.join(env.tmp, "faulty")
+    metrics = os.path.join(env.tmp, "faulty.jsonl")
+    extra = ["--max_steps", str(steps), "--checkpoint_every", str(every), "--log_every", "1",
+             "--eval_every_epoch", "false"]
+    env.launch(2, digits_args(env, base, extra))
+    cmd = [env.launcher, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+           "--grace_period=5", env.trainer] + digits_args(env, faulty, extra + [
+               "--metrics", metrics])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    killed, deadline = None, time.monotonic() + 60
+    try:
+        while killed is None and time.monotonic() < deadline and proc.poll() is None:
+            if last_step(metrics) >= target:
+                pid = find_worker(faulty, kill_rank)
+                check(pid is not None, "rank %d's process was not found" % kill_rank)
+                os.kill(pid, 9)
+                killed = last_step(metrics)
+            else:
+                time.sleep(0.002)
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    check(killed is not None, "the run ended (or timed out) before step %d (--seed %d)"
+          % (target, seed))
+    check(proc.returncode == 0, "the restarted run failed (%d):\n%s" % (proc.returncode,
+                                                                        err[-2000:]))
+    check("SIGKILL" in err and "restart 1" in err, "no SIGKILL/restart seen:\n" + err[-2000:])
+    a = open(os.path.join(base, "final.safetensors"), "rb").read()
+    b = open(os.path.join(faulty, "final.safetensors"), "rb").read()
+    print("resume_external: rank %d SIGKILLed from outside near step %d (--seed %d); final "
+          "checkpoints identical: %s" % (kill_rank, killed, seed, a == b))
+    check(a == b, "final checkpoints differ after an external SIGKILL")
+
+
 def case_pitfalls(env, args):
     base = os.path.join(env.tmp, "base")
     extra = ["--max_steps", "40"]
@@ -339,6 +411,7 @@ def case_real_client(env, args):
 
 
 CASES = {"digits": case_digits, "equivalence": case_equivalence, "resume": case_resume,
+         "resume_external": case_resume_external,
          "pitfalls": case_pitfalls, "real_client": case_real_client}
 
 
