@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <log.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,14 @@ static void write_all(int fd, const char *p, size_t n)
 
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EAGAIN) {
+			/* A console someone made non-blocking: wait until it drains
+			 * rather than cut the line. */
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+
+			if (poll(&pfd, 1, -1) >= 0 || errno == EINTR)
+				continue;
+		}
 		if (w <= 0)
 			return; /* a closed console must not stop the job */
 		p += w;
