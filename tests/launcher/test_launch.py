@@ -110,6 +110,18 @@ class Output(LaunchCase):
         r = self.launch(["--nproc_per_node=1", "--no_prefix", HELPER, "burst", "1", "3"])
         self.assertEqual(r.stdout, "R0:0:aaa\n")
 
+    def test_tee_without_log_dir(self):
+        # -t copies to files and keeps the console; without --log_dir the
+        # files go to a directory that ddplaunch names.
+        r = self.launch(["--nproc_per_node=1", "-t", "3", HELPER, "burst", "1", "4"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "[rank 0]: R0:0:aaaa\n")
+        m = re.search(r"worker logs go to '([^']+)'", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        self.assertTrue(m.group(1).startswith(self.dir))
+        with open(os.path.join(m.group(1), "attempt_0", "0", "stdout.log")) as f:
+            self.assertEqual(f.read(), "R0:0:aaaa\n")
+
 
 class Supervision(LaunchCase):
     def test_restart_after_failure(self):
