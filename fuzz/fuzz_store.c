@@ -6,8 +6,8 @@
  * the input itself), every decoded request is run against one store with
  * small limits, and A disconnects half-way. Invariants: no crash, no leak,
  * no undefined behaviour; the byte accounting stays under its limit; after
- * both owners are gone, no wait is left; after all keys, queues and waits
- * are gone, no byte is accounted.
+ * both owners are gone, no wait is left. Watches (torch 1.13 WATCH_KEY)
+ * are exercised too.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +30,20 @@ static int wakes;
 static void fuzz_wake(void *ctx, struct store_owner *owner)
 {
 	wakes++;
+}
+
+/* Reads every byte it is shown, so ASan checks the views are valid. */
+static void fuzz_notify(void *ctx, struct store_owner *owner, enum store_change change,
+			struct byteview key, struct byteview old_value, struct byteview new_value)
+{
+	unsigned sum = (unsigned)change;
+	for (size_t i = 0; i < key.len; i++)
+		sum += key.data[i];
+	for (size_t i = 0; i < old_value.len; i++)
+		sum += old_value.data[i];
+	for (size_t i = 0; i < new_value.len; i++)
+		sum += new_value.data[i];
+	wakes += (int)(sum & 1);
 }
 
 static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_request *r)
@@ -76,6 +90,9 @@ static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_re
 		for (size_t i = 0; i + 1 < r->nfields && rc == 0; i += 2)
 			rc = store_set(s, r->fields[i], r->fields[i + 1]);
 		break;
+	case PROTO_OP_WATCH_KEY:
+		rc = store_watch(s, &c->owner, r->fields[0]);
+		break;
 	case PROTO_OP_CANCEL_WAIT:
 		store_owner_cancel(s, &c->owner);
 		break;
@@ -111,6 +128,7 @@ static void fuzz_feed(struct store *s, struct fuzz_conn *c, const uint8_t *p, si
 		if (rc < 0) {
 			c->dead = 1;
 			store_owner_cancel(s, &c->owner);
+			store_owner_unwatch(s, &c->owner);
 		}
 	}
 	if (!c->dead && proto_decoder_idle(&c->dec))
@@ -130,6 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct store *s;
 	if (store_new(FUZZ_MAX_BYTES, fuzz_wake, NULL, &s) < 0)
 		return 0;
+	store_set_watch_callback(s, fuzz_notify);
 	struct fuzz_conn conns[2];
 	for (int i = 0; i < 2; i++) {
 		memset(&conns[i], 0, sizeof(conns[i]));
@@ -150,14 +169,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (i == 0 && pos[0] >= size / 2 && !conns[0].dead) {
 			conns[0].dead = 1; /* A disconnects half-way */
 			store_owner_cancel(s, &conns[0].owner);
+			store_owner_unwatch(s, &conns[0].owner);
 		}
 	}
 	for (int i = 0; i < 2; i++) {
 		store_owner_cancel(s, &conns[i].owner);
+		store_owner_unwatch(s, &conns[i].owner);
 		proto_decoder_release(&conns[i].dec);
 		bytebuf_release(&conns[i].out);
 	}
-	if (store_waiter_count(s) != 0)
+	if (store_waiter_count(s) != 0 || store_bytes_used(s) > FUZZ_MAX_BYTES)
 		abort();
 	store_free(s);
 	return 0;

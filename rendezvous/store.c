@@ -1,50 +1,15 @@
 /*
- * store.c - TCPStore semantics: values, counters, compare-set, waits and
- * queues over the hash table, with byte accounting.
+ * store.c - TCPStore semantics for values: set, get, add, compare-set,
+ * delete, append, with byte accounting (waits: store_wait.c; queues:
+ * store_queue.c; watches: store_watch.c).
  */
-#include "store.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_table.h"
-
-/* One key a waiter still misses, linked into that key's entry. */
-struct store_link {
-	struct store_link *prev;
-	struct store_link *next;
-	struct store_waiter *waiter;
-	struct store_entry *entry;
-};
-
-struct store_waiter {
-	struct store_owner *owner;
-	struct store_waiter *oprev; /* owner's list */
-	struct store_waiter *onext;
-	size_t missing; /* links still in entries */
-	size_t nlinks;
-	size_t bytes; /* accounted size */
-	struct store_link links[];
-};
-
-struct store_item {
-	struct store_item *next;
-	size_t len;
-	uint8_t data[];
-};
-
-struct store {
-	struct store_table table;
-	size_t max_bytes;
-	size_t bytes;
-	int64_t num_keys;
-	size_t nwaiters;
-	store_wake_fn wake;
-	void *ctx;
-};
+#include "store_int.h"
 
 int store_new(size_t max_total_bytes, store_wake_fn wake, void *ctx, struct store **out)
 {
@@ -58,20 +23,20 @@ int store_new(size_t max_total_bytes, store_wake_fn wake, void *ctx, struct stor
 	}
 	s->max_bytes = max_total_bytes;
 	s->wake = wake;
+	s->watch = NULL;
 	s->ctx = ctx;
 	*out = s;
 	return 0;
 }
 
-static bool entry_exists(const struct store_entry *e)
+bool store_entry_exists(const struct store_entry *e)
 {
 	return e && (e->present || e->qlen > 0);
 }
 
-/* Frees the entry once nothing keeps it alive. */
-static void entry_gc(struct store *s, struct store_entry *e)
+void store_entry_gc(struct store *s, struct store_entry *e)
 {
-	if (e->present || e->qlen > 0 || e->waiters)
+	if (e->present || e->qlen > 0 || e->waiters || e->watches)
 		return;
 	store_table_remove(&s->table, e);
 	s->bytes -= e->key_len;
@@ -79,9 +44,7 @@ static void entry_gc(struct store *s, struct store_entry *e)
 	free(e);
 }
 
-/* Finds the key or creates an empty entry for it, if `extra` more bytes (plus
- * the key, when new) fit under the limit. */
-static int entry_get(struct store *s, struct byteview key, size_t extra, struct store_entry **out)
+int store_entry_get(struct store *s, struct byteview key, size_t extra, struct store_entry **out)
 {
 	struct store_entry *e = store_table_find(&s->table, key);
 	size_t need = extra + (e ? 0 : key.len);
@@ -97,56 +60,11 @@ static int entry_get(struct store *s, struct byteview key, size_t extra, struct 
 	return 0;
 }
 
-static void owner_unlink(struct store_waiter *w)
-{
-	if (w->oprev)
-		w->oprev->onext = w->onext;
-	else
-		w->owner->waiters = w->onext;
-	if (w->onext)
-		w->onext->oprev = w->oprev;
-}
-
-static void link_remove(struct store_link *l)
-{
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		l->entry->waiters = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	l->entry = NULL;
-}
-
-static void waiter_free(struct store *s, struct store_waiter *w)
-{
-	s->bytes -= w->bytes;
-	s->nwaiters--;
-	free(w);
-}
-
-/* The key of `e` now exists: satisfy its waiters (all, or only until one
- * completes when `one`), running the wake callback for each completed. */
-static void entry_wake(struct store *s, struct store_entry *e, bool one)
-{
-	while (e->waiters) {
-		struct store_link *l = e->waiters;
-		struct store_waiter *w = l->waiter;
-		link_remove(l);
-		if (--w->missing > 0)
-			continue;
-		struct store_owner *owner = w->owner;
-		owner_unlink(w);
-		waiter_free(s, w);
-		if (s->wake)
-			s->wake(s->ctx, owner);
-		if (one)
-			break;
-	}
-}
-
-/* Replaces the value of an entry that has room accounted by the caller. */
-static int entry_assign(struct store *s, struct store_entry *e, const void *data, size_t len)
+/* Gives the entry a copy of data as its value (room accounted by the
+ * caller). The old value is handed back through *old (the caller frees it
+ * after telling watchers). */
+static int entry_assign(struct store *s, struct store_entry *e, const void *data, size_t len,
+			struct byteview *old)
 {
 	uint8_t *v = NULL;
 	if (len) {
@@ -156,7 +74,8 @@ static int entry_assign(struct store *s, struct store_entry *e, const void *data
 		memcpy(v, data, len);
 	}
 	s->bytes = s->bytes - e->value_len + len;
-	free(e->value);
+	old->data = e->value;
+	old->len = e->value_len;
 	e->value = v;
 	e->value_len = len;
 	if (!e->present)
@@ -168,17 +87,22 @@ static int entry_assign(struct store *s, struct store_entry *e, const void *data
 static int store_put(struct store *s, struct byteview key, const void *data, size_t len)
 {
 	struct store_entry *e = store_table_find(&s->table, key);
-	size_t old = e && e->present ? e->value_len : 0;
-	size_t extra = len > old ? len - old : 0;
-	int rc = entry_get(s, key, extra, &e);
+	size_t old_len = e && e->present ? e->value_len : 0;
+	size_t extra = len > old_len ? len - old_len : 0;
+	int rc = store_entry_get(s, key, extra, &e);
 	if (rc < 0)
 		return rc;
-	rc = entry_assign(s, e, data, len);
+	bool was_present = e->present;
+	struct byteview old;
+	rc = entry_assign(s, e, data, len, &old);
 	if (rc < 0) {
-		entry_gc(s, e);
+		store_entry_gc(s, e);
 		return rc;
 	}
-	entry_wake(s, e, false);
+	store_entry_wake(s, e, false);
+	store_entry_notify(s, e, was_present ? STORE_KEY_UPDATED : STORE_KEY_CREATED, old,
+			   (struct byteview){e->value, e->value_len});
+	free((void *)old.data);
 	return 0;
 }
 
@@ -264,92 +188,6 @@ int store_compare_set(struct store *store, struct byteview key, struct byteview 
 	return store_get(store, key, current) ? 0 : -EIO;
 }
 
-int store_check(const struct store *store, const struct byteview *keys, size_t nkeys)
-{
-	for (size_t i = 0; i < nkeys; i++)
-		if (!entry_exists(store_table_find(&store->table, keys[i])))
-			return 0;
-	return 1;
-}
-
-/* Undoes a partly registered waiter (allocation failure). */
-static void waiter_unwind(struct store *s, struct store_waiter *w)
-{
-	for (size_t i = 0; i < w->nlinks; i++) {
-		struct store_entry *e = w->links[i].entry;
-		if (!e)
-			continue;
-		link_remove(&w->links[i]);
-		entry_gc(s, e);
-	}
-	s->bytes -= w->bytes;
-	free(w);
-}
-
-int store_wait(struct store *store, struct store_owner *owner, const struct byteview *keys,
-	       size_t nkeys)
-{
-	size_t missing = 0;
-	for (size_t i = 0; i < nkeys; i++)
-		if (!entry_exists(store_table_find(&store->table, keys[i])))
-			missing++;
-	if (missing == 0)
-		return 1;
-	size_t size = sizeof(struct store_waiter) + missing * sizeof(struct store_link);
-	if (size > store->max_bytes - store->bytes)
-		return -ENOSPC;
-	struct store_waiter *w = calloc(1, size);
-	if (!w)
-		return -ENOMEM;
-	w->owner = owner;
-	w->bytes = size;
-	store->bytes += size;
-	for (size_t i = 0; i < nkeys; i++) {
-		struct store_entry *e = store_table_find(&store->table, keys[i]);
-		if (entry_exists(e))
-			continue;
-		int rc = entry_get(store, keys[i], 0, &e);
-		if (rc < 0) {
-			waiter_unwind(store, w);
-			return rc;
-		}
-		struct store_link *l = &w->links[w->nlinks++];
-		l->waiter = w;
-		l->entry = e;
-		l->prev = NULL;
-		l->next = e->waiters;
-		if (e->waiters)
-			e->waiters->prev = l;
-		e->waiters = l;
-	}
-	w->missing = w->nlinks;
-	w->onext = owner->waiters;
-	if (owner->waiters)
-		owner->waiters->oprev = w;
-	owner->waiters = w;
-	store->nwaiters++;
-	return 0;
-}
-
-size_t store_owner_cancel(struct store *store, struct store_owner *owner)
-{
-	size_t n = 0;
-	while (owner->waiters) {
-		struct store_waiter *w = owner->waiters;
-		owner_unlink(w);
-		for (size_t i = 0; i < w->nlinks; i++) {
-			struct store_entry *e = w->links[i].entry;
-			if (!e)
-				continue;
-			link_remove(&w->links[i]);
-			entry_gc(store, e);
-		}
-		waiter_free(store, w);
-		n++;
-	}
-	return n;
-}
-
 int64_t store_num_keys(const struct store *store)
 {
 	return store->num_keys;
@@ -360,13 +198,17 @@ int store_delete(struct store *store, struct byteview key)
 	struct store_entry *e = store_table_find(&store->table, key);
 	if (!e || !e->present)
 		return 0;
+	uint8_t *old = e->value;
+	size_t old_len = e->value_len;
 	store->bytes -= e->value_len;
-	free(e->value);
 	e->value = NULL;
 	e->value_len = 0;
 	e->present = false;
 	store->num_keys--;
-	entry_gc(store, e);
+	store_entry_notify(store, e, STORE_KEY_DELETED, (struct byteview){old, old_len},
+			   (struct byteview){NULL, 0});
+	free(old);
+	store_entry_gc(store, e);
 	return 1;
 }
 
@@ -377,85 +219,26 @@ int store_append(struct store *store, struct byteview key, struct byteview value
 		return store_put(store, key, value.data, value.len);
 	if (value.len > store->max_bytes - store->bytes)
 		return -ENOSPC;
-	if (value.len) {
-		uint8_t *v = realloc(e->value, e->value_len + value.len);
-		if (!v)
-			return -ENOMEM;
-		memcpy(v + e->value_len, value.data, value.len);
-		e->value = v;
-		e->value_len += value.len;
-		store->bytes += value.len;
-	}
-	entry_wake(store, e, false);
-	return 0;
-}
-
-int store_queue_push(struct store *store, struct byteview key, struct byteview value)
-{
-	struct store_entry *e;
-	int rc = entry_get(store, key, value.len, &e);
-	if (rc < 0)
-		return rc;
-	struct store_item *it = malloc(sizeof(*it) + value.len);
-	if (!it) {
-		entry_gc(store, e);
+	uint8_t *v = malloc(e->value_len + value.len + 1);
+	if (!v)
 		return -ENOMEM;
-	}
-	it->next = NULL;
-	it->len = value.len;
+	if (e->value_len)
+		memcpy(v, e->value, e->value_len);
 	if (value.len)
-		memcpy(it->data, value.data, value.len);
-	if (e->qtail)
-		e->qtail->next = it;
-	else
-		e->qhead = it;
-	e->qtail = it;
-	e->qlen++;
+		memcpy(v + e->value_len, value.data, value.len);
+	struct byteview old = {e->value, e->value_len};
+	e->value = v;
+	e->value_len += value.len;
 	store->bytes += value.len;
-	entry_wake(store, e, true);
+	store_entry_wake(store, e, false);
+	store_entry_notify(store, e, STORE_KEY_UPDATED, old, (struct byteview){v, e->value_len});
+	free((void *)old.data);
 	return 0;
-}
-
-int store_queue_pop(struct store *store, struct byteview key, int64_t *len_before, uint8_t **item,
-		    size_t *item_len)
-{
-	struct store_entry *e = store_table_find(&store->table, key);
-	*len_before = e ? (int64_t)e->qlen : 0;
-	*item = NULL;
-	*item_len = 0;
-	if (!e || e->qlen == 0)
-		return 0;
-	struct store_item *it = e->qhead;
-	uint8_t *copy = malloc(it->len ? it->len : 1);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, it->data, it->len);
-	e->qhead = it->next;
-	if (!e->qhead)
-		e->qtail = NULL;
-	e->qlen--;
-	store->bytes -= it->len;
-	*item = copy;
-	*item_len = it->len;
-	free(it);
-	entry_gc(store, e);
-	return 0;
-}
-
-int64_t store_queue_len(const struct store *store, struct byteview key)
-{
-	const struct store_entry *e = store_table_find(&store->table, key);
-	return e ? (int64_t)e->qlen : 0;
 }
 
 size_t store_bytes_used(const struct store *store)
 {
 	return store->bytes;
-}
-
-size_t store_waiter_count(const struct store *store)
-{
-	return store->nwaiters;
 }
 
 void store_free(struct store *store)
@@ -467,20 +250,8 @@ void store_free(struct store *store)
 		struct store_entry *e = t->buckets[i];
 		while (e) {
 			struct store_entry *next = e->next;
-			/* A waiter's links are all removed before it is freed, so
-			 * no list still points at it. */
-			while (e->waiters) {
-				struct store_waiter *w = e->waiters->waiter;
-				for (size_t j = 0; j < w->nlinks; j++)
-					if (w->links[j].entry)
-						link_remove(&w->links[j]);
-				free(w);
-			}
-			while (e->qhead) {
-				struct store_item *it = e->qhead;
-				e->qhead = it->next;
-				free(it);
-			}
+			store_entry_drop_waits(e);
+			store_entry_drop_queue(e);
 			free(e->value);
 			free(e);
 			e = next;

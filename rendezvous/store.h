@@ -11,7 +11,8 @@
  *    as existing while a queue of that name is not empty); the waiter's owner
  *    is told through the wake callback;
  *  - queues (torch 2.x): push wakes at most one waiter of that name, pop
- *    takes the oldest item.
+ *    takes the oldest item;
+ *  - watches (torch 1.13): every change of a watched key is reported.
  * Every byte stored (keys, values, queue items) is counted against
  * max_total_bytes; an operation that would pass it fails with -ENOSPC and
  * changes nothing.
@@ -28,16 +29,35 @@
 struct store;
 struct store_waiter;
 
-/* The pending waits of one client (embed one per connection). Initialise
- * with STORE_OWNER_INIT or zeroes; cancel before freeing it. */
+struct store_watch;
+
+/* The pending waits and the watches of one client (embed one per
+ * connection). Initialise with STORE_OWNER_INIT or zeroes; cancel and unwatch
+ * before freeing it. */
 struct store_owner {
 	struct store_waiter *waiters;
+	struct store_watch *watches;
 };
 
 #define STORE_OWNER_INIT                                                                           \
 	{                                                                                          \
-		NULL                                                                               \
+		NULL, NULL                                                                         \
 	}
+
+/* What happened to a watched key (the values are torch 1.13's
+ * WatchResponseType). */
+enum store_change {
+	STORE_KEY_UPDATED = 0,
+	STORE_KEY_CREATED = 1,
+	STORE_KEY_DELETED = 2,
+};
+
+/* Called for each watch of a key that changed: its value went from
+ * old_value to new_value (empty when created / deleted). The views are valid
+ * during the call only. It must not call into the store. */
+typedef void (*store_watch_fn)(void *ctx, struct store_owner *owner, enum store_change change,
+			       struct byteview key, struct byteview old_value,
+			       struct byteview new_value);
 
 /* Called when a wait of `owner` completes (the waiter is already removed
  * and freed). It must not free the store, and must not cancel or register
@@ -81,6 +101,17 @@ int store_wait(struct store *store, struct store_owner *owner, const struct byte
 /* Drops every pending wait of `owner` (disconnect, cancel-wait). Returns how
  * many were dropped. */
 size_t store_owner_cancel(struct store *store, struct store_owner *owner);
+
+/* Sets the callback for watches (it gets the ctx given to store_new). */
+void store_set_watch_callback(struct store *store, store_watch_fn watch);
+
+/* torch 1.13's WATCH_KEY: from now on `owner` is told about every set, add,
+ * compare-set that stores, append and delete of `key` (until it unwatches).
+ * Returns 0, -ENOSPC (watches are accounted) or -ENOMEM. */
+int store_watch(struct store *store, struct store_owner *owner, struct byteview key);
+
+/* Drops every watch of `owner`. Returns how many. */
+size_t store_owner_unwatch(struct store *store, struct store_owner *owner);
 
 /* Number of keys with a value (queues are not counted, as in torch). */
 int64_t store_num_keys(const struct store *store);

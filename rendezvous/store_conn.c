@@ -25,6 +25,13 @@ static void conn_closed(uv_handle_t *handle)
 		server->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
+	/* Its waits and watches go only now: callbacks run from inside the
+	 * store never change the store, so they only mark a connection
+	 * closing, and its records stay valid until here. */
+	size_t dropped = store_owner_cancel(server->store, &conn->owner);
+	store_owner_unwatch(server->store, &conn->owner);
+	if (dropped)
+		log_debug("store: client gone; dropped %zu pending wait(s)", dropped);
 	proto_decoder_release(&conn->dec);
 	bytebuf_release(&conn->out);
 	bytebuf_release(&conn->stash);
@@ -38,10 +45,6 @@ void store_conn_close(struct store_conn *conn)
 	if (conn->state == CONN_CLOSING)
 		return;
 	conn->state = CONN_CLOSING;
-	/* Drop its waits now, so no wake-up targets a closing connection. */
-	size_t dropped = store_owner_cancel(conn->server->store, &conn->owner);
-	if (dropped)
-		log_debug("store: client gone; dropped %zu pending wait(s)", dropped);
 	uv_close((uv_handle_t *)&conn->tcp, conn_closed);
 }
 
@@ -128,6 +131,27 @@ void store_conn_wake(void *ctx, struct store_owner *owner)
 	if (conn->state == CONN_CLOSING)
 		return;
 	if (proto_put_u8(&conn->out, PROTO_WAIT_STOP_WAITING) < 0) {
+		store_conn_close(conn);
+		return;
+	}
+	conn_flush(conn);
+}
+
+void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change change,
+		       struct byteview key, struct byteview old_value, struct byteview new_value)
+{
+	struct store_conn *conn =
+	    (struct store_conn *)((char *)owner - offsetof(struct store_conn, owner));
+	if (conn->state == CONN_CLOSING)
+		return;
+	int rc = proto_put_u8(&conn->out, (uint8_t)change);
+	if (rc == 0)
+		rc = proto_put_bytes(&conn->out, key.data, key.len);
+	if (rc == 0)
+		rc = proto_put_bytes(&conn->out, old_value.data, old_value.len);
+	if (rc == 0)
+		rc = proto_put_bytes(&conn->out, new_value.data, new_value.len);
+	if (rc < 0) {
 		store_conn_close(conn);
 		return;
 	}

@@ -70,6 +70,11 @@ void store_conn_close(struct store_conn *conn);
 /* The store's wake callback: a wait of this owner completed. */
 void store_conn_wake(void *ctx, struct store_owner *owner);
 
+/* The store's watch callback: pushes a torch 1.13 key-change message (type
+ * byte, key, old value, new value) to the watching connection. */
+void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change change,
+		       struct byteview key, struct byteview old_value, struct byteview new_value);
+
 /* Runs one decoded request; replies go to conn->out. Returns 0, or a
  * negative errno after which the connection must be closed. */
 int store_conn_execute(struct store_conn *conn, const struct proto_request *req);

@@ -85,6 +85,7 @@ int store_conn_execute(struct store_conn *conn, const struct proto_request *req)
 {
 	struct store *store = conn->server->store;
 	struct bytebuf *out = &conn->out;
+	int rc;
 	switch (req->op) {
 	case PROTO_OP_VALIDATE:
 		return 0;
@@ -123,9 +124,11 @@ int store_conn_execute(struct store_conn *conn, const struct proto_request *req)
 		return exec_queue_pop(conn, req);
 	case PROTO_OP_QUEUE_LEN:
 		return proto_put_i64(out, store_queue_len(store, req->fields[0]));
+	case PROTO_OP_WATCH_KEY:
+		/* torch 1.13's watchKey, on its second connection. */
+		rc = store_watch(store, &conn->owner, req->fields[0]);
+		return rc < 0 ? rc : proto_put_u8(out, PROTO_WATCH_CALLBACK_REGISTERED);
 	default:
-		/* WATCH_KEY: torch 1.13's C++-only watchKey on its second
-		 * connection; not served (see docs/protocol.md). */
 		log_debug("store: unsupported query %s", proto_op_name(req->op));
 		return -EPROTO;
 	}

@@ -45,6 +45,7 @@ int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct 
 		free(server);
 		return rc;
 	}
+	store_set_watch_callback(server->store, store_conn_notify);
 	*out = server;
 	return 0;
 }

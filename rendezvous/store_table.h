@@ -12,17 +12,20 @@
 #include "bytes.h"
 
 struct store_link;
+struct store_watch;
 struct store_item;
 
-/* One key. It lives while it has a value, a non-empty queue, or waiters. */
+/* One key. It lives while it has a value, a non-empty queue, waiters or
+ * watchers. */
 struct store_entry {
 	struct store_entry *next; /* hash chain */
 	uint64_t hash;
 	uint8_t *value; /* malloc'ed; NULL when empty or absent */
 	size_t value_len;
-	bool present;		    /* has a value (set/add/append...) */
-	struct store_link *waiters; /* waits that miss this key */
-	struct store_item *qhead;   /* queue, oldest first */
+	bool present;		     /* has a value (set/add/append...) */
+	struct store_link *waiters;  /* waits that miss this key */
+	struct store_watch *watches; /* owners told about every change */
+	struct store_item *qhead;    /* queue, oldest first */
 	struct store_item *qtail;
 	size_t qlen;
 	size_t key_len;

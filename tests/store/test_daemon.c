@@ -246,6 +246,42 @@ static void test_torch113_frames(void **state)
 	close(idle);
 }
 
+/* torch 1.13's watchKey: WATCH_KEY on the second connection, then a push
+ * (type, key, old value, new value) for every change of the key. */
+static void test_torch113_watch_key(void **state)
+{
+	struct fx *f = *state;
+	int q = raw_connect(f->d.port);
+	int cb = raw_connect(f->d.port);
+	const uint8_t watch[] = {0x07, L8(2), '/', 'w'};
+	assert_int_equal(raw_send(cb, watch, sizeof(watch)), 0);
+	uint8_t r[64];
+	assert_int_equal(raw_recv(cb, r, 1, 5000), 0);
+	assert_int_equal(r[0], 3); /* KEY_CALLBACK_REGISTERED */
+	const uint8_t set1[] = {0x00, L8(2), '/', 'w', L8(1), 'a'};
+	const uint8_t set2[] = {0x00, L8(2), '/', 'w', L8(2), 'b', 'c'};
+	const uint8_t del[] = {0x08, L8(2), '/', 'w'};
+	assert_int_equal(raw_send(q, set1, sizeof(set1)), 0);
+	const uint8_t created[] = {1, L8(2), '/', 'w', L8(0), L8(1), 'a'};
+	assert_int_equal(raw_recv(cb, r, sizeof(created), 5000), 0);
+	assert_memory_equal(r, created, sizeof(created));
+	assert_int_equal(raw_send(q, set2, sizeof(set2)), 0);
+	const uint8_t updated[] = {0, L8(2), '/', 'w', L8(1), 'a', L8(2), 'b', 'c'};
+	assert_int_equal(raw_recv(cb, r, sizeof(updated), 5000), 0);
+	assert_memory_equal(r, updated, sizeof(updated));
+	assert_int_equal(raw_send(q, del, sizeof(del)), 0);
+	assert_int_equal(raw_recv(q, r, 8, 5000), 0);
+	assert_int_equal(r[0], 1);
+	const uint8_t deleted[] = {2, L8(2), '/', 'w', L8(2), 'b', 'c', L8(0)};
+	assert_int_equal(raw_recv(cb, r, sizeof(deleted), 5000), 0);
+	assert_memory_equal(r, deleted, sizeof(deleted));
+	/* The watcher goes away; changes after that harm nobody. */
+	close(cb);
+	assert_int_equal(raw_send(q, set1, sizeof(set1)), 0);
+	assert_int_equal(store_client_ping(f->c), 0);
+	close(q);
+}
+
 static void expect_closed_after(struct fx *f, const uint8_t *bytes, size_t len, bool v2)
 {
 	int fd = raw_connect(f->d.port);
@@ -547,6 +583,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_waiter_wakeup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect_while_waiting, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_torch113_frames, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torch113_watch_key, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_limits_close_connection, setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(test_connection_limit, setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(test_half_frame_does_not_stall, setup, teardown),

@@ -323,6 +323,74 @@ static void test_free_with_waiters(void **state)
 	store_free(s); /* no leak under ASan, no callback */
 }
 
+struct change_log {
+	int n;
+	enum store_change change[16];
+	char text[16][64]; /* "key:old:new" */
+	struct store_owner *owner[16];
+};
+
+static struct change_log changes;
+
+static void on_change(void *ctx, struct store_owner *owner, enum store_change change,
+		      struct byteview key, struct byteview old_value, struct byteview new_value)
+{
+	assert_true(changes.n < 16);
+	changes.change[changes.n] = change;
+	changes.owner[changes.n] = owner;
+	snprintf(changes.text[changes.n], sizeof(changes.text[0]), "%.*s:%.*s:%.*s", (int)key.len,
+		 (const char *)key.data, (int)old_value.len, (const char *)old_value.data,
+		 (int)new_value.len, (const char *)new_value.data);
+	changes.n++;
+}
+
+static void expect_change(int i, enum store_change change, const char *text)
+{
+	assert_true(i < changes.n);
+	assert_int_equal(changes.change[i], change);
+	assert_string_equal(changes.text[i], text);
+}
+
+static void test_watch(void **state)
+{
+	struct store *s = ((struct fixture *)*state)->store;
+	struct store_owner a = STORE_OWNER_INIT, b = STORE_OWNER_INIT;
+	memset(&changes, 0, sizeof(changes));
+	store_set_watch_callback(s, on_change);
+	size_t before = store_bytes_used(s);
+	assert_int_equal(store_watch(s, &a, BV("w")), 0);
+	assert_int_equal(store_watch(s, &b, BV("other")), 0);
+	assert_int_equal(store_num_keys(s), 0);
+	assert_int_equal(store_set(s, BV("w"), BV("1")), 0);
+	expect_change(0, STORE_KEY_CREATED, "w::1");
+	assert_ptr_equal(changes.owner[0], &a);
+	assert_int_equal(store_set(s, BV("w"), BV("2")), 0);
+	expect_change(1, STORE_KEY_UPDATED, "w:1:2");
+	int64_t r;
+	assert_int_equal(store_add(s, BV("w"), 5, &r), 0);
+	expect_change(2, STORE_KEY_UPDATED, "w:2:7");
+	struct byteview cur;
+	assert_int_equal(store_compare_set(s, BV("w"), BV("no"), BV("x"), &cur), 0);
+	assert_int_equal(changes.n, 3); /* nothing stored, nothing told */
+	assert_int_equal(store_compare_set(s, BV("w"), BV("7"), BV("x"), &cur), 0);
+	expect_change(3, STORE_KEY_UPDATED, "w:7:x");
+	assert_int_equal(store_append(s, BV("w"), BV("y")), 0);
+	expect_change(4, STORE_KEY_UPDATED, "w:x:xy");
+	assert_int_equal(store_delete(s, BV("w")), 1);
+	expect_change(5, STORE_KEY_DELETED, "w:xy:");
+	assert_int_equal(store_delete(s, BV("w")), 0);
+	assert_int_equal(changes.n, 6);
+	assert_int_equal(store_owner_unwatch(s, &a), 1);
+	assert_null(a.watches);
+	assert_int_equal(store_set(s, BV("w"), BV("3")), 0);
+	assert_int_equal(changes.n, 6);
+	assert_int_equal(store_delete(s, BV("w")), 1);
+	assert_int_equal(store_owner_unwatch(s, &b), 1);
+	assert_int_equal(store_bytes_used(s), before);
+	/* A watch left in place is freed with the store (ASan checks). */
+	assert_int_equal(store_watch(s, &a, BV("left")), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -335,6 +403,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel_from_callback, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_watch, setup, teardown),
 	    cmocka_unit_test(test_byte_limit),
 	    cmocka_unit_test(test_free_with_waiters),
 	};
