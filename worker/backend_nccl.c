@@ -129,9 +129,10 @@ static int nb_fail_timeout(struct nccl_backend *nb)
 
 	nb_peers(nb, peers, sizeof(peers));
 	snprintf(why, sizeof(why),
-		 "did not complete within %llu ms waiting for %s: one of them stopped calling "
-		 "collectives, died or cannot be reached",
-		 (unsigned long long)nb->timeout_ms, peers);
+		 "did not complete within %llu ms waiting for %s: one of them %s, died or cannot "
+		 "be reached",
+		 (unsigned long long)nb->timeout_ms, peers,
+		 nb->comm_ready ? "stopped calling collectives" : "did not start");
 	return nb_fail(nb, -ETIMEDOUT, why);
 }
 
@@ -514,6 +515,7 @@ static int nb_init_comm(struct nccl_backend *nb, const ncclUniqueId *id, char *e
 		return -EIO;
 	}
 	rc = nb_wait_progress(nb, time_now_ms() + nb->timeout_ms);
+	nb->comm_ready = rc == 0;
 	if (rc < 0)
 		snprintf(errbuf, errbuf_len, "%s%s", nb->base.err,
 			 rc == -ETIMEDOUT ? " (every rank must start; NCCL_SOCKET_IFNAME must name "

@@ -51,6 +51,7 @@ struct nccl_backend {
 	size_t copyback_off;
 	uint64_t timeout_ms;
 	atomic_int abort_requested;
+	int comm_ready;	      /* initialisation completed */
 	int broken;	      /* the communicator was aborted */
 	int pending;	      /* a collective issued since the last synchronize */
 	uint64_t deadline_ms; /* of the pending collective */

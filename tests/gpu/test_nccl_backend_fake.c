@@ -1,0 +1,185 @@
+/*
+ * test_nccl_backend_fake.c - libddp's NCCL backend on a machine without a
+ * GPU, against the host-memory stand-in for CUDA and NCCL
+ * (fake_cuda_nccl.c), one rank: non-blocking initialisation that reports
+ * ncclInProgress first; collectives on device and on host buffers (staged
+ * and copied back); finalize at ddp_free; and the watchdog: a collective
+ * that never completes fails with -ETIMEDOUT within the deadline naming the
+ * operation, an asynchronous NCCL error fails with -ECONNRESET, ddp_abort()
+ * stops a waiting collective, an initialisation that never finishes times
+ * out; after each the communicator is aborted and later calls are refused.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "ddp.h"
+#include "fake_cuda_nccl.h"
+#include "timeutil.h"
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static char dir[256];
+static int ncase;
+
+/* A one-rank context on the NCCL backend with a fresh file store. */
+static int open_ctx(uint64_t timeout_ms, struct ddp_ctx **ctx, char *err, size_t errlen)
+{
+	struct ddp_options o;
+	char init[300];
+
+	ddp_options_init(&o);
+	snprintf(init, sizeof(init), "file://%s/store%d", dir, ncase++);
+	o.init_method = init;
+	o.rank = 0;
+	o.world_size = 1;
+	o.local_rank = 0;
+	o.local_world_size = 1;
+	o.backend = DDP_BACKEND_NCCL;
+	o.timeout_ms = timeout_ms;
+	return ddp_init(&o, ctx, err, errlen);
+}
+
+static void test_collectives(void)
+{
+	struct fake_state st = {.init_polls = 3, .hang_after = -1, .sum_factor = 2.0f};
+	float host[5] = {1, 2, 3, 4, 5}, *dev;
+	double mine = 7.5, all[1] = {0};
+	char err[512];
+	struct ddp_ctx *ctx;
+
+	fake_set(&st);
+	CHECK(open_ctx(5000, &ctx, err, sizeof(err)) == 0);
+	CHECK(strcmp(ddp_backend_name(ctx), "nccl") == 0 && ddp_device_memory(ctx) == 1);
+	CHECK(ddp_device(ctx) == 0);
+	CHECK(cudaMalloc((void **)&dev, sizeof(host)) == cudaSuccess);
+	memcpy(dev, host, sizeof(host));
+	CHECK(ddp_allreduce(ctx, dev, 5, DDP_FLOAT32, DDP_SUM) == 0);
+	CHECK(dev[0] == 2 && dev[4] == 10); /* the fake doubles a sum */
+	/* Host buffers are staged through device memory and copied back. */
+	CHECK(ddp_allreduce(ctx, host, 5, DDP_FLOAT32, DDP_SUM) == 0);
+	CHECK(host[0] == 2 && host[4] == 10);
+	CHECK(ddp_broadcast(ctx, host, 5, DDP_FLOAT32, 0) == 0 && host[2] == 6);
+	CHECK(ddp_allgather(ctx, &mine, all, 1, DDP_FLOAT64) == 0 && all[0] == 7.5);
+	CHECK(ddp_allreduce(ctx, host, 0, DDP_FLOAT32, DDP_SUM) == 0);
+	CHECK(ddp_barrier(ctx) == 0);
+	st = fake_get();
+	printf("collectives: %d NCCL calls, ok\n", st.collectives);
+	CHECK(st.collectives >= 5 && st.aborts == 0);
+	cudaFree(dev);
+	ddp_free(ctx);
+	st = fake_get();
+	CHECK(st.comms == 0 && st.destroys == 1 && st.aborts == 0); /* finalized, not aborted */
+	CHECK(st.device_allocs == 0);
+}
+
+/* A collective that never completes (hang) or reports an NCCL error. */
+static void test_fault(int async_error)
+{
+	struct fake_state st = {.hang_after = 0, .async_error = 0};
+	struct ddp_ctx *ctx;
+	char err[512];
+	float *dev;
+	uint64_t t0, took;
+	int rc;
+
+	fake_set(&st);
+	CHECK(open_ctx(400, &ctx, err, sizeof(err)) == 0);
+	st = fake_get();
+	st.async_error = async_error;
+	fake_set(&st);
+	CHECK(cudaMalloc((void **)&dev, 64) == cudaSuccess);
+	t0 = time_now_ms();
+	rc = ddp_allreduce(ctx, dev, 16, DDP_FLOAT32, DDP_AVG);
+	took = time_now_ms() - t0;
+	printf("%s: rc %d after %llu ms: %s\n", async_error ? "async error" : "hang", rc,
+	       (unsigned long long)took, ddp_error(ctx));
+	CHECK(strstr(ddp_error(ctx), "all-reduce of 16 elements on rank 0 of 1"));
+	CHECK(strstr(ddp_error(ctx), "aborted"));
+	if (async_error) {
+		CHECK(rc == -ECONNRESET && took < 2000 && strstr(ddp_error(ctx), "failed"));
+	} else {
+		CHECK(rc == -ETIMEDOUT && took >= 390 && took < 5000);
+		CHECK(strstr(ddp_error(ctx), "did not complete within 400 ms"));
+	}
+	CHECK(fake_get().aborts == 1 && fake_get().comms == 0);
+	t0 = time_now_ms();
+	CHECK(ddp_barrier(ctx) == -ECANCELED && time_now_ms() - t0 < 1000);
+	cudaFree(dev);
+	ddp_free(ctx);
+	CHECK(fake_get().aborts == 1 && fake_get().device_allocs == 0);
+}
+
+static void test_abort(void)
+{
+	struct fake_state st = {.hang_after = 0};
+	struct ddp_ctx *ctx;
+	struct ddp_work *w;
+	char err[512];
+	float *dev;
+	uint64_t t0;
+	int rc;
+
+	fake_set(&st);
+	CHECK(open_ctx(60000, &ctx, err, sizeof(err)) == 0);
+	CHECK(cudaMalloc((void **)&dev, 64) == cudaSuccess);
+	CHECK(ddp_allreduce_async(ctx, dev, 16, DDP_FLOAT32, DDP_SUM, &w) == 0);
+	/* Wait until the watchdog is polling the stuck collective. */
+	t0 = time_now_ms();
+	while (fake_get().event_queries < 3 && time_now_ms() - t0 < 5000)
+		usleep(1000);
+	ddp_abort(ctx);
+	rc = ddp_work_wait(w);
+	printf("abort: rc %d after %llu ms: %s\n", rc, (unsigned long long)(time_now_ms() - t0),
+	       ddp_error(ctx));
+	CHECK(rc == -ECANCELED && time_now_ms() - t0 < 5000);
+	CHECK(fake_get().aborts == 1 && fake_get().comms == 0);
+	cudaFree(dev);
+	ddp_free(ctx);
+}
+
+static void test_init_timeout(void)
+{
+	struct fake_state st = {.init_polls = 1 << 30, .hang_after = -1};
+	struct ddp_ctx *ctx = NULL;
+	char err[512] = "";
+	uint64_t t0 = time_now_ms();
+	int rc;
+
+	fake_set(&st);
+	rc = open_ctx(300, &ctx, err, sizeof(err));
+	printf("init timeout: rc %d after %llu ms: %s\n", rc,
+	       (unsigned long long)(time_now_ms() - t0), err);
+	CHECK(rc == -ETIMEDOUT && !ctx);
+	CHECK(strstr(err, "communicator initialisation") && strstr(err, "NCCL_SOCKET_IFNAME"));
+	CHECK(fake_get().aborts == 1 && fake_get().comms == 0 && fake_get().device_allocs == 0);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char cmd[300];
+
+	snprintf(dir, sizeof(dir), "%s/ddp-nccl-fake-XXXXXX", tmp);
+	CHECK(mkdtemp(dir));
+	unsetenv("DDP_CUDA_DEVICE");
+	test_collectives();
+	test_fault(0);
+	test_fault(1);
+	test_abort();
+	test_init_timeout();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK(system(cmd) == 0);
+	printf("nccl backend against the fake: ok\n");
+	return 0;
+}
