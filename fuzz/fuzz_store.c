@@ -46,12 +46,40 @@ static void fuzz_notify(void *ctx, struct store_owner *owner, enum store_change 
 	wakes += (int)(sum & 1);
 }
 
-static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_request *r)
+/* The multi-key and queue queries. */
+static int fuzz_exec_more(struct store *s, const struct proto_request *r)
 {
 	struct byteview v = {NULL, 0};
 	int64_t n = 0;
 	uint8_t *item = NULL;
 	size_t len = 0;
+	int rc = 0;
+	switch (r->op) {
+	case PROTO_OP_MULTI_GET:
+		for (size_t i = 0; i < r->nfields; i++)
+			store_get(s, r->fields[i], &v);
+		break;
+	case PROTO_OP_MULTI_SET:
+		for (size_t i = 0; i + 1 < r->nfields && rc == 0; i += 2)
+			rc = store_set(s, r->fields[i], r->fields[i + 1]);
+		break;
+	case PROTO_OP_QUEUE_POP:
+		rc = store_queue_pop(s, r->fields[0], &n, &item, &len);
+		free(item);
+		break;
+	case PROTO_OP_QUEUE_LEN:
+		store_queue_len(s, r->fields[0]);
+		break;
+	default:
+		break;
+	}
+	return rc;
+}
+
+static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_request *r)
+{
+	struct byteview v = {NULL, 0};
+	int64_t n = 0;
 	int rc = 0;
 	switch (r->op) {
 	case PROTO_OP_SET:
@@ -82,28 +110,14 @@ static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_re
 	case PROTO_OP_DELETE_KEY:
 		store_delete(s, r->fields[0]);
 		break;
-	case PROTO_OP_MULTI_GET:
-		for (size_t i = 0; i < r->nfields; i++)
-			store_get(s, r->fields[i], &v);
-		break;
-	case PROTO_OP_MULTI_SET:
-		for (size_t i = 0; i + 1 < r->nfields && rc == 0; i += 2)
-			rc = store_set(s, r->fields[i], r->fields[i + 1]);
-		break;
 	case PROTO_OP_WATCH_KEY:
 		rc = store_watch(s, &c->owner, r->fields[0]);
 		break;
 	case PROTO_OP_CANCEL_WAIT:
 		store_owner_cancel(s, &c->owner);
 		break;
-	case PROTO_OP_QUEUE_POP:
-		rc = store_queue_pop(s, r->fields[0], &n, &item, &len);
-		free(item);
-		break;
-	case PROTO_OP_QUEUE_LEN:
-		store_queue_len(s, r->fields[0]);
-		break;
 	default:
+		rc = fuzz_exec_more(s, r);
 		break;
 	}
 	if (store_bytes_used(s) > FUZZ_MAX_BYTES)
