@@ -46,19 +46,21 @@ if [ -n "$src" ] && [ "$src" != "$root" ]; then
 	fi
 fi
 
-# Libraries: the carried ones, then CUDA's from the toolkit and from the
-# pip packages PyTorch brings (nvidia-nccl, nvidia-cublas, ...).
-ldp="$build/device-libs"
+# Libraries: CUDA's from the pip packages PyTorch brings (nvidia-nccl,
+# nvidia-cublas, ...) first, so our programs and PyTorch load the same ones;
+# then the carried ones; then the toolkit's.
+ldp=""
+site=$("$py" -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
+if [ -n "$site" ]; then
+	for f in $(find "$site/nvidia" -maxdepth 4 \( -name 'libnccl.so.2' -o -name 'libcublas.so.13' \
+		-o -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' \) 2>/dev/null); do
+		case ":$ldp:" in *":$(dirname "$f"):"*) ;; *) ldp="$ldp${ldp:+:}$(dirname "$f")" ;; esac
+	done
+fi
+ldp="$ldp${ldp:+:}$build/device-libs"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
 	[ -d "$d" ] && ldp="$ldp:$d"
 done
-site=$("$py" -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
-if [ -n "$site" ]; then
-	for f in $(find "$site/nvidia" -maxdepth 3 \( -name 'libnccl.so.2' -o -name 'libcublas.so.13' \
-		-o -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' \) 2>/dev/null); do
-		case ":$ldp:" in *":$(dirname "$f"):"*) ;; *) ldp="$ldp:$(dirname "$f")" ;; esac
-	done
-fi
 export LD_LIBRARY_PATH="$ldp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 
