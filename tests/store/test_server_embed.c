@@ -1,0 +1,172 @@
+/*
+ * test_server_embed.c - the store server embedded in a caller's libuv loop
+ * (as ddplaunch hosts it): listen errors and retry, clients served from
+ * another thread, close with clients still connected and waiting, and no
+ * handle or byte left behind (run under ASan in CI). Loopback, port 0.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include <cmocka.h>
+
+#include "store_client.h"
+#include "store_server.h"
+
+static void count_done(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+static void test_listen_errors_and_retry(void **state)
+{
+	uv_loop_t loop;
+	assert_int_equal(uv_loop_init(&loop), 0);
+	struct store_server *a, *b;
+	assert_int_equal(store_server_new(&loop, NULL, &a), 0);
+	assert_int_equal(store_server_new(&loop, NULL, &b), 0);
+	assert_int_equal(store_server_port(a), 0);
+	assert_int_equal(store_server_listen(a, "127.0.0.1", 0), 0);
+	int port = store_server_port(a);
+	assert_true(port > 0);
+	assert_int_equal(store_server_listen(b, "127.0.0.1", port), UV_EADDRINUSE);
+	assert_true(store_server_listen(b, "no-such-host.invalid", 0) < 0);
+	assert_int_equal(store_server_listen(b, "127.0.0.1", 70000), UV_EINVAL);
+	/* Nothing stayed open: the same server may listen again. */
+	assert_int_equal(store_server_listen(b, "127.0.0.1", 0), 0);
+	assert_true(store_server_port(b) > 0 && store_server_port(b) != port);
+	assert_int_equal(store_server_listen(b, "127.0.0.1", 0), UV_EINVAL); /* only once */
+	assert_int_equal(store_server_connection_count(a), 0);
+	int done = 0;
+	store_server_close(a, count_done, &done);
+	store_server_close(b, count_done, &done);
+	assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	assert_int_equal(done, 2);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* A client thread; the loop thread runs the server until it is told. */
+struct scenario {
+	uv_loop_t loop;
+	uv_async_t finished;
+	struct store_server *server;
+	int port;
+	int result; /* 0 when every check in the thread passed, else its line */
+	void (*body)(struct scenario *sc);
+	int done;
+	int told; /* the body already sent `finished` itself */
+};
+
+#define SC_CHECK(sc, cond)                                                                         \
+	do {                                                                                       \
+		if (!(cond) && (sc)->result == 0)                                                  \
+			(sc)->result = __LINE__;                                                   \
+	} while (0)
+
+static void *scenario_thread(void *arg)
+{
+	struct scenario *sc = arg;
+	sc->body(sc);
+	/* `finished` is closed once it fired: send it at most once. */
+	if (!sc->told)
+		uv_async_send(&sc->finished);
+	return NULL;
+}
+
+static void scenario_finished(uv_async_t *async)
+{
+	struct scenario *sc = async->data;
+	uv_close((uv_handle_t *)&sc->finished, NULL);
+	if (sc->server)
+		store_server_close(sc->server, count_done, &sc->done);
+}
+
+static void scenario_run(struct scenario *sc)
+{
+	assert_int_equal(uv_loop_init(&sc->loop), 0);
+	assert_int_equal(uv_async_init(&sc->loop, &sc->finished, scenario_finished), 0);
+	sc->finished.data = sc;
+	assert_int_equal(store_server_new(&sc->loop, NULL, &sc->server), 0);
+	assert_int_equal(store_server_listen(sc->server, "127.0.0.1", 0), 0);
+	sc->port = store_server_port(sc->server);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, scenario_thread, sc), 0);
+	assert_int_equal(uv_run(&sc->loop, UV_RUN_DEFAULT), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(sc->done, 1);
+	assert_int_equal(uv_loop_close(&sc->loop), 0);
+	assert_int_equal(sc->result, 0);
+}
+
+static void body_ops(struct scenario *sc)
+{
+	struct store_client *c = NULL, *d = NULL;
+	char err[256];
+	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &c, err, sizeof(err)) == 0);
+	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &d, err, sizeof(err)) == 0);
+	if (!c || !d)
+		goto out;
+	void *v = NULL;
+	size_t len = 0;
+	int64_t n = 0;
+	SC_CHECK(sc, store_client_set(c, "k", "v", 1) == 0);
+	SC_CHECK(sc, store_client_get(d, "k", 1000, &v, &len) == 0 && len == 1);
+	free(v);
+	SC_CHECK(sc, store_client_add(d, "n", 2, &n) == 0 && n == 2);
+	const char *keys[] = {"absent"};
+	SC_CHECK(sc, store_client_wait(c, keys, 1, 100) == -ETIMEDOUT);
+	SC_CHECK(sc, store_client_ping(c) == 0);
+	SC_CHECK(sc, store_client_num_keys(c, &n) == 0 && n == 2);
+out:
+	store_client_free(c);
+	store_client_free(d);
+}
+
+static void test_clients_served(void **state)
+{
+	struct scenario sc = {.body = body_ops};
+	scenario_run(&sc);
+}
+
+/* The server closes while a client is connected and waiting. */
+static void body_close_while_waiting(struct scenario *sc)
+{
+	struct store_client *c = NULL, *idle = NULL;
+	char err[256];
+	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &c, err, sizeof(err)) == 0);
+	SC_CHECK(sc,
+		 store_client_connect("127.0.0.1", sc->port, 5000, &idle, err, sizeof(err)) == 0);
+	if (!c)
+		goto out;
+	/* Tell the loop to close the server, then block in a wait it ends. */
+	sc->told = 1;
+	uv_async_send(&sc->finished);
+	const char *keys[] = {"never"};
+	int rc = store_client_wait(c, keys, 1, 20000);
+	SC_CHECK(sc, rc == -ECONNRESET || rc == -EPIPE);
+out:
+	store_client_free(c);
+	store_client_free(idle);
+}
+
+static void test_close_with_clients(void **state)
+{
+	struct scenario sc = {.body = body_close_while_waiting};
+	scenario_run(&sc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_listen_errors_and_retry),
+	    cmocka_unit_test(test_clients_served),
+	    cmocka_unit_test(test_close_with_clients),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
