@@ -32,7 +32,9 @@
 #include "timeutil.h"
 
 #define SHM_MAGIC	 0x314d485350444444ull /* "DDDPSHM1" */
-#define SHM_DEFAULT_SLOT (1u << 20)
+#define SHM_DEFAULT_SLOT (4u << 20)  /* fewer barriers per MiB: they cost most under load */
+#define SHM_BUDGET	 (32u << 20) /* bytes of /dev/shm a job may use by default */
+#define SHM_MIN_SLOT	 (256u << 10)
 #define SHM_SPINS	 2000
 #define SHM_LIVENESS_MS	 20
 
@@ -363,6 +365,19 @@ static const struct ddp_backend_ops shm_ops = {
     .close = shm_close,
 };
 
+/* Slot size: DDP_SHM_CHUNK_BYTES, else 4 MiB while the segment stays
+ * within SHM_BUDGET (small /dev/shm in containers), else smaller. */
+static size_t shm_slot_bytes(int world, const char *env)
+{
+	size_t slot = SHM_DEFAULT_SLOT;
+
+	if (env && atol(env) >= 4096)
+		return ((size_t)atol(env) + 63) & ~(size_t)63;
+	if ((size_t)(world + 2) * slot > SHM_BUDGET)
+		slot = (SHM_BUDGET / (size_t)(world + 2)) & ~(size_t)63;
+	return slot < SHM_MIN_SLOT ? SHM_MIN_SLOT : slot;
+}
+
 /* Rank 0 creates and initialises the segment and publishes its name. */
 static int shm_create(struct cpu_shm *s, const struct ddp_backend_params *p, char *name,
 		      size_t namelen, int *fd)
@@ -377,6 +392,11 @@ static int shm_create(struct cpu_shm *s, const struct ddp_backend_params *p, cha
 		return -errno;
 	if (ftruncate(*fd, (off_t)s->map_len) < 0)
 		return -errno;
+	/* Reserve the pages now: a full /dev/shm is an error here, not a
+	 * SIGBUS in the middle of a collective. */
+	rc = posix_fallocate(*fd, 0, (off_t)s->map_len);
+	if (rc)
+		return -rc;
 	s->h = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
 	if (s->h == MAP_FAILED) {
 		s->h = NULL;
@@ -445,8 +465,7 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	s->timeout_ms = p->timeout_ms;
 	s->name_base = backend_rank_name(p, 0);
 	s->name_stride = backend_rank_name(p, 1) - s->name_base;
-	s->slot =
-	    env && atol(env) >= 4096 ? ((size_t)atol(env) + 63) & ~(size_t)63 : SHM_DEFAULT_SLOT;
+	s->slot = shm_slot_bytes(p->world_size, env);
 	s->map_len = shm_header_bytes(p->world_size) + ((size_t)p->world_size + 2) * s->slot;
 	if (p->rank == 0)
 		rc = shm_create(s, p, name, sizeof(name), &fd);
@@ -471,7 +490,12 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	*out = &s->base;
 	return 0;
 fail:
-	if (!err[0])
+	if (!err[0] && rc == -ENOSPC)
+		snprintf(err, sizeof(err),
+			 "no room for the %zu MiB shared segment in /dev/shm; enlarge it, lower "
+			 "DDP_SHM_CHUNK_BYTES or use DDP_CPU_TRANSPORT=ring",
+			 s->map_len >> 20);
+	else if (!err[0])
 		snprintf(err, sizeof(err), "shared segment '%s': %s", name, strerror(-rc));
 	snprintf(errbuf, errbuf_len, "cpu-shm: %s", err);
 	if (name[0])
