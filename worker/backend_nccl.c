@@ -36,8 +36,9 @@
  * flag, say) is staged through a pinned buffer and a device buffer; the
  * result reaches the host buffer when synchronize() sees it done.
  *
- * Files: this one (communicator, collectives, watchdog), backend_nccl_mem.c
- * (allocations, copies, staging), backend_nccl_boot.c (unique id, device).
+ * Files: this one (collectives, watchdog, close), backend_nccl_mem.c
+ * (allocations, copies, staging), backend_nccl_boot.c (unique id, device,
+ * communicator creation).
  *
  * Threads: NCCL calls are made by the thread that runs the collectives (the
  * context's communication thread); copy() may come from the application
@@ -50,9 +51,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend_nccl.h"
 #include "backend_nccl_int.h"
-#include "cudak_probe.h"
 #include "cudak_stream.h"
 #include "timeutil.h"
 
@@ -76,7 +75,7 @@ int nb_cuda(struct nccl_backend *nb, const char *what, cudaError_t err)
 }
 
 /* Aborts the communicator (once); peers then fail instead of waiting. */
-static void nb_abort_comm(struct nccl_backend *nb)
+void nb_abort_comm(struct nccl_backend *nb)
 {
 	if (nb->comm) {
 		ncclCommAbort(nb->comm);
@@ -163,7 +162,7 @@ static int nb_poll(struct nccl_backend *nb, uint64_t deadline_ms)
 
 /* Waits while the communicator reports ncclInProgress, until deadline_ms.
  * Called with the lock held (only init, enqueue and finalize get here). */
-static int nb_wait_progress(struct nccl_backend *nb, uint64_t deadline_ms)
+int nb_wait_progress(struct nccl_backend *nb, uint64_t deadline_ms)
 {
 	unsigned us = 20;
 	int rc;
@@ -445,7 +444,7 @@ static void nb_release_comm(struct nccl_backend *nb)
 	nb_abort_comm(nb);
 }
 
-static void nb_close(struct ddp_backend *b)
+void nb_close(struct ddp_backend *b)
 {
 	struct nccl_backend *nb = nb_of(b);
 
@@ -475,7 +474,7 @@ static void nb_close(struct ddp_backend *b)
 	free(nb);
 }
 
-static const struct ddp_backend_ops nccl_ops = {
+const struct ddp_backend_ops nb_ops = {
     .name = "nccl",
     .device_memory = 1,
     .allreduce = nb_allreduce,
@@ -490,101 +489,3 @@ static const struct ddp_backend_ops nccl_ops = {
     .abort = nb_abort,
     .close = nb_close,
 };
-
-int backend_nccl_usable(void)
-{
-	return cudak_probe_devices(NULL, 0) > 0;
-}
-
-/* Builds the communicator in non-blocking mode, polling with a deadline. */
-static int nb_init_comm(struct nccl_backend *nb, const ncclUniqueId *id, char *errbuf,
-			size_t errbuf_len)
-{
-	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-	ncclResult_t res;
-	int rc;
-
-	cfg.blocking = 0;
-	snprintf(nb->op, sizeof(nb->op), "communicator initialisation");
-	res = ncclCommInitRankConfig(&nb->comm, nb->base.world_size, *id, nb->base.rank, &cfg);
-	if (res != ncclSuccess && res != ncclInProgress) {
-		snprintf(errbuf, errbuf_len,
-			 "nccl: ncclCommInitRankConfig failed on rank %d: %s (%s)", nb->base.rank,
-			 ncclGetErrorString(res), ncclGetLastError(nb->comm));
-		nb_abort_comm(nb);
-		return -EIO;
-	}
-	rc = nb_wait_progress(nb, time_now_ms() + nb->timeout_ms);
-	nb->comm_ready = rc == 0;
-	if (rc < 0)
-		snprintf(errbuf, errbuf_len, "%s%s", nb->base.err,
-			 rc == -ETIMEDOUT ? " (every rank must start; NCCL_SOCKET_IFNAME must name "
-					    "an interface the ranks can reach)"
-					  : "");
-	return rc;
-}
-
-static int nb_setup(struct nccl_backend *nb, const struct ddp_backend_params *p, char *errbuf,
-		    size_t errbuf_len)
-{
-	const unsigned ev = cudaEventDisableTiming;
-	ncclUniqueId id;
-	int rc;
-
-	rc = backend_nccl_exchange_id(p->kv, p->prefix, p->rank, p->timeout_ms, &id, errbuf,
-				      errbuf_len);
-	if (rc < 0)
-		return rc;
-	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(nb->base.device));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamCreate",
-			     cudaStreamCreateWithFlags(&nb->stream, cudaStreamNonBlocking));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamCreate",
-			     cudaStreamCreateWithFlags(&nb->cstream, cudaStreamNonBlocking));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->compute, ev));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->copied, ev));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->done, ev));
-	/* Waiting on a never-recorded event is a no-op, so `copied` and
-	 * `done` need no first record. */
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaMalloc", cudaMalloc((void **)&nb->scratch, sizeof(float)));
-	if (rc < 0) {
-		snprintf(errbuf, errbuf_len, "%s", nb->base.err);
-		return rc;
-	}
-	return nb_init_comm(nb, &id, errbuf, errbuf_len);
-}
-
-int backend_nccl_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,
-		     size_t errbuf_len)
-{
-	struct nccl_backend *nb;
-	int dev, rc;
-
-	*out = NULL;
-	dev = backend_nccl_pick_device(p->rank, p->local_rank, errbuf, errbuf_len);
-	if (dev < 0)
-		return dev;
-	nb = calloc(1, sizeof(*nb));
-	if (!nb)
-		return -ENOMEM;
-	pthread_mutex_init(&nb->lock, NULL);
-	nb->base.ops = &nccl_ops;
-	nb->base.rank = p->rank;
-	nb->base.world_size = p->world_size;
-	nb->base.device = dev;
-	nb->timeout_ms = p->timeout_ms ? p->timeout_ms : DDP_DEFAULT_TIMEOUT_MS;
-	atomic_init(&nb->abort_requested, 0);
-	rc = nb_setup(nb, p, errbuf, errbuf_len);
-	if (rc < 0) {
-		nb->broken = 1;
-		nb_close(&nb->base);
-		return rc;
-	}
-	*out = &nb->base;
-	return 0;
-}

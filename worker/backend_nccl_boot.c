@@ -1,7 +1,7 @@
 /*
- * backend_nccl_boot.c - the NCCL backend's bootstrap pieces that need no
- * communicator: the unique-id exchange through the store (runs without a
- * GPU) and the choice of the CUDA device.
+ * backend_nccl_boot.c - the NCCL backend's bootstrap: the unique-id
+ * exchange through the store (runs without a GPU), the choice of the CUDA
+ * device, and the communicator's non-blocking creation under a deadline.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,8 +11,10 @@
 #include <nccl.h>
 
 #include "backend_nccl.h"
+#include "backend_nccl_int.h"
 #include "cudak_probe.h"
 #include "log.h"
+#include "timeutil.h"
 
 _Static_assert(sizeof(ncclUniqueId) == BACKEND_NCCL_ID_BYTES, "NCCL unique id size");
 
@@ -103,4 +105,102 @@ int backend_nccl_pick_device(int rank, int local_rank, char *errbuf, size_t errb
 	if (dev != local_rank)
 		log_debug("nccl: LOCAL_RANK %d shares GPU %ld (%d GPUs)", local_rank, dev, ndev);
 	return (int)dev;
+}
+
+int backend_nccl_usable(void)
+{
+	return cudak_probe_devices(NULL, 0) > 0;
+}
+
+/* Builds the communicator in non-blocking mode, polling with a deadline. */
+static int nb_init_comm(struct nccl_backend *nb, const ncclUniqueId *id, char *errbuf,
+			size_t errbuf_len)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclResult_t res;
+	int rc;
+
+	cfg.blocking = 0;
+	snprintf(nb->op, sizeof(nb->op), "communicator initialisation");
+	res = ncclCommInitRankConfig(&nb->comm, nb->base.world_size, *id, nb->base.rank, &cfg);
+	if (res != ncclSuccess && res != ncclInProgress) {
+		snprintf(errbuf, errbuf_len,
+			 "nccl: ncclCommInitRankConfig failed on rank %d: %s (%s)", nb->base.rank,
+			 ncclGetErrorString(res), ncclGetLastError(nb->comm));
+		nb_abort_comm(nb);
+		return -EIO;
+	}
+	rc = nb_wait_progress(nb, time_now_ms() + nb->timeout_ms);
+	nb->comm_ready = rc == 0;
+	if (rc < 0)
+		snprintf(errbuf, errbuf_len, "%s%s", nb->base.err,
+			 rc == -ETIMEDOUT ? " (every rank must start; NCCL_SOCKET_IFNAME must name "
+					    "an interface the ranks can reach)"
+					  : "");
+	return rc;
+}
+
+static int nb_setup(struct nccl_backend *nb, const struct ddp_backend_params *p, char *errbuf,
+		    size_t errbuf_len)
+{
+	const unsigned ev = cudaEventDisableTiming;
+	ncclUniqueId id;
+	int rc;
+
+	rc = backend_nccl_exchange_id(p->kv, p->prefix, p->rank, p->timeout_ms, &id, errbuf,
+				      errbuf_len);
+	if (rc < 0)
+		return rc;
+	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(nb->base.device));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaStreamCreate",
+			     cudaStreamCreateWithFlags(&nb->stream, cudaStreamNonBlocking));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaStreamCreate",
+			     cudaStreamCreateWithFlags(&nb->cstream, cudaStreamNonBlocking));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->compute, ev));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->copied, ev));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventCreate", cudaEventCreateWithFlags(&nb->done, ev));
+	/* Waiting on a never-recorded event is a no-op, so `copied` and
+	 * `done` need no first record. */
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaMalloc", cudaMalloc((void **)&nb->scratch, sizeof(float)));
+	if (rc < 0) {
+		snprintf(errbuf, errbuf_len, "%s", nb->base.err);
+		return rc;
+	}
+	return nb_init_comm(nb, &id, errbuf, errbuf_len);
+}
+
+int backend_nccl_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,
+		     size_t errbuf_len)
+{
+	struct nccl_backend *nb;
+	int dev, rc;
+
+	*out = NULL;
+	dev = backend_nccl_pick_device(p->rank, p->local_rank, errbuf, errbuf_len);
+	if (dev < 0)
+		return dev;
+	nb = calloc(1, sizeof(*nb));
+	if (!nb)
+		return -ENOMEM;
+	pthread_mutex_init(&nb->lock, NULL);
+	nb->base.ops = &nb_ops;
+	nb->base.rank = p->rank;
+	nb->base.world_size = p->world_size;
+	nb->base.device = dev;
+	nb->timeout_ms = p->timeout_ms ? p->timeout_ms : DDP_DEFAULT_TIMEOUT_MS;
+	atomic_init(&nb->abort_requested, 0);
+	rc = nb_setup(nb, p, errbuf, errbuf_len);
+	if (rc < 0) {
+		nb->broken = 1;
+		nb_close(&nb->base);
+		return rc;
+	}
+	*out = &nb->base;
+	return 0;
 }

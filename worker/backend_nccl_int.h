@@ -1,8 +1,10 @@
 /*
  * backend_nccl_int.h - the inside of the NCCL backend, shared by
- * backend_nccl.c (communicator, collectives, watchdog) and
- * backend_nccl_mem.c (memory, copies, staging of host buffers). Not
- * installed. Every nb_* function here is called with nb->lock held.
+ * backend_nccl.c (collectives, watchdog, close), backend_nccl_mem.c
+ * (memory, copies, staging of host buffers) and backend_nccl_boot.c
+ * (bootstrap). Not installed. The nb_* functions that take a struct
+ * nccl_backend are called with nb->lock held (or before the backend is
+ * shared, during creation).
  */
 #ifndef DDP_WORKER_BACKEND_NCCL_INT_H
 #define DDP_WORKER_BACKEND_NCCL_INT_H
@@ -65,6 +67,14 @@ static inline struct nccl_backend *nb_of(struct ddp_backend *b)
 
 /* A CUDA error: message in nb->base.err naming `what`, -EIO. */
 int nb_cuda(struct nccl_backend *nb, const char *what, cudaError_t err);
+
+/* backend_nccl.c: the backend table; aborting the communicator (once);
+ * waiting while NCCL reports ncclInProgress until deadline_ms (an error, a
+ * timeout or ddp_abort() aborts it and fails with a message); closing. */
+extern const struct ddp_backend_ops nb_ops;
+void nb_abort_comm(struct nccl_backend *nb);
+int nb_wait_progress(struct nccl_backend *nb, uint64_t deadline_ms);
+void nb_close(struct ddp_backend *b);
 
 /* backend_nccl_mem.c: the memory ops of the backend table (they take the
  * lock themselves). */
