@@ -320,10 +320,12 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	if (ret == 0)
 		rng_seed(&t->rng, (uint64_t)cfg->seed ^ 0x5eed5eed5eedull);
 	ret = ret ? ret : trainer_resume(t);
-	if (ret == 0 && t->rank == 0)
-		ret = metrics_open(&t->metrics, stdout, cfg->metrics, cfg->progress_bar);
-	if (ret == -EACCES || ret == -ENOENT)
-		log_error("cannot open the metrics file '%s': %s", cfg->metrics, strerror(-ret));
+	if (ret < 0 || t->rank != 0)
+		return ret;
+	ret = metrics_open(&t->metrics, stdout, cfg->metrics, cfg->progress_bar);
+	if (ret < 0)
+		log_error("cannot open the metrics file '%s': %s (check the directory)",
+			  cfg->metrics, strerror(-ret));
 	return ret;
 }
 
