@@ -240,6 +240,9 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 	if (t == ncclFloat32 && op == ncclSum && fs.sum_factor != 0.0f)
 		for (size_t i = 0; i < count; i++)
 			((float *)recv)[i] *= fs.sum_factor;
+	if (t == ncclFloat32 && op == ncclAvg)
+		for (size_t i = 0; i < count; i++)
+			((float *)recv)[i] += fs.avg_add;
 	return collective(s);
 }
 

@@ -12,6 +12,8 @@ struct fake_state {
 	int async_error;  /* ncclCommGetAsyncError reports ncclRemoteError */
 	float sum_factor; /* a float32 sum all-reduce multiplies by this (as if
 			   * that many identical ranks; 0 = 1) */
+	float avg_add;	  /* a float32 average all-reduce adds this (to see
+			   * the data went through the collective) */
 	/* counters */
 	int collectives;
 	int comms; /* communicators alive */

@@ -3,7 +3,8 @@
  * GPU, against the host-memory stand-in for CUDA and NCCL
  * (fake_cuda_nccl.c), one rank: non-blocking initialisation that reports
  * ncclInProgress first; collectives on device and on host buffers (staged
- * and copied back); finalize at ddp_free; and the watchdog: a collective
+ * and copied back); the reducer's buckets (alloc, copy in, all-reduce, copy
+ * out); finalize at ddp_free; and the watchdog: a collective
  * that never completes fails with -ETIMEDOUT within the deadline naming the
  * operation, an asynchronous NCCL error fails with -ECONNRESET, ddp_abort()
  * stops a waiting collective, an initialisation that never finishes times
@@ -81,6 +82,59 @@ static void test_collectives(void)
 	st = fake_get();
 	CHECK(st.comms == 0 && st.destroys == 1 && st.aborts == 0); /* finalized, not aborted */
 	CHECK(st.device_allocs == 0);
+}
+
+/* The reducer on the NCCL backend: buckets from the backend's alloc(),
+ * gradients packed with copy(), all-reduced (the fake adds 0.5 to an
+ * average), unpacked with copy(). */
+static void test_reducer(void)
+{
+	struct fake_state st = {.hang_after = -1, .avg_add = 0.5f};
+	static const int64_t sizes[3] = {5, 1031, 7};
+	struct ddp_param params[3];
+	struct ddp_reducer_options ro = {.bucket_cap_bytes = 4096, .first_bucket_cap_bytes = 64};
+	struct ddp_reducer *r;
+	struct ddp_ctx *ctx;
+	char err[512], names[3][8];
+	int allocs;
+
+	fake_set(&st);
+	CHECK(open_ctx(5000, &ctx, err, sizeof(err)) == 0);
+	allocs = fake_get().device_allocs;
+	for (int i = 0; i < 3; i++) {
+		float *d, *g;
+
+		CHECK(cudaMalloc((void **)&d, sizes[i] * 4) == cudaSuccess);
+		CHECK(cudaMalloc((void **)&g, sizes[i] * 4) == cudaSuccess);
+		for (int64_t j = 0; j < sizes[i]; j++)
+			g[j] = (float)(i * 10000 + j);
+		snprintf(names[i], sizeof(names[i]), "p%d", i);
+		params[i] = (struct ddp_param){.name = names[i],
+					       .dtype = DDP_FLOAT32,
+					       .ndim = 1,
+					       .shape = {sizes[i]},
+					       .data = d,
+					       .grad = g,
+					       .requires_grad = 1};
+	}
+	CHECK(ddp_reducer_new(ctx, params, 3, NULL, 0, &ro, &r) == 0);
+	printf("reducer: %zu buckets\n", ddp_reducer_num_buckets(r));
+	CHECK(ddp_reducer_num_buckets(r) >= 2);
+	CHECK(ddp_reducer_prepare(r, 1) == 0);
+	for (int i = 2; i >= 0; i--)
+		CHECK(ddp_reducer_grad_ready(r, (size_t)i) == 0);
+	CHECK(ddp_reducer_finish(r) == 0);
+	for (int i = 0; i < 3; i++)
+		for (int64_t j = 0; j < sizes[i]; j++)
+			CHECK(((float *)params[i].grad)[j] == (float)(i * 10000 + j) + 0.5f);
+	ddp_reducer_free(r);
+	CHECK(fake_get().device_allocs == allocs + 6); /* the buckets are freed */
+	for (int i = 0; i < 3; i++) {
+		cudaFree(params[i].data);
+		cudaFree(params[i].grad);
+	}
+	ddp_free(ctx);
+	CHECK(fake_get().comms == 0 && fake_get().aborts == 0);
 }
 
 /* A collective that never completes (hang) or reports an NCCL error. */
@@ -174,6 +228,7 @@ int main(void)
 	CHECK(mkdtemp(dir));
 	unsetenv("DDP_CUDA_DEVICE");
 	test_collectives();
+	test_reducer();
 	test_fault(0);
 	test_fault(1);
 	test_abort();
