@@ -13,18 +13,27 @@ PYTHON = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def with_port(args):
+    """Tests never take a fixed port: without a port of their own, the store
+    binds port 0 (the kernel's choice)."""
+    if any(a.startswith(("--master_port", "--master-port", "--standalone", "--help"))
+           for a in args):
+        return list(args)
+    return ["--master_port=0"] + list(args)
+
+
 def run(args, timeout=60, env=None, **kw):
     """Runs ddplaunch ARGS to the end; returns the CompletedProcess."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([DDPLAUNCH] + args, capture_output=True, text=True,
+    return subprocess.run([DDPLAUNCH] + with_port(args), capture_output=True, text=True,
                           timeout=timeout, env=full_env, **kw)
 
 
 def start(args, env=None):
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.Popen([DDPLAUNCH] + args, stdout=subprocess.PIPE,
+    return subprocess.Popen([DDPLAUNCH] + with_port(args), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=full_env)
 
 
