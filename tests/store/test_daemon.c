@@ -441,6 +441,42 @@ static void test_slow_reader_is_paced(void **state)
 	free(big);
 }
 
+/* A barrier as launchers and workers build it: N clients ADD a counter and
+ * WAIT for a release key; every count 1..N is handed out once and every
+ * client is released when the key is set. */
+static void test_barrier(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 1000 };
+	static int fds[N];
+	static bool seen[N + 1];
+	memset(seen, 0, sizeof(seen));
+	const uint8_t msg[] = {0x00, 0xCE,  0xF7, 0x85,	 0x3C,	0x04, L8(1),
+			       'b',  L8(1), 0x06, L8(1), L8(1), 'r'};
+	long t0 = now_ms();
+	for (int i = 0; i < N; i++) {
+		fds[i] = raw_connect(f->d.port);
+		assert_true(fds[i] >= 0);
+		assert_int_equal(raw_send(fds[i], msg, sizeof(msg)), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		uint8_t r[8];
+		assert_int_equal(raw_recv(fds[i], r, 8, 10000), 0);
+		long v = r[0] | r[1] << 8;
+		assert_true(v >= 1 && v <= N && !seen[v]);
+		seen[v] = true;
+	}
+	assert_int_equal(store_client_set(f->c, "r", "go", 2), 0);
+	for (int i = 0; i < N; i++) {
+		uint8_t r = 0xFF;
+		assert_int_equal(raw_recv(fds[i], &r, 1, 10000), 0);
+		assert_int_equal(r, 0);
+		close(fds[i]);
+	}
+	print_message("%d-client barrier connected and released in %ld ms\n", N, now_ms() - t0);
+	assert_true(now_ms() - t0 < 20000);
+}
+
 static int cycle(int port)
 {
 	int fd = raw_connect(port);
@@ -599,6 +635,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_connection_limit, setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(test_half_frame_does_not_stall, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_slow_reader_is_paced, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_barrier, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_connect_cycles_memory, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_connection_memory, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_client_v1_framing, setup, teardown),
