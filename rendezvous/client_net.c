@@ -87,7 +87,7 @@ fail:
 
 void client_net_backoff(uint64_t *delay_ms, uint64_t deadline_ms)
 {
-	static unsigned seed;
+	static __thread unsigned seed; /* per thread: rand_r state is not shared */
 	if (seed == 0)
 		seed = (unsigned)time_now_ns() ^ (unsigned)getpid();
 	uint64_t d = *delay_ms / 2 + (uint64_t)rand_r(&seed) % (*delay_ms / 2 + 1);
