@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +21,21 @@ struct jobfile_state {
 	bool program_cleared;
 };
 
-static void jobfile_fail(struct jobfile_state *st, int rc, const char *fmt, const char *a,
-			 const char *b)
+static void jobfile_fail(struct jobfile_state *st, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records the first problem as "FILE:LINE: message". */
+static void jobfile_fail(struct jobfile_state *st, int rc, const char *fmt, ...)
 {
 	char msg[OPTS_ERR_LEN];
+	va_list ap;
 
 	if (st->rc)
 		return;
 	st->rc = rc;
-	snprintf(msg, sizeof(msg), fmt, a ? a : "", b ? b : "");
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	snprintf(st->err, st->errlen, "%s:%d: %s", st->name, st->line, msg);
 }
 
@@ -51,8 +58,7 @@ static char *jobfile_reader(char *buf, int size, void *stream)
 		return buf;
 	jobfile_fail(st, -EINVAL,
 		     "line longer than 198 characters (inih limit); put long argument lists on "
-		     "several 'arg =' lines%s%s",
-		     NULL, NULL);
+		     "several 'arg =' lines");
 	while ((c = fgetc(st->f)) != EOF && c != '\n')
 		;
 	st->line_done = true;
@@ -134,16 +140,14 @@ static int jobfile_handler(void *user, const char *section, const char *key, con
 		return 1;
 	if (!strcmp(section, "launch")) {
 		if (!strcmp(key, "config")) {
-			jobfile_fail(st, -EINVAL, "'config' cannot be set in a job file%s%s", NULL,
-				     NULL);
+			jobfile_fail(st, -EINVAL, "'config' cannot be set in a job file");
 			return 1;
 		}
 		rc = opts_set(st->o, key, value, OPTS_SRC_FILE, msg, sizeof(msg));
 		if (rc == -ENOENT)
-			jobfile_fail(st, -EINVAL, "unknown key '%s' in [launch]%s (see --help)",
-				     key, NULL);
+			jobfile_fail(st, -EINVAL, "unknown key '%s' in [launch] (see --help)", key);
 		else if (rc)
-			jobfile_fail(st, rc, "%s%s", msg, NULL);
+			jobfile_fail(st, rc, "%s", msg);
 		return 1;
 	}
 	if (!strcmp(section, "program")) {
@@ -151,22 +155,20 @@ static int jobfile_handler(void *user, const char *section, const char *key, con
 		if (rc == -ENOENT)
 			jobfile_fail(
 			    st, -EINVAL,
-			    "unknown key '%s' in [program] (expected program, arg or args)%s", key,
-			    NULL);
+			    "unknown key '%s' in [program] (expected program, arg or args)", key);
 		else if (rc)
-			jobfile_fail(st, rc, "bad value for '%s' in [program]%s", key, NULL);
+			jobfile_fail(st, rc, "bad value for '%s' in [program]", key);
 		return 1;
 	}
 	if (!strcmp(section, "env")) {
 		rc = jobfile_env(st, key, value);
 		if (rc)
-			jobfile_fail(st, rc, "bad environment variable name '%s' in [env]%s", key,
-				     NULL);
+			jobfile_fail(st, rc, "bad environment variable name '%s' in [env]", key);
 		return 1;
 	}
 	if (!*section)
-		jobfile_fail(st, -EINVAL, "key '%s' outside any section (put it under [launch])%s",
-			     key, NULL);
+		jobfile_fail(st, -EINVAL, "key '%s' outside any section (put it under [launch])",
+			     key);
 	else
 		jobfile_fail(st, -EINVAL,
 			     "unknown section [%s] for key '%s' (expected launch, program, env or "
