@@ -24,8 +24,25 @@ struct rdzvd {
 	const char *port_file;
 };
 
+/* 65536 -> "64K": sizes as the flags accept them. */
+static const char *size_text(size_t v, char *buf, size_t len)
+{
+	const char *unit = "KMG";
+	int u = -1;
+	while (u < 2 && v >= 1024 && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, len, "%zu", v);
+	else
+		snprintf(buf, len, "%zu%c", v, unit[u]);
+	return buf;
+}
+
 static void usage(FILE *f)
 {
+	char a[32], b[32], c[32];
 	struct store_limits d;
 	store_limits_default(&d);
 	fprintf(
@@ -49,16 +66,22 @@ static void usage(FILE *f)
 	    "  -h, --help         show this help\n"
 	    "\n"
 	    "limits (sizes take K, M, G suffixes); a client over one is disconnected:\n"
-	    "  --max-key-len BYTES           one key (default %zu)\n"
-	    "  --max-value-len BYTES         one value (default %zu)\n"
+	    "  --max-key-len BYTES           one key (default %s)\n"
+	    "  --max-value-len BYTES         one value (default %s)\n"
 	    "  --max-keys-per-request N      keys in one wait/check/multi-get/set (default %zu)\n"
-	    "  --max-total-bytes BYTES       everything stored together (default %zu)\n"
+	    "  --max-total-bytes BYTES       everything stored together (default %s)\n"
 	    "  --max-connections N           open client connections (default %zu)\n"
 	    "\n"
 	    "The bound port is printed on stdout. SIGTERM or SIGINT stops the daemon\n"
-	    "cleanly (exit status 0).\n",
-	    d.max_key_len, d.max_value_len, d.max_keys_per_request, d.max_total_bytes,
-	    d.max_connections);
+	    "cleanly (exit status 0).\n"
+	    "\n"
+	    "example: a store for a two-node job of unchanged torch scripts\n"
+	    "  node0$ ddp-rdzvd --host 0.0.0.0 --port 29500\n"
+	    "  each$  MASTER_ADDR=node0 MASTER_PORT=29500 TORCHELASTIC_USE_AGENT_STORE=True \\\n"
+	    "         TORCHELASTIC_RESTART_COUNT=0 RANK=... WORLD_SIZE=... python train.py\n"
+	    "  any$   ddp-store --addr node0:29500 keys\n",
+	    size_text(d.max_key_len, a, sizeof(a)), size_text(d.max_value_len, b, sizeof(b)),
+	    d.max_keys_per_request, size_text(d.max_total_bytes, c, sizeof(c)), d.max_connections);
 }
 
 enum {

@@ -23,10 +23,12 @@ enum {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ddp-store [--addr HOST:PORT] [--timeout SECONDS] COMMAND [ARGS...]\n"
+	fprintf(f, "usage: ddp-store [--addr HOST:PORT] [--timeout SECONDS] [--torch113] COMMAND "
+		   "[ARGS...]\n"
 		   "\n"
-		   "Talks to a running rendezvous store (ddp-rdzvd, ddplaunch's store, or\n"
-		   "torch's own TCPStore 2.x server).\n"
+		   "Talks to a running rendezvous store: ddp-rdzvd, ddplaunch's store, a\n"
+		   "torch 2.x TCPStore server, or (with --torch113) the store a torch 1.13\n"
+		   "process hosts, e.g. torchrun's agent store on MASTER_PORT.\n"
 		   "\n"
 		   "commands:\n"
 		   "  set KEY VALUE     store VALUE under KEY\n"
@@ -44,6 +46,9 @@ static void usage(FILE *f)
 		   "                    127.0.0.1:29500)\n"
 		   "  --timeout SEC     give up connecting, or waiting in get/wait, after SEC\n"
 		   "                    seconds (default 30)\n"
+		   "  --torch113        speak torch 1.13's framing, for a store hosted by torch\n"
+		   "                    1.13 itself (do not point the default 2.x framing at\n"
+		   "                    such a store: it would read the handshake as a huge set)\n"
 		   "  -h, --help        show this help\n"
 		   "\n"
 		   "Keys are used exactly as given. torch's Python TCPStore puts a '/' in\n"
@@ -58,6 +63,7 @@ struct cli {
 	char host[256];
 	int port;
 	uint64_t timeout_ms;
+	enum store_client_proto proto;
 	struct store_client *client;
 };
 
@@ -159,6 +165,7 @@ static int parse_args(int argc, char **argv, struct cli *cli)
 	static const struct option opts[] = {
 	    {"addr", required_argument, NULL, 'a'},
 	    {"timeout", required_argument, NULL, 't'},
+	    {"torch113", no_argument, NULL, '1'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -177,6 +184,8 @@ static int parse_args(int argc, char **argv, struct cli *cli)
 				return -1;
 			}
 			cli->timeout_ms = (uint64_t)(s * 1000.0);
+		} else if (opt == '1') {
+			cli->proto = STORE_CLIENT_PROTO_V1;
 		} else if (opt == 'h') {
 			return 1;
 		} else {
@@ -212,8 +221,8 @@ int main(int argc, char **argv)
 		return rc > 0 ? EXIT_OK : EXIT_USAGE;
 	}
 	char err[512] = "";
-	rc =
-	    store_client_connect(cli.host, cli.port, cli.timeout_ms, &cli.client, err, sizeof(err));
+	rc = store_client_connect_proto(cli.host, cli.port, cli.timeout_ms, cli.proto, &cli.client,
+					err, sizeof(err));
 	if (rc < 0) {
 		log_error("%s", err);
 		return EXIT_ERROR;

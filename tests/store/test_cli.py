@@ -83,6 +83,13 @@ def main():
     r = subprocess.run([RDZVD, "--max-key-len", "0"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2, r
 
+    # SIGINT (Ctrl-C) stops the daemon cleanly too.
+    import signal
+    with Rdzvd() as d:
+        d.proc.send_signal(signal.SIGINT)
+        assert d.proc.wait(timeout=10) == 0
+        assert "stopped" in d.log_text()
+
     # A port held by another daemon: a one-line error naming the fix.
     with Rdzvd() as d:
         r = subprocess.run([RDZVD, "--port", str(d.port)], capture_output=True, text=True,

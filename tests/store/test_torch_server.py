@@ -28,11 +28,29 @@ def run_probe(port, proto, store):
     assert store.get("counter") == b"2"
 
 
+def store_cli(port, *args):
+    r = subprocess.run([os.environ["DDP_STORE"], "--torch113", "--addr", f"127.0.0.1:{port}",
+                        "--timeout", "5", *args], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
 def main():
     timeout = datetime.timedelta(seconds=30)
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                            timeout=timeout)
     run_probe(master.port, "v1", master)
+
+    # ddp-store looking into a store hosted by torch 1.13 itself.
+    assert store_cli(master.port, "ping")[0] == 0
+    assert store_cli(master.port, "set", "/cli", "from shell")[0] == 0
+    assert master.get("cli") == b"from shell"
+    master.set("py", "from python")
+    assert store_cli(master.port, "get", "/py")[1] == "from python\n"
+    assert store_cli(master.port, "add", "/counter", "10")[1] == "12\n"
+    rc, out, _ = store_cli(master.port, "keys")
+    assert rc == 0 and int(out) >= 5, out
+    rc, _, err = store_cli(master.port, "--timeout", "0.3", "wait", "/absent")
+    assert rc == 3 and "/absent" in err, (rc, err)
     with Rdzvd() as d:
         s = dist.TCPStore("127.0.0.1", d.port, is_master=False, timeout=timeout)
         run_probe(d.port, "v2", s)
