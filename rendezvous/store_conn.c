@@ -9,10 +9,14 @@
 
 #include "log.h"
 
+/* libuv buffers hold an unsigned int length: larger replies go in pieces. */
+#define CONN_WRITE_PIECE ((size_t)1 << 30)
+
 struct conn_write {
 	uv_write_t req;
 	struct store_conn *conn;
 	struct bytebuf buf;
+	uv_buf_t pieces[];
 };
 
 static void conn_closed(uv_handle_t *handle)
@@ -89,7 +93,8 @@ static void conn_flush(struct store_conn *conn)
 {
 	if (conn->state == CONN_CLOSING || conn->inflight || conn->out.len == 0)
 		return;
-	uv_buf_t b = uv_buf_init((char *)conn->out.data, (unsigned)conn->out.len);
+	size_t first = conn->out.len < CONN_WRITE_PIECE ? conn->out.len : CONN_WRITE_PIECE;
+	uv_buf_t b = uv_buf_init((char *)conn->out.data, (unsigned)first);
 	int n = uv_try_write((uv_stream_t *)&conn->tcp, &b, 1);
 	if (n < 0 && n != UV_EAGAIN) {
 		log_debug("store: write to a client failed (%s); closing it", uv_strerror(n));
@@ -105,7 +110,8 @@ static void conn_flush(struct store_conn *conn)
 		return;
 	}
 	/* The kernel buffer is full: hand the rest, buffer and all, to libuv. */
-	struct conn_write *w = malloc(sizeof(*w));
+	size_t npieces = (conn->out.len + CONN_WRITE_PIECE - 1) / CONN_WRITE_PIECE;
+	struct conn_write *w = malloc(sizeof(*w) + npieces * sizeof(uv_buf_t));
 	if (!w) {
 		store_conn_close(conn);
 		return;
@@ -113,15 +119,21 @@ static void conn_flush(struct store_conn *conn)
 	w->conn = conn;
 	w->buf = conn->out;
 	conn->out = (struct bytebuf){0};
-	b = uv_buf_init((char *)w->buf.data, (unsigned)w->buf.len);
-	int rc = uv_write(&w->req, (uv_stream_t *)&conn->tcp, &b, 1, conn_write_done);
+	for (size_t i = 0; i < npieces; i++) {
+		size_t off = i * CONN_WRITE_PIECE, left = w->buf.len - off;
+		w->pieces[i] =
+		    uv_buf_init((char *)w->buf.data + off,
+				(unsigned)(left < CONN_WRITE_PIECE ? left : CONN_WRITE_PIECE));
+	}
+	int rc = uv_write(&w->req, (uv_stream_t *)&conn->tcp, w->pieces, (unsigned)npieces,
+			  conn_write_done);
 	if (rc < 0) {
 		bytebuf_release(&w->buf);
 		free(w);
 		store_conn_close(conn);
 		return;
 	}
-	conn->inflight = b.len;
+	conn->inflight = w->buf.len;
 }
 
 void store_conn_wake(void *ctx, struct store_owner *owner)
@@ -257,6 +269,9 @@ void store_conn_accept(struct store_server *server)
 	}
 	if (rc == 0) {
 		uv_tcp_nodelay(&conn->tcp, 1);
+		/* A peer whose machine died without a FIN is found and its
+		 * waits dropped, instead of being held forever. */
+		uv_tcp_keepalive(&conn->tcp, 1, CONN_KEEPALIVE_S);
 		rc = uv_read_start((uv_stream_t *)&conn->tcp, conn_alloc, conn_read);
 	}
 	if (rc < 0)

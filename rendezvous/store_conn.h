@@ -24,6 +24,7 @@
 
 #define CONN_READ_BUF_SIZE (64 * 1024)
 #define CONN_MAX_PENDING   (4 * 1024 * 1024)
+#define CONN_KEEPALIVE_S   60 /* idle seconds before TCP keepalive probes */
 
 enum conn_state {
 	CONN_OPEN,
