@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctx.h"
 #include "timeutil.h"
@@ -124,21 +125,82 @@ int comm_submit(struct ddp_ctx *ctx, struct ddp_work *w)
 	return 0;
 }
 
+/* Lists the ranks (other than ours) whose failure key is missing. */
+static size_t comm_silent_ranks(struct ddp_ctx *ctx, char *list, size_t len)
+{
+	size_t off = 0, n = 0;
+	char key[400];
+
+	list[0] = '\0';
+	for (int r = 0; r < ctx->world_size; r++) {
+		const char *one[1] = {key};
+
+		snprintf(key, sizeof(key), "%s/failure/%d", ctx->prefix, r);
+		if (r == ctx->rank || kv_check(ctx->kv, one, 1) == 1)
+			continue;
+		if (off < len)
+			off += (size_t)snprintf(list + off, len - off, "%s%d", n ? ", " : "", r);
+		n++;
+	}
+	return n;
+}
+
+/* After the first failure: publishes this rank's reason in the store, then
+ * gives the others up to a second to do the same; the ranks that stay
+ * silent are the ones stuck or dead, and the message names them (a rank
+ * seeing only "rank 3 closed its connection" then learns who really
+ * failed). Polls the store, bounded by the deadline. */
+static void comm_explain(struct ddp_ctx *ctx)
+{
+	uint64_t deadline = time_now_ms() + 1000;
+	char key[400], silent[256];
+	size_t n;
+
+	pthread_mutex_lock(&ctx->kv_lock);
+	snprintf(key, sizeof(key), "%s/failure/%d", ctx->prefix, ctx->rank);
+	kv_set(ctx->kv, key, ctx->err, strlen(ctx->err));
+	while ((n = comm_silent_ranks(ctx, silent, sizeof(silent))) > 0 &&
+	       time_left_ms(deadline) > 0) {
+		struct timespec ts = {0, 20 * 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+	}
+	pthread_mutex_unlock(&ctx->kv_lock);
+	if (n > 0) {
+		size_t off = strlen(ctx->err);
+
+		snprintf(ctx->err + off, sizeof(ctx->err) - off,
+			 "; %s %s did not report this failure (stuck or dead)",
+			 n == 1 ? "rank" : "ranks", silent);
+	}
+}
+
 int comm_wait(struct ddp_work *w)
 {
 	struct ddp_ctx *ctx = w->ctx;
 	struct comm *c = &ctx->comm;
-	int rc;
+	int rc, explain = 0;
 
 	pthread_mutex_lock(&c->lock);
 	while (!w->done)
 		pthread_cond_wait(&c->done, &c->lock);
 	rc = w->rc;
-	if (rc == -ECANCELED && !ctx->backend->err[0])
+	if (rc < 0 && c->explained)
+		snprintf(ctx->err, sizeof(ctx->err), "an earlier collective failed (%.1350s)",
+			 ctx->first_err);
+	else if (rc == -ECANCELED && !ctx->backend->err[0])
 		snprintf(ctx->err, sizeof(ctx->err),
-			 "communicator aborted by an earlier error; restart the group");
+			 "communicator aborted by ddp_abort; restart the group");
 	else if (rc < 0)
 		snprintf(ctx->err, sizeof(ctx->err), "%s", ctx->backend->err);
+	if (rc < 0 && !c->explained) {
+		c->explained = 1;
+		explain = 1;
+	}
 	pthread_mutex_unlock(&c->lock);
+	if (explain) {
+		comm_explain(ctx);
+		snprintf(ctx->first_err, sizeof(ctx->first_err), "%.1390s", ctx->err);
+	}
 	return rc;
 }

@@ -134,9 +134,17 @@ static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t 
 		rc = poll(pf, (nfds_t)n, (int)time_left_ms(deadline));
 		if (rc < 0 && errno == EINTR)
 			continue;
-		if (rc == 0)
-			return ring_error(g, kind, -ETIMEDOUT, x->got < x->rlen ? g->prev : g->next,
-					  "did not respond before the deadline (DDP_TIMEOUT_MS)");
+		if (rc == 0) {
+			int peer = x->got < x->rlen ? g->prev : g->next;
+
+			snprintf(g->base.err, sizeof(g->base.err),
+				 "%s: timed out after %llu ms waiting for rank %d (DDP_TIMEOUT_MS "
+				 "sets the deadline)",
+				 cpu_op_name(kind), (unsigned long long)g->timeout_ms,
+				 g->name_base + peer * g->name_stride);
+			ring_fail(g);
+			return -ETIMEDOUT;
+		}
 		if (ri >= 0 && pf[ri].revents) {
 			rc = ring_recv_some(g, x);
 			if (rc < 0)

@@ -46,7 +46,8 @@ struct comm {
 	struct ddp_work *head, *tail;
 	int stop;
 	int started;
-	int failed; /* a collective failed: later ones return -ECANCELED */
+	int failed;    /* a collective failed: later ones return -ECANCELED */
+	int explained; /* the first failure's cause was published/looked up */
 };
 
 struct ddp_ctx {
@@ -57,8 +58,9 @@ struct ddp_ctx {
 	pthread_mutex_t kv_lock;
 	struct ddp_backend *backend;
 	struct comm comm;
-	int nreducers; /* reducers created, to namespace their keys */
-	char err[1024];
+	int nreducers;	      /* reducers created, to namespace their keys */
+	char first_err[1400]; /* the first failure, explained (comm_explain) */
+	char err[1600];
 };
 
 /* reducer_check.c: every rank has the same parameter/buffer names, dtypes

@@ -9,7 +9,9 @@
  *
  * Modes (argv[1]): "check" (default); "die R MS": rank R kills itself
  * (SIGKILL) MS milliseconds after start while everyone loops over large
- * all-reduces; the survivors must report a clear error. Exit 0 on success.
+ * all-reduces; the survivors must report a clear error; "stall R": rank R
+ * stays alive but never calls a collective, the others must time out.
+ * Exit 0 on success, 3 for the expected failure of a survivor.
  */
 #include <errno.h>
 #include <math.h>
@@ -206,8 +208,8 @@ static int run_die(struct ddp_ctx *ctx, int die_rank, long ms)
 		rc = ddp_allreduce(ctx, buf, n, DDP_FLOAT32, DDP_SUM);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc == 0) {
-		fprintf(stderr, "rank %d: no error although rank %d died\n", ddp_rank(ctx),
-			die_rank);
+		fprintf(stderr, "rank %d: no error although a rank died or stalled\n",
+			ddp_rank(ctx));
 		return 1;
 	}
 	/* Every later collective must fail at once too. */
@@ -238,7 +240,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coll_check: %s\n", err);
 		return 1;
 	}
-	if (argc >= 4 && strcmp(argv[1], "die") == 0)
+	if (argc >= 3 && strcmp(argv[1], "stall") == 0 && ddp_rank(ctx) == atoi(argv[2])) {
+		/* Alive but never calls a collective: the others must time out
+		 * naming this rank. The harness kills it afterwards. */
+		for (;;)
+			pause();
+	}
+	if (argc >= 3 && strcmp(argv[1], "stall") == 0)
+		rc = run_die(ctx, -1, 0);
+	else if (argc >= 4 && strcmp(argv[1], "die") == 0)
 		rc = run_die(ctx, atoi(argv[2]), atol(argv[3]));
 	else
 		rc = run_checks(ctx);

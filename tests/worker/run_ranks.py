@@ -12,6 +12,9 @@ Checks (exit 0 when all hold):
   --expect missing:TEXT  only --start ranks are started; each must exit non-zero
                      within --within seconds with TEXT (e.g. "rank 2 never
                      arrived") in its output
+  --expect stall:R   rank R never calls a collective (the program pauses);
+                     the others exit 3 within --within seconds saying they
+                     timed out, at least one naming rank R; R is then killed
   --expect die:R     rank R is killed by SIGKILL (the program kills itself);
                      every other rank exits with code 3 (its "failed as
                      expected" path) within --within seconds, and its output
@@ -71,7 +74,10 @@ def run_once(args, tmp, run_no):
             procs.append(subprocess.Popen(args.program, env=e, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
         outs = []
+        stalled = procs[args.stalled] if args.stalled >= 0 else None
         for p in procs:
+            if p is stalled:
+                continue
             left = max(1.0, args.limit - (time.monotonic() - t0))
             try:
                 out, _ = p.communicate(timeout=left)
@@ -81,6 +87,10 @@ def run_once(args, tmp, run_no):
                         q.kill()
                 sys.exit("ranks still running after %.0f s (hang)" % args.limit)
             outs.append((p.returncode, out, time.monotonic() - t0))
+        if stalled:
+            stalled.kill()
+            out, _ = stalled.communicate()
+            outs.insert(args.stalled, (stalled.returncode, out, time.monotonic() - t0))
         # Rank 0 names its shared segment /ddp-<pid>-...: it must be gone.
         left = [f for f in os.listdir("/dev/shm") if f.startswith("ddp-%d-" % procs[0].pid)]
         if left:
@@ -123,8 +133,22 @@ def check_die(outs, dead, within):
             sys.exit("rank %d should have failed cleanly (exit 3), got %d" % (r, rc))
         if t > within:
             sys.exit("rank %d took %.1f s to notice (limit %.1f s)" % (r, t, within))
-        if not re.search(r"failed as expected .*rank \d+", out):
-            sys.exit("rank %d's error does not name a rank: %r" % (r, out))
+        if ("rank %d did not report" % dead) not in out:
+            sys.exit("rank %d's error does not name the dead rank %d: %r" % (r, dead, out))
+
+
+def check_stall(outs, stalled, within):
+    for r, (rc, out, t) in enumerate(outs):
+        sys.stdout.write("--- rank %d (exit %d after %.2f s)\n%s" % (r, rc, t, out))
+        if r == stalled:
+            continue
+        if rc != 3 or t > within:
+            sys.exit("rank %d: expected a clean failure (exit 3) within %.0f s, got %d after"
+                     " %.1f s" % (r, within, rc, t))
+        if ("rank %d did not report" % stalled) not in out:
+            sys.exit("rank %d's error does not name the stalled rank %d" % (r, stalled))
+    if not any("timed out" in out for r, (rc, out, t) in enumerate(outs) if r != stalled):
+        sys.exit("no survivor says it timed out")
 
 
 def check_missing(outs, text, within):
@@ -150,10 +174,14 @@ def main():
                     help="ranks per simulated node (default: all on one node)")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     args = ap.parse_args()
+    args.stalled = -1
     if args.program and args.program[0] == "--":
         args.program = args.program[1:]
     with tempfile.TemporaryDirectory() as tmp:
-        if args.expect.startswith("missing:"):
+        if args.expect.startswith("stall:"):
+            args.stalled = int(args.expect[6:])
+            check_stall(run_once(args, tmp, 0), args.stalled, args.within)
+        elif args.expect.startswith("missing:"):
             check_missing(run_once(args, tmp, 0), args.expect[8:], args.within)
         elif args.expect.startswith("die:"):
             check_die(run_once(args, tmp, 0), int(args.expect[4:]), args.within)
