@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     base = dict(os.environ, OMP_NUM_THREADS="1", DDP_TIMEOUT_MS="600000")
+    load0 = os.getloadavg()[0]
     lines = ["# all-reduce bus bandwidth (GB/s, nccl-tests busbw), float32 sum",
              "", "machine: %s, %d CPUs" % (platform.processor() or platform.machine(),
                                            os.cpu_count()), ""]
@@ -77,6 +78,8 @@ def main():
             verdict += ["2 ranks, 64 MiB: shm %.2f GB/s (target >= 4), %.1fx gloo (target >= 7);"
                         " ring %.2f GB/s (target >= 1.0); gloo %.2f GB/s" % (s, s / g, r, g)]
     lines += verdict
+    lines += ["", "load average before/after: %.1f / %.1f (other processes share the CPUs;"
+              " compare the columns of one run)" % (load0, os.getloadavg()[0])]
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if a.out:
