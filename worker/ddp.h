@@ -19,6 +19,16 @@
  * collective returns -ECANCELED. Restarting the group (the launcher does) is
  * the way to recover.
  *
+ * Environment read by ddp_init (besides the launcher's RANK, WORLD_SIZE,
+ * LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+ * TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT):
+ *   DDP_BACKEND=cpu|nccl|auto    force a backend
+ *   DDP_CPU_TRANSPORT=shm|ring|hier|auto   force the CPU transport
+ *   DDP_TIMEOUT_MS=N             deadline of every wait (default 300 s)
+ *   DDP_SHM_CHUNK_BYTES=N        shared-memory slot per rank (default 4 MiB)
+ *   DDP_RING_ADDR=IPV4           address the TCP ring listens on (default:
+ *                                the local address that routes to the store)
+ *
  * Memory: "device memory" means what ddp_device_memory() says. With the CPU
  * backend every buffer is host memory; with the NCCL backend the buffers of
  * collectives and of the reducer's parameters/gradients are CUDA device
@@ -317,7 +327,9 @@ void ddp_ckpt_free(struct ddp_ckpt *ck);
 const char *ddp_ckpt_meta(const struct ddp_ckpt *ck, const char *key);
 size_t ddp_ckpt_num_tensors(const struct ddp_ckpt *ck);
 /* The i-th tensor (in file order): its name and shape in *t, t->data
- * pointing into the checkpoint's memory. -ERANGE past the end. */
+ * pointing into the checkpoint's memory (not necessarily aligned: copy it
+ * out). -ERANGE past the end; -ENOTSUP (t still filled, dtype meaningless)
+ * for a dtype other than F32/F64. */
 int ddp_ckpt_tensor(const struct ddp_ckpt *ck, size_t i, struct ddp_tensor *t);
 
 enum ddp_load_flags {
