@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,10 @@ void store_limits_default(struct store_limits *limits)
 
 int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct store_server **out)
 {
+	struct sigaction sa;
+	if (sigaction(SIGPIPE, NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
+	    sa.sa_handler == SIG_DFL)
+		signal(SIGPIPE, SIG_IGN);
 	struct store_server *server = calloc(1, sizeof(*server));
 	if (!server)
 		return -ENOMEM;

@@ -31,7 +31,10 @@ void store_limits_default(struct store_limits *limits);
 struct store_server;
 
 /* Creates a server on `loop` (not started). `limits` is copied; NULL means
- * the defaults. Returns 0 or -ENOMEM. */
+ * the defaults. Returns 0 or -ENOMEM.
+ * libuv writes to sockets with write(2), so a client that has gone raises
+ * SIGPIPE; if the process still has SIGPIPE's default action (which would
+ * kill it), this sets it to be ignored. */
 int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct store_server **out);
 
 /* Binds host:port (port 0: the kernel chooses) and starts listening with a
