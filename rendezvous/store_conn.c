@@ -19,6 +19,16 @@ struct conn_write {
 	uv_buf_t pieces[];
 };
 
+/* Drops the connection's waits and watches from the store. */
+static void conn_forget(struct store_conn *conn)
+{
+	struct store *store = conn->server->store;
+	size_t dropped = store_owner_cancel(store, &conn->owner);
+	store_owner_unwatch(store, &conn->owner);
+	if (dropped)
+		log_debug("store: client gone; dropped %zu pending wait(s)", dropped);
+}
+
 static void conn_closed(uv_handle_t *handle)
 {
 	struct store_conn *conn = (struct store_conn *)handle;
@@ -29,13 +39,7 @@ static void conn_closed(uv_handle_t *handle)
 		server->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
-	/* Its waits and watches go only now: callbacks run from inside the
-	 * store never change the store, so they only mark a connection
-	 * closing, and its records stay valid until here. */
-	size_t dropped = store_owner_cancel(server->store, &conn->owner);
-	store_owner_unwatch(server->store, &conn->owner);
-	if (dropped)
-		log_debug("store: client gone; dropped %zu pending wait(s)", dropped);
+	conn_forget(conn); /* if a store callback closed it, not done yet */
 	proto_decoder_release(&conn->dec);
 	bytebuf_release(&conn->out);
 	bytebuf_release(&conn->stash);
@@ -49,6 +53,11 @@ void store_conn_close(struct store_conn *conn)
 	if (conn->state == CONN_CLOSING)
 		return;
 	conn->state = CONN_CLOSING;
+	/* At once, so a queue push cannot wake a closing client instead of a
+	 * live one; but a store callback must not change the store under
+	 * itself, so from there it waits for the close callback. */
+	if (conn->server->in_callback == 0)
+		conn_forget(conn);
 	uv_close((uv_handle_t *)&conn->tcp, conn_closed);
 }
 
@@ -142,11 +151,12 @@ void store_conn_wake(void *ctx, struct store_owner *owner)
 	    (struct store_conn *)((char *)owner - offsetof(struct store_conn, owner));
 	if (conn->state == CONN_CLOSING)
 		return;
-	if (proto_put_u8(&conn->out, PROTO_WAIT_STOP_WAITING) < 0) {
+	conn->server->in_callback++;
+	if (proto_put_u8(&conn->out, PROTO_WAIT_STOP_WAITING) < 0)
 		store_conn_close(conn);
-		return;
-	}
-	conn_flush(conn);
+	else
+		conn_flush(conn);
+	conn->server->in_callback--;
 }
 
 void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change change,
@@ -156,6 +166,7 @@ void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change c
 	    (struct store_conn *)((char *)owner - offsetof(struct store_conn, owner));
 	if (conn->state == CONN_CLOSING)
 		return;
+	conn->server->in_callback++;
 	int rc = proto_put_u8(&conn->out, (uint8_t)change);
 	if (rc == 0)
 		rc = proto_put_bytes(&conn->out, key.data, key.len);
@@ -163,11 +174,11 @@ void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change c
 		rc = proto_put_bytes(&conn->out, old_value.data, old_value.len);
 	if (rc == 0)
 		rc = proto_put_bytes(&conn->out, new_value.data, new_value.len);
-	if (rc < 0) {
+	if (rc < 0)
 		store_conn_close(conn);
-		return;
-	}
-	conn_flush(conn);
+	else
+		conn_flush(conn);
+	conn->server->in_callback--;
 }
 
 /* Decodes and runs the requests in p[0..len). When the replies waiting for a

@@ -6,9 +6,10 @@
  * uv_try_write, the rest handed to one uv_write at a time), PAUSED (more than
  * CONN_MAX_PENDING bytes of replies wait for a slow reader: reading stopped,
  * the undecoded rest of the last read kept in `stash`, resumed when the
- * replies drain below half), CLOSING (uv_close called; its waits cancelled;
- * freed in the close callback). Idle, it holds no buffer: the read buffer is the server's, and
- * the decoder and output buffers are freed whenever no frame is partial.
+ * replies drain below half), CLOSING (uv_close called; its waits and watches
+ * dropped at once, or in the close callback when closed from inside a store
+ * callback; freed in the close callback). Idle, it holds no buffer: the read buffer is the
+ * server's, and the decoder and output buffers are freed whenever no frame is partial.
  */
 #ifndef DDP_RENDEZVOUS_STORE_CONN_H
 #define DDP_RENDEZVOUS_STORE_CONN_H
@@ -55,6 +56,7 @@ struct store_server {
 	size_t nconns;
 	int port;
 	bool closing;
+	int in_callback; /* > 0 while a store callback runs */
 	void (*done)(void *arg);
 	void *done_arg;
 	uint8_t readbuf[CONN_READ_BUF_SIZE]; /* shared: reads are handled at once */
