@@ -8,8 +8,9 @@
  * the undecoded rest of the last read kept in `stash`, resumed when the
  * replies drain below half), CLOSING (uv_close called; its waits and watches
  * dropped at once, or in the close callback when closed from inside a store
- * callback; freed in the close callback). Idle, it holds no buffer: the read buffer is the
- * server's, and the decoder and output buffers are freed whenever no frame is partial.
+ * callback; freed in the close callback). Idle, it holds no buffer: the read
+ * buffer is the server's, and the decoder and output buffers are freed
+ * whenever no frame is partial.
  */
 #ifndef DDP_RENDEZVOUS_STORE_CONN_H
 #define DDP_RENDEZVOUS_STORE_CONN_H
