@@ -26,9 +26,10 @@ int client_net_retryable(int err);
 int client_net_send(int fd, const void *buf, size_t len);
 
 /* Reads what is available (at least one byte) into buf, waiting until
- * deadline_ms. Returns 0, -ETIMEDOUT, -ECONNRESET when the peer closed,
- * -ENOMEM or -errno. */
-int client_net_recv(int fd, struct bytebuf *buf, uint64_t deadline_ms);
+ * deadline_ms. *timeo_cache is the receive timeout last set on fd (0 at
+ * first; keep one per fd). Returns 0, -ETIMEDOUT, -ECONNRESET when the peer
+ * closed, -ENOMEM or -errno. */
+int client_net_recv(int fd, struct bytebuf *buf, uint64_t deadline_ms, uint64_t *timeo_cache);
 
 /* Sleeps for the jittered backoff `*delay_ms` (capped by the deadline) and
  * doubles it up to 1 s. */

@@ -70,7 +70,7 @@ int client_req_send(struct store_client *c, int rc)
 int client_rx_need(struct store_client *c, size_t n, uint64_t deadline)
 {
 	while (c->rx.len < n) {
-		int rc = client_net_recv(c->fd, &c->rx, deadline);
+		int rc = client_net_recv(c->fd, &c->rx, deadline, &c->rcvtimeo_ms);
 		if (rc < 0)
 			return rc == -ETIMEDOUT ? rc : client_io_error(c, rc, "receive");
 	}
@@ -168,6 +168,7 @@ int store_client_connect_proto(const char *host, int port, uint64_t timeout_ms,
 				break;
 			close(c->fd);
 			c->rx.len = 0;
+			c->rcvtimeo_ms = 0;
 		}
 		/* A reset during the handshake (a server over its connection
 		 * limit or backlog) is retried like a refused connect. */

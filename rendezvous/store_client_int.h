@@ -19,12 +19,13 @@
 
 struct store_client {
 	int fd;
-	enum proto_gen gen; /* framing spoken: PROTO_GEN_V2, or V1 for torch 1.13 */
-	bool broken;	    /* V1 after a timed-out wait: replies out of step */
-	bool bad_op;	    /* the request being built has no code in gen */
-	struct bytebuf tx;  /* the request being built */
-	struct bytebuf rx;  /* reply bytes received, not yet consumed */
-	char addr[280];	    /* "host:port", for messages */
+	enum proto_gen gen;   /* framing spoken: PROTO_GEN_V2, or V1 for torch 1.13 */
+	bool broken;	      /* V1 after a timed-out wait: replies out of step */
+	bool bad_op;	      /* the request being built has no code in gen */
+	uint64_t rcvtimeo_ms; /* SO_RCVTIMEO set on fd (0: none yet) */
+	struct bytebuf tx;    /* the request being built */
+	struct bytebuf rx;    /* reply bytes received, not yet consumed */
+	char addr[280];	      /* "host:port", for messages */
 	char err[512];
 };
 
