@@ -56,9 +56,16 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype")
 	echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; other work on the machine skews figures)"
 } | tee "$results"
 
+# Without torch, measure ours alone (no ratios).
+torch_args=(--python "$python")
+if ! "$python" -c 'import torch' 2>/dev/null; then
+	echo "run-all.sh: $python cannot import torch; measuring ddplaunch's parts alone" >&2
+	torch_args=(--no-torch)
+fi
+
 status=0
 if [ "$store" = 1 ]; then
-	args=(--rdzvd "$(target_path ddp-rdzvd)" --python "$python")
+	args=(--rdzvd "$(target_path ddp-rdzvd)" "${torch_args[@]}")
 	[ "$quick" = 1 ] && args+=(--seconds 1 --storm 1024,10000)
 	echo | tee -a "$results"
 	echo "\$ store_bench ${args[*]}" | tee -a "$results"
@@ -66,7 +73,7 @@ if [ "$store" = 1 ]; then
 fi
 if [ "$launch" = 1 ]; then
 	args=(--ddplaunch "$(target_path ddplaunch)" --worker "$(target_path launch_bench_worker)"
-		--python "$python")
+		"${torch_args[@]}")
 	[ "$quick" = 1 ] && args+=(--trials 5 --torch-trials 3)
 	echo | tee -a "$results"
 	echo "\$ launch_bench ${args[*]}" | tee -a "$results"
