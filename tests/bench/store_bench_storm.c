@@ -206,7 +206,7 @@ int sb_storm_raw(const struct sb_server *server, enum proto_gen gen, int clients
 	out->clients = clients;
 	out->released = s.released;
 	out->seconds = (double)(s.t_released - s.t0) / 1e9;
-	out->connect_s = (double)(s.t_connected - s.t0) / 1e9;
+	out->connect_s = s.connected ? (double)(s.t_connected - s.t0) / 1e9 : 0;
 	out->cpu_ns_per_op = (double)(cpu1 - cpu0) / (2.0 * clients);
 	if (s.released < clients)
 		out->seconds = (double)(time_now_ns() - s.t0) / 1e9;
