@@ -285,6 +285,8 @@ struct ddp_reducer_stats {
 	double comm_seconds;	/* time buckets spent in all-reduce */
 	double wait_seconds;	/* time ddp_reducer_finish blocked (exposed communication) */
 	uint64_t bytes_reduced; /* gradient bytes all-reduced */
+	uint64_t early_buckets; /* buckets started by grad_ready, before finish
+				 * (the all-reduces that overlapped backward) */
 };
 void ddp_reducer_get_stats(const struct ddp_reducer *r, struct ddp_reducer_stats *st);
 

@@ -32,6 +32,7 @@ struct ddp_reducer {
 	unsigned char *ready;
 	size_t next_launch;
 	int sync;
+	int finishing; /* inside ddp_reducer_finish */
 	int failed;
 	struct ddp_reducer_stats stats;
 };
@@ -247,6 +248,8 @@ int ddp_reducer_grad_ready(struct ddp_reducer *r, size_t i)
 		return rc;
 	r->ready[i] = 1;
 	r->buckets[k].pending--;
+	if (r->buckets[k].pending == 0 && !r->finishing)
+		r->stats.early_buckets++;
 	return reducer_launch_ready(r);
 }
 
@@ -287,8 +290,10 @@ int ddp_reducer_finish(struct ddp_reducer *r)
 	if (!r->sync)
 		return 0;
 	/* Parameters never marked ready still carry their (local) gradient. */
+	r->finishing = 1;
 	for (size_t i = 0; i < r->nparams && rc == 0; i++)
 		rc = ddp_reducer_grad_ready(r, i);
+	r->finishing = 0;
 	for (size_t k = 0; k < r->plan.nbuckets; k++) {
 		int one;
 

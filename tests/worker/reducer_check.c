@@ -193,6 +193,11 @@ static int run(struct ddp_ctx *ctx, int mismatch, const char *dir)
 	struct ddp_reducer_stats st;
 	ddp_reducer_get_stats(red, &st);
 	CHECK(st.steps == 2 && st.bytes_reduced > 0, "stats");
+	/* First step: every bucket started from grad_ready (overlapping the
+	 * backward pass); last step: only bucket 0 (param 3 marked ready). */
+	CHECK(st.early_buckets == ddp_reducer_num_buckets(red) + 1,
+	      "%llu buckets started early, expected %zu", (unsigned long long)st.early_buckets,
+	      ddp_reducer_num_buckets(red) + 1);
 	checkpoint_round_trip(ctx, data, dir);
 	if (me == 0)
 		printf("reducer ok: %zu buckets, %s\n", ddp_reducer_num_buckets(red),
