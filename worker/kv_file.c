@@ -102,17 +102,52 @@ static int kv_file_find(const char *buf, size_t len, const char *key, const char
 	return found;
 }
 
+/* Offset just past the last complete record of the log. */
+static size_t kv_file_valid_end(const char *buf, size_t len)
+{
+	size_t off = 0;
+
+	while (len - off >= 8) {
+		uint32_t kl, vl;
+
+		memcpy(&kl, buf + off, 4);
+		memcpy(&vl, buf + off + 4, 4);
+		if ((uint64_t)kl + vl > len - off - 8)
+			break;
+		off += 8 + (size_t)kl + vl;
+	}
+	return off;
+}
+
+/* Where the next record goes: the end of the log, after cutting off a torn
+ * record a killed writer may have left (else later records would be read
+ * as its missing bytes). Exclusive lock held by the caller. */
+static int kv_file_end(struct kv_file *f, off_t *end)
+{
+	char *buf = NULL;
+	size_t len;
+	int rc = kv_file_slurp(f, &buf, &len);
+
+	if (rc < 0)
+		return rc;
+	*end = (off_t)kv_file_valid_end(buf, len);
+	free(buf);
+	if ((size_t)*end != len && ftruncate(f->fd, *end) < 0)
+		return -errno;
+	return 0;
+}
+
 /* Appends a record; exclusive lock held by the caller. */
 static int kv_file_append(struct kv_file *f, const char *key, const void *value, size_t len)
 {
 	uint32_t kl = (uint32_t)strlen(key), vl = (uint32_t)len;
 	size_t total = 8 + (size_t)kl + len, done = 0;
-	off_t end = lseek(f->fd, 0, SEEK_END);
+	off_t end;
 	char *rec;
-	int rc = 0;
+	int rc = kv_file_end(f, &end);
 
-	if (end < 0)
-		return -errno;
+	if (rc < 0)
+		return rc;
 	rec = malloc(total);
 	if (!rec)
 		return -ENOMEM;
