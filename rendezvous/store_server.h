@@ -53,7 +53,9 @@ size_t store_server_connection_count(const struct store_server *server);
 
 /* Stops listening and closes every connection. `done` (may be NULL) runs
  * once every handle is closed and the server's memory is freed; the loop
- * must keep running until then. Safe to call once. */
+ * must keep running until then. Safe to call once. (When nothing was open,
+ * i.e. the server never listened and has no clients, everything is freed
+ * and `done` runs before this returns.) */
 void store_server_close(struct store_server *server, void (*done)(void *arg), void *arg);
 
 #endif
