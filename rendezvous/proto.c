@@ -212,16 +212,6 @@ static int dec_field_len(struct proto_decoder *dec, char kind, uint64_t len)
 		return -EMSGSIZE;
 	if (len > lim->max_request_bytes - dec->data_len || dec->req.nfields >= dec->fields_cap)
 		return -EMSGSIZE;
-	if (dec->data_len + len > dec->data_cap) {
-		size_t cap = dec->data_cap ? dec->data_cap : 64;
-		while (cap < dec->data_len + len)
-			cap *= 2;
-		uint8_t *data = realloc(dec->data, cap);
-		if (!data)
-			return -ENOMEM;
-		dec->data = data;
-		dec->data_cap = cap;
-	}
 	struct byteview *f = &dec->fields[dec->req.nfields];
 	f->data = (const uint8_t *)(uintptr_t)dec->data_len;
 	f->len = (size_t)len;
@@ -264,6 +254,29 @@ static int dec_number(struct proto_decoder *dec)
 	}
 }
 
+/* Makes room for `take` more body bytes. The buffer grows with the bytes
+ * that actually arrive (doubling, up to what the field announced), so a
+ * client that announces a large value and sends part of it holds no more
+ * than about twice what it sent. */
+static int dec_room(struct proto_decoder *dec, size_t take)
+{
+	size_t want = dec->data_len + take;
+	if (want <= dec->data_cap)
+		return 0;
+	size_t end = dec->data_len + (size_t)dec->need; /* end of this field */
+	size_t cap = dec->data_cap ? dec->data_cap : 64;
+	while (cap < want)
+		cap *= 2;
+	if (cap > end)
+		cap = end;
+	uint8_t *data = realloc(dec->data, cap);
+	if (!data)
+		return -ENOMEM;
+	dec->data = data;
+	dec->data_cap = cap;
+	return 0;
+}
+
 /* Consumes bytes of the current stage; returns bytes used through *n. */
 static int dec_step(struct proto_decoder *dec, const uint8_t *buf, size_t len, size_t *n)
 {
@@ -284,6 +297,9 @@ static int dec_step(struct proto_decoder *dec, const uint8_t *buf, size_t len, s
 		return dec->stage == ST_DETECT ? dec_detect(dec) : dec_number(dec);
 	case ST_BODY:
 		take = dec->need < len ? (size_t)dec->need : len;
+		*n = 0;
+		if (dec_room(dec, take) < 0)
+			return -ENOMEM;
 		memcpy(dec->data + dec->data_len, buf, take);
 		dec->data_len += take;
 		dec->need -= take;

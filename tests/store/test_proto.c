@@ -369,6 +369,29 @@ static void test_truncated_and_trim(void **state)
 	proto_decoder_release(&dec);
 }
 
+/* A client that announces a huge value and sends a little of it holds a
+ * buffer about the size of what it sent, not of what it announced. */
+static void test_buffer_follows_data(void **state)
+{
+	static const struct proto_limits big = {
+	    .max_key_len = 64,
+	    .max_value_len = (size_t)1 << 30,
+	    .max_keys_per_request = 8,
+	    .max_request_bytes = (size_t)1 << 30,
+	};
+	struct proto_decoder dec;
+	proto_decoder_init(&dec, &big);
+	const uint8_t head[] = {0x00, L8(1), 'k', 0x00, 0x00, 0x00, 0x20, 0, 0, 0, 0};
+	assert_int_equal(feed_raw(&dec, head, sizeof(head)), 0);
+	uint8_t chunk[1000];
+	memset(chunk, 'x', sizeof(chunk));
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(feed_raw(&dec, chunk, sizeof(chunk)), 0);
+	assert_true(dec.data_cap < 4 * 10001);
+	assert_false(proto_decoder_idle(&dec));
+	proto_decoder_release(&dec);
+}
+
 static void test_encoders(void **state)
 {
 	struct bytebuf b = {0};
@@ -434,7 +457,8 @@ int main(void)
 	    cmocka_unit_test(test_v1_pipelined),   cmocka_unit_test(test_v2_pipelined),
 	    cmocka_unit_test(test_limits),	   cmocka_unit_test(test_unknown_and_magic),
 	    cmocka_unit_test(test_generation),	   cmocka_unit_test(test_truncated_and_trim),
-	    cmocka_unit_test(test_encoders),	   cmocka_unit_test(test_op_tables),
+	    cmocka_unit_test(test_encoders),	   cmocka_unit_test(test_buffer_follows_data),
+	    cmocka_unit_test(test_op_tables),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
