@@ -2,7 +2,7 @@
  * store_bench.h - the store load generator's parts (tests/bench/store_bench*).
  *
  * The generator measures two servers in the same run: ddp-rdzvd and torch
- * 1.13's own TCPStore server. Clients speak one of two framings:
+ * 1.13's own TCPStore server. Clients talk in one of three ways:
  *   SB_WIRE_API   our blocking C client (store_client.h, torch 2.x framing);
  *                 ddp-rdzvd only, torch 1.13's server does not speak it;
  *   SB_WIRE_V113  torch 1.13 frames from the store's codec (proto.h) over a
@@ -61,7 +61,7 @@ int64_t sb_proc_status_kib(pid_t pid, const char *field);
  * limit. Children started afterwards inherit it. */
 long sb_raise_nofile(void);
 
-/* --- store_bench_wire.c: one blocking connection in either framing --- */
+/* --- store_bench_wire.c: one blocking connection, any of the three ways --- */
 
 struct sb_conn;
 
@@ -89,7 +89,7 @@ int sb_frame_num_keys(struct bytebuf *buf, enum proto_gen gen);
 /* V2 only: the validate magic, then a ping with `nonce` (reply: 4 bytes). */
 int sb_frame_hello(struct bytebuf *buf, uint32_t nonce);
 
-/* --- store_bench_hist.c: latency histogram (log-linear, ~1.6 % buckets) --- */
+/* --- store_bench_hist.c: latency histogram (log-linear, buckets <= ~3 % wide) --- */
 
 #define SB_HIST_SUB	64
 #define SB_HIST_BUCKETS (SB_HIST_SUB * 40)
@@ -117,7 +117,7 @@ struct sb_pairs_result {
 int sb_pairs_run(const struct sb_server *server, enum sb_wire wire, int conns, double seconds,
 		 size_t value_len, struct sb_pairs_result *out);
 
-/* --- store_bench_storm.c: barrier storm and idle connections --- */
+/* --- store_bench_storm.c, store_bench_storm_api.c, store_bench_idle.c --- */
 
 struct sb_storm_result {
 	int clients;
