@@ -219,20 +219,31 @@ int store_append(struct store *store, struct byteview key, struct byteview value
 		return store_put(store, key, value.data, value.len);
 	if (value.len > store->max_bytes - store->bytes)
 		return -ENOSPC;
-	uint8_t *v = malloc(e->value_len + value.len + 1);
-	if (!v)
+	if (value.len == 0) {
+		store_entry_wake(store, e, false);
+		return 0;
+	}
+	/* Watchers are told the old value: keep it apart only for them. */
+	uint8_t *keep = NULL;
+	if (e->watches && e->value_len) {
+		keep = malloc(e->value_len);
+		if (!keep)
+			return -ENOMEM;
+		memcpy(keep, e->value, e->value_len);
+	}
+	uint8_t *v = realloc(e->value, e->value_len + value.len);
+	if (!v) {
+		free(keep);
 		return -ENOMEM;
-	if (e->value_len)
-		memcpy(v, e->value, e->value_len);
-	if (value.len)
-		memcpy(v + e->value_len, value.data, value.len);
-	struct byteview old = {e->value, e->value_len};
+	}
+	memcpy(v + e->value_len, value.data, value.len);
+	struct byteview old = {keep, e->value_len};
 	e->value = v;
 	e->value_len += value.len;
 	store->bytes += value.len;
 	store_entry_wake(store, e, false);
 	store_entry_notify(store, e, STORE_KEY_UPDATED, old, (struct byteview){v, e->value_len});
-	free((void *)old.data);
+	free(keep);
 	return 0;
 }
 
