@@ -1,18 +1,20 @@
 /*
  * cpu_shm.c - the CPU backend's shared-memory transport (every rank on one
- * node). One segment holds a header (per-rank barrier counters and pids), a
- * slot per rank and two output buffers. An all-reduce goes round by round
- * over chunks of at most one slot: each rank copies its chunk into its slot;
- * barrier; rank r reduces slice r of the chunk over all slots in rank order
- * (a fixed order: every rank gets the same bits, run after run) into the
- * output buffer; barrier; each rank copies the whole output out. The output
- * buffers alternate between rounds, so two barriers per round suffice.
+ * node). One segment holds a header (per-rank barrier counters and pids),
+ * two sets of slots (one slot per rank each) and two output buffers. An
+ * all-reduce goes over chunks of at most one slot: each rank copies its
+ * chunk into its slot; barrier; rank r reduces slice r of the chunk over all
+ * ranks in rank order (a fixed order: every rank gets the same bits, run
+ * after run) into the output buffer; everyone copies the output out after
+ * the next chunk's barrier. Slots and outputs alternate between chunks, so
+ * one barrier per chunk suffices.
  *
  * Clean-up: the segment's name is unlinked by every rank as soon as all
  * ranks have mapped it (and on any failure before that), so nothing is left
  * in /dev/shm when a rank dies later. A dead rank is noticed while waiting
- * (kill(pid, 0) fails with ESRCH) and a rank that fails marks the segment
- * aborted, so the others fail at once instead of at the deadline.
+ * (its pidfd turns readable, zombies included) and a rank that fails marks
+ * the segment aborted, so the others fail at once instead of at the
+ * deadline.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -227,43 +229,88 @@ static int shm_barrier(struct cpu_shm *s, int kind)
 	}
 }
 
-static char *shm_slot(struct cpu_shm *s, int r)
+/* Slot of rank r in slot set t (0 or 1; all-gather uses set 0). */
+static char *shm_slot2(struct cpu_shm *s, int t, int r)
 {
-	return s->slots + (size_t)r * s->slot;
+	return s->slots + ((size_t)t * (size_t)s->base.world_size + (size_t)r) * s->slot;
 }
 
+static char *shm_slot(struct cpu_shm *s, int r)
+{
+	return shm_slot2(s, 0, r);
+}
+
+/* One chunk of an all-reduce: elements [off, off + n) of buf. */
+struct shm_chunk {
+	char *mine;
+	size_t n, lo, hi;
+};
+
+static struct shm_chunk shm_chunk_at(struct cpu_shm *s, void *buf, size_t count, size_t per,
+				     size_t k, size_t esz)
+{
+	size_t off = k * per, n = count - off < per ? count - off : per;
+	size_t w = (size_t)s->base.world_size, me = (size_t)s->base.rank;
+
+	return (struct shm_chunk){(char *)buf + off * esz, n, n * me / w, n * (me + 1) / w};
+}
+
+/* The others need every slice of the chunk but the one this rank reduces
+ * itself, which it reads from its own buffer. */
+static void shm_copy_in(struct cpu_shm *s, const struct shm_chunk *c, size_t esz)
+{
+	char *slot = shm_slot2(s, s->toggle, s->base.rank);
+
+	memcpy(slot, c->mine, c->lo * esz);
+	memcpy(slot + c->hi * esz, c->mine + c->hi * esz, (c->n - c->hi) * esz);
+}
+
+/* Reduces this rank's slice over all ranks, in rank order, into out. */
+static void shm_reduce_slice(struct cpu_shm *s, const struct shm_chunk *c, size_t esz,
+			     enum ddp_dtype dtype, enum ddp_op op)
+{
+	int w = s->base.world_size;
+	char *out = s->out[s->toggle] + c->lo * esz;
+	const void *srcs[w];
+
+	for (int r = 0; r < w; r++)
+		srcs[r] = (r == s->base.rank ? c->mine : shm_slot2(s, s->toggle, r)) + c->lo * esz;
+	cpu_reduce_many(out, srcs, (size_t)w, c->hi - c->lo, dtype, op);
+	if (op == DDP_AVG)
+		cpu_divide(out, c->hi - c->lo, dtype, w);
+}
+
+/*
+ * Pipelined over chunks with double-buffered slots and outputs, one barrier
+ * per chunk: copy chunk k in; barrier (chunk k's inputs are complete and
+ * chunk k-1 is reduced everywhere); copy chunk k-1 out; reduce chunk k. A
+ * buffer set is written again only two barriers after its last readers
+ * finished with it.
+ */
 static int shm_allreduce(struct ddp_backend *b, void *buf, size_t count, enum ddp_dtype dtype,
 			 enum ddp_op op)
 {
 	struct cpu_shm *s = (struct cpu_shm *)b;
 	size_t esz = ddp_dtype_size(dtype), per = s->slot / esz;
-	int w = b->world_size, me = b->rank, rc;
-	const void *srcs[w];
+	size_t nchunks = (count + per - 1) / per;
+	struct shm_chunk cur, prev = {0};
+	int rc;
 
-	for (size_t off = 0; off < count; off += per) {
-		size_t n = count - off < per ? count - off : per;
-		size_t lo = n * (size_t)me / (size_t)w, hi = n * (size_t)(me + 1) / (size_t)w;
-		char *out = s->out[s->toggle];
-
-		char *mine = (char *)buf + off * esz;
-
-		/* The others need every slice of this chunk but the one this
-		 * rank reduces itself, which it reads from its own buffer. */
-		memcpy(shm_slot(s, me), mine, lo * esz);
-		memcpy(shm_slot(s, me) + hi * esz, mine + hi * esz, (n - hi) * esz);
+	for (size_t k = 0; k <= nchunks; k++) {
+		if (k < nchunks) {
+			cur = shm_chunk_at(s, buf, count, per, k, esz);
+			shm_copy_in(s, &cur, esz);
+		}
 		rc = shm_barrier(s, COMM_KIND_ALLREDUCE);
 		if (rc < 0)
 			return rc;
-		for (int r = 0; r < w; r++)
-			srcs[r] = (r == me ? mine : shm_slot(s, r)) + lo * esz;
-		cpu_reduce_many(out + lo * esz, srcs, (size_t)w, hi - lo, dtype, op);
-		if (op == DDP_AVG)
-			cpu_divide(out + lo * esz, hi - lo, dtype, w);
-		rc = shm_barrier(s, COMM_KIND_ALLREDUCE);
-		if (rc < 0)
-			return rc;
-		memcpy((char *)buf + off * esz, out, n * esz);
-		s->toggle ^= 1;
+		if (k > 0)
+			memcpy(prev.mine, s->out[s->toggle ^ 1], prev.n * esz);
+		if (k < nchunks) {
+			shm_reduce_slice(s, &cur, esz, dtype, op);
+			prev = cur;
+			s->toggle ^= 1;
+		}
 	}
 	return 0;
 }
@@ -373,8 +420,8 @@ static size_t shm_slot_bytes(int world, const char *env)
 
 	if (env && atol(env) >= 4096)
 		return ((size_t)atol(env) + 63) & ~(size_t)63;
-	if ((size_t)(world + 2) * slot > SHM_BUDGET)
-		slot = (SHM_BUDGET / (size_t)(world + 2)) & ~(size_t)63;
+	if ((size_t)(2 * world + 2) * slot > SHM_BUDGET)
+		slot = (SHM_BUDGET / (size_t)(2 * world + 2)) & ~(size_t)63;
 	return slot < SHM_MIN_SLOT ? SHM_MIN_SLOT : slot;
 }
 
@@ -466,7 +513,7 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	s->name_base = backend_rank_name(p, 0);
 	s->name_stride = backend_rank_name(p, 1) - s->name_base;
 	s->slot = shm_slot_bytes(p->world_size, env);
-	s->map_len = shm_header_bytes(p->world_size) + ((size_t)p->world_size + 2) * s->slot;
+	s->map_len = shm_header_bytes(p->world_size) + (2 * (size_t)p->world_size + 2) * s->slot;
 	if (p->rank == 0)
 		rc = shm_create(s, p, name, sizeof(name), &fd);
 	else
@@ -474,7 +521,7 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	if (rc < 0)
 		goto fail;
 	s->slots = (char *)s->h + shm_header_bytes(p->world_size);
-	s->out[0] = s->slots + (size_t)p->world_size * s->slot;
+	s->out[0] = s->slots + 2 * (size_t)p->world_size * s->slot;
 	s->out[1] = s->out[0] + s->slot;
 	s->h->ranks[p->rank].pid = (int32_t)getpid();
 	snprintf(key, sizeof(key), "%s/shm_mapped", p->prefix);
