@@ -64,7 +64,11 @@ int store_client_set(struct store_client *client, const char *key, const void *v
 
 /* Waits until `key` exists (up to timeout_ms; 0 = default), then returns a
  * malloc'ed copy of its value in *value (NUL-terminated for convenience;
- * *len excludes the NUL). The caller frees *value. */
+ * *len excludes the NUL). The caller frees *value.
+ * With 2.x framing it first asks with a plain GET (one round trip when the
+ * key is there) and only waits when the answer is empty; this relies on the
+ * server answering a GET of a missing key with empty bytes, as ddp-rdzvd and
+ * torch's libuv server (the default since 2.4) do. */
 int store_client_get(struct store_client *client, const char *key, uint64_t timeout_ms,
 		     void **value, size_t *len);
 

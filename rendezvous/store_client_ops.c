@@ -99,17 +99,35 @@ int store_client_wait(struct store_client *c, const char *const *keys, size_t nk
 	return rc;
 }
 
-int store_client_get(struct store_client *c, const char *key, uint64_t timeout_ms, void **value,
-		     size_t *len)
+static int get_now(struct store_client *c, const char *key, void **value, size_t *len)
 {
-	int rc = store_client_wait(c, &key, 1, timeout_ms);
-	if (rc < 0)
-		return rc;
 	client_req_begin(c, PROTO_OP_GET);
-	rc = client_req_send(c, client_req_key(c, key));
+	int rc = client_req_send(c, client_req_key(c, key));
 	if (rc == 0)
 		rc = client_rx_bytes(c, value, len, client_op_deadline(0));
 	return rc;
+}
+
+/* 2.x servers answer a GET of a missing key with empty bytes, so a non-empty
+ * answer to an optimistic GET is the value: one round trip instead of
+ * WAIT + GET when the key is already there, as it usually is. An empty answer
+ * is ambiguous (missing, or an empty value) and falls back to WAIT + GET.
+ * torch 1.13 drops the connection on a missing GET, so it always waits first. */
+int store_client_get(struct store_client *c, const char *key, uint64_t timeout_ms, void **value,
+		     size_t *len)
+{
+	int rc;
+	if (c->gen != PROTO_GEN_V1) {
+		rc = get_now(c, key, value, len);
+		if (rc < 0 || *len > 0)
+			return rc;
+		free(*value);
+		*value = NULL;
+	}
+	rc = store_client_wait(c, &key, 1, timeout_ms);
+	if (rc < 0)
+		return rc;
+	return get_now(c, key, value, len);
 }
 
 int store_client_add(struct store_client *c, const char *key, int64_t delta, int64_t *result)
