@@ -90,11 +90,12 @@ class Env:
         self.source = args.source
         self.tmp = tmp
         self.build = args.build_dir
+        self.device = args.device
 
     def launch(self, nproc, train_args, max_restarts=0, expect_ok=True):
         cmd = [self.launcher, "--standalone", "--nproc_per_node=%d" % nproc,
                "--max_restarts=%d" % max_restarts, "--grace_period=5",
-               self.trainer] + train_args
+               self.trainer] + train_args + ["--device", self.device]
         return self._run(cmd, expect_ok)
 
     def _run(self, cmd, expect_ok):
@@ -148,7 +149,8 @@ def case_digits(env, args):
     env_solo = {k: v for k, v in os.environ.items()
                 if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     solo = subprocess.run([env.trainer, "--config",
-                           os.path.join(env.source, "configs", "digits.ini"), "--epochs", "3"],
+                           os.path.join(env.source, "configs", "digits.ini"), "--epochs", "3",
+                           "--device", env.device],
                           capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env_solo)
     check(solo.returncode == 0 and "1 rank(s)" in solo.stderr and "accuracy" in solo.stdout,
           "ddp-train without a launcher failed:\n" + solo.stdout[-1000:] + solo.stderr[-1000:])
@@ -268,7 +270,7 @@ def case_resume_external(env, args):
     env.launch(2, digits_args(env, base, extra))
     cmd = [env.launcher, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
            "--grace_period=5", env.trainer] + digits_args(env, faulty, extra + [
-               "--metrics", metrics])
+               "--metrics", metrics, "--device", env.device])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     killed, deadline = None, time.monotonic() + 60
@@ -424,6 +426,8 @@ def main():
     ap.add_argument("--build-dir", default=tempfile.gettempdir())
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--device", default="cpu",
+                    help="ddp-train --device for every run (the gpu suite passes cuda)")
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ddp-train-it-")
