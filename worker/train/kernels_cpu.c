@@ -13,7 +13,27 @@
 
 struct kernel_ctx {
 	int device;
+	/* Per-column scratch of the reductions and BatchNorm, grown on demand
+	 * and kept, so a training step does not allocate. */
+	double *scratch;
+	size_t scratch_cap; /* in doubles */
 };
+
+/* At least n doubles of scratch (also used as 2n floats), or NULL. */
+static double *cpu_scratch(struct kernel_ctx *ctx, size_t n)
+{
+	if (n == 0)
+		n = 1;
+	if (n > ctx->scratch_cap) {
+		double *p = realloc(ctx->scratch, n * sizeof(double));
+
+		if (!p)
+			return NULL;
+		ctx->scratch = p;
+		ctx->scratch_cap = n;
+	}
+	return ctx->scratch;
+}
 
 static int cpu_ctx_new(int device, struct kernel_ctx **out)
 {
@@ -26,6 +46,8 @@ static int cpu_ctx_new(int device, struct kernel_ctx **out)
 
 static void cpu_ctx_free(struct kernel_ctx *ctx)
 {
+	if (ctx)
+		free(ctx->scratch);
 	free(ctx);
 }
 
@@ -164,25 +186,25 @@ static int cpu_col_sum(struct kernel_ctx *ctx, const float *dy, int rows, int co
 
 	if (rows < 0 || cols < 0)
 		return -EINVAL;
-	acc = malloc(sizeof(*acc) * (cols ? cols : 1));
+	acc = cpu_scratch(ctx, (size_t)cols);
 	if (!acc)
 		return -ENOMEM;
 	col_sums_double(dy, rows, cols, acc);
 	for (int c = 0; c < cols; c++)
 		dbias[c] = (float)(accumulate ? dbias[c] + acc[c] : acc[c]);
-	free(acc);
 	return 0;
 }
 
 /* out[c] = sum_r a[r][c] * b[r][c] (b NULL: a^2), out[cols + c] likewise
  * for the plain sum of a; both in double. */
-static int pair_sums(const float *a, const float *b, int rows, int cols, float *sum,
-		     float *prod_sum)
+static int pair_sums(struct kernel_ctx *ctx, const float *a, const float *b, int rows, int cols,
+		     float *sum, float *prod_sum)
 {
-	double *acc = calloc((size_t)2 * (cols ? cols : 1), sizeof(*acc));
+	double *acc = cpu_scratch(ctx, 2 * (size_t)cols);
 
 	if (!acc)
 		return -ENOMEM;
+	memset(acc, 0, 2 * (size_t)cols * sizeof(*acc));
 	for (int r = 0; r < rows; r++) {
 		const float *ra = a + (size_t)r * cols;
 		const float *rb = b ? b + (size_t)r * cols : ra;
@@ -196,7 +218,6 @@ static int pair_sums(const float *a, const float *b, int rows, int cols, float *
 		sum[c] = (float)acc[c];
 		prod_sum[c] = (float)acc[cols + c];
 	}
-	free(acc);
 	return 0;
 }
 
@@ -204,14 +225,14 @@ static int cpu_bn_stats(struct kernel_ctx *ctx, const float *x, int rows, int co
 {
 	if (rows < 0 || cols < 0)
 		return -EINVAL;
-	return pair_sums(x, NULL, rows, cols, stats, stats + cols);
+	return pair_sums(ctx, x, NULL, rows, cols, stats, stats + cols);
 }
 
 /* Per-column scale and shift in two scratch arrays (row-wise loops below
  * then stream through memory). */
-static int bn_scratch(int cols, float **a, float **b)
+static int bn_scratch(struct kernel_ctx *ctx, int cols, float **a, float **b)
 {
-	*a = malloc(sizeof(float) * 2 * (size_t)(cols ? cols : 1));
+	*a = (float *)cpu_scratch(ctx, (size_t)cols);
 	*b = *a ? *a + cols : NULL;
 	return *a ? 0 : -ENOMEM;
 }
@@ -238,7 +259,7 @@ static int cpu_bn_fwd(struct kernel_ctx *ctx, const float *x, const float *stats
 
 	if (rows < 0 || cols < 0 || !(count > 0.0) || (running_var && !(count > 1.0)))
 		return -EINVAL;
-	if (bn_scratch(cols, &mean, &unused) < 0)
+	if (bn_scratch(ctx, cols, &mean, &unused) < 0)
 		return -ENOMEM;
 	for (int c = 0; c < cols; c++) {
 		double m = stats[c] / count;
@@ -263,7 +284,6 @@ static int cpu_bn_fwd(struct kernel_ctx *ctx, const float *x, const float *stats
 			hr[c] = (xr[c] - mean[c]) * saved_invstd[c];
 	}
 	bn_affine_rows(xhat, rows, cols, gamma, beta, y);
-	free(mean);
 	return 0;
 }
 
@@ -275,14 +295,13 @@ static int cpu_bn_infer(struct kernel_ctx *ctx, const float *x, int rows, int co
 
 	if (rows < 0 || cols < 0)
 		return -EINVAL;
-	if (bn_scratch(cols, &k, &m) < 0)
+	if (bn_scratch(ctx, cols, &k, &m) < 0)
 		return -ENOMEM;
 	for (int c = 0; c < cols; c++) {
 		k[c] = gamma[c] * (float)(1.0 / sqrt((double)running_var[c] + eps));
 		m[c] = beta[c] - running_mean[c] * k[c];
 	}
 	bn_affine_rows(x, rows, cols, k, m, y);
-	free(k);
 	return 0;
 }
 
@@ -291,20 +310,22 @@ static int cpu_bn_bwd_stats(struct kernel_ctx *ctx, const float *dy, const float
 {
 	if (rows < 0 || cols < 0)
 		return -EINVAL;
-	return pair_sums(dy, xhat, rows, cols, dstats, dstats + cols);
+	return pair_sums(ctx, dy, xhat, rows, cols, dstats, dstats + cols);
 }
 
 static int cpu_bn_bwd_dx(struct kernel_ctx *ctx, const float *dy, const float *xhat,
 			 const float *saved_invstd, const float *gamma, const float *dstats,
 			 int rows, int cols, double count, float *dx)
 {
-	float *k = malloc(sizeof(float) * 3 * (size_t)(cols ? cols : 1));
-	float *mdy = k + cols, *mdyx = k + 2 * (size_t)cols;
+	float *k, *mdy, *mdyx;
 
-	if (rows < 0 || cols < 0 || !(count > 0.0) || !k) {
-		free(k);
-		return k ? -EINVAL : -ENOMEM;
-	}
+	if (rows < 0 || cols < 0 || !(count > 0.0))
+		return -EINVAL;
+	k = (float *)cpu_scratch(ctx, 2 * (size_t)cols); /* 3 cols floats fit in 2 cols doubles */
+	if (!k)
+		return -ENOMEM;
+	mdy = k + cols;
+	mdyx = k + 2 * (size_t)cols;
 	for (int c = 0; c < cols; c++) {
 		k[c] = gamma[c] * saved_invstd[c];
 		mdy[c] = (float)(dstats[c] / count);
@@ -317,7 +338,6 @@ static int cpu_bn_bwd_dx(struct kernel_ctx *ctx, const float *dy, const float *x
 		for (int c = 0; c < cols; c++)
 			dxr[c] = k[c] * (dyr[c] - mdy[c] - hr[c] * mdyx[c]);
 	}
-	free(k);
 	return 0;
 }
 
