@@ -122,10 +122,19 @@ int agent_prepare_run_dir(struct agent *ag)
 
 int agent_prepare_attempt_dirs(struct agent *ag)
 {
+	char attempt_dir[PATH_MAX];
+	int rc =
+	    snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", ag->run_dir, ag->attempt);
+
+	/* The parents once, then one mkdir per rank: this sits on the start and
+	 * restart path, so no mkdir_p walk from / for every worker. */
+	rc = rc < 0 || (size_t)rc >= sizeof(attempt_dir) ? -ENAMETOOLONG : mkdir_p(attempt_dir);
+	if (rc) {
+		log_error("cannot create '%s': %s", attempt_dir, strerror(-rc));
+		return rc;
+	}
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
-		int rc;
-
 		int n = snprintf(w->dir, sizeof(w->dir), "%s/attempt_%d/%d", ag->run_dir,
 				 ag->attempt, w->rank);
 		int m = snprintf(w->error_file, sizeof(w->error_file), "%s/error.json", w->dir);
@@ -136,8 +145,8 @@ int agent_prepare_attempt_dirs(struct agent *ag)
 				  ag->run_dir);
 			return -ENAMETOOLONG;
 		}
-		rc = mkdir_p(w->dir);
-		if (rc) {
+		if (mkdir(w->dir, 0755) && errno != EEXIST) {
+			rc = -errno;
 			log_error("cannot create '%s': %s", w->dir, strerror(-rc));
 			return rc;
 		}
