@@ -40,11 +40,40 @@ void ddp_options_init(struct ddp_options *opts)
 	opts->attempt = -1;
 }
 
-/* Resolves -1 fields from the environment; -EINVAL with a message. */
-static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
+/* DDP_BACKEND and DDP_CPU_TRANSPORT, where the options leave AUTO. */
+static int ddp_resolve_choices(struct ddp_options *o, char *err, size_t errlen)
 {
 	const char *t;
 
+	if (o->backend == DDP_BACKEND_AUTO && (t = getenv("DDP_BACKEND")) && *t) {
+		if (strcmp(t, "cpu") == 0) {
+			o->backend = DDP_BACKEND_CPU;
+		} else if (strcmp(t, "nccl") == 0) {
+			o->backend = DDP_BACKEND_NCCL;
+		} else if (strcmp(t, "auto") != 0) {
+			snprintf(err, errlen, "DDP_BACKEND='%s' is not cpu, nccl or auto", t);
+			return -EINVAL;
+		}
+	}
+	if (o->transport == DDP_TRANSPORT_AUTO && (t = getenv("DDP_CPU_TRANSPORT")) && *t) {
+		if (strcmp(t, "shm") == 0) {
+			o->transport = DDP_TRANSPORT_SHM;
+		} else if (strcmp(t, "ring") == 0) {
+			o->transport = DDP_TRANSPORT_RING;
+		} else if (strcmp(t, "hier") == 0) {
+			o->transport = DDP_TRANSPORT_HIER;
+		} else if (strcmp(t, "auto") != 0) {
+			snprintf(err, errlen,
+				 "DDP_CPU_TRANSPORT='%s' is not shm, ring, hier or auto", t);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Resolves -1 fields from the environment; -EINVAL with a message. */
+static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
+{
 	if (o->rank < 0)
 		o->rank = ddp_env_int("RANK", -1);
 	if (o->world_size < 0)
@@ -73,29 +102,8 @@ static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
 		o->run_id = getenv("TORCHELASTIC_RUN_ID");
 	if (!o->run_id || !*o->run_id)
 		o->run_id = "none";
-	if (o->backend == DDP_BACKEND_AUTO && (t = getenv("DDP_BACKEND")) && *t) {
-		if (strcmp(t, "cpu") == 0) {
-			o->backend = DDP_BACKEND_CPU;
-		} else if (strcmp(t, "nccl") == 0) {
-			o->backend = DDP_BACKEND_NCCL;
-		} else if (strcmp(t, "auto") != 0) {
-			snprintf(err, errlen, "DDP_BACKEND='%s' is not cpu, nccl or auto", t);
-			return -EINVAL;
-		}
-	}
-	if (o->transport == DDP_TRANSPORT_AUTO && (t = getenv("DDP_CPU_TRANSPORT")) && *t) {
-		if (strcmp(t, "shm") == 0) {
-			o->transport = DDP_TRANSPORT_SHM;
-		} else if (strcmp(t, "ring") == 0) {
-			o->transport = DDP_TRANSPORT_RING;
-		} else if (strcmp(t, "hier") == 0) {
-			o->transport = DDP_TRANSPORT_HIER;
-		} else if (strcmp(t, "auto") != 0) {
-			snprintf(err, errlen,
-				 "DDP_CPU_TRANSPORT='%s' is not shm, ring, hier or auto", t);
-			return -EINVAL;
-		}
-	}
+	if (ddp_resolve_choices(o, err, errlen) < 0)
+		return -EINVAL;
 	if (o->timeout_ms == 0) {
 		const char *v = getenv("DDP_TIMEOUT_MS");
 
@@ -257,8 +265,12 @@ int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf,
 	*out = ctx;
 	return 0;
 fail:
-	if (errbuf && errbuf_len)
-		snprintf(errbuf, errbuf_len, "ddp_init (rank %d): %s", o.rank, err);
+	if (errbuf && errbuf_len) {
+		if (o.rank >= 0)
+			snprintf(errbuf, errbuf_len, "ddp_init (rank %d): %s", o.rank, err);
+		else
+			snprintf(errbuf, errbuf_len, "ddp_init: %s", err);
+	}
 	ddp_free(ctx);
 	return rc;
 }

@@ -112,6 +112,47 @@ static void checkpoint_round_trip(struct ddp_ctx *ctx, float **data, const char 
 		free(back[p]);
 }
 
+/* One synchronised step, then a no_sync step followed by a synchronised
+ * one, then a buffer sync. */
+static void run_steps(struct ddp_ctx *ctx, struct ddp_reducer *red, float **grad, float *bn)
+{
+	/* A synchronised step, grads marked ready in reverse order. */
+	for (size_t p = 0; p < NP; p++)
+		fill(grad[p], me, p, numel[p], 1);
+	CHECK(ddp_reducer_prepare(red, 1) == 0, "prepare");
+	for (size_t p = NP; p-- > 0;)
+		CHECK(ddp_reducer_grad_ready(red, p) == 0, "grad_ready %zu", p);
+	CHECK(ddp_reducer_finish(red) == 0, "finish: %s", ddp_error(ctx));
+	int s1[] = {1};
+	check_avg(grad, s1, 1);
+	check_same_bits(ctx, grad);
+	CHECK(grad[0][0] == val(me, 0, 0, 1), "frozen gradient was changed");
+
+	/* no_sync then sync: the accumulated gradients are averaged once. */
+	for (size_t p = 0; p < NP; p++)
+		fill(grad[p], me, p, numel[p], 2);
+	CHECK(ddp_reducer_prepare(red, 0) == 0, "prepare no_sync");
+	for (size_t p = NP; p-- > 0;)
+		ddp_reducer_grad_ready(red, p);
+	CHECK(ddp_reducer_finish(red) == 0, "finish no_sync");
+	CHECK(grad[1][0] == val(me, 1, 0, 2), "no_sync step reduced gradients");
+	for (size_t p = 0; p < NP; p++)
+		for (size_t i = 0; i < numel[p]; i++)
+			grad[p][i] += val(me, p, i, 3);
+	CHECK(ddp_reducer_prepare(red, 1) == 0, "prepare");
+	/* Only some marked ready: finish reduces the rest itself. */
+	CHECK(ddp_reducer_grad_ready(red, 3) == 0, "grad_ready 3");
+	CHECK(ddp_reducer_finish(red) == 0, "finish: %s", ddp_error(ctx));
+	int s23[] = {2, 3};
+	check_avg(grad, s23, 2);
+	check_same_bits(ctx, grad);
+
+	/* Buffers drift apart, then are synchronised from rank 0. */
+	bn[2] = (float)me;
+	CHECK(ddp_reducer_sync_buffers(red) == 0, "sync_buffers");
+	CHECK(bn[2] == 0.0f, "buffer not synchronised from rank 0");
+}
+
 static int run(struct ddp_ctx *ctx, int mismatch, const char *dir)
 {
 	float *data[NP], *grad[NP], bn[4];
@@ -154,41 +195,7 @@ static int run(struct ddp_ctx *ctx, int mismatch, const char *dir)
 			CHECK(data[p][i] == val(0, p, i, 100), "param %zu not rank 0's", p);
 	CHECK(bn[0] == val(0, 9, 0, 0), "buffer not rank 0's");
 
-	/* A synchronised step, grads marked ready in reverse order. */
-	for (size_t p = 0; p < NP; p++)
-		fill(grad[p], me, p, numel[p], 1);
-	CHECK(ddp_reducer_prepare(red, 1) == 0, "prepare");
-	for (size_t p = NP; p-- > 0;)
-		CHECK(ddp_reducer_grad_ready(red, p) == 0, "grad_ready %zu", p);
-	CHECK(ddp_reducer_finish(red) == 0, "finish: %s", ddp_error(ctx));
-	int s1[] = {1};
-	check_avg(grad, s1, 1);
-	check_same_bits(ctx, grad);
-	CHECK(grad[0][0] == val(me, 0, 0, 1), "frozen gradient was changed");
-
-	/* no_sync then sync: the accumulated gradients are averaged once. */
-	for (size_t p = 0; p < NP; p++)
-		fill(grad[p], me, p, numel[p], 2);
-	CHECK(ddp_reducer_prepare(red, 0) == 0, "prepare no_sync");
-	for (size_t p = NP; p-- > 0;)
-		ddp_reducer_grad_ready(red, p);
-	CHECK(ddp_reducer_finish(red) == 0, "finish no_sync");
-	CHECK(grad[1][0] == val(me, 1, 0, 2), "no_sync step reduced gradients");
-	for (size_t p = 0; p < NP; p++)
-		for (size_t i = 0; i < numel[p]; i++)
-			grad[p][i] += val(me, p, i, 3);
-	CHECK(ddp_reducer_prepare(red, 1) == 0, "prepare");
-	/* Only some marked ready: finish reduces the rest itself. */
-	CHECK(ddp_reducer_grad_ready(red, 3) == 0, "grad_ready 3");
-	CHECK(ddp_reducer_finish(red) == 0, "finish: %s", ddp_error(ctx));
-	int s23[] = {2, 3};
-	check_avg(grad, s23, 2);
-	check_same_bits(ctx, grad);
-
-	/* Buffers drift apart, then are synchronised from rank 0. */
-	bn[2] = (float)me;
-	CHECK(ddp_reducer_sync_buffers(red) == 0, "sync_buffers");
-	CHECK(bn[2] == 0.0f, "buffer not synchronised from rank 0");
+	run_steps(ctx, red, grad, bn);
 
 	struct ddp_reducer_stats st;
 	ddp_reducer_get_stats(red, &st);
