@@ -6,11 +6,13 @@
  * ops the transports share.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
+#include "timeutil.h"
 
 int cpu_synchronize(struct ddp_backend *b)
 {
@@ -43,6 +45,13 @@ int cpu_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
 int cpu_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes, int to_host)
 {
 	return cpu_copy(b, dst, src, bytes);
+}
+
+int cpu_poll_ms(uint64_t deadline)
+{
+	uint64_t left = time_left_ms(deadline);
+
+	return left > INT_MAX ? INT_MAX : (int)left;
 }
 
 const char *cpu_op_name(int kind)

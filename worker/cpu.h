@@ -7,6 +7,7 @@
 #define DDP_WORKER_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 
@@ -34,6 +35,10 @@ enum {
 	COMM_KIND_ALLGATHER = 2,
 	COMM_KIND_BARRIER = 3,
 };
+
+/* Milliseconds left until deadline (a time_now_ms() value) as a poll()
+ * timeout: 0 when past, capped so that it never overflows an int. */
+int cpu_poll_ms(uint64_t deadline);
 
 /* Human name of a collective for messages. */
 const char *cpu_op_name(int kind);

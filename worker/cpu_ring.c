@@ -131,7 +131,7 @@ static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t 
 			pf[n] = (struct pollfd){.fd = g->fd_prev, .events = POLLIN};
 			ri = n++;
 		}
-		rc = poll(pf, (nfds_t)n, (int)time_left_ms(deadline));
+		rc = poll(pf, (nfds_t)n, cpu_poll_ms(deadline));
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc == 0) {

@@ -74,7 +74,7 @@ static int ring_io_all(int fd, void *buf, size_t len, int sending, uint64_t dead
 		struct pollfd pf = {.fd = fd, .events = sending ? POLLOUT : POLLIN};
 		ssize_t n;
 
-		if (poll(&pf, 1, (int)time_left_ms(deadline)) == 0)
+		if (poll(&pf, 1, cpu_poll_ms(deadline)) == 0)
 			return -ETIMEDOUT;
 		n = sending ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL)
 			    : recv(fd, (char *)buf + done, len - done, 0);
@@ -128,7 +128,7 @@ static int ring_connect(const char *ipport, uint64_t deadline, int *out)
 		goto fail;
 	}
 	pf = (struct pollfd){.fd = fd, .events = POLLOUT};
-	if (poll(&pf, 1, (int)time_left_ms(deadline)) != 1) {
+	if (poll(&pf, 1, cpu_poll_ms(deadline)) != 1) {
 		rc = -ETIMEDOUT;
 		goto fail;
 	}
@@ -153,7 +153,7 @@ static int ring_accept(int lfd, int prev, int world, uint64_t token, uint64_t de
 		struct ring_hello h;
 		int fd;
 
-		if (poll(&pf, 1, (int)time_left_ms(deadline)) == 0)
+		if (poll(&pf, 1, cpu_poll_ms(deadline)) == 0)
 			return -ETIMEDOUT;
 		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
