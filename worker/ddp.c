@@ -10,6 +10,8 @@
 
 #include "ctx.h"
 
+#define DDP_MAX_TIMEOUT_MS (30ull * 24 * 3600 * 1000) /* 30 days */
+
 static int ddp_env_int(const char *name, int fallback)
 {
 	const char *v = getenv(name);
@@ -111,6 +113,9 @@ static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
 		if (o->timeout_ms == 0)
 			o->timeout_ms = DDP_DEFAULT_TIMEOUT_MS;
 	}
+	/* Deadlines are now + timeout: keep the sum far from overflowing. */
+	if (o->timeout_ms > DDP_MAX_TIMEOUT_MS)
+		o->timeout_ms = DDP_MAX_TIMEOUT_MS;
 	return 0;
 }
 
