@@ -18,6 +18,10 @@ void cpu_reduce_into(void *dst, const void *src, size_t count, enum ddp_dtype dt
  * (a fixed order, so every rank computing it gets the same bits). */
 void cpu_reduce_many(void *dst, const void *const *srcs, size_t nsrcs, size_t count,
 		     enum ddp_dtype dtype, enum ddp_op op);
+/* memcpy for large copies whose destination is not needed in cache soon:
+ * non-temporal stores where the CPU has them. */
+void cpu_copy_stream(void *dst, const void *src, size_t bytes);
+
 /* buf[i] /= divisor (the AVG finish). */
 void cpu_divide(void *buf, size_t count, enum ddp_dtype dtype, int divisor);
 

@@ -95,6 +95,9 @@ static int shm_allreduce(struct ddp_backend *b, void *buf, size_t count, enum dd
 	size_t esz = ddp_dtype_size(dtype), per = s->slot / esz;
 	size_t nchunks = (count + per - 1) / per;
 	struct shm_chunk cur, prev = {0};
+	/* A result much larger than the caches goes back with streaming
+	 * stores; a smaller one stays cached for the caller. */
+	int stream = count * esz >= SHM_STREAM_BYTES;
 	int rc;
 
 	for (size_t k = 0; k <= nchunks; k++) {
@@ -105,7 +108,9 @@ static int shm_allreduce(struct ddp_backend *b, void *buf, size_t count, enum dd
 		rc = shm_barrier(s, COMM_KIND_ALLREDUCE);
 		if (rc < 0)
 			return rc;
-		if (k > 0)
+		if (k > 0 && stream)
+			cpu_copy_stream(prev.mine, s->out[s->toggle ^ 1], prev.n * esz);
+		else if (k > 0)
 			memcpy(prev.mine, s->out[s->toggle ^ 1], prev.n * esz);
 		if (k < nchunks) {
 			shm_reduce_slice(s, &cur, esz, dtype, op);

@@ -6,7 +6,11 @@
  */
 #pragma GCC optimize("O3")
 
+#include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "cpu.h"
 
@@ -89,4 +93,40 @@ void cpu_divide(void *buf, size_t count, enum ddp_dtype dtype, int divisor)
 		for (size_t i = 0; i < count; i++)
 			b[i] /= dv;
 	}
+}
+
+void cpu_copy_stream(void *dst, const void *src, size_t bytes)
+{
+#ifdef __SSE2__
+	char *d = dst;
+	const char *s = src;
+	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+
+	if (bytes < 256) {
+		memcpy(dst, src, bytes);
+		return;
+	}
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	bytes -= head;
+	/* Non-temporal stores: the destination is not read first (no
+	 * read-for-ownership), which saves a third of the memory traffic of a
+	 * large copy-out. */
+	for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_stream_si128((__m128i *)d, a);
+		_mm_stream_si128((__m128i *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(d + 48), e);
+	}
+	memcpy(d, s, bytes);
+	_mm_sfence();
+#else
+	memcpy(dst, src, bytes);
+#endif
 }

@@ -11,6 +11,9 @@
 
 #include "cpu.h"
 
+#define SHM_STREAM_BYTES                                                                           \
+	(16u << 20) /* all-reduces from this size copy out with streaming stores                   \
+		     */
 #define SHM_MAGIC	 0x314d485350444444ull /* "DDDPSHM1" */
 #define SHM_DEFAULT_SLOT (4u << 20)  /* fewer barriers per MiB: they cost most under load */
 #define SHM_BUDGET	 (32u << 20) /* bytes of /dev/shm a job may use by default */
