@@ -159,6 +159,30 @@ static int check_broadcast_allgather(struct ddp_ctx *ctx, enum ddp_dtype dt, siz
 	return 0;
 }
 
+/* One all-reduce above the shared-memory streaming threshold (16 MiB),
+ * with small integers so the expected sums are exact. */
+static int check_big(struct ddp_ctx *ctx, uint64_t *digest)
+{
+	size_t n = 4194319; /* a prime: 16 MiB + 60 bytes of float32 */
+	int w = ddp_world_size(ctx), me = ddp_rank(ctx), rc;
+	float *buf = malloc(n * sizeof(float));
+
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (float)((me + 1) * (int)(i % 1000));
+	rc = ddp_allreduce(ctx, buf, n, DDP_FLOAT32, DDP_SUM);
+	if (rc < 0)
+		return fail(ctx, "big allreduce", rc);
+	for (size_t i = 0; i < n; i++) {
+		if (buf[i] != (float)(w * (w + 1) / 2 * (int)(i % 1000))) {
+			fprintf(stderr, "rank %d: big allreduce [%zu] = %g\n", me, i, buf[i]);
+			return 1;
+		}
+	}
+	*digest = fnv(*digest, buf, n * sizeof(float));
+	free(buf);
+	return 0;
+}
+
 static int run_checks(struct ddp_ctx *ctx)
 {
 	static const enum ddp_op ops[] = {DDP_SUM, DDP_AVG, DDP_MAX};
@@ -174,6 +198,8 @@ static int run_checks(struct ddp_ctx *ctx)
 				return 1;
 		}
 	}
+	if (check_big(ctx, &digest))
+		return 1;
 	if (ddp_barrier(ctx) < 0)
 		return fail(ctx, "barrier", -1);
 	if (ddp_rank(ctx) == 0)
