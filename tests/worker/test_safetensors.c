@@ -14,6 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -207,6 +211,46 @@ static void test_strict_refusals(void **state)
 	ddp_ckpt_free(ck);
 }
 
+/* A writer killed in the middle of a checkpoint leaves the previous one
+ * intact (the new bytes only ever went to PATH.tmp). */
+static void test_killed_writer_keeps_previous(void **state)
+{
+	char path[300], tmp[310], err[256];
+	size_t n = 16u << 20; /* 64 MiB of float32: slow enough to interrupt */
+	struct ddp_ckpt *ck;
+	struct stat st;
+	pid_t kid;
+	int status;
+
+	write_ckpt("k.safetensors", "");
+	path_of(path, "k.safetensors");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	kid = fork();
+	if (kid == 0) {
+		float *big = calloc(n, sizeof(float));
+		struct ddp_tensor t = {"big", DDP_FLOAT32, 1, {(int64_t)n}, big};
+
+		for (;;)
+			ddp_ckpt_write(path, &t, 1, NULL, 0, err, sizeof(err));
+	}
+	/* Wait (bounded) until the child is writing the temporary file. */
+	for (int i = 0; i < 10000 && (stat(tmp, &st) < 0 || st.st_size < 4096); i++) {
+		struct timespec ts = {0, 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+	}
+	/* The child was writing the temporary file when it was killed. */
+	assert_int_equal(stat(tmp, &st), 0);
+	kill(kid, SIGKILL);
+	assert_int_equal(waitpid(kid, &status, 0), kid);
+	assert_true(WIFSIGNALED(status));
+	/* PATH is a complete checkpoint: the old one or a whole new one. */
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	assert_true(ddp_ckpt_num_tensors(ck) == 3 || ddp_ckpt_num_tensors(ck) == 1);
+	ddp_ckpt_free(ck);
+	unlink(tmp);
+}
+
 /* Writes a file of u64 header length + header + n data bytes. */
 static void write_raw(const char *name, uint64_t hlen_field, const char *header, size_t ndata)
 {
@@ -328,6 +372,7 @@ int main(void)
 	    cmocka_unit_test(test_load_module_prefix),
 	    cmocka_unit_test(test_strict_refusals),
 	    cmocka_unit_test(test_malformed_files),
+	    cmocka_unit_test(test_killed_writer_keeps_previous),
 	    cmocka_unit_test(test_truncations_and_corruptions),
 	};
 
