@@ -51,7 +51,7 @@ def main():
     ap.add_argument("--trials", type=int, default=3,
                     help="interleaved runs per variant; each size keeps its best")
     a = ap.parse_args()
-    base = dict(os.environ, OMP_NUM_THREADS="1", DDP_TIMEOUT_MS="600000")
+    base = dict(os.environ, OMP_NUM_THREADS="1", DDP_TIMEOUT_MS="600000", DDP_BACKEND="cpu")
     load0 = os.getloadavg()[0]
     lines = ["# all-reduce bus bandwidth (GB/s, nccl-tests busbw), float32 sum, best of %d"
              " interleaved trials" % a.trials,

@@ -55,6 +55,7 @@ def run_once(args, tmp, run_no):
     env.update({"WORLD_SIZE": str(args.nranks), "LOCAL_WORLD_SIZE": str(local),
                 "TORCHELASTIC_RUN_ID": "test%d_%d" % (os.getpid(), run_no),
                 "DDP_CPU_TRANSPORT": args.transport, "DDP_TIMEOUT_MS": str(args.timeout_ms),
+                "DDP_BACKEND": "cpu",
                 "OMP_NUM_THREADS": "1"})
     if args.store in ("tcp", "tcp-url"):
         store, port = start_store(args.rdzvd, tmp)
