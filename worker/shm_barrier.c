@@ -138,6 +138,15 @@ static int shm_check(struct cpu_shm *s, uint64_t seq, uint64_t deadline, int kin
 	return 0;
 }
 
+static inline void shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 int shm_barrier(struct cpu_shm *s, int kind)
 {
 	uint64_t seq = ++s->seq, deadline = time_now_ms() + s->timeout_ms;
@@ -152,7 +161,7 @@ int shm_barrier(struct cpu_shm *s, int kind)
 	for (int spin = 0; spin < SHM_SPINS; spin++) {
 		if (shm_all_arrived(s, seq))
 			return 0;
-		__builtin_ia32_pause();
+		shm_cpu_relax();
 	}
 	for (;;) {
 		uint32_t g = atomic_load(&h->gen);
