@@ -135,3 +135,19 @@ int ddp_store_get(struct ddp_ctx *ctx, const char *key, void **value, size_t *le
 	pthread_mutex_unlock(&ctx->kv_lock);
 	return rc;
 }
+
+int ddp_mem_alloc(struct ddp_ctx *ctx, size_t bytes, void **out)
+{
+	int rc = ctx->backend->ops->alloc(ctx->backend, bytes, out);
+
+	if (rc < 0)
+		snprintf(ctx->err, sizeof(ctx->err), "cannot allocate %zu bytes for collectives",
+			 bytes);
+	return rc;
+}
+
+void ddp_mem_free(struct ddp_ctx *ctx, void *ptr)
+{
+	if (ptr)
+		ctx->backend->ops->free_mem(ctx->backend, ptr);
+}

@@ -88,6 +88,59 @@ static void shm_reduce_slice(struct cpu_shm *s, const struct shm_chunk *c, size_
  * buffer set is written again only two barriers after its last readers
  * finished with it.
  */
+/*
+ * In place, when every rank's buffer is in its arena (all mapped here):
+ * rank r reduces slice r, piece by piece, reading every rank's buffer, and
+ * writes the result into every rank's buffer; a barrier ends it. Reads n
+ * and writes n bytes per rank, where the copying path moves about 4n.
+ */
+static int shm_allreduce_direct(struct cpu_shm *s, const uint64_t *offs, size_t count,
+				enum ddp_dtype dtype, enum ddp_op op)
+{
+	int w = s->base.world_size, me = s->base.rank;
+	size_t esz = ddp_dtype_size(dtype), piece = SHM_PIECE / esz;
+	size_t lo = count * (size_t)me / (size_t)w, hi = count * (size_t)(me + 1) / (size_t)w;
+	const void *srcs[w];
+
+	for (size_t at = lo; at < hi; at += piece) {
+		size_t m = hi - at < piece ? hi - at : piece;
+
+		for (int r = 0; r < w; r++)
+			srcs[r] = s->arena.base[r] + offs[r] + at * esz;
+		cpu_reduce_many(s->tmp, srcs, (size_t)w, m, dtype, op);
+		if (op == DDP_AVG)
+			cpu_divide(s->tmp, m, dtype, w);
+		for (int r = 0; r < w; r++)
+			memcpy(s->arena.base[r] + offs[r] + at * esz, s->tmp, m * esz);
+	}
+	return shm_barrier(s, COMM_KIND_ALLREDUCE);
+}
+
+/* For large all-reduces: publishes where this rank's buffer is in its
+ * arena; after a barrier every rank sees the same records, so all take the
+ * in-place path or none does. 1: done in place, 0: use the copying path. */
+static int shm_try_direct(struct cpu_shm *s, void *buf, size_t count, enum ddp_dtype dtype,
+			  enum ddp_op op)
+{
+	size_t bytes = count * ddp_dtype_size(dtype);
+	int w = s->base.world_size;
+	uint64_t offs[w];
+	int rc;
+
+	atomic_store_explicit(&s->h->ranks[s->base.rank].op_off, shm_arena_offset(s, buf, bytes),
+			      memory_order_relaxed);
+	rc = shm_barrier(s, COMM_KIND_ALLREDUCE);
+	if (rc < 0)
+		return rc;
+	for (int r = 0; r < w; r++) {
+		offs[r] = atomic_load_explicit(&s->h->ranks[r].op_off, memory_order_relaxed);
+		if (offs[r] == UINT64_MAX || offs[r] + bytes > s->arena.size)
+			return 0;
+	}
+	rc = shm_allreduce_direct(s, offs, count, dtype, op);
+	return rc < 0 ? rc : 1;
+}
+
 static int shm_allreduce(struct ddp_backend *b, void *buf, size_t count, enum ddp_dtype dtype,
 			 enum ddp_op op)
 {
@@ -99,6 +152,12 @@ static int shm_allreduce(struct ddp_backend *b, void *buf, size_t count, enum dd
 	 * stores; a smaller one stays cached for the caller. */
 	int stream = count * esz >= SHM_STREAM_BYTES;
 	int rc;
+
+	if (count * esz >= SHM_DIRECT_MIN_BYTES) {
+		rc = shm_try_direct(s, buf, count, dtype, op);
+		if (rc != 0)
+			return rc < 0 ? rc : 0;
+	}
 
 	for (size_t k = 0; k <= nchunks; k++) {
 		if (k < nchunks) {
@@ -184,6 +243,8 @@ static void shm_close(struct ddp_backend *b)
 
 	if (s->h)
 		munmap(s->h, s->map_len);
+	shm_arena_release(s);
+	free(s->tmp);
 	for (int r = 0; s->pidfds && r < b->world_size; r++)
 		if (s->pidfds[r] >= 0)
 			close(s->pidfds[r]);
@@ -202,6 +263,21 @@ static void shm_open_pidfds(struct cpu_shm *s)
 	}
 }
 
+/* Arena memory when there is room (all-reduces on it run in place), else
+ * ordinary memory. */
+static int shm_alloc(struct ddp_backend *b, size_t bytes, void **out)
+{
+	if (shm_arena_alloc((struct cpu_shm *)b, bytes, out) == 0)
+		return 0;
+	return cpu_alloc(b, bytes, out);
+}
+
+static void shm_free_mem(struct ddp_backend *b, void *ptr)
+{
+	if (ptr && !shm_arena_free((struct cpu_shm *)b, ptr))
+		cpu_free_mem(b, ptr);
+}
+
 static const struct ddp_backend_ops shm_ops = {
     .name = "cpu-shm",
     .device_memory = 0,
@@ -210,8 +286,8 @@ static const struct ddp_backend_ops shm_ops = {
     .allgather = shm_allgather,
     .barrier = shm_barrier_op,
     .synchronize = cpu_synchronize,
-    .alloc = cpu_alloc,
-    .free_mem = cpu_free_mem,
+    .alloc = shm_alloc,
+    .free_mem = shm_free_mem,
     .copy = cpu_copy,
     .copy_host = cpu_copy_host,
     .abort = shm_abort,
@@ -300,12 +376,59 @@ static int shm_attach(struct cpu_shm *s, const struct ddp_backend_params *p, cha
 	return 0;
 }
 
+/* After the segment is mapped: every rank learns the others' arena names
+ * (and that they mapped the segment, whose name is then unlinked), maps
+ * their arenas, and once all have done so unlinks its own arena's name. */
+static int shm_share_arenas(struct cpu_shm *s, const struct ddp_backend_params *p,
+			    const char *segname, char *err, size_t errlen)
+{
+	int w = p->world_size, rc;
+	void **vals = calloc((size_t)w, sizeof(*vals));
+	size_t *lens = calloc((size_t)w, sizeof(*lens));
+	char **names = calloc((size_t)w, sizeof(*names));
+	char key[320], mine[96];
+
+	if (!vals || !lens || !names) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	snprintf(key, sizeof(key), "%s/shm_mapped", p->prefix);
+	snprintf(mine, sizeof(mine), "%d %s", (int)getpid(),
+		 s->arena.name[0] ? s->arena.name : "-");
+	rc = kv_exchange(p->kv, key, p->rank, w, mine, strlen(mine), p->timeout_ms,
+			 "shared-memory set-up", vals, lens, err, errlen);
+	if (rc < 0)
+		goto out;
+	/* Every rank has mapped the segment: its name is no longer needed. */
+	shm_unlink(segname);
+	for (int r = 0; r < w; r++) {
+		char *sp = strchr((char *)vals[r], ' ');
+
+		names[r] = sp ? sp + 1 : "-";
+	}
+	shm_arena_attach(s, names);
+	snprintf(key, sizeof(key), "%s/arena_mapped", p->prefix);
+	rc = kv_exchange(p->kv, key, p->rank, w, "1", 1, p->timeout_ms, "shared-memory set-up",
+			 NULL, NULL, err, errlen);
+	if (rc == 0 && s->arena.name[0]) {
+		shm_unlink(s->arena.name);
+		s->arena.name[0] = '\0';
+	}
+	for (int r = 0; r < w; r++)
+		free(vals[r]);
+out:
+	free(vals);
+	free(lens);
+	free(names);
+	return rc;
+}
+
 int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,
 		size_t errbuf_len)
 {
 	struct cpu_shm *s = calloc(1, sizeof(*s));
 	const char *env = getenv("DDP_SHM_CHUNK_BYTES");
-	char name[64] = "", key[320], pid[32], err[512] = "";
+	char name[64] = "", err[512] = "";
 	int fd = -1, rc;
 
 	*out = NULL;
@@ -319,6 +442,12 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	s->name_base = backend_rank_name(p, 0);
 	s->name_stride = backend_rank_name(p, 1) - s->name_base;
 	s->slot = shm_slot_bytes(p->world_size, env);
+	s->arena.fd = -1;
+	s->tmp = malloc(SHM_PIECE);
+	if (!s->tmp) {
+		free(s);
+		return -ENOMEM;
+	}
 	s->map_len = shm_header_bytes(p->world_size) + (2 * (size_t)p->world_size + 2) * s->slot;
 	if (p->rank == 0)
 		rc = shm_create(s, p, name, sizeof(name), &fd);
@@ -330,14 +459,10 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	s->out[0] = s->slots + 2 * (size_t)p->world_size * s->slot;
 	s->out[1] = s->out[0] + s->slot;
 	s->h->ranks[p->rank].pid = (int32_t)getpid();
-	snprintf(key, sizeof(key), "%s/shm_mapped", p->prefix);
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	rc = kv_exchange(p->kv, key, p->rank, p->world_size, pid, strlen(pid), p->timeout_ms,
-			 "shared-memory set-up", NULL, NULL, err, sizeof(err));
+	shm_arena_create(s);
+	rc = shm_share_arenas(s, p, name, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
-	/* Every rank has mapped it: the name is no longer needed. */
-	shm_unlink(name);
 	shm_open_pidfds(s);
 	close(fd);
 	*out = &s->base;

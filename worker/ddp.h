@@ -26,6 +26,8 @@
  *   DDP_CPU_TRANSPORT=shm|ring|hier|auto   force the CPU transport
  *   DDP_TIMEOUT_MS=N             deadline of every wait (default 300 s)
  *   DDP_SHM_CHUNK_BYTES=N        shared-memory slot per rank (default 4 MiB)
+ *   DDP_SHM_ARENA_BYTES=N        address space of each rank's arena for
+ *                                ddp_mem_alloc (default 1 GiB; 0: none)
  *   DDP_RING_ADDR=IPV4           address the TCP ring listens on (default:
  *                                the local address that routes to the store)
  *
@@ -162,6 +164,18 @@ int ddp_allgather(struct ddp_ctx *ctx, const void *send, void *recv, size_t coun
 		  enum ddp_dtype dtype);
 /* Returns once every rank has entered the barrier. */
 int ddp_barrier(struct ddp_ctx *ctx);
+
+/* ---- memory for collectives ---- */
+
+/* Allocates `bytes` in the backend's memory (device memory with NCCL).
+ * With the shared-memory CPU transport the block lives in this rank's
+ * arena, which the node's other ranks have mapped: an all-reduce whose
+ * buffers all come from ddp_mem_alloc (same sizes on every rank) then runs
+ * in place, without staging copies. Falls back to ordinary memory when the
+ * arena is full. Free with ddp_mem_free. */
+int ddp_mem_alloc(struct ddp_ctx *ctx, size_t bytes, void **out);
+/* NULL is allowed. */
+void ddp_mem_free(struct ddp_ctx *ctx, void *ptr);
 
 /* ---- asynchronous collectives ---- */
 

@@ -5,26 +5,50 @@
 #ifndef DDP_WORKER_SHM_H
 #define DDP_WORKER_SHM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cpu.h"
 
-#define SHM_STREAM_BYTES                                                                           \
-	(16u << 20) /* all-reduces from this size copy out with streaming stores                   \
-		     */
-#define SHM_MAGIC	 0x314d485350444444ull /* "DDDPSHM1" */
-#define SHM_DEFAULT_SLOT (4u << 20)  /* fewer barriers per MiB: they cost most under load */
-#define SHM_BUDGET	 (32u << 20) /* bytes of /dev/shm a job may use by default */
-#define SHM_MIN_SLOT	 (256u << 10)
-#define SHM_SPINS	 2000
-#define SHM_LIVENESS_MS	 20
+/* All-reduces from this size copy their result out with streaming stores. */
+#define SHM_STREAM_BYTES (16u << 20)
+/* All-reduces from this size first check whether every rank's buffer lives
+ * in its arena (one more barrier) to reduce in place. */
+#define SHM_DIRECT_MIN_BYTES (64u << 10)
+#define SHM_MAGIC	     0x314d485350444444ull /* "DDDPSHM1" */
+#define SHM_DEFAULT_SLOT     (4u << 20)	 /* fewer barriers per MiB: they cost most under load */
+#define SHM_BUDGET	     (32u << 20) /* bytes of /dev/shm a job may use by default */
+#define SHM_MIN_SLOT	     (256u << 10)
+#define SHM_SPINS	     2000
+#define SHM_LIVENESS_MS	     20
 
 struct shm_rank {
 	_Atomic uint64_t seq;
+	_Atomic uint64_t op_off; /* this all-reduce's buffer in the rank's arena, or UINT64_MAX */
 	int32_t pid;
-	char pad[52];
+	char pad[44];
+};
+
+/* Block of a rank's arena (its own allocator's bookkeeping). */
+struct shm_block {
+	size_t off, len;
+	int used;
+};
+
+/* Every rank's arena: memory from ddp_mem_alloc that the other ranks of the
+ * node have mapped too, so an all-reduce on it reads the peers' buffers and
+ * writes their results in place, without staging copies. */
+struct shm_arena {
+	size_t size; /* bytes of each rank's arena; 0: no arena */
+	char **base; /* [world]: each rank's arena as mapped here, or NULL */
+	int fd;	     /* this rank's arena (pages reserved at allocation) */
+	int usable;  /* every rank's arena is mapped here */
+	char name[64];
+	pthread_mutex_t lock; /* allocation runs on the application thread */
+	struct shm_block *blocks;
+	size_t nblocks, cap;
 };
 
 struct shm_header {
@@ -51,7 +75,26 @@ struct cpu_shm {
 	uint64_t timeout_ms;
 	int *pidfds;		    /* [world]: pidfd of each peer (-1: none, use kill) */
 	int name_base, name_stride; /* how messages number ranks */
+	struct shm_arena arena;
+	char *tmp; /* SHM_PIECE bytes: the in-place all-reduce's staging */
 };
+
+#define SHM_PIECE (32u << 10)
+
+/* shm_arena.c. Creates this rank's arena (DDP_SHM_ARENA_BYTES, default
+ * 1 GiB of address space, pages reserved only when allocated; 0 disables
+ * it); never fails: without an arena everything takes the copying path. */
+void shm_arena_create(struct cpu_shm *s);
+/* Maps every rank's arena by name ("-": none); usable if all mapped. */
+void shm_arena_attach(struct cpu_shm *s, char *const *names);
+void shm_arena_release(struct cpu_shm *s);
+/* Memory in this rank's arena: 0, or -ENOMEM (arena full or absent). */
+int shm_arena_alloc(struct cpu_shm *s, size_t bytes, void **out);
+/* 1 if ptr came from shm_arena_alloc (and is now free), 0 if not. */
+int shm_arena_free(struct cpu_shm *s, void *ptr);
+/* Offset of [ptr, ptr + bytes) inside an allocated block of this rank's
+ * arena, or UINT64_MAX. */
+uint64_t shm_arena_offset(struct cpu_shm *s, const void *ptr, size_t bytes);
 
 /* Segment bytes before the slots (header and per-rank records, page
  * aligned). */

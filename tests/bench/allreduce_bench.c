@@ -3,7 +3,8 @@
  * (run under ddplaunch; DDP_CPU_TRANSPORT picks shm or ring). For each size
  * from MIN to MAX bytes (x4 steps): warm-up, then iterations until about
  * 0.25 s have passed (at least 3); the time per iteration is the slowest
- * rank's (all-reduce MAX of the times). Rank 0 prints one line per size:
+ * rank's (all-reduce MAX of the times). argv[3] "arena" allocates the
+ * buffer with ddp_mem_alloc. Rank 0 prints one line per size:
  *   RESULT bytes usec algbw_GBps busbw_GBps
  * with nccl-tests' definitions: algbw = bytes / time, busbw = algbw *
  * 2 (n - 1) / n. float32 sum.
@@ -73,8 +74,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "allreduce_bench: %s\n", err);
 		return 1;
 	}
-	buf = malloc(hi);
-	if (!buf)
+	/* argv[3] "arena": buffers from ddp_mem_alloc (in-place shared-memory
+	 * all-reduce); default: malloc, like any application buffer. */
+	int arena = argc > 3 && strcmp(argv[3], "arena") == 0;
+	if (arena ? ddp_mem_alloc(ctx, hi, (void **)&buf) < 0 : !(buf = malloc(hi)))
 		return 1;
 	for (size_t i = 0; i < hi / sizeof(float); i++)
 		buf[i] = (float)(i % 7) * 1e-3f;
@@ -93,7 +96,10 @@ int main(int argc, char **argv)
 			       alg * 2.0 * (w - 1) / w);
 		fflush(stdout);
 	}
-	free(buf);
+	if (arena)
+		ddp_mem_free(ctx, buf);
+	else
+		free(buf);
 	ddp_free(ctx);
 	return rc < 0 ? 1 : 0;
 }

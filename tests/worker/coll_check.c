@@ -7,11 +7,12 @@
  * that every rank holds the same bits (hashes all-gathered). Rank 0 prints
  * "digest HEX" of all results, so two runs can be compared.
  *
- * Modes (argv[1]): "check" (default); "die R MS": rank R kills itself
- * (SIGKILL) MS milliseconds after start while everyone loops over large
- * all-reduces; the survivors must report a clear error; "stall R": rank R
- * stays alive but never calls a collective, the others must time out.
- * Exit 0 on success, 3 for the expected failure of a survivor.
+ * Modes (argv[1]): "check" (default); "mixed": as check, but rank 0 puts
+ * its all-reduce buffers in ordinary memory where the others use
+ * ddp_mem_alloc (and the reverse), so the in-place path must be refused; "die R MS": rank R kills
+ * itself (SIGKILL) MS milliseconds after start while everyone loops over large all-reduces; the
+ * survivors must report a clear error; "stall R": rank R stays alive but never calls a collective,
+ * the others must time out. Exit 0 on success, 3 for the expected failure of a survivor.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,6 +28,8 @@
 #include "ddp.h"
 
 static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 13, 31, 97, 1009, 4099, 65537, 262147, 600011};
+
+static int mixed; /* "mixed" mode: rank 0 allocates the other way round */
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -89,7 +92,14 @@ static int check_allreduce(struct ddp_ctx *ctx, enum ddp_dtype dt, enum ddp_op o
 {
 	int w = ddp_world_size(ctx), me = ddp_rank(ctx), rc;
 	size_t esz = ddp_dtype_size(dt);
-	void *buf = malloc(n * esz + 8);
+	/* Sum and max on ddp_mem_alloc memory (in place on shared memory),
+	 * avg on malloc'ed memory (copying path); in "mixed" mode rank 0
+	 * swaps, so the ranks disagree and must all take the copying path. */
+	int arena = (op != DDP_AVG) ^ (mixed && me == 0);
+	void *buf = arena ? NULL : malloc(n * esz + 8);
+
+	if (arena && ddp_mem_alloc(ctx, n * esz + 8, &buf) < 0)
+		return fail(ctx, "ddp_mem_alloc", -1);
 	double eps = dt == DDP_FLOAT32 ? 1.2e-7 : 2.3e-16;
 	char what[96];
 
@@ -122,7 +132,10 @@ static int check_allreduce(struct ddp_ctx *ctx, enum ddp_dtype dt, enum ddp_op o
 	snprintf(what, sizeof(what), "allreduce op %d dtype %d n %zu", (int)op, (int)dt, n);
 	*digest = fnv(*digest, buf, n * esz);
 	rc = same_everywhere(ctx, fnv(1469598103934665603ull, buf, n * esz), what);
-	free(buf);
+	if (arena)
+		ddp_mem_free(ctx, buf);
+	else
+		free(buf);
 	return rc;
 }
 
@@ -165,8 +178,10 @@ static int check_big(struct ddp_ctx *ctx, uint64_t *digest)
 {
 	size_t n = 4194319; /* a prime: 16 MiB + 60 bytes of float32 */
 	int w = ddp_world_size(ctx), me = ddp_rank(ctx), rc;
-	float *buf = malloc(n * sizeof(float));
+	float *buf;
 
+	if (ddp_mem_alloc(ctx, n * sizeof(float), (void **)&buf) < 0)
+		return fail(ctx, "ddp_mem_alloc", -1);
 	for (size_t i = 0; i < n; i++)
 		buf[i] = (float)((me + 1) * (int)(i % 1000));
 	rc = ddp_allreduce(ctx, buf, n, DDP_FLOAT32, DDP_SUM);
@@ -179,7 +194,7 @@ static int check_big(struct ddp_ctx *ctx, uint64_t *digest)
 		}
 	}
 	*digest = fnv(*digest, buf, n * sizeof(float));
-	free(buf);
+	ddp_mem_free(ctx, buf);
 	return 0;
 }
 
@@ -276,8 +291,10 @@ int main(int argc, char **argv)
 		rc = run_die(ctx, -1, 0);
 	else if (argc >= 4 && strcmp(argv[1], "die") == 0)
 		rc = run_die(ctx, atoi(argv[2]), atol(argv[3]));
-	else
+	else {
+		mixed = argc >= 2 && strcmp(argv[1], "mixed") == 0;
 		rc = run_checks(ctx);
+	}
 	ddp_free(ctx);
 	return rc;
 }
