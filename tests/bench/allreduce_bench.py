@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""All-reduce bus bandwidth of libddp's CPU backend (shared memory and TCP
-ring) against PyTorch's gloo, 2 and 4 ranks on this machine, in the same
-run. Every variant runs under ddplaunch (--standalone, free port); gloo
+"""All-reduce bus bandwidth of libddp's CPU backend (shared memory on
+malloc'ed buffers, shared memory on ddp_mem_alloc buffers - in place - and
+the TCP ring) against PyTorch's gloo, 2 and 4 ranks on this machine, in the
+same run. Every variant runs under ddplaunch (--standalone, free port); gloo
 workers use Debian's /usr/bin/python3 (torch 1.13) and reach ddplaunch's
 store through env://. Prints a markdown table with ratios and the targets
 (shm >= 4 GB/s and >= 7x gloo at 64 MiB with 2 ranks; ring >= 1.0 GB/s).
@@ -60,14 +61,18 @@ def main():
     verdict = []
     for n in [int(x) for x in a.ranks.split(",")]:
         launch = [a.ddplaunch, "--standalone", "--nproc_per_node=%d" % n]
-        res = {"shm": {}, "ring": {}, "gloo": {}}
+        variants = ("shm", "arena", "ring", "gloo")
+        res = {v: {} for v in variants}
         # Trials interleaved so that load from other processes hits every
         # variant alike; each size keeps its best trial.
         for _ in range(a.trials):
-            for t in ("shm", "ring", "gloo"):
+            for t in variants:
                 if t == "gloo":
                     cmd = launch + ["--no_python", a.python, a.gloo, str(a.min), str(a.max)]
                     rows = run(cmd, dict(base))
+                elif t == "arena":
+                    rows = run(launch + [a.bench, str(a.min), str(a.max), "arena"],
+                               dict(base, DDP_CPU_TRANSPORT="shm"))
                 else:
                     rows = run(launch + [a.bench, str(a.min), str(a.max)],
                                dict(base, DDP_CPU_TRANSPORT=t))
@@ -75,19 +80,25 @@ def main():
                     if b not in res[t] or row[2] > res[t][b][2]:
                         res[t][b] = row
         lines += ["## %d ranks" % n, "",
-                  "| size | shm | ring | gloo | shm/gloo | ring/gloo |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+                  "| size | shm | shm, ddp_mem_alloc | ring | gloo | shm/gloo |"
+                  " shm ddp_mem_alloc/gloo | ring/gloo |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+        def ratio(x, g):
+            return "%.1fx" % (x / g) if g else "-"
         for b in sorted(res["shm"]):
-            s, r, g = res["shm"][b][2], res["ring"][b][2], res["gloo"].get(b, (0, 0, 0))[2]
-            lines.append("| %s | %.2f | %.2f | %.2f | %s | %s |" % (
-                human(b), s, r, g, "%.1fx" % (s / g) if g else "-",
-                "%.1fx" % (r / g) if g else "-"))
+            s, m, r = res["shm"][b][2], res["arena"][b][2], res["ring"][b][2]
+            g = res["gloo"].get(b, (0, 0, 0))[2]
+            lines.append("| %s | %.2f | %.2f | %.2f | %.2f | %s | %s | %s |" % (
+                human(b), s, m, r, g, ratio(s, g), ratio(m, g), ratio(r, g)))
         lines.append("")
         if n == 2 and 64 * MIB in res["shm"]:
-            s, r = res["shm"][64 * MIB][2], res["ring"][64 * MIB][2]
-            g = res["gloo"][64 * MIB][2]
-            verdict += ["2 ranks, 64 MiB: shm %.2f GB/s (target >= 4), %.1fx gloo (target >= 7);"
-                        " ring %.2f GB/s (target >= 1.0); gloo %.2f GB/s" % (s, s / g, r, g)]
+            s, m = res["shm"][64 * MIB][2], res["arena"][64 * MIB][2]
+            r, g = res["ring"][64 * MIB][2], res["gloo"][64 * MIB][2]
+            verdict += ["2 ranks, 64 MiB: shm %.2f GB/s (%.1fx gloo), shm on ddp_mem_alloc"
+                        " buffers %.2f GB/s (%.1fx gloo); targets >= 4 GB/s and >= 7x gloo."
+                        " ring %.2f GB/s (target >= 1.0). gloo %.2f GB/s"
+                        % (s, s / g, m, m / g, r, g)]
     lines += verdict
     lines += ["", "load average before/after: %.1f / %.1f (other processes share the CPUs;"
               " compare the columns of one run)" % (load0, os.getloadavg()[0])]
