@@ -414,6 +414,11 @@ static int shm_share_arenas(struct cpu_shm *s, const struct ddp_backend_params *
 		shm_unlink(s->arena.name);
 		s->arena.name[0] = '\0';
 	}
+	/* A rank died before everyone mapped the arenas: nobody will unlink
+	 * its arena's name but us (the set-up fails anyway). */
+	for (int r = 0; rc < 0 && r < w; r++)
+		if (strcmp(names[r], "-") != 0)
+			shm_unlink(names[r]);
 	for (int r = 0; r < w; r++)
 		free(vals[r]);
 out:
