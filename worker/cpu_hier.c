@@ -141,6 +141,21 @@ static void hier_close(struct ddp_backend *b)
 	free(h);
 }
 
+/* The node's arena, so node-level all-reduces can run in place. */
+static int hier_alloc(struct ddp_backend *b, size_t bytes, void **out)
+{
+	struct cpu_hier *h = (struct cpu_hier *)b;
+
+	return h->node->ops->alloc(h->node, bytes, out);
+}
+
+static void hier_free_mem(struct ddp_backend *b, void *ptr)
+{
+	struct cpu_hier *h = (struct cpu_hier *)b;
+
+	h->node->ops->free_mem(h->node, ptr);
+}
+
 static const struct ddp_backend_ops hier_ops = {
     .name = "cpu-hier",
     .device_memory = 0,
@@ -149,8 +164,8 @@ static const struct ddp_backend_ops hier_ops = {
     .allgather = hier_allgather,
     .barrier = hier_barrier,
     .synchronize = cpu_synchronize,
-    .alloc = cpu_alloc,
-    .free_mem = cpu_free_mem,
+    .alloc = hier_alloc,
+    .free_mem = hier_free_mem,
     .copy = cpu_copy,
     .copy_host = cpu_copy_host,
     .abort = hier_abort,
