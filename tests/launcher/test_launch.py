@@ -245,6 +245,39 @@ class Ports(LaunchCase):
         finally:
             holder.close()
 
+    def test_default_port_29500_then_a_free_one(self):
+        # torchrun's default port is fixed, so this runs in a network
+        # namespace of its own (root only), where 29500 is surely free and
+        # holding it harms no parallel test.
+        probe = subprocess.run(["unshare", "-n", "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot create a network namespace: %s" % probe.stderr.decode())
+        script = (
+            "import socket, subprocess, sys\n"
+            "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
+            "def launch(tag):\n"
+            "    r = subprocess.run(sys.argv[1:-1] + [sys.argv[-1] + '/' + tag],\n"
+            "                       capture_output=True, text=True, timeout=60)\n"
+            "    sys.stderr.write(r.stderr)\n"
+            "    assert r.returncode == 0, r.returncode\n"
+            "launch('free')\n"
+            "holder = socket.socket()\n"
+            "holder.bind(('0.0.0.0', 29500))\n"
+            "holder.listen(1)\n"
+            "launch('taken')\n")
+        for tag in ("free", "taken"):
+            os.mkdir(self.path(tag))
+        r = subprocess.run(["unshare", "-n", sys.executable, "-c", script, DDPLAUNCH,
+                            "--nproc_per_node=1", HELPER, "env", self.dir],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, **self.env()))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(read_env(self.path("free", "env.0.0"))["MASTER_PORT"], "29500")
+        moved = read_env(self.path("taken", "env.0.0"))["MASTER_PORT"]
+        self.assertNotEqual(moved, "29500")
+        self.assertIn("port 29500 is in use by another process; using %s instead" % moved,
+                      r.stderr)
+
     def test_store_is_bound_before_workers(self):
         # The worker checks that MASTER_PORT is already listening.
         r = self.launch(["--standalone", "--nproc_per_node=1", "--", "/usr/bin/python3", "-c",
