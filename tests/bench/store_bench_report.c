@@ -193,8 +193,8 @@ static void run_pairs(struct sbr_state *st)
 	       "   set+get pair; server CPU is utime+stime from /proc/PID/stat per op;\n"
 	       "   1.13 frames: one send() per query; 1.13 split: type byte, then the rest,\n"
 	       "   as torch 1.13's own client sends them; C client: store_client.h (2.x\n"
-	       "   framing; its get is wait + get, as torch's client does), compared with\n"
-	       "   torch's 1.13-frames row\n",
+	       "   framing; its get is a plain GET, one round trip for a present key),\n"
+	       "   compared with torch's 1.13-frames row\n",
 	       VALUE_LEN, st->cfg->seconds, st->cfg->rounds);
 	printf("  %5s  %-11s %-12s %10s %9s %9s %9s\n", "conns", "server", "client", "ops/s",
 	       "p50 us", "p99 us", "cpu us/op");

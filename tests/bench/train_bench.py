@@ -14,7 +14,7 @@ ever slows a run down), with every run's figure printed as it comes.
 samples/s counts the training loop only (both sides exclude start-up and
 the final evaluation). Prints a markdown table (also written to --out).
 
-  train_bench.py --ddp-train PATH --ddplaunch PATH --source DIR [--reps 3]
+  train_bench.py --ddp-train PATH --ddplaunch PATH --source DIR [--reps 5]
 """
 import argparse
 import json
