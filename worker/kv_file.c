@@ -77,46 +77,39 @@ static int kv_file_slurp(struct kv_file *f, char **buf, size_t *len)
 	return 0;
 }
 
+/* Walks the log's complete records: returns the offset just past the last
+ * one (a torn tail, from a writer killed mid-append, ends the log) and, when
+ * key is not NULL, sets *found and points *val into buf at key's last value. */
+static size_t kv_file_scan(const char *buf, size_t len, const char *key, int *found,
+			   const char **val, size_t *vlen)
+{
+	size_t klen = key ? strlen(key) : 0, off = 0;
+
+	while (len - off >= 8) {
+		uint32_t kl, vl;
+
+		memcpy(&kl, buf + off, 4);
+		memcpy(&vl, buf + off + 4, 4);
+		if ((uint64_t)kl + vl > len - off - 8)
+			break;
+		if (key && kl == klen && memcmp(buf + off + 8, key, klen) == 0) {
+			*val = buf + off + 8 + kl;
+			*vlen = vl;
+			*found = 1;
+		}
+		off += 8 + (size_t)kl + vl;
+	}
+	return off;
+}
+
 /* Finds the last record of key in buf; *val points into buf. 1 if found. */
 static int kv_file_find(const char *buf, size_t len, const char *key, const char **val,
 			size_t *vlen)
 {
-	size_t klen = strlen(key), off = 0;
 	int found = 0;
 
-	while (len - off >= 8) {
-		uint32_t kl, vl;
-
-		memcpy(&kl, buf + off, 4);
-		memcpy(&vl, buf + off + 4, 4);
-		/* A torn tail (a writer killed mid-append) ends the log. */
-		if ((uint64_t)kl + vl > len - off - 8)
-			break;
-		if (kl == klen && memcmp(buf + off + 8, key, klen) == 0) {
-			*val = buf + off + 8 + kl;
-			*vlen = vl;
-			found = 1;
-		}
-		off += 8 + (size_t)kl + vl;
-	}
+	kv_file_scan(buf, len, key, &found, val, vlen);
 	return found;
-}
-
-/* Offset just past the last complete record of the log. */
-static size_t kv_file_valid_end(const char *buf, size_t len)
-{
-	size_t off = 0;
-
-	while (len - off >= 8) {
-		uint32_t kl, vl;
-
-		memcpy(&kl, buf + off, 4);
-		memcpy(&vl, buf + off + 4, 4);
-		if ((uint64_t)kl + vl > len - off - 8)
-			break;
-		off += 8 + (size_t)kl + vl;
-	}
-	return off;
 }
 
 /* Where the next record goes: the end of the log, after cutting off a torn
@@ -130,7 +123,7 @@ static int kv_file_end(struct kv_file *f, off_t *end)
 
 	if (rc < 0)
 		return rc;
-	*end = (off_t)kv_file_valid_end(buf, len);
+	*end = (off_t)kv_file_scan(buf, len, NULL, NULL, NULL, NULL);
 	free(buf);
 	if ((size_t)*end != len && ftruncate(f->fd, *end) < 0)
 		return -errno;
