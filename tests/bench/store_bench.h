@@ -77,7 +77,7 @@ int sb_conn_wait(struct sb_conn *conn, const char *key, uint64_t timeout_ms);
  * has accepted the connection. */
 int sb_conn_ping(struct sb_conn *conn);
 
-/* Frame encoders built on the store's codec (rendezvous/proto.h), in either
+/* Frame encoders built on the store's codec (rendezvous/proto/proto.h), in either
  * generation (PROTO_GEN_V1: torch 1.13 numbering; PROTO_GEN_V2: 2.x). Each
  * appends one request to buf and returns 0 or -ENOMEM / -EINVAL. */
 int sb_frame_set(struct bytebuf *buf, enum proto_gen gen, const char *key, const void *value,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ddp-train's integration cases on the GPU: the same cases as
-tests/train/train_it.py (imported from there, so the GPU run is held to
+tests/worker/train/train_it.py (imported from there, so the GPU run is held to
 exactly the CPU run's checks), with every rank on CUDA: --device cuda, the
 NCCL backend, kernel_ops_cuda, and tests/gpu/rank_env.sh giving each rank its
 own NCCL_HOSTID so that several ranks can share one GPU.
@@ -32,7 +32,7 @@ def main():
     print(probe.stdout.strip())
     if probe.returncode != 0:
         return 77
-    sys.path.insert(0, os.path.join(args.source, "tests", "train"))
+    sys.path.insert(0, os.path.join(args.source, "tests", "worker", "train"))
     import train_it  # noqa: E402  (needs numpy, present wherever torch is)
 
     wrapper = os.path.join(args.source, "tests", "gpu", "rank_env.sh")

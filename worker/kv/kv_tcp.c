@@ -6,19 +6,6 @@
 #include <stdlib.h>
 
 #include "kv.h"
-
-#ifdef DDP_NO_TCP_STORE
-/* Built before rendezvous/ provided store_client_dep: only file:// works. */
-int kv_tcp_new(const char *host, int port, uint64_t timeout_ms, struct kv **out, char *errbuf,
-	       size_t errbuf_len)
-{
-	*out = NULL;
-	snprintf(errbuf, errbuf_len,
-		 "libddp was built without the TCP store client; use init_method file:///PATH "
-		 "or rebuild with rendezvous/");
-	return -ENOTSUP;
-}
-#else
 #include "store_client.h"
 
 struct kv_tcp {
@@ -98,4 +85,3 @@ int kv_tcp_new(const char *host, int port, uint64_t timeout_ms, struct kv **out,
 	*out = &t->base;
 	return 0;
 }
-#endif

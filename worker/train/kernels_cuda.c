@@ -1,5 +1,5 @@
 /*
- * kernel_ops_cuda.c - kernel_ops_cuda, the CUDA twin of kernel_ops_cpu
+ * kernels_cuda.c - kernel_ops_cuda, the CUDA twin of kernel_ops_cpu
  * (worker/train/kernels.h): cuBLAS for the matrix products, the cudak_*
  * kernels for the rest, everything in order on one stream per context.
  *

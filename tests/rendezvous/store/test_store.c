@@ -1,5 +1,5 @@
 /*
- * test_store.c - unit tests of the store semantics (rendezvous/store.h).
+ * test_store.c - unit tests of the store semantics (rendezvous/store/store.h).
  */
 #include <errno.h>
 #include <setjmp.h>
