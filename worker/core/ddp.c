@@ -24,17 +24,6 @@ static int ddp_env_int(const char *name, int fallback)
 	return (*end || n < 0 || n > 1 << 24) ? -2 : (int)n;
 }
 
-size_t ddp_dtype_size(enum ddp_dtype dtype)
-{
-	switch (dtype) {
-	case DDP_FLOAT32:
-		return 4;
-	case DDP_FLOAT64:
-		return 8;
-	}
-	return 0;
-}
-
 void ddp_options_init(struct ddp_options *opts)
 {
 	memset(opts, 0, sizeof(*opts));

@@ -1,65 +1,17 @@
 /*
- * backend_cpu.c - the CPU backend: picks the transport (shared memory when
- * every rank is on this node; shared memory per node + a ring between nodes
- * when there are several nodes of several ranks; else the flat TCP ring;
- * DDP_CPU_TRANSPORT or the options force one) and provides the host-memory
- * ops the transports share.
+ * backend_cpu.c - the CPU backend (backend_cpu_new, backend.h): picks one
+ * of the three transports (shared memory when every rank is on this node;
+ * shared memory per node + a ring between nodes when there are several
+ * nodes of several ranks; else the flat TCP ring; DDP_CPU_TRANSPORT or the
+ * options force one) and refuses a forced one that cannot work here.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "cpu.h"
-#include "timeutil.h"
-
-int cpu_synchronize(struct ddp_backend *b)
-{
-	return 0;
-}
-
-int cpu_alloc(struct ddp_backend *b, size_t bytes, void **out)
-{
-	/* 64-byte alignment keeps the reduction loops on whole cache lines. */
-	void *p = NULL;
-
-	if (posix_memalign(&p, 64, bytes ? bytes : 64))
-		return -ENOMEM;
-	*out = p;
-	return 0;
-}
-
-void cpu_free_mem(struct ddp_backend *b, void *ptr)
-{
-	free(ptr);
-}
-
-int cpu_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
-{
-	if (bytes)
-		memmove(dst, src, bytes);
-	return 0;
-}
-
-int cpu_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes, int to_host)
-{
-	return cpu_copy(b, dst, src, bytes);
-}
-
-int cpu_poll_ms(uint64_t deadline)
-{
-	uint64_t left = time_left_ms(deadline);
-
-	return left > INT_MAX ? INT_MAX : (int)left;
-}
-
-const char *cpu_op_name(int kind)
-{
-	static const char *const names[] = {"all-reduce", "broadcast", "all-gather", "barrier"};
-
-	return (kind >= 0 && kind < 4) ? names[kind] : "collective";
-}
+#include "backend.h"
+#include "cpu_hier.h"
+#include "cpu_ring.h"
+#include "cpu_shm.h"
 
 int backend_cpu_new(const struct ddp_backend_params *p, struct ddp_backend **out, char *errbuf,
 		    size_t errbuf_len)

@@ -14,7 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
+#include "cpu_hier.h"
+#include "cpu_ring.h"
+#include "cpu_shm.h"
+#include "reduce.h"
+#include "transport.h"
 
 struct cpu_hier {
 	struct ddp_backend base;

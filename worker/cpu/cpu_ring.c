@@ -23,8 +23,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cpu.h"
+#include "cpu_ring.h"
+#include "reduce.h"
+#include "ring_setup.h"
 #include "timeutil.h"
+#include "transport.h"
 
 #define RING_PIECE  (512u << 10)
 #define RING_IO_MAX (2u << 20)

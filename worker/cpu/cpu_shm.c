@@ -27,8 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_shm.h"
+#include "reduce.h"
 #include "shm.h"
 #include "timeutil.h"
+#include "transport.h"
 
 /* Slot of rank r in slot set t (0 or 1; all-gather uses set 0). */
 static char *shm_slot2(struct cpu_shm *s, int t, int r)

@@ -12,7 +12,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "cpu.h"
+#include "reduce.h"
 
 #define REDUCE_LOOP(T, OPEXPR)                                                                     \
 	do {                                                                                       \

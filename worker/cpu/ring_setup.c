@@ -14,8 +14,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cpu.h"
+#include "ring_setup.h"
 #include "timeutil.h"
+#include "transport.h"
 
 #define RING_MAGIC   0x474e495250444444ull /* "DDDPRING" */
 #define RING_SOCKBUF (4 << 20)

@@ -1,6 +1,10 @@
 /*
- * shm.h - the shared-memory transport's segment layout and barrier, shared
- * by cpu_shm.c (set-up and collectives) and shm_barrier.c. Not installed.
+ * shm.h - the inside of the shared-memory transport (cpu_shm.h): the
+ * segment's layout (a header with per-rank arrival counters and pids, then
+ * the slots and outputs), the per-rank arenas of ddp_mem_alloc memory, and
+ * the barrier that names a dead, stuck or aborting rank. Everything here is
+ * used by one rank's communication thread, except shm_mark_aborted (any
+ * thread) and the arena allocator (the application thread, under its lock).
  */
 #ifndef DDP_WORKER_SHM_H
 #define DDP_WORKER_SHM_H
@@ -10,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h"
+#include "backend.h"
 
 /* All-reduces from this size copy their result out with streaming stores. */
 #define SHM_STREAM_BYTES (16u << 20)

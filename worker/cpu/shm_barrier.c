@@ -16,6 +16,7 @@
 
 #include "shm.h"
 #include "timeutil.h"
+#include "transport.h"
 
 static int shm_name(const struct cpu_shm *s, int r)
 {
