@@ -1,9 +1,11 @@
 /* The agent's state machine: join -> spawn -> run -> stop -> restart/finish. */
 #include "agent.h"
 #include "agent_int.h"
+#include "linebuf.h"
 #include "policy.h"
 #include "signames.h"
 #include "worker_env.h"
+#include "worker_proc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,7 +30,7 @@ static bool worker_failed(const struct agent_worker *w)
 static void agent_kill_all(struct agent *ag)
 {
 	for (int i = 0; i < ag->nproc; i++)
-		agent_worker_kill_group(&ag->w[i]);
+		worker_proc_kill_group(&ag->w[i].proc);
 }
 
 static void on_grace(uv_timer_t *t)
@@ -49,9 +51,9 @@ static void agent_stop_group(struct agent *ag, int sig)
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
 
-		if (w->running) {
+		if (w->proc.running) {
 			w->stopped = true;
-			agent_worker_signal(w, sig);
+			worker_proc_signal(&w->proc, sig);
 		}
 	}
 	if (ag->state == AGENT_STOPPING)
@@ -72,7 +74,16 @@ static void on_drain(uv_timer_t *t)
 	/* A process outside the worker's group still holds its output pipe. */
 	log_debug("closing output pipes still open %d ms after the group ended", AGENT_DRAIN_MS);
 	for (int i = 0; i < ag->nproc; i++)
-		agent_worker_close_pipes(&ag->w[i]);
+		worker_proc_close_pipes(&ag->w[i].proc);
+}
+
+/* Whether every worker's handles of the attempt have closed. */
+static bool agent_all_closed(const struct agent *ag)
+{
+	for (int i = 0; i < ag->nproc; i++)
+		if (worker_proc_busy(&ag->w[i].proc))
+			return false;
+	return true;
 }
 
 /* Every worker process of the attempt has exited. */
@@ -81,11 +92,12 @@ static void agent_group_exited(struct agent *ag)
 	uv_timer_stop(&ag->grace);
 	/* Grandchildren left in a worker's group go now, so its pipes end. */
 	agent_kill_all(ag);
-	if (ag->nhandles > 0)
+	if (!agent_all_closed(ag))
 		uv_timer_start(&ag->drain, on_drain, AGENT_DRAIN_MS, 0);
 }
 
-void agent_on_worker_exit(struct agent *ag, struct agent_worker *w)
+/* Worker w has exited, or could not be started. */
+static void agent_worker_exited(struct agent *ag, struct agent_worker *w)
 {
 	ag->nrunning--;
 	w->exit_seq = ++ag->nexited;
@@ -104,6 +116,39 @@ void agent_on_worker_exit(struct agent *ag, struct agent_worker *w)
 		agent_group_exited(ag);
 }
 
+static void on_proc_exit(struct worker_proc *p, void *arg)
+{
+	struct agent_worker *w = arg;
+
+	w->exit_code = p->exit_code;
+	w->term_signal = p->term_signal;
+	w->exit_time_ms = p->exit_time_ms;
+	agent_worker_exited(w->ag, w);
+}
+
+/* Fills rec for the summary; *errmsg (malloc'ed or NULL) and tailbuf are
+ * the caller's. */
+static void agent_worker_record(struct agent_worker *w, struct summary_rec *rec, char **errmsg,
+				char *tailbuf, size_t taillen)
+{
+	const struct worker_proc *p = &w->proc;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->attempt = w->ag->attempt;
+	rec->rank = w->rank;
+	rec->local_rank = w->local_rank;
+	rec->pid = p->pid > 0 ? p->pid : p->shim_pid;
+	rec->exit_code = w->exit_code;
+	rec->term_signal = w->term_signal;
+	rec->stopped = w->stopped;
+	rec->time_ms = w->exit_time_ms;
+	*errmsg = NULL;
+	if (summary_rec_failed(rec))
+		summary_read_error_file(w->error_file, errmsg);
+	rec->error_message = *errmsg;
+	rec->stderr_tail = worker_proc_tail(p, tailbuf, taillen) ? tailbuf : NULL;
+}
+
 /* Records the attempt in the summary, in exit order. */
 static void agent_record_attempt(struct agent *ag)
 {
@@ -114,7 +159,7 @@ static void agent_record_attempt(struct agent *ag)
 			struct agent_worker *w = &ag->w[i];
 			struct summary_rec rec;
 			char *msg;
-			char tail[AGENT_TAIL_LINES * AGENT_TAIL_LEN];
+			char tail[WORKER_PROC_TAIL_LINES * WORKER_PROC_TAIL_LEN];
 
 			if (w->exit_seq != seq)
 				continue;
@@ -160,8 +205,6 @@ static void agent_group_ended(struct agent *ag)
 
 	uv_timer_stop(&ag->drain);
 	agent_record_attempt(ag);
-	for (int i = 0; i < ag->nproc; i++)
-		agent_worker_release(&ag->w[i]);
 	switch (policy_decide(&p, ag->attempt, ag->failed, ag->stop_signal > 0)) {
 	case POLICY_SUCCEEDED:
 		ag->exit_status = 0;
@@ -186,12 +229,64 @@ static void agent_group_ended(struct agent *ag)
 	agent_finish(ag);
 }
 
-void agent_on_handle_closed(struct agent *ag)
+/* Every handle of worker w's run has closed: its log files go. */
+static void on_proc_closed(struct worker_proc *p, void *arg)
 {
-	ag->nhandles--;
-	if (ag->nhandles == 0 && ag->nrunning == 0 &&
+	struct agent_worker *w = arg;
+	struct agent *ag = w->ag;
+
+	agent_worker_close_logs(w);
+	if (ag->nrunning == 0 && agent_all_closed(ag) &&
 	    (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING))
 		agent_group_ended(ag);
+}
+
+/* Starts worker w for this attempt through ddp-exec. Returns 0 or a negative
+ * errno (reported here). */
+static int agent_worker_start(struct agent_worker *w)
+{
+	struct agent *ag = w->ag;
+	const struct launch_opts *o = ag->o;
+	int redirect = opts_streams_mask(&o->redirects, w->local_rank);
+	bool shown = opts_rank_shown(o, w->local_rank);
+	char parent[24], lr[32], prefix[WORKER_PROC_PREFIX_LEN] = "";
+	char **argv = NULL, **env = NULL;
+	struct worker_proc_config cfg = {
+	    .loop = ag->loop,
+	    .file = ag->shim,
+	    .prefix = prefix,
+	    .console_fd = {shown && !(redirect & 1) ? STDOUT_FILENO : -1,
+			   shown && !(redirect & 2) ? STDERR_FILENO : -1},
+	    .on_exit = on_proc_exit,
+	    .on_closed = on_proc_closed,
+	    .arg = w,
+	};
+	int rc = agent_worker_open_logs(w);
+
+	if (!o->no_prefix)
+		linebuf_prefix(o->prefix, w->rank, w->local_rank, prefix, sizeof(prefix));
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
+	snprintf(lr, sizeof(lr), "--local_rank=%d", w->local_rank);
+	if (!rc)
+		rc = agent_worker_env(w, &env);
+	if (!rc && !(argv = agent_worker_argv(w, parent, o->pass_local_rank ? lr : NULL)))
+		rc = -ENOMEM;
+	if (rc) {
+		/* Nothing was spawned: no on_closed will close the logs. */
+		agent_worker_close_logs(w);
+		goto out;
+	}
+	cfg.argv = argv;
+	cfg.env = env;
+	cfg.log_fd[0] = w->log_fd[0];
+	cfg.log_fd[1] = w->log_fd[1];
+	rc = worker_proc_spawn(&w->proc, &cfg);
+out:
+	if (rc)
+		log_error("cannot start worker %d: %s", w->rank, uv_strerror(rc));
+	free(argv);
+	worker_env_free(env);
+	return rc;
 }
 
 static void agent_spawn_all(struct agent *ag)
@@ -199,27 +294,27 @@ static void agent_spawn_all(struct agent *ag)
 	ag->state = AGENT_RUNNING;
 	/* Workers left unstarted below must carry nothing of the last attempt. */
 	for (int i = 0; i < ag->nproc; i++) {
+		worker_proc_init(&ag->w[i].proc);
 		ag->w[i].exit_seq = 0;
-		ag->w[i].shim_pid = 0;
-		ag->w[i].running = false;
+		ag->w[i].stopped = false;
 	}
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
 
 		ag->nrunning++;
-		if (agent_worker_spawn(w) == 0)
+		if (agent_worker_start(w) == 0)
 			continue;
-		/* Could not start: counts as this worker failing with 127. */
-		w->exit_code = 127;
+		w->exit_code = AGENT_START_FAILED;
+		w->term_signal = 0;
 		w->exit_time_ms = (int64_t)time(NULL) * 1000;
-		agent_on_worker_exit(ag, w);
+		agent_worker_exited(ag, w);
 		if (ag->state == AGENT_STOPPING)
 			break;
 	}
 	if (ag->last_fail_ns && ag->attempt > 0)
 		log_debug("restart took %.3f ms from the failure to the last spawn",
 			  ((int64_t)time_now_ns() - ag->last_fail_ns) / 1e6);
-	if (ag->nhandles == 0 && ag->nrunning == 0)
+	if (ag->nrunning == 0 && agent_all_closed(ag))
 		agent_group_ended(ag);
 }
 
@@ -382,6 +477,7 @@ static void agent_init_handles(struct agent *ag)
 		ag->w[i].ag = ag;
 		ag->w[i].local_rank = i;
 		ag->w[i].log_fd[0] = ag->w[i].log_fd[1] = -1;
+		worker_proc_init(&ag->w[i].proc);
 	}
 }
 

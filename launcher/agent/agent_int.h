@@ -1,7 +1,7 @@
 /*
- * agent_int.h - the agent's state, shared by agent.c (the state machine),
- * agent_worker.c (one worker: spawn, pipes, output, exit) and
- * agent_setup.c (store socket, run directory, program argv).
+ * agent_int.h - the agent's state (one node's supervising loop, see agent.h)
+ * and the set-up steps it runs before and between attempts. Internal to the
+ * agent library; each worker's process is a worker_proc (worker_proc.h).
  */
 #ifndef DDP_LAUNCHER_AGENT_INT_H
 #define DDP_LAUNCHER_AGENT_INT_H
@@ -11,39 +11,31 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "linebuf.h"
 #include "opts.h"
 #include "rdzv.h"
 #include "summary.h"
+#include "worker_proc.h"
 
-#define AGENT_TAIL_LINES 10
-#define AGENT_TAIL_LEN	 240
-#define AGENT_MAX_LINE	 65536
-#define AGENT_DRAIN_MS	 2000
+/* How long output pipes may stay open after the whole group exited. */
+#define AGENT_DRAIN_MS 2000
+/* The exit code recorded for a worker that could not be started, as a
+ * shell's for a command not found. */
+#define AGENT_START_FAILED 127
 
 struct agent;
 
+/* One local worker across the attempts. */
 struct agent_worker {
 	struct agent *ag;
 	int local_rank, rank;
-	uv_process_t proc;
-	uv_pipe_t out, err, pidp;
-	struct linebuf lb_out, lb_err, lb_pid;
-	int nhandles; /* handles of this worker not yet closed */
-	bool running; /* spawned and not yet exited */
-	bool exited;
-	int shim_pid; /* ddp-exec: the process group id */
-	int pid;      /* the worker itself, once ddp-exec told us */
+	struct worker_proc proc;
+	/* How it ended in this attempt: its process's status, or exit code
+	 * AGENT_START_FAILED when it could not be started. */
 	int exit_code, term_signal;
-	int exit_seq; /* order of exit in the attempt, 1 = first */
-	bool stopped; /* exited after ddplaunch stopped the group */
 	int64_t exit_time_ms;
-	int log_fd[2];	 /* stdout.log, stderr.log, or -1 */
-	bool console[2]; /* stream shown on the console */
-	char prefix[64];
-	size_t prefix_len;
-	char tail[AGENT_TAIL_LINES][AGENT_TAIL_LEN];
-	int tail_n, tail_next;
+	int exit_seq;		   /* order of exit in the attempt, 1 = first; 0: none */
+	bool stopped;		   /* exited after ddplaunch stopped the group */
+	int log_fd[2];		   /* stdout.log, stderr.log, or -1 */
 	char dir[PATH_MAX];	   /* run_dir/attempt_N/RANK */
 	char error_file[PATH_MAX]; /* dir/error.json */
 };
@@ -71,9 +63,9 @@ struct agent {
 	enum agent_state state;
 	int attempt;
 	struct agent_worker *w;
-	int nrunning, nhandles, nexited;
-	bool failed;	 /* this attempt has a failed worker */
-	int stop_signal; /* ddplaunch got this signal: finish */
+	int nrunning, nexited; /* workers of the attempt not exited, exited */
+	bool failed;	       /* this attempt has a failed worker */
+	int stop_signal;       /* ddplaunch got this signal: finish */
 	bool set_omp;
 	uv_timer_t grace, drain, backoff;
 	uv_signal_t sig[OPTS_MAX_SIGNALS];
@@ -86,25 +78,30 @@ struct agent {
 	int64_t last_fail_ns;
 };
 
-/* agent_setup.c */
-int agent_bind_store(struct agent *ag);
-int agent_build_argv(struct agent *ag);
-int agent_prepare_run_dir(struct agent *ag);
+/* Set-up before the first attempt. Each returns 0 or a negative errno,
+ * having logged what went wrong. */
+int agent_bind_store(struct agent *ag);	     /* ag->store, ag->port */
+int agent_build_argv(struct agent *ag);	     /* ag->argv, ag->argc */
+int agent_prepare_run_dir(struct agent *ag); /* ag->run_dir, ag->files */
+int agent_find_shim(struct agent *ag);	     /* ag->shim: ddp-exec */
+
+/* Per attempt: each worker's directory (w->dir, w->error_file). */
 int agent_prepare_attempt_dirs(struct agent *ag);
+
+/* Per worker and attempt: removes the last error file and opens the log
+ * files (w->log_fd) when the run keeps them. */
+int agent_worker_open_logs(struct agent_worker *w);
+void agent_worker_close_logs(struct agent_worker *w);
+
+/* The worker's command line: ddp-exec PARENT PROGRAM [--local_rank=N]
+ * ARGS..., NULL-terminated; free() it (the strings are ag's or the
+ * caller's). NULL when out of memory. */
+char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_arg);
+
+/* The worker's environment for this attempt (see worker_env_build). */
+int agent_worker_env(struct agent_worker *w, char ***env);
+
+/* At the end: removes a temporary run directory. */
 void agent_cleanup_run_dir(struct agent *ag);
-int agent_find_shim(struct agent *ag);
-
-/* agent_worker.c */
-int agent_worker_spawn(struct agent_worker *w);
-void agent_worker_signal(struct agent_worker *w, int sig);
-void agent_worker_kill_group(struct agent_worker *w);
-void agent_worker_close_pipes(struct agent_worker *w);
-void agent_worker_release(struct agent_worker *w);
-int agent_worker_record(struct agent_worker *w, struct summary_rec *rec, char **errmsg,
-			char *tailbuf, size_t taillen);
-
-/* agent.c: called by agent_worker.c */
-void agent_on_worker_exit(struct agent *ag, struct agent_worker *w);
-void agent_on_handle_closed(struct agent *ag);
 
 #endif

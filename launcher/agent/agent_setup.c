@@ -1,10 +1,12 @@
-/* What the agent prepares once: the store socket, the worker command line,
- * the run directory (error files, logs) and the ddp-exec guard. */
+/* What the agent prepares once (the store socket, the worker command line,
+ * the run directory, the ddp-exec guard) and per attempt (each worker's
+ * directory, log files, command line and environment). */
 #include "agent_int.h"
 #include "command.h"
 #include "worker_env.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <log.h>
 #include <stdio.h>
@@ -152,6 +154,88 @@ int agent_prepare_attempt_dirs(struct agent *ag)
 		}
 	}
 	return 0;
+}
+
+int agent_worker_open_logs(struct agent_worker *w)
+{
+	static const char *const names[2] = {"stdout.log", "stderr.log"};
+	char path[PATH_MAX + 16];
+
+	unlink(w->error_file);
+	for (int s = 0; s < 2; s++) {
+		w->log_fd[s] = -1;
+		if (!w->ag->files)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", w->dir, names[s]);
+		w->log_fd[s] =
+		    open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		if (w->log_fd[s] < 0) {
+			log_error("cannot create log file '%s': %s (check --log_dir)", path,
+				  strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+void agent_worker_close_logs(struct agent_worker *w)
+{
+	for (int s = 0; s < 2; s++) {
+		if (w->log_fd[s] >= 0)
+			close(w->log_fd[s]);
+		w->log_fd[s] = -1;
+	}
+}
+
+char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_arg)
+{
+	struct agent *ag = w->ag;
+	size_t n = 0;
+	char **v = calloc(ag->argc + 4, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	v[n++] = ag->shim;
+	v[n++] = parent;
+	for (size_t i = 0; i < ag->argc; i++) {
+		/* torch.distributed.launch put --local_rank before the script's
+		 * own arguments: right after the script (argv[0] = program or
+		 * python's "-u script"/"-u -m module"). */
+		if (local_rank_arg && i == ag->argc - ag->o->args.n)
+			v[n++] = local_rank_arg;
+		v[n++] = ag->argv[i];
+	}
+	if (local_rank_arg && ag->o->args.n == 0)
+		v[n++] = local_rank_arg;
+	v[n] = NULL;
+	return v;
+}
+
+int agent_worker_env(struct agent_worker *w, char ***env)
+{
+	struct agent *ag = w->ag;
+	struct worker_env_spec s = {
+	    .rank = w->rank,
+	    .local_rank = w->local_rank,
+	    .world_size = ag->round.world_size,
+	    .local_world_size = ag->nproc,
+	    .group_rank = ag->round.group_rank,
+	    .group_world_size = ag->round.group_world_size,
+	    .role_rank = w->rank,
+	    .role_world_size = ag->round.world_size,
+	    .role_name = ag->o->role,
+	    .master_addr = ag->round.master_addr,
+	    .master_port = ag->round.master_port,
+	    .restart_count = ag->attempt,
+	    .max_restarts = ag->o->max_restarts,
+	    .run_id = ag->o->rdzv_id,
+	    .error_file = w->error_file,
+	    .set_omp = ag->set_omp,
+	    .extra = ag->o->env.v,
+	    .nextra = ag->o->env.n,
+	};
+
+	return worker_env_build(ag->environ_in, &s, env);
 }
 
 /* Removes what ddplaunch created in a temporary run directory; anything a

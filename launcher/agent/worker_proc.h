@@ -1,0 +1,110 @@
+/*
+ * worker_proc.h - one supervised process on a libuv loop: spawn it in its own
+ * session and process group, read its stdout and stderr as whole lines (to a
+ * log file, and with a prefix to a console), keep the last stderr lines, learn
+ * the real worker's pid from fd 3, signal its group, and report its exit and
+ * the end of all its handles through two callbacks.
+ *
+ * The module knows nothing of its caller: what to run and where lines go come
+ * in a config, and what happens next is the caller's (as tmux's job_run).
+ *
+ * Lifetime of one run:
+ *   worker_proc_init -> worker_proc_spawn -> on_exit (only if the spawn
+ *   succeeded) -> on_closed (always, once every handle has closed)
+ * A struct worker_proc may be spawned again after on_closed has run.
+ *
+ * Single-threaded: every worker_proc shares one read buffer, so all of them
+ * must run on loops of one thread.
+ */
+#ifndef DDP_LAUNCHER_WORKER_PROC_H
+#define DDP_LAUNCHER_WORKER_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "linebuf.h"
+
+#define WORKER_PROC_TAIL_LINES 10  /* stderr lines kept for the summary */
+#define WORKER_PROC_TAIL_LEN   240 /* bytes kept of each, with the NUL */
+#define WORKER_PROC_MAX_LINE   65536
+#define WORKER_PROC_PREFIX_LEN 64
+
+struct worker_proc;
+
+/* Called once when the process has exited; its exit_code, term_signal and
+ * exit_time_ms are set. Output may still arrive until on_closed. */
+typedef void (*worker_proc_exit_fn)(struct worker_proc *p, void *arg);
+
+/* Called once when every handle of the run has closed: no more output, and
+ * the log and console fds of the config are no longer used. */
+typedef void (*worker_proc_closed_fn)(struct worker_proc *p, void *arg);
+
+struct worker_proc_config {
+	uv_loop_t *loop;
+	const char *file;   /* the program, found as execvp(3) finds it */
+	char **argv;	    /* NULL-terminated, argv[0] first */
+	char **env;	    /* NULL-terminated; NULL inherits ddplaunch's */
+	const char *prefix; /* put before each console line; NULL for none */
+	int console_fd[2];  /* stdout, stderr lines with the prefix; -1: not shown */
+	int log_fd[2];	    /* stdout, stderr lines as they came; -1: not logged */
+	worker_proc_exit_fn on_exit;
+	worker_proc_closed_fn on_closed;
+	void *arg; /* passed to both callbacks */
+};
+
+/* Read-only for the caller, except through the calls below. */
+struct worker_proc {
+	uv_process_t proc;
+	uv_pipe_t out, err, pidp;
+	struct linebuf lb_out, lb_err, lb_pid;
+	int nhandles; /* handles of this run not yet closed */
+	bool running; /* spawned and not yet exited */
+	int shim_pid; /* the process spawned: its session and group id */
+	int pid;      /* reported on fd 3 (ddp-exec's worker), or 0 */
+	int exit_code, term_signal;
+	int64_t exit_time_ms; /* wall clock */
+	int console_fd[2], log_fd[2];
+	char prefix[WORKER_PROC_PREFIX_LEN];
+	size_t prefix_len;
+	char tail[WORKER_PROC_TAIL_LINES][WORKER_PROC_TAIL_LEN];
+	int tail_n, tail_next;
+	worker_proc_exit_fn on_exit;
+	worker_proc_closed_fn on_closed;
+	void *arg;
+};
+
+/* Puts p in the state of a process never started (nothing to signal, no
+ * handle open). Not while worker_proc_busy(p). */
+void worker_proc_init(struct worker_proc *p);
+
+/* Starts cfg->file with stdin inherited, stdout and stderr on pipes, and a
+ * pipe on fd 3 on which the program may write its worker's pid as one
+ * decimal line. cfg and what it points to are used only during the call,
+ * except the fds, which stay in use until on_closed.
+ *
+ * Returns 0, or a negative errno (libuv's, e.g. UV_ENOENT) when the program
+ * could not be started: then on_exit does not run, and on_closed still runs
+ * later from the loop. Not while worker_proc_busy(p). */
+int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cfg);
+
+/* Sends sig to the process group while the process runs. */
+void worker_proc_signal(struct worker_proc *p, int sig);
+
+/* Sends SIGKILL to the process group, also after the process exited: a
+ * grandchild may still hold the group and its pipes. */
+void worker_proc_kill_group(struct worker_proc *p);
+
+/* Closes the output pipes still open (a process outside the group may hold
+ * them), passing on a last partial line first. */
+void worker_proc_close_pipes(struct worker_proc *p);
+
+/* Whether some handle of the run is still open (on_closed has not run). */
+bool worker_proc_busy(const struct worker_proc *p);
+
+/* The kept stderr lines, oldest first, joined by '\n', into buf (always
+ * NUL-terminated; whole lines only). Returns the length written. */
+size_t worker_proc_tail(const struct worker_proc *p, char *buf, size_t len);
+
+#endif
