@@ -63,12 +63,6 @@ struct ddp_ctx {
 	char err[1600];
 };
 
-/* reducer_check.c: every rank has the same parameter/buffer names, dtypes
- * and shapes; else -EINVAL on every rank with ctx->err naming the first
- * mismatch. Uses the store (under ctx->kv_lock). */
-int reducer_check_ranks(struct ddp_ctx *ctx, const struct ddp_param *params, size_t nparams,
-			const struct ddp_param *buffers, size_t nbuffers);
-
 int comm_start(struct ddp_ctx *ctx);
 /* Waits for queued work, stops the thread. */
 void comm_stop(struct ddp_ctx *ctx);

@@ -13,6 +13,7 @@
 
 #include "bucket.h"
 #include "ctx.h"
+#include "reducer_check.h"
 #include "timeutil.h"
 
 struct reducer_bucket {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "reducer_check.h"
 
 static int sig_append(char **buf, size_t *len, size_t *cap, const char *kind,
 		      const struct ddp_param *p)
