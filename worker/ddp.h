@@ -177,6 +177,34 @@ int ddp_mem_alloc(struct ddp_ctx *ctx, size_t bytes, void **out);
 /* NULL is allowed. */
 void ddp_mem_free(struct ddp_ctx *ctx, void *ptr);
 
+/* ---- the application's CUDA stream ---- */
+
+/* Tells libddp which CUDA stream the application's kernels run on:
+ * cuda_stream is a cudaStream_t (void * here, so that this header needs no
+ * CUDA header) of the device ddp_device() names; NULL means the legacy
+ * default stream, which is also the setting after ddp_init.
+ *
+ * With the NCCL backend, a collective on memory that is not from
+ * ddp_mem_alloc (the application's own tensors), and every copy the reducer
+ * makes (ddp_reducer_grad_ready, ddp_reducer_finish), first waits for the
+ * work queued on this stream so far (an event, not a device-wide
+ * synchronisation), and the stream waits for the reducer's copies before
+ * its later kernels run. So gradients are read once written, and buckets
+ * all-reduce while the rest of the backward pass runs.
+ *
+ * Call it from the application thread after ddp_init, before the
+ * collectives that must be ordered after that stream's kernels, and again
+ * whenever the stream changes: queued asynchronous work (ddp_allreduce_async,
+ * the reducer's buckets) that has not started yet orders itself after the
+ * stream set when it starts. The stream must stay valid until it is
+ * replaced or reset with NULL, or until ddp_free: reset it before
+ * destroying the stream.
+ *
+ * The CPU backend has no streams: its collectives are synchronous on host
+ * memory; it accepts any value and ignores it. Returns 0 (-EINVAL if ctx is
+ * NULL). */
+int ddp_set_compute_stream(struct ddp_ctx *ctx, void *cuda_stream);
+
 /* ---- asynchronous collectives ---- */
 
 struct ddp_work;

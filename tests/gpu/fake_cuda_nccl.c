@@ -132,6 +132,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
+	if (fs.watch_stream && s == (cudaStream_t)fs.watch_stream)
+		fs.watch_waits++;
 	return cudaSuccess;
 }
 
@@ -155,6 +157,10 @@ static int stream_hung(cudaStream_t s)
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
+	if (fs.watch_stream && s == (cudaStream_t)fs.watch_stream)
+		fs.watch_records++;
+	if (s == cudaStreamLegacy)
+		fs.legacy_records++;
 	((struct fake_event *)e)->complete = !stream_hung(s);
 	return cudaSuccess;
 }

@@ -9,6 +9,8 @@
  * operation, an asynchronous NCCL error fails with -ECONNRESET, ddp_abort()
  * stops a waiting collective, an initialisation that never finishes times
  * out; after each the communicator is aborted and later calls are refused.
+ * And ddp_set_compute_stream: which stream the backend's events are
+ * recorded on and waited by (the CPU backend ignores it).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -137,6 +139,95 @@ static void test_reducer(void)
 	CHECK(fake_get().comms == 0 && fake_get().aborts == 0);
 }
 
+/* ddp_set_compute_stream: a collective on the application's memory waits
+ * for an event recorded on the stream set (none on the backend's own
+ * memory); the reducer's copies wait for it and the stream waits for them;
+ * NULL goes back to the legacy default stream. */
+static void test_compute_stream(void)
+{
+	struct fake_state st = {.hang_after = -1};
+	const int64_t n = 8;
+	struct ddp_param param = {
+	    .name = "w", .dtype = DDP_FLOAT32, .ndim = 1, .shape = {n}, .requires_grad = 1};
+	struct ddp_reducer *r;
+	struct ddp_ctx *ctx;
+	cudaStream_t app;
+	float *dev, *own;
+	char err[512];
+	int legacy, rec, waits;
+
+	fake_set(&st);
+	CHECK(open_ctx(5000, &ctx, err, sizeof(err)) == 0);
+	CHECK(cudaStreamCreateWithFlags(&app, cudaStreamNonBlocking) == cudaSuccess);
+	CHECK(cudaMalloc((void **)&dev, n * 4) == cudaSuccess);
+	CHECK(ddp_mem_alloc(ctx, n * 4, (void **)&own) == 0);
+	/* Until it is set, the legacy default stream. */
+	legacy = fake_get().legacy_records;
+	CHECK(ddp_allreduce(ctx, dev, (size_t)n, DDP_FLOAT32, DDP_SUM) == 0);
+	CHECK(fake_get().legacy_records == legacy + 1);
+	st = fake_get();
+	st.watch_stream = app;
+	fake_set(&st);
+	CHECK(ddp_set_compute_stream(ctx, app) == 0);
+	CHECK(ddp_allreduce(ctx, dev, (size_t)n, DDP_FLOAT32, DDP_SUM) == 0);
+	st = fake_get();
+	CHECK(st.watch_records == 1 && st.watch_waits == 0 && st.legacy_records == legacy + 1);
+	/* The backend's own memory does not wait for the compute stream. */
+	CHECK(ddp_allreduce(ctx, own, (size_t)n, DDP_FLOAT32, DDP_SUM) == 0);
+	CHECK(fake_get().watch_records == 1);
+	/* The reducer: the broadcast of the parameter, the copy into the
+	 * bucket and the copy back each record on the stream; the stream waits
+	 * for both copies. */
+	param.data = dev;
+	CHECK(cudaMalloc(&param.grad, n * 4) == cudaSuccess);
+	CHECK(ddp_reducer_new(ctx, &param, 1, NULL, 0, NULL, &r) == 0);
+	rec = fake_get().watch_records;
+	waits = fake_get().watch_waits;
+	CHECK(rec == 2 && waits == 0);
+	CHECK(ddp_reducer_prepare(r, 1) == 0);
+	CHECK(ddp_reducer_grad_ready(r, 0) == 0);
+	CHECK(ddp_reducer_finish(r) == 0);
+	st = fake_get();
+	printf("compute stream: %d events recorded on it, %d waits by it\n", st.watch_records,
+	       st.watch_waits);
+	CHECK(st.watch_records == rec + 2 && st.watch_waits == waits + 2);
+	ddp_reducer_free(r);
+	/* Reset: back to the legacy default stream; the stream may go. */
+	CHECK(ddp_set_compute_stream(ctx, NULL) == 0);
+	CHECK(cudaStreamDestroy(app) == cudaSuccess);
+	CHECK(ddp_allreduce(ctx, dev, (size_t)n, DDP_FLOAT32, DDP_SUM) == 0);
+	st = fake_get();
+	CHECK(st.watch_records == rec + 2 && st.legacy_records == legacy + 2);
+	CHECK(ddp_set_compute_stream(NULL, NULL) == -EINVAL);
+	ddp_mem_free(ctx, own);
+	cudaFree(param.grad);
+	cudaFree(dev);
+	ddp_free(ctx);
+	CHECK(fake_get().comms == 0 && fake_get().aborts == 0 && fake_get().device_allocs == 0);
+}
+
+/* The CPU backend has no streams: it accepts one and ignores it. */
+static void test_compute_stream_cpu(void)
+{
+	struct ddp_options o;
+	struct ddp_ctx *ctx;
+	char init[300], err[512];
+	float x[3] = {1, 2, 3};
+
+	ddp_options_init(&o);
+	snprintf(init, sizeof(init), "file://%s/store%d", dir, ncase++);
+	o.init_method = init;
+	o.rank = 0;
+	o.world_size = 1;
+	o.backend = DDP_BACKEND_CPU;
+	CHECK(ddp_init(&o, &ctx, err, sizeof(err)) == 0);
+	CHECK(ddp_device_memory(ctx) == 0);
+	CHECK(ddp_set_compute_stream(ctx, (void *)&o) == 0);
+	CHECK(ddp_allreduce(ctx, x, 3, DDP_FLOAT32, DDP_SUM) == 0 && x[2] == 3);
+	CHECK(ddp_set_compute_stream(ctx, NULL) == 0);
+	ddp_free(ctx);
+}
+
 /* A collective that never completes (hang) or reports an NCCL error. */
 static void test_fault(int async_error)
 {
@@ -229,6 +320,8 @@ int main(void)
 	unsetenv("DDP_CUDA_DEVICE");
 	test_collectives();
 	test_reducer();
+	test_compute_stream();
+	test_compute_stream_cpu();
 	test_fault(0);
 	test_fault(1);
 	test_abort();

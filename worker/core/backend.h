@@ -56,6 +56,12 @@ struct ddp_backend_ops {
 	int (*copy_host)(struct ddp_backend *b, void *dst, const void *src, size_t bytes,
 			 int to_host);
 
+	/* The application's CUDA stream (a cudaStream_t; NULL: the legacy
+	 * default stream) that collectives on its memory and copies order
+	 * themselves after (ddp_set_compute_stream). Application thread, any
+	 * time after creation. NULL op: the backend has no streams (CPU). */
+	int (*set_compute_stream)(struct ddp_backend *b, void *stream);
+
 	/* Makes every blocked or later collective fail with -ECANCELED; peers
 	 * see this rank as gone. Any thread; idempotent. */
 	void (*abort)(struct ddp_backend *b);

@@ -331,6 +331,16 @@ int ddp_device(const struct ddp_ctx *ctx)
 	return ctx->backend->device;
 }
 
+int ddp_set_compute_stream(struct ddp_ctx *ctx, void *cuda_stream)
+{
+	const struct ddp_backend_ops *ops;
+
+	if (!ctx || !ctx->backend)
+		return -EINVAL;
+	ops = ctx->backend->ops;
+	return ops->set_compute_stream ? ops->set_compute_stream(ctx->backend, cuda_stream) : 0;
+}
+
 const char *ddp_error(const struct ddp_ctx *ctx)
 {
 	return ctx->err;

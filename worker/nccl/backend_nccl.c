@@ -8,8 +8,8 @@
  * ncclCommInitRankConfig in non-blocking mode and polled with a deadline.
  *
  * Streams and events. Three streams meet here: the application's compute
- * stream (registered by kernel_ops_cuda, cudak_stream.h), a copy stream and
- * the communication stream.
+ * stream (ddp_set_compute_stream; the legacy default stream until then), a
+ * copy stream and the communication stream.
  *  - copy() (the reducer packing a gradient into its bucket, or unpacking the
  *    averaged bucket) runs on the copy stream after an event recorded on the
  *    compute stream at the time of the call, and the compute stream then
@@ -52,7 +52,6 @@
 #include <time.h>
 
 #include "backend_nccl_int.h"
-#include "cudak_stream.h"
 #include "timeutil.h"
 
 /* Sleeps a little while polling; the interval grows to 1 ms. */
@@ -63,15 +62,6 @@ static void nb_pause(unsigned *us)
 	nanosleep(&ts, NULL);
 	if (*us < 1000)
 		*us *= 2;
-}
-
-int nb_cuda(struct nccl_backend *nb, const char *what, cudaError_t err)
-{
-	if (err == cudaSuccess)
-		return 0;
-	snprintf(nb->base.err, sizeof(nb->base.err), "nccl backend: %s on rank %d (device %d): %s",
-		 what, nb->base.rank, nb->base.device, cudaGetErrorString(err));
-	return -EIO;
 }
 
 /* Aborts the communicator (once); peers then fail instead of waiting. */
@@ -190,8 +180,7 @@ static int nb_begin(struct nccl_backend *nb, const char *what, size_t count, con
 	}
 	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(nb->base.device));
 	if (rc == 0 && !(nb_owns(nb, a, bytes) && nb_owns(nb, b, bytes))) {
-		rc = nb_cuda(nb, "cudaEventRecord",
-			     cudaEventRecord(nb->compute, cudak_stream_compute(nb->base.device)));
+		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->compute, nb->app_stream));
 		if (rc == 0)
 			rc = nb_cuda(nb, "cudaStreamWaitEvent",
 				     cudaStreamWaitEvent(nb->stream, nb->compute, 0));
@@ -416,6 +405,18 @@ static int nb_synchronize(struct ddp_backend *b)
 	}
 }
 
+/* The stream is read under the lock by collectives (communication thread)
+ * and copies (application thread), so a change never tears. */
+static int nb_set_compute_stream(struct ddp_backend *b, void *stream)
+{
+	struct nccl_backend *nb = nb_of(b);
+
+	pthread_mutex_lock(&nb->lock);
+	nb->app_stream = stream ? (cudaStream_t)stream : cudaStreamLegacy;
+	pthread_mutex_unlock(&nb->lock);
+	return 0;
+}
+
 static void nb_abort(struct ddp_backend *b)
 {
 	atomic_store(&nb_of(b)->abort_requested, 1);
@@ -486,6 +487,7 @@ const struct ddp_backend_ops nb_ops = {
     .free_mem = nb_free_mem,
     .copy = nb_copy,
     .copy_host = nb_copy_host,
+    .set_compute_stream = nb_set_compute_stream,
     .abort = nb_abort,
     .close = nb_close,
 };

@@ -193,6 +193,7 @@ int backend_nccl_new(const struct ddp_backend_params *p, struct ddp_backend **ou
 	nb->base.rank = p->rank;
 	nb->base.world_size = p->world_size;
 	nb->base.device = dev;
+	nb->app_stream = cudaStreamLegacy;
 	nb->timeout_ms = p->timeout_ms ? p->timeout_ms : DDP_DEFAULT_TIMEOUT_MS;
 	atomic_init(&nb->abort_requested, 0);
 	rc = nb_setup(nb, p, errbuf, errbuf_len);

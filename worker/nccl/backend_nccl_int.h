@@ -35,10 +35,13 @@ struct nccl_backend {
 	ncclComm_t comm;
 	cudaStream_t stream;  /* collectives */
 	cudaStream_t cstream; /* copies */
-	cudaEvent_t compute;  /* recorded on the compute stream */
-	cudaEvent_t copied;   /* recorded after each copy */
-	cudaEvent_t done;     /* recorded after each collective */
-	float *scratch;	      /* one float for the barrier */
+	/* The application's compute stream (ddp_set_compute_stream), else
+	 * cudaStreamLegacy; read and written under the lock. */
+	cudaStream_t app_stream;
+	cudaEvent_t compute; /* recorded on app_stream */
+	cudaEvent_t copied;  /* recorded after each copy */
+	cudaEvent_t done;    /* recorded after each collective */
+	float *scratch;	     /* one float for the barrier */
 	struct nccl_alloc *allocs;
 	size_t nallocs;
 	/* Staging of host buffers given to collectives (small control values

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "backend_nccl_int.h"
-#include "cudak_stream.h"
 
 static int nb_track(struct nccl_backend *nb, void *p, size_t bytes)
 {
@@ -80,7 +79,7 @@ int nb_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
 	if (bytes == 0)
 		return 0;
 	pthread_mutex_lock(&nb->lock);
-	compute = cudak_stream_compute(b->device);
+	compute = nb->app_stream;
 	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
 	if (rc == 0)
 		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->compute, compute));
@@ -110,8 +109,7 @@ int nb_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes
 	pthread_mutex_lock(&nb->lock);
 	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
 	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventRecord",
-			     cudaEventRecord(nb->compute, cudak_stream_compute(b->device)));
+		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->compute, nb->app_stream));
 	if (rc == 0)
 		rc = nb_cuda(nb, "cudaStreamWaitEvent",
 			     cudaStreamWaitEvent(nb->cstream, nb->compute, 0));

@@ -64,6 +64,10 @@ struct kernel_ops {
 	void (*ctx_free)(struct kernel_ctx *ctx);
 	/* Waits until every queued kernel and copy has finished. */
 	int (*sync)(struct kernel_ctx *ctx);
+	/* The stream the context's kernels and copies run on, for libddp's
+	 * ddp_set_compute_stream (CUDA: the cudaStream_t; CPU: NULL). Valid
+	 * until ctx_free. */
+	void *(*stream)(struct kernel_ctx *ctx);
 
 	/* ---- memory ---------------------------------------------------------- */
 

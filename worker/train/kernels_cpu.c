@@ -56,6 +56,12 @@ static int cpu_sync(struct kernel_ctx *ctx)
 	return 0;
 }
 
+/* Everything runs on the calling thread: no stream. */
+static void *cpu_stream(struct kernel_ctx *ctx)
+{
+	return NULL;
+}
+
 static int cpu_alloc(struct kernel_ctx *ctx, size_t bytes, void **out)
 {
 	size_t rounded = (bytes + 63) / 64 * 64;
@@ -452,6 +458,7 @@ const struct kernel_ops kernel_ops_cpu = {
     .ctx_new = cpu_ctx_new,
     .ctx_free = cpu_ctx_free,
     .sync = cpu_sync,
+    .stream = cpu_stream,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .copy_h2d = cpu_copy,

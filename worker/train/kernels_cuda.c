@@ -13,7 +13,6 @@
 #include "kernels.h"
 #include "cudak.h"
 #include "cudak_probe.h"
-#include "cudak_stream.h"
 #include "log.h"
 
 struct kernel_ctx {
@@ -68,10 +67,8 @@ static void kc_ctx_free(struct kernel_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	if (ctx->stream) {
+	if (ctx->stream)
 		cudaStreamSynchronize(ctx->stream);
-		cudak_stream_unregister(ctx->device, ctx->stream);
-	}
 	cudak_blas_free(ctx->blas);
 	cudaFree(ctx->scratch);
 	if (ctx->stream)
@@ -117,7 +114,6 @@ static int kc_ctx_new(int device, struct kernel_ctx **out)
 	ret = kc_scratch(ctx, CUDAK_SQNORM_SCRATCH);
 	if (ret < 0)
 		goto fail;
-	cudak_stream_register(device, ctx->stream);
 	*out = ctx;
 	return 0;
 fail:
@@ -128,6 +124,11 @@ fail:
 static int kc_sync(struct kernel_ctx *ctx)
 {
 	return kc_cuda("cudaStreamSynchronize", cudaStreamSynchronize(ctx->stream));
+}
+
+static void *kc_stream(struct kernel_ctx *ctx)
+{
+	return ctx->stream;
 }
 
 static int kc_alloc(struct kernel_ctx *ctx, size_t bytes, void **out)
@@ -315,6 +316,7 @@ const struct kernel_ops kernel_ops_cuda = {
     .ctx_new = kc_ctx_new,
     .ctx_free = kc_ctx_free,
     .sync = kc_sync,
+    .stream = kc_stream,
     .alloc = kc_alloc,
     .free = kc_free,
     .copy_h2d = kc_copy_h2d,

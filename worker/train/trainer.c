@@ -42,6 +42,20 @@ static int trainer_init_ddp(struct trainer *t)
 	return 0;
 }
 
+#ifdef DDP_TRAIN_CUDA
+/* Tells libddp which stream the kernels run on, so that its all-reduces
+ * start when the gradients they read are written (and its copies finish
+ * before later kernels read them), without synchronising the device. */
+static int trainer_share_stream(struct trainer *t)
+{
+	int ret = t->ddp ? ddp_set_compute_stream(t->ddp, t->ops->stream(t->kctx)) : 0;
+
+	if (ret < 0)
+		log_error("cannot share the CUDA stream with libddp: %s", ddp_error(t->ddp));
+	return ret;
+}
+#endif
+
 /* Picks the kernel table matching cfg.device and libddp's backend. */
 static int trainer_init_kernels(struct trainer *t)
 {
@@ -59,7 +73,7 @@ static int trainer_init_kernels(struct trainer *t)
 		ret = kernel_ops_cuda.ctx_new(device < 0 ? 0 : device, &t->kctx);
 		if (ret == 0) {
 			t->ops = &kernel_ops_cuda;
-			return 0;
+			return trainer_share_stream(t);
 		}
 		if (strcmp(t->cfg.device, "cuda") == 0 || dev_mem == 1) {
 			log_error("cannot use CUDA device %d (%d): use --device cpu", device, ret);
@@ -338,6 +352,9 @@ void trainer_release(struct trainer *t)
 		t->ops->free(t->kctx, t->dy);
 		optim_release(&t->optim, &t->model);
 		model_release(&t->model);
+		/* libddp forgets the stream before ctx_free destroys it. */
+		if (t->ddp)
+			ddp_set_compute_stream(t->ddp, NULL);
 		t->ops->ctx_free(t->kctx);
 	}
 	if (t->reducer)
