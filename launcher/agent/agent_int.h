@@ -79,17 +79,18 @@ struct agent {
 };
 
 /* Set-up before the first attempt. Each returns 0 or a negative errno,
- * having logged what went wrong. */
+ * having logged what went wrong (all but -ENOMEM). */
 int agent_bind_store(struct agent *ag);	     /* ag->store, ag->port */
 int agent_build_argv(struct agent *ag);	     /* ag->argv, ag->argc */
 int agent_prepare_run_dir(struct agent *ag); /* ag->run_dir, ag->files */
 int agent_find_shim(struct agent *ag);	     /* ag->shim: ddp-exec */
 
-/* Per attempt: each worker's directory (w->dir, w->error_file). */
+/* Per attempt: each worker's directory (w->dir), with no error file
+ * (w->error_file) in it yet. */
 int agent_prepare_attempt_dirs(struct agent *ag);
 
-/* Per worker and attempt: removes the last error file and opens the log
- * files (w->log_fd) when the run keeps them. */
+/* Per worker and attempt: opens the log files (w->log_fd) when the run
+ * keeps them; agent_worker_close_logs closes them (-1 stays -1). */
 int agent_worker_open_logs(struct agent_worker *w);
 void agent_worker_close_logs(struct agent_worker *w);
 

@@ -152,6 +152,8 @@ int agent_prepare_attempt_dirs(struct agent *ag)
 			log_error("cannot create '%s': %s", w->dir, strerror(-rc));
 			return rc;
 		}
+		/* A --log_dir used before may hold an error file of another run. */
+		unlink(w->error_file);
 	}
 	return 0;
 }
@@ -161,7 +163,6 @@ int agent_worker_open_logs(struct agent_worker *w)
 	static const char *const names[2] = {"stdout.log", "stderr.log"};
 	char path[PATH_MAX + 16];
 
-	unlink(w->error_file);
 	for (int s = 0; s < 2; s++) {
 		w->log_fd[s] = -1;
 		if (!w->ag->files)
