@@ -20,6 +20,9 @@
 #ifndef DDP_LIBEXECDIR
 #define DDP_LIBEXECDIR "/usr/local/libexec/ddplaunch"
 #endif
+#ifndef DDP_LIBEXECDIR_FROM_BINDIR
+#define DDP_LIBEXECDIR_FROM_BINDIR "" /* none: only the absolute one */
+#endif
 
 #define TORCHRUN_DEFAULT_PORT 29500
 
@@ -261,15 +264,24 @@ void agent_cleanup_run_dir(struct agent *ag)
 	rmdir(ag->run_dir);
 }
 
+/* ddp-exec next to ddplaunch (the build tree), else where the install put
+ * it relative to ddplaunch (a moved or DESTDIR-staged install runs its own),
+ * else in the configured libexecdir. */
 int agent_find_shim(struct agent *ag)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *dir;
 
 	if (n > 0) {
 		self[n] = '\0';
-		snprintf(ag->shim, sizeof(ag->shim), "%s/ddp-exec", dirname(self));
+		dir = dirname(self);
+		snprintf(ag->shim, sizeof(ag->shim), "%s/ddp-exec", dir);
 		if (access(ag->shim, X_OK) == 0)
+			return 0;
+		snprintf(ag->shim, sizeof(ag->shim), "%s/%s/ddp-exec", dir,
+			 DDP_LIBEXECDIR_FROM_BINDIR);
+		if (DDP_LIBEXECDIR_FROM_BINDIR[0] && access(ag->shim, X_OK) == 0)
 			return 0;
 	}
 	snprintf(ag->shim, sizeof(ag->shim), "%s/ddp-exec", DDP_LIBEXECDIR);
