@@ -7,7 +7,6 @@
 #include "worker_env.h"
 #include "worker_proc.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <log.h>
 #include <stdio.h>
@@ -406,59 +405,6 @@ static void agent_finish(struct agent *ag)
 	if (ag->store)
 		store_server_close(ag->store, NULL, NULL);
 	ag->store = NULL;
-}
-
-/* GPUs visible as /dev/nvidiaN (for --nproc_per_node=gpu/auto). */
-static int count_gpus(const struct agent *ag)
-{
-	DIR *d = opendir("/dev");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
-			n++;
-	closedir(d);
-	return opts_visible_gpus(worker_env_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
-}
-
-static int agent_setup(struct agent *ag)
-{
-	char err[OPTS_ERR_LEN];
-	int rc;
-
-	ag->nproc =
-	    opts_nproc(ag->o, (int)sysconf(_SC_NPROCESSORS_ONLN), count_gpus(ag), err, sizeof(err));
-	if (ag->nproc < 0) {
-		log_error("%s", err);
-		return 2;
-	}
-	ag->w = calloc((size_t)ag->nproc, sizeof(*ag->w));
-	if (!ag->w || agent_find_shim(ag) || agent_build_argv(ag))
-		return 1;
-	/* Fail on an unsupported rendezvous before taking any port. */
-	rc = rdzv_new(ag->o, ag->nproc, ag->o->master_addr, 0, &ag->rdzv, err, sizeof(err));
-	if (rc) {
-		log_error("%s", err);
-		return 2;
-	}
-	rdzv_free(ag->rdzv);
-	ag->rdzv = NULL;
-	rc = agent_bind_store(ag);
-	if (rc)
-		return ag->o->strict_port && rc == UV_EADDRINUSE ? 2 : 1;
-	if (rdzv_new(ag->o, ag->nproc, ag->o->master_addr, ag->port, &ag->rdzv, err, sizeof(err)))
-		return 1;
-	if (agent_prepare_run_dir(ag))
-		return 1;
-	ag->set_omp = worker_env_needs_omp(ag->environ_in, ag->o->env.v, ag->o->env.n, ag->nproc);
-	if (ag->set_omp)
-		log_info("setting OMP_NUM_THREADS=1 for each worker (%d workers on this node); "
-			 "set it yourself to tune",
-			 ag->nproc);
-	return 0;
 }
 
 static void agent_init_handles(struct agent *ag)

@@ -78,12 +78,11 @@ struct agent {
 	int64_t last_fail_ns;
 };
 
-/* Set-up before the first attempt. Each returns 0 or a negative errno,
- * having logged what went wrong (all but -ENOMEM). */
-int agent_bind_store(struct agent *ag);	     /* ag->store, ag->port */
-int agent_build_argv(struct agent *ag);	     /* ag->argv, ag->argc */
-int agent_prepare_run_dir(struct agent *ag); /* ag->run_dir, ag->files */
-int agent_find_shim(struct agent *ag);	     /* ag->shim: ddp-exec */
+/* Set-up before the first attempt: the number of workers, ddp-exec, the
+ * worker command line, the store socket, the rendezvous, the run directory,
+ * OMP_NUM_THREADS. Returns 0, or ddplaunch's exit status (1; 2 for a usage
+ * problem such as a taken --strict_port) after reporting why. */
+int agent_setup(struct agent *ag);
 
 /* Per attempt: each worker's directory (w->dir), with no error file
  * (w->error_file) in it yet. */

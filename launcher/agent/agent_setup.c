@@ -1,10 +1,12 @@
-/* What the agent prepares once (the store socket, the worker command line,
- * the run directory, the ddp-exec guard) and per attempt (each worker's
- * directory, log files, command line and environment). */
+/* What the agent prepares once (the number of workers, the ddp-exec guard,
+ * the worker command line, the store socket, the rendezvous, the run
+ * directory) and per attempt (each worker's directory, log files, command
+ * line and environment). */
 #include "agent_int.h"
 #include "command.h"
 #include "worker_env.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -31,7 +33,7 @@ static int store_listen(struct agent *ag, int port)
 	return store_server_listen(ag->store, ag->o->master_addr, port);
 }
 
-int agent_bind_store(struct agent *ag)
+static int agent_bind_store(struct agent *ag)
 {
 	const struct launch_opts *o = ag->o;
 	bool given = o->master_port >= 0;
@@ -65,7 +67,7 @@ int agent_bind_store(struct agent *ag)
 	return 0;
 }
 
-int agent_build_argv(struct agent *ag)
+static int agent_build_argv(struct agent *ag)
 {
 	return command_build(ag->o, worker_env_get(ag->environ_in, "PYTHON_EXEC"), &ag->argv,
 			     &ag->argc);
@@ -92,7 +94,7 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
-int agent_prepare_run_dir(struct agent *ag)
+static int agent_prepare_run_dir(struct agent *ag)
 {
 	const struct launch_opts *o = ag->o;
 	const char *tmp = worker_env_get(ag->environ_in, "TMPDIR");
@@ -267,7 +269,7 @@ void agent_cleanup_run_dir(struct agent *ag)
 /* ddp-exec next to ddplaunch (the build tree), else where the install put
  * it relative to ddplaunch (a moved or DESTDIR-staged install runs its own),
  * else in the configured libexecdir. */
-int agent_find_shim(struct agent *ag)
+static int agent_find_shim(struct agent *ag)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -290,4 +292,57 @@ int agent_find_shim(struct agent *ag)
 	log_error("cannot find 'ddp-exec' next to ddplaunch or in '%s' (reinstall ddplaunch)",
 		  DDP_LIBEXECDIR);
 	return -ENOENT;
+}
+
+/* GPUs visible as /dev/nvidiaN (for --nproc_per_node=gpu/auto). */
+static int count_gpus(const struct agent *ag)
+{
+	DIR *d = opendir("/dev");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
+			n++;
+	closedir(d);
+	return opts_visible_gpus(worker_env_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
+}
+
+int agent_setup(struct agent *ag)
+{
+	char err[OPTS_ERR_LEN];
+	int rc;
+
+	ag->nproc =
+	    opts_nproc(ag->o, (int)sysconf(_SC_NPROCESSORS_ONLN), count_gpus(ag), err, sizeof(err));
+	if (ag->nproc < 0) {
+		log_error("%s", err);
+		return 2;
+	}
+	ag->w = calloc((size_t)ag->nproc, sizeof(*ag->w));
+	if (!ag->w || agent_find_shim(ag) || agent_build_argv(ag))
+		return 1;
+	/* Fail on an unsupported rendezvous before taking any port. */
+	rc = rdzv_new(ag->o, ag->nproc, ag->o->master_addr, 0, &ag->rdzv, err, sizeof(err));
+	if (rc) {
+		log_error("%s", err);
+		return 2;
+	}
+	rdzv_free(ag->rdzv);
+	ag->rdzv = NULL;
+	rc = agent_bind_store(ag);
+	if (rc)
+		return ag->o->strict_port && rc == UV_EADDRINUSE ? 2 : 1;
+	if (rdzv_new(ag->o, ag->nproc, ag->o->master_addr, ag->port, &ag->rdzv, err, sizeof(err)))
+		return 1;
+	if (agent_prepare_run_dir(ag))
+		return 1;
+	ag->set_omp = worker_env_needs_omp(ag->environ_in, ag->o->env.v, ag->o->env.n, ag->nproc);
+	if (ag->set_omp)
+		log_info("setting OMP_NUM_THREADS=1 for each worker (%d workers on this node); "
+			 "set it yourself to tune",
+			 ag->nproc);
+	return 0;
 }
