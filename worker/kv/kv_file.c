@@ -3,7 +3,8 @@
  * method), for clusters whose only common ground is a shared file system.
  *
  * The file is a log of records "u32 key length, u32 value length, key,
- * value" (little-endian); the last record of a key wins. Readers take a
+ * value", the lengths little-endian whatever the host's order (ranks on
+ * different hosts share the file); the last record of a key wins. Readers take a
  * shared fcntl lock, writers an exclusive one (fcntl locks work over NFS,
  * and taking one revalidates the client's cache). Waiting polls the file
  * with a growing interval, capped at 20 ms, until the deadline. A users
@@ -77,6 +78,19 @@ static int kv_file_slurp(struct kv_file *f, char **buf, size_t *len)
 	return 0;
 }
 
+static uint32_t kv_file_get_le32(const char *p)
+{
+	const unsigned char *b = (const unsigned char *)p;
+
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static void kv_file_put_le32(char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (char)(v >> (8 * i));
+}
+
 /* Walks the log's complete records: returns the offset just past the last
  * one (a torn tail, from a writer killed mid-append, ends the log) and, when
  * key is not NULL, sets *found and points *val into buf at key's last value. */
@@ -86,10 +100,8 @@ static size_t kv_file_scan(const char *buf, size_t len, const char *key, int *fo
 	size_t klen = key ? strlen(key) : 0, off = 0;
 
 	while (len - off >= 8) {
-		uint32_t kl, vl;
+		uint32_t kl = kv_file_get_le32(buf + off), vl = kv_file_get_le32(buf + off + 4);
 
-		memcpy(&kl, buf + off, 4);
-		memcpy(&vl, buf + off + 4, 4);
 		if ((uint64_t)kl + vl > len - off - 8)
 			break;
 		if (key && kl == klen && memcmp(buf + off + 8, key, klen) == 0) {
@@ -144,8 +156,8 @@ static int kv_file_append(struct kv_file *f, const char *key, const void *value,
 	rec = malloc(total);
 	if (!rec)
 		return -ENOMEM;
-	memcpy(rec, &kl, 4);
-	memcpy(rec + 4, &vl, 4);
+	kv_file_put_le32(rec, kl);
+	kv_file_put_le32(rec + 4, vl);
 	memcpy(rec + 8, key, kl);
 	if (len)
 		memcpy(rec + 8 + kl, value, len);

@@ -2,7 +2,8 @@
  * test_kv_file.c - the file:// store: set/get/add/check/wait semantics, a
  * deadline on missing keys, atomic adds from several processes at once
  * (fcntl locks), a torn record at the end (a writer killed mid-append)
- * ignored, and the file removed by its last user.
+ * ignored, the records' byte layout, and the file removed by its last
+ * user.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -105,7 +106,8 @@ static void test_torn_tail(void **state)
 	char err[256];
 	void *val;
 	size_t len;
-	uint32_t torn[2] = {5, 1000}; /* claims 1005 bytes that never came */
+	/* Lengths 5 and 1000: claims 1005 bytes that never came. */
+	static const unsigned char torn[8] = {5, 0, 0, 0, 0xe8, 0x03, 0, 0};
 	int fd;
 
 	assert_int_equal(kv_file_new(path, &kv, err, sizeof(err)), 0);
@@ -128,6 +130,34 @@ static void test_torn_tail(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 }
 
+/* The log's bytes: little-endian lengths, then key and value (the users
+ * counter's record first), whatever the host's byte order. */
+static void test_byte_order(void **state)
+{
+	static const char users[] = "__ddp_file_store_users__";
+	unsigned char want[64], got[64];
+	size_t n = 0, ul = sizeof(users) - 1;
+	struct kv *kv;
+	char err[256];
+	int fd;
+
+	assert_int_equal(kv_file_new(path, &kv, err, sizeof(err)), 0);
+	assert_int_equal(kv_set(kv, "k", "vv", 2), 0);
+	memcpy(want, (unsigned char[8]){(unsigned char)ul, 0, 0, 0, 1, 0, 0, 0}, 8);
+	memcpy(want + 8, users, ul);
+	want[8 + ul] = '1';
+	n = 9 + ul;
+	memcpy(want + n, (unsigned char[8]){1, 0, 0, 0, 2, 0, 0, 0}, 8);
+	memcpy(want + n + 8, "kvv", 3);
+	n += 11;
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, got, sizeof(got)), (ssize_t)n);
+	close(fd);
+	assert_memory_equal(got, want, n);
+	kv_free(kv);
+}
+
 static void test_bad_path(void **state)
 {
 	struct kv *kv;
@@ -144,6 +174,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_semantics, setup),
 	    cmocka_unit_test_setup(test_concurrent_adds, setup),
 	    cmocka_unit_test_setup(test_torn_tail, setup),
+	    cmocka_unit_test_setup(test_byte_order, setup),
 	    cmocka_unit_test(test_bad_path),
 	};
 
