@@ -51,10 +51,6 @@ struct ddp_backend_ops {
 	void (*free_mem)(struct ddp_backend *b, void *ptr);
 	/* Copies within the backend's memory, ordered with the collectives. */
 	int (*copy)(struct ddp_backend *b, void *dst, const void *src, size_t bytes);
-	/* Copies between the backend's memory and host memory (to_host = 1:
-	 * device -> host), synchronously. */
-	int (*copy_host)(struct ddp_backend *b, void *dst, const void *src, size_t bytes,
-			 int to_host);
 
 	/* The application's CUDA stream (a cudaStream_t; NULL: the legacy
 	 * default stream) that collectives on its memory and copies order

@@ -171,7 +171,6 @@ static const struct ddp_backend_ops hier_ops = {
     .alloc = hier_alloc,
     .free_mem = hier_free_mem,
     .copy = cpu_copy,
-    .copy_host = cpu_copy_host,
     .abort = hier_abort,
     .close = hier_close,
 };

@@ -293,7 +293,6 @@ static const struct ddp_backend_ops ring_ops = {
     .alloc = cpu_alloc,
     .free_mem = cpu_free_mem,
     .copy = cpu_copy,
-    .copy_host = cpu_copy_host,
     .abort = ring_abort,
     .close = ring_close,
 };

@@ -292,7 +292,6 @@ static const struct ddp_backend_ops shm_ops = {
     .alloc = shm_alloc,
     .free_mem = shm_free_mem,
     .copy = cpu_copy,
-    .copy_host = cpu_copy_host,
     .abort = shm_abort,
     .close = shm_close,
 };

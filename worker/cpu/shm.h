@@ -105,8 +105,6 @@ uint64_t shm_arena_offset(struct cpu_shm *s, const void *ptr, size_t bytes);
 size_t shm_header_bytes(int world);
 /* Marks the segment aborted by this rank and wakes every waiter. */
 void shm_mark_aborted(struct cpu_shm *s);
-/* 1 if rank r's process has ended. */
-int shm_rank_dead(struct cpu_shm *s, int r);
 /* Waits until every rank has reached this barrier (0), or fails with
  * -ECANCELED (another rank aborted), -ECONNRESET (a rank died) or
  * -ETIMEDOUT, with s->base.err naming the ranks; `kind` names the

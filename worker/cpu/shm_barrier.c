@@ -62,7 +62,7 @@ static int shm_all_arrived(struct cpu_shm *s, uint64_t seq)
 
 /* 1 if rank r's process has ended (a zombie counts: its parent may not
  * have reaped it yet, so kill(pid, 0) alone would still succeed). */
-int shm_rank_dead(struct cpu_shm *s, int r)
+static int shm_rank_dead(struct cpu_shm *s, int r)
 {
 	pid_t pid = s->h->ranks[r].pid;
 

@@ -37,11 +37,6 @@ int cpu_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
 	return 0;
 }
 
-int cpu_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes, int to_host)
-{
-	return cpu_copy(b, dst, src, bytes);
-}
-
 const char *cpu_op_name(int kind)
 {
 	static const char *const names[] = {"all-reduce", "broadcast", "all-gather", "barrier"};

@@ -15,13 +15,11 @@
 /* Host-memory ops for a CPU transport's ops table (struct ddp_backend_ops):
  * synchronize does nothing (the collectives are synchronous); alloc gives
  * 64-byte aligned memory (-ENOMEM), freed by free_mem (NULL allowed); copy
- * and copy_host are memmove (the ranges may overlap; to_host is ignored,
- * everything is host memory). */
+ * is memmove (the ranges may overlap). */
 int cpu_synchronize(struct ddp_backend *b);
 int cpu_alloc(struct ddp_backend *b, size_t bytes, void **out);
 void cpu_free_mem(struct ddp_backend *b, void *ptr);
 int cpu_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes);
-int cpu_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes, int to_host);
 
 /* Collective kinds, for messages (same order as cpu_op_name's names). */
 enum {

@@ -486,7 +486,6 @@ const struct ddp_backend_ops nb_ops = {
     .alloc = nb_alloc,
     .free_mem = nb_free_mem,
     .copy = nb_copy,
-    .copy_host = nb_copy_host,
     .set_compute_stream = nb_set_compute_stream,
     .abort = nb_abort,
     .close = nb_close,

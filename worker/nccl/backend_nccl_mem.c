@@ -99,35 +99,6 @@ int nb_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
 	return rc;
 }
 
-int nb_copy_host(struct ddp_backend *b, void *dst, const void *src, size_t bytes, int to_host)
-{
-	struct nccl_backend *nb = nb_of(b);
-	int rc;
-
-	if (bytes == 0)
-		return 0;
-	pthread_mutex_lock(&nb->lock);
-	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->compute, nb->app_stream));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamWaitEvent",
-			     cudaStreamWaitEvent(nb->cstream, nb->compute, 0));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamWaitEvent",
-			     cudaStreamWaitEvent(nb->cstream, nb->done, 0));
-	if (rc == 0)
-		rc = nb_cuda(
-		    nb, "cudaMemcpyAsync",
-		    cudaMemcpyAsync(dst, src, bytes,
-				    to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
-				    nb->cstream));
-	if (rc == 0)
-		rc = nb_cuda(nb, "cudaStreamSynchronize", cudaStreamSynchronize(nb->cstream));
-	pthread_mutex_unlock(&nb->lock);
-	return rc;
-}
-
 /* 1 if [ptr, ptr + bytes) lies in a buffer from this backend's alloc(). */
 int nb_owns(struct nccl_backend *nb, const void *ptr, size_t bytes)
 {

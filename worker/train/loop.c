@@ -77,7 +77,8 @@ static int loop_step(struct trainer *t, float out[2])
 	return ret;
 }
 
-int trainer_evaluate(struct trainer *t, double *loss, double *accuracy)
+/* Held-out loss and accuracy with the running statistics. */
+static int trainer_evaluate(struct trainer *t, double *loss, double *accuracy)
 {
 	const struct dataset *ds = &t->held_out;
 	double lsum = 0.0, correct = 0.0;

@@ -19,11 +19,6 @@ int optim_schedule_parse(const char *s, enum optim_schedule *out)
 	return -EINVAL;
 }
 
-const char *optim_schedule_name(enum optim_schedule s)
-{
-	return (unsigned)s < 3 ? optim_schedule_names[s] : "unknown";
-}
-
 double optim_lr_at(const struct optim_config *cfg, uint64_t step, uint64_t total)
 {
 	double t, lr = cfg->lr;

@@ -35,7 +35,6 @@ struct optim_config {
 
 /* Parses "constant", "poly", "cosine"; -EINVAL otherwise. */
 int optim_schedule_parse(const char *s, enum optim_schedule *out);
-const char *optim_schedule_name(enum optim_schedule s);
 
 /* Group-0 learning rate before step `step` (0-based) of `total` steps.
  * Pure; t >= total gives the schedule's end value. */

@@ -25,7 +25,8 @@ static uint64_t rotl(uint64_t x, int k)
 	return (x << k) | (x >> (64 - k));
 }
 
-uint64_t rng_next(struct rng *rng)
+/* Next 64 random bits. */
+static uint64_t rng_next(struct rng *rng)
 {
 	uint64_t *s = rng->s;
 	uint64_t result = rotl(s[1] * 5, 7) * 9;

@@ -15,9 +15,6 @@ struct rng {
 /* Seeds the generator; the same seed always gives the same sequence. */
 void rng_seed(struct rng *rng, uint64_t seed);
 
-/* Next 64 random bits. */
-uint64_t rng_next(struct rng *rng);
-
 /* Uniform in [0, 1) with 24 random bits (exact in float). */
 float rng_uniform(struct rng *rng);
 

@@ -52,9 +52,6 @@ int trainer_init(struct trainer *t, const struct train_config *cfg);
  * a negative errno (message printed). */
 int trainer_run(struct trainer *t);
 
-/* Held-out loss and accuracy with the running statistics. */
-int trainer_evaluate(struct trainer *t, double *loss, double *accuracy);
-
 void trainer_release(struct trainer *t);
 
 /* checkpoint.c */
