@@ -288,6 +288,11 @@ out:
 	return rc;
 }
 
+static void on_none_started(uv_timer_t *t)
+{
+	agent_group_ended(t->data);
+}
+
 static void agent_spawn_all(struct agent *ag)
 {
 	ag->state = AGENT_RUNNING;
@@ -313,8 +318,10 @@ static void agent_spawn_all(struct agent *ag)
 	if (ag->last_fail_ns && ag->attempt > 0)
 		log_debug("restart took %.3f ms from the failure to the last spawn",
 			  ((int64_t)time_now_ns() - ag->last_fail_ns) / 1e6);
+	/* No worker got as far as a process: end the attempt from the loop, so
+	 * that restarts of a group that never starts do not nest. */
 	if (ag->nrunning == 0 && agent_all_closed(ag))
-		agent_group_ended(ag);
+		uv_timer_start(&ag->drain, on_none_started, 0, 0);
 }
 
 static void on_joined(void *arg, int status, const struct rdzv_round *r)

@@ -67,7 +67,9 @@ struct agent {
 	bool failed;	       /* this attempt has a failed worker */
 	int stop_signal;       /* ddplaunch got this signal: finish */
 	bool set_omp;
-	uv_timer_t grace, drain, backoff;
+	uv_timer_t grace;   /* then SIGKILL for a stopped group */
+	uv_timer_t drain;   /* ends an attempt: pipes held open, or no process */
+	uv_timer_t backoff; /* starts the next attempt */
 	uv_signal_t sig[OPTS_MAX_SIGNALS];
 	int nsig;
 	struct summary summary;
