@@ -1,5 +1,5 @@
 /*
- * checkpoint.c - collective checkpoint save and load: rank 0 writes, a
+ * ckpt_collective.c - collective checkpoint save and load: rank 0 writes, a
  * barrier makes the file complete for everyone; loading starts with a
  * barrier so that a save issued just before is finished.
  */

@@ -1,5 +1,5 @@
 /*
- * ckpt_load.c - loads a checkpoint's tensors into the model's by name,
+ * ckpt_match.c - loads a checkpoint's tensors into the model's by name,
  * ignoring a "module." prefix on either side (the DistributedDataParallel
  * wrapper's prefix, the classic pitfall), strictly by default: missing,
  * unexpected or mismatched tensors are listed, never silently skipped.

@@ -1,6 +1,9 @@
 /*
- * safetensors.h - the inside of struct ddp_ckpt, shared by safetensors.c
- * (file format: write, read, validate) and ckpt_load.c (name matching).
+ * safetensors.h - a safetensors file as libddp holds it (the inside of
+ * struct ddp_ckpt, ddp.h): the whole file in memory, its header parsed and
+ * validated into one entry per tensor (offsets checked to lie within the
+ * data section, without overlap), and the "__metadata__" object. An open
+ * checkpoint is read-only; all it holds lives until ddp_ckpt_free.
  */
 #ifndef DDP_WORKER_SAFETENSORS_H
 #define DDP_WORKER_SAFETENSORS_H

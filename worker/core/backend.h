@@ -2,11 +2,14 @@
  * backend.h - the communication backend interface inside libddp.
  *
  * A backend is a struct of function pointers (like a libuv handle type):
- * the CPU backend (shared memory or TCP ring, backend_cpu.c) and the NCCL
- * backend (backend_nccl.c, built with CUDA). ddp_init() picks one and calls
- * its ops only from the context's communication thread (one at a time, in
- * the order the application issued them), except abort() which may be called
- * from any thread at any time.
+ * the CPU backend (worker/cpu/: shared memory, TCP ring, or shared memory
+ * per node with a ring between nodes) and the NCCL backend (worker/nccl/,
+ * built with CUDA). ddp_init() picks one. The collectives and synchronize()
+ * are called only from the context's communication thread (one at a time,
+ * in the order the application issued them); alloc, free_mem, copy and
+ * set_compute_stream come from the application thread (ddp_mem_alloc, the
+ * reducer), possibly while a collective runs; abort() from any thread at
+ * any time.
  *
  * Memory: when ops->device_memory is 1, every buffer passed to the
  * collectives is a CUDA device pointer, and alloc/free/copy handle device

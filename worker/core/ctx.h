@@ -1,6 +1,13 @@
 /*
- * ctx.h - the inside of struct ddp_ctx and of the communication thread,
- * shared by ddp.c, comm.c, reducer.c and checkpoint.c. Not installed.
+ * ctx.h - libddp's context from the inside: struct ddp_ctx (ranks, the
+ * attempt's key prefix, the store, the backend) and its communication
+ * thread, which runs every queued collective in issue order (comm_submit,
+ * comm_wait), so the same sequence reaches the backend on every rank.
+ *
+ * Threads: the application thread owns the context (ctx->err is its last
+ * error); the store is shared with the communication thread, so every use
+ * of ctx->kv holds ctx->kv_lock; the queue and its flags are under
+ * ctx->comm.lock. Not installed.
  */
 #ifndef DDP_WORKER_CTX_H
 #define DDP_WORKER_CTX_H

@@ -1,8 +1,8 @@
 /*
- * backend_nccl.h - the NCCL backend's bootstrap parts (backend_nccl_boot.c),
- * useful on their own: the unique-id exchange runs and is tested without a
- * GPU. The backend
- * itself is reached through backend.h (backend_nccl_new).
+ * backend_nccl.h - the NCCL backend's bootstrap parts, useful on their own:
+ * the unique-id exchange through the store and the choice of device (the
+ * exchange runs and is tested without a GPU). The backend itself is reached
+ * through backend.h (backend_nccl_new).
  *
  * Environment read by the backend:
  *   DDP_CUDA_DEVICE  the CUDA device to use (default: LOCAL_RANK, wrapped

@@ -1,10 +1,15 @@
 /*
- * backend_nccl_int.h - the inside of the NCCL backend, shared by
- * backend_nccl.c (collectives, watchdog, close), backend_nccl_mem.c
- * (memory, copies, staging of host buffers) and backend_nccl_boot.c
- * (bootstrap). Not installed. The nb_* functions that take a struct
- * nccl_backend are called with nb->lock held (or before the backend is
- * shared, during creation).
+ * backend_nccl_int.h - the NCCL backend from the inside: its state (the
+ * communicator, the three streams and their events, the allocations it
+ * tracks, the staging of host buffers, the watchdog's deadline) and the
+ * steps its ops are made of. backend_nccl.c's top comment describes the
+ * stream ordering and the watchdog. Not installed.
+ *
+ * Locking: one mutex, nb->lock, covers the state and every enqueue. The
+ * nb_* functions that take a struct nccl_backend are called with it held
+ * (or before the backend is shared, during creation, or at close, when
+ * nothing else runs); those that take a struct ddp_backend are ops and take
+ * it themselves.
  */
 #ifndef DDP_WORKER_BACKEND_NCCL_INT_H
 #define DDP_WORKER_BACKEND_NCCL_INT_H

@@ -1,5 +1,5 @@
 /*
- * main.c - ddp-train: parse the settings, run the training job.
+ * ddp_train_main.c - ddp-train: parse the settings, run the training job.
  *
  *   ddplaunch --nproc_per_node=2 ddp-train --config configs/digits.ini
  *

@@ -1,8 +1,8 @@
 /*
  * kernels.h - the compute kernels of ddp-train, behind one table of function
  * pointers so the same model code runs on the CPU (kernel_ops_cpu: plain C +
- * OpenBLAS, worker/train/kernels_cpu.c) and on a GPU (kernel_ops_cuda:
- * cuBLAS + CUDA kernels, cuda_kernels/).
+ * OpenBLAS, kernels_cpu.c) and on a GPU (kernel_ops_cuda, kernels_cuda.c:
+ * cuBLAS and the CUDA kernels of cuda_kernels/).
  *
  * Memory model. Every tensor the model touches is "device memory": allocated
  * with ops->alloc and passed to the kernels as a plain pointer. On the CPU
@@ -201,7 +201,7 @@ extern const struct kernel_ops kernel_ops_cpu;
  * OMP_NUM_THREADS, else every core). */
 void kernel_cpu_set_threads(int n);
 
-/* cuBLAS + CUDA kernels, defined in cuda_kernels/ when the build has CUDA
+/* cuBLAS + CUDA kernels (kernels_cuda.c), built when the build has CUDA
  * (meson: have_cuda, C macro DDP_HAVE_CUDA). The table exists even when no
  * GPU is present; its ctx_new then returns -ENODEV. */
 #ifdef DDP_HAVE_CUDA

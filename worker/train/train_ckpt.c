@@ -1,5 +1,5 @@
 /*
- * checkpoint.c - the trainer's complete state as a safetensors checkpoint:
+ * train_ckpt.c - the trainer's complete state as a safetensors checkpoint:
  * model parameters and BatchNorm buffers by their torch names, the SGD
  * momentum buffers as "optimizer.<name>.momentum_buffer", and step, sampler
  * position, LR schedule and RNG state in the metadata. Nothing time- or

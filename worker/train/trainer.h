@@ -1,8 +1,8 @@
 /*
  * trainer.h - ddp-train's training job: the data, the model, the optimizer,
  * libddp's sampler and reducer, checkpoints and output, wired together.
- * main.c parses the settings and calls trainer_init / trainer_run /
- * trainer_release.
+ * Lifetime: trainer_init (from parsed settings), trainer_run, then
+ * trainer_release (also after a failed trainer_init).
  */
 #ifndef DDP_WORKER_TRAIN_TRAINER_H
 #define DDP_WORKER_TRAIN_TRAINER_H
@@ -54,7 +54,7 @@ int trainer_run(struct trainer *t);
 
 void trainer_release(struct trainer *t);
 
-/* checkpoint.c */
+/* ---- checkpoints (train_ckpt.c) ---- */
 
 /* Writes the complete training state after `t->step` steps to path
  * (collective when t->ddp: rank 0 writes). */

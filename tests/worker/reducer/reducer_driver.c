@@ -1,5 +1,5 @@
 /*
- * reducer_check.c - a worker program for the reducer tests (run by
+ * reducer_driver.c - a worker program for the reducer tests (run by
  * ddplaunch with 2-4 ranks). Checks: parameters and buffers broadcast from
  * rank 0 at creation; gradients averaged over ranks, identical bits on
  * every rank, whatever order grad_ready is called in; frozen parameters

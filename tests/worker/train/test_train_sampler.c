@@ -1,5 +1,5 @@
 /*
- * test_sampler.c - libddp's distributed sampler as ddp-train relies on it:
+ * test_train_sampler.c - libddp's distributed sampler as ddp-train relies on it:
  * the shares of N ranks are disjoint and cover the data, the order changes
  * from epoch to epoch, and at every step the union of the N ranks' batches
  * of B is exactly the batch of N*B that one rank would take (what makes N
