@@ -63,11 +63,6 @@ const char *args_help_text(void)
 	return args_help;
 }
 
-static void args_err(char *err, size_t len, const char *what, const char *arg)
-{
-	snprintf(err, len, "%s '%s' (see --help)", what, arg);
-}
-
 /* Takes the rest of argv as the program and its arguments. */
 static int args_program(struct launch_opts *o, int argc, char *const argv[], int i)
 {
@@ -83,41 +78,15 @@ static int args_program(struct launch_opts *o, int argc, char *const argv[], int
 	return 0;
 }
 
-/* One option at argv[*i]; advances *i past a separate value. */
+/* One option at argv[*i] (and its value, advancing *i past a separate one). */
 static int args_option(struct launch_opts *o, int argc, char *const argv[], int *i, char *err,
 		       size_t errlen)
 {
-	const char *arg = argv[*i];
-	char name[64];
-	const char *value = NULL;
-	const char *body = arg[1] == '-' ? arg + 2 : arg + 1;
-	size_t nlen = arg[1] == '-' ? strcspn(body, "=") : 1;
-	int takes;
+	struct settings_flag f;
 
-	if (nlen == 0 || nlen >= sizeof(name)) {
-		args_err(err, errlen, "unknown option", arg);
+	if (settings_cli_take(&opts_settings, SETTINGS_CLI_SHORT, argc, argv, i, &f, err, errlen))
 		return -EINVAL;
-	}
-	memcpy(name, body, nlen);
-	name[nlen] = '\0';
-	if (body[nlen] == '=')
-		value = body + nlen + 1;
-	else if (arg[1] != '-' && body[1])
-		value = body + 1; /* -t1, as argparse takes it */
-	takes = opts_takes_value(name);
-	if (takes < 0 || (arg[1] != '-' && strlen(name) != 1) ||
-	    (!takes && value && arg[1] != '-')) {
-		args_err(err, errlen, "unknown option", arg);
-		return -EINVAL;
-	}
-	if (takes && !value) {
-		if (*i + 1 >= argc) {
-			args_err(err, errlen, "missing value after", arg);
-			return -EINVAL;
-		}
-		value = argv[++*i];
-	}
-	return opts_set(o, name, value, OPTS_SRC_CLI, err, errlen);
+	return opts_set(o, opts_settings.defs[f.index].name, f.value, OPTS_SRC_CLI, err, errlen);
 }
 
 int args_parse(struct launch_opts *o, int argc, char *const argv[], char *err, size_t errlen)

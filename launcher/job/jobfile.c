@@ -1,9 +1,12 @@
+/*
+ * jobfile.c - the launcher's sections of a job file ([launch] through the
+ * option table, [program], [env]) over the settings module's INI reader.
+ */
 #include "jobfile.h"
+#include "settings_ini.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <ini.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,60 +14,8 @@
 
 struct jobfile_state {
 	struct launch_opts *o;
-	FILE *f;
-	const char *name;
-	int line;	/* line the last chunk handed to inih began on */
-	bool line_done; /* the last chunk ended its line */
-	int rc;		/* first error */
-	char *err;
-	size_t errlen;
 	bool program_cleared;
 };
-
-static void jobfile_fail(struct jobfile_state *st, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Records the first problem as "FILE:LINE: message". */
-static void jobfile_fail(struct jobfile_state *st, int rc, const char *fmt, ...)
-{
-	char msg[OPTS_ERR_LEN];
-	va_list ap;
-
-	if (st->rc)
-		return;
-	st->rc = rc;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(st->err, st->errlen, "%s:%d: %s", st->name, st->line, msg);
-}
-
-/* inih's reader: one line per call, counting lines so the handler knows
- * where it is (Debian's inih does not pass line numbers). A line too long
- * for inih's buffer is reported here and skipped whole. */
-static char *jobfile_reader(char *buf, int size, void *stream)
-{
-	struct jobfile_state *st = stream;
-	size_t len;
-	int c;
-
-	if (!fgets(buf, size, st->f))
-		return NULL;
-	if (st->line_done)
-		st->line++;
-	len = strlen(buf);
-	st->line_done = len > 0 && buf[len - 1] == '\n';
-	if (st->line_done || feof(st->f))
-		return buf;
-	jobfile_fail(st, -EINVAL,
-		     "line longer than 198 characters (inih limit); put long argument lists on "
-		     "several 'arg =' lines");
-	while ((c = fgetc(st->f)) != EOF && c != '\n')
-		;
-	st->line_done = true;
-	strcpy(buf, "\n");
-	return buf;
-}
 
 static int jobfile_program(struct jobfile_state *st, const char *key, const char *value)
 {
@@ -128,93 +79,90 @@ static int jobfile_env(struct jobfile_state *st, const char *key, const char *va
 	return rc;
 }
 
-static int jobfile_handler(void *user, const char *section, const char *key, const char *value)
+static int jobfile_launch_key(void *user, const char *key, const char *value, char *msg,
+			      size_t msglen)
 {
 	struct jobfile_state *st = user;
-	char msg[OPTS_ERR_LEN];
 	int rc;
 
-	if (st->rc)
-		return 1;
-	if (!strcmp(section, "train"))
-		return 1;
-	if (!strcmp(section, "launch")) {
-		if (!strcmp(key, "config")) {
-			jobfile_fail(st, -EINVAL, "'config' cannot be set in a job file");
-			return 1;
-		}
-		rc = opts_set(st->o, key, value, OPTS_SRC_FILE, msg, sizeof(msg));
-		if (rc == -ENOENT)
-			jobfile_fail(st, -EINVAL, "unknown key '%s' in [launch] (see --help)", key);
-		else if (rc)
-			jobfile_fail(st, rc, "%s", msg);
-		return 1;
+	if (!strcmp(key, "config")) {
+		snprintf(msg, msglen, "'config' cannot be set in a job file");
+		return -EINVAL;
 	}
-	if (!strcmp(section, "program")) {
-		rc = jobfile_program(st, key, value);
-		if (rc == -ENOENT)
-			jobfile_fail(
-			    st, -EINVAL,
-			    "unknown key '%s' in [program] (expected program, arg or args)", key);
-		else if (rc)
-			jobfile_fail(st, rc, "bad value for '%s' in [program]", key);
-		return 1;
+	rc = opts_set(st->o, key, value, OPTS_SRC_FILE, msg, msglen);
+	if (rc == -ENOENT) {
+		settings_unknown(&opts_settings, "key", key, " in [launch]", msg, msglen);
+		return -EINVAL;
 	}
-	if (!strcmp(section, "env")) {
-		rc = jobfile_env(st, key, value);
-		if (rc)
-			jobfile_fail(st, rc, "bad environment variable name '%s' in [env]", key);
-		return 1;
+	return rc;
+}
+
+static int jobfile_program_key(void *user, const char *key, const char *value, char *msg,
+			       size_t msglen)
+{
+	int rc = jobfile_program(user, key, value);
+
+	if (rc == -ENOENT) {
+		snprintf(msg, msglen,
+			 "unknown key '%s' in [program] (expected program, arg or args)", key);
+		return -EINVAL;
 	}
-	if (!*section)
-		jobfile_fail(st, -EINVAL, "key '%s' outside any section (put it under [launch])",
-			     key);
-	else
-		jobfile_fail(st, -EINVAL,
-			     "unknown section [%s] for key '%s' (expected launch, program, env or "
-			     "train)",
-			     section, key);
-	return 1;
+	if (rc)
+		snprintf(msg, msglen, "bad value for '%s' in [program]", key);
+	return rc;
+}
+
+static int jobfile_env_key(void *user, const char *key, const char *value, char *msg, size_t msglen)
+{
+	int rc = jobfile_env(user, key, value);
+
+	if (rc)
+		snprintf(msg, msglen, "bad environment variable name '%s' in [env]", key);
+	return rc;
+}
+
+static const struct settings_ini_section jobfile_sections[] = {
+    {"launch", jobfile_launch_key},
+    {"program", jobfile_program_key},
+    {"env", jobfile_env_key},
+    {"train", NULL}, /* ddp-train's */
+};
+
+/* err = "NAME:LINE: message" from the parser's message and line. */
+static int jobfile_where(int rc, const char *name, int line, char *err, size_t errlen)
+{
+	char msg[OPTS_ERR_LEN];
+
+	if (rc < 0 && line > 0) {
+		snprintf(msg, sizeof(msg), "%s", err);
+		snprintf(err, errlen, "%s:%d: %s", name, line, msg);
+	}
+	return rc;
+}
+
+static int jobfile_run(struct launch_opts *o, FILE *f, const char *path, const char *name,
+		       char *err, size_t errlen)
+{
+	struct jobfile_state st = {.o = o};
+	const struct settings_ini ini = {
+	    .sections = jobfile_sections,
+	    .nsections = sizeof(jobfile_sections) / sizeof(jobfile_sections[0]),
+	    .long_line_hint = "put long argument lists on several 'arg =' lines",
+	    .user = &st,
+	};
+	int line = 0;
+	int rc = f ? settings_ini_parse(&ini, f, &line, err, errlen)
+		   : settings_ini_load(&ini, path, &line, err, errlen);
+
+	return jobfile_where(rc, name, line, err, errlen);
 }
 
 int jobfile_load_stream(struct launch_opts *o, FILE *f, const char *name, char *err, size_t errlen)
 {
-	struct jobfile_state st = {.o = o,
-				   .f = f,
-				   .name = name,
-				   .line = 0,
-				   .line_done = true,
-				   .err = err,
-				   .errlen = errlen};
-	int rc = ini_parse_stream(jobfile_reader, &st, jobfile_handler, &st);
-
-	if (st.rc)
-		return st.rc;
-	if (rc > 0) {
-		snprintf(err, errlen,
-			 "%s:%d: cannot parse this line (expected 'key = value' or "
-			 "'[section]')",
-			 name, rc);
-		return -EINVAL;
-	}
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: out of memory while parsing", name);
-		return -ENOMEM;
-	}
-	return 0;
+	return jobfile_run(o, f, NULL, name, err, errlen);
 }
 
 int jobfile_load(struct launch_opts *o, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	int rc;
-
-	if (!f) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open job file '%s': %s", path, strerror(errno));
-		return rc;
-	}
-	rc = jobfile_load_stream(o, f, path, err, errlen);
-	fclose(f);
-	return rc;
+	return jobfile_run(o, NULL, path, path, err, errlen);
 }

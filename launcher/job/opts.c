@@ -1,73 +1,85 @@
 #include "opts.h"
 #include "opts_values.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-enum opts_kind {
-	K_STR,
-	K_INT,
-	K_DBL,
-	K_BOOL,
-	K_NPROC,
-	K_NNODES,
-	K_STREAMS,
-	K_FILTER,
-	K_SIGNALS,
-	K_BACKOFF
-};
-
-struct opts_def {
-	const char *name;
-	const char *alias; /* single-letter or older spelling, or NULL */
-	enum opts_kind kind;
-	size_t off;
-	int min, max; /* K_INT range */
-};
 
 #define OFF(f) offsetof(struct launch_opts, f)
+#define OPT_STR(n, a, f)                                                                           \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_STR, .offset = OFF(f)                      \
+	}
+#define OPT_BOOL(n, a, f)                                                                          \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_BOOL, .offset = OFF(f)                     \
+	}
+#define OPT_INT(n, f, lo, hi)                                                                      \
+	{                                                                                          \
+		.name = n, .type = SETTINGS_INT, .offset = OFF(f), .min = lo, .max = hi            \
+	}
+#define OPT_REAL(n, f)                                                                             \
+	{                                                                                          \
+		.name = n, .type = SETTINGS_REAL, .offset = OFF(f)                                 \
+	}
+#define OPT_CUSTOM(n, a, f, fn, what)                                                              \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_CUSTOM, .offset = OFF(f), .parse = fn,     \
+		.expect = what                                                                     \
+	}
 
-static const struct opts_def opts_table[] = {
-    {"nproc_per_node", NULL, K_NPROC, OFF(nproc_spec), 0, 0},
-    {"nnodes", NULL, K_NNODES, 0, 0, 0},
-    {"node_rank", NULL, K_INT, OFF(node_rank), 0, 1 << 20},
-    {"master_addr", NULL, K_STR, OFF(master_addr), 0, 0},
-    {"master_port", NULL, K_INT, OFF(master_port), 0, 65535},
-    {"standalone", NULL, K_BOOL, OFF(standalone), 0, 0},
-    {"rdzv_backend", NULL, K_STR, OFF(rdzv_backend), 0, 0},
-    {"rdzv_endpoint", NULL, K_STR, OFF(rdzv_endpoint), 0, 0},
-    {"rdzv_id", "run_id", K_STR, OFF(rdzv_id), 0, 0},
-    {"rdzv_conf", NULL, K_STR, OFF(rdzv_conf), 0, 0},
-    {"max_restarts", NULL, K_INT, OFF(max_restarts), 0, 1 << 20},
-    {"monitor_interval", NULL, K_DBL, OFF(monitor_interval), 0, 0},
-    {"log_dir", NULL, K_STR, OFF(log_dir), 0, 0},
-    {"redirects", "r", K_STREAMS, OFF(redirects), 0, 0},
-    {"tee", "t", K_STREAMS, OFF(tee), 0, 0},
-    {"local_ranks_filter", NULL, K_FILTER, OFF(local_ranks_filter), 0, 0},
-    {"role", NULL, K_STR, OFF(role), 0, 0},
-    {"no_python", NULL, K_BOOL, OFF(no_python), 0, 0},
-    {"module", "m", K_BOOL, OFF(module), 0, 0},
-    {"local_addr", NULL, K_STR, OFF(local_addr), 0, 0},
-    {"start_method", NULL, K_STR, OFF(start_method), 0, 0},
-    {"pass_local_rank", NULL, K_BOOL, OFF(pass_local_rank), 0, 0},
-    {"use_env", NULL, K_BOOL, OFF(use_env), 0, 0},
-    {"strict_port", NULL, K_BOOL, OFF(strict_port), 0, 0},
-    {"grace_period", NULL, K_DBL, OFF(grace_period), 0, 0},
-    {"signals", NULL, K_SIGNALS, 0, 0, 0},
-    {"backoff", NULL, K_BACKOFF, 0, 0, 0},
-    {"no_prefix", NULL, K_BOOL, OFF(no_prefix), 0, 0},
-    {"prefix", NULL, K_STR, OFF(prefix), 0, 0},
-    {"config", NULL, K_STR, OFF(config), 0, 0},
-    {"dry_run", NULL, K_BOOL, OFF(dry_run), 0, 0},
+static const struct settings_def opts_defs[] = {
+    OPT_CUSTOM("nproc_per_node", NULL, nproc_spec, optval_nproc,
+	       "a positive number, gpu, cpu or auto"),
+    OPT_CUSTOM("nnodes", NULL, nnodes_min, optval_nnodes, "N or MIN:MAX"),
+    OPT_INT("node_rank", node_rank, 0, 1 << 20),
+    OPT_STR("master_addr", NULL, master_addr),
+    OPT_INT("master_port", master_port, 0, 65535),
+    OPT_BOOL("standalone", NULL, standalone),
+    OPT_STR("rdzv_backend", NULL, rdzv_backend),
+    OPT_STR("rdzv_endpoint", NULL, rdzv_endpoint),
+    OPT_STR("rdzv_id", "run_id", rdzv_id),
+    OPT_STR("rdzv_conf", NULL, rdzv_conf),
+    OPT_INT("max_restarts", max_restarts, 0, 1 << 20),
+    OPT_REAL("monitor_interval", monitor_interval),
+    OPT_STR("log_dir", NULL, log_dir),
+    OPT_CUSTOM("redirects", "r", redirects, optval_streams, OPTVAL_STREAMS_EXPECT),
+    OPT_CUSTOM("tee", "t", tee, optval_streams, OPTVAL_STREAMS_EXPECT),
+    OPT_CUSTOM("local_ranks_filter", NULL, local_ranks_filter, optval_filter,
+	       "local ranks like 0,2"),
+    OPT_STR("role", NULL, role),
+    OPT_BOOL("no_python", NULL, no_python),
+    OPT_BOOL("module", "m", module),
+    OPT_STR("local_addr", NULL, local_addr),
+    OPT_STR("start_method", NULL, start_method),
+    OPT_BOOL("pass_local_rank", NULL, pass_local_rank),
+    OPT_BOOL("use_env", NULL, use_env),
+    OPT_BOOL("strict_port", NULL, strict_port),
+    OPT_REAL("grace_period", grace_period),
+    OPT_CUSTOM("signals", NULL, signals, optval_signals, "signal names like TERM,INT,USR1"),
+    OPT_CUSTOM("backoff", NULL, backoff_initial, optval_backoff, "SECONDS or INITIAL:MAX seconds"),
+    OPT_BOOL("no_prefix", NULL, no_prefix),
+    OPT_STR("prefix", NULL, prefix),
+    OPT_STR("config", NULL, config),
+    OPT_BOOL("dry_run", NULL, dry_run),
 };
 
-#define OPTS_COUNT (sizeof(opts_table) / sizeof(opts_table[0]))
+#define OPTS_COUNT (sizeof(opts_defs) / sizeof(opts_defs[0]))
+
+/* set_by_cli has one bit per entry. */
+_Static_assert(OPTS_COUNT <= 64, "struct launch_opts.set_by_cli holds 64 options");
+
+const struct settings_table opts_settings = {opts_defs, OPTS_COUNT};
+
+/* The string defaults, through the table like any other value. */
+static const char *const opts_default_strs[][2] = {
+    {"nproc_per_node", "1"},   {"master_addr", "127.0.0.1"}, {"rdzv_backend", "static"},
+    {"rdzv_id", "none"},       {"role", "default"},	     {"start_method", "spawn"},
+    {"prefix", "[rank %r]: "},
+};
 
 static void opts_err(char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -83,29 +95,26 @@ static void opts_err(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int opts_setstr(char **field, const char *value)
+int opts_strv_push(struct opts_strv *v, const char *s)
 {
-	char *copy = strdup(value);
+	char *copy = strdup(s);
 
 	if (!copy)
 		return -ENOMEM;
-	free(*field);
-	*field = copy;
-	return 0;
-}
+	/* Doubling keeps a 100,000-line job file linear. */
+	if (v->n + 2 > v->cap) {
+		size_t cap = v->cap ? 2 * v->cap : 8;
+		char **nv = realloc(v->v, cap * sizeof(*nv));
 
-int opts_strv_push(struct opts_strv *v, const char *s)
-{
-	char **nv = realloc(v->v, (v->n + 2) * sizeof(*nv));
-
-	if (!nv)
-		return -ENOMEM;
-	v->v = nv;
-	nv[v->n] = strdup(s);
-	if (!nv[v->n])
-		return -ENOMEM;
-	v->n++;
-	nv[v->n] = NULL;
+		if (!nv) {
+			free(copy);
+			return -ENOMEM;
+		}
+		v->v = nv;
+		v->cap = cap;
+	}
+	v->v[v->n++] = copy;
+	v->v[v->n] = NULL;
 	return 0;
 }
 
@@ -116,6 +125,7 @@ void opts_strv_clear(struct opts_strv *v)
 	free(v->v);
 	v->v = NULL;
 	v->n = 0;
+	v->cap = 0;
 }
 
 int opts_init(struct launch_opts *o)
@@ -134,13 +144,12 @@ int opts_init(struct launch_opts *o)
 	o->signals[3] = SIGQUIT;
 	o->signals[4] = SIGUSR1;
 	o->signals[5] = SIGUSR2;
-	if (opts_setstr(&o->nproc_spec, "1") || opts_setstr(&o->master_addr, "127.0.0.1") ||
-	    opts_setstr(&o->rdzv_backend, "static") || opts_setstr(&o->rdzv_id, "none") ||
-	    opts_setstr(&o->role, "default") || opts_setstr(&o->start_method, "spawn") ||
-	    opts_setstr(&o->prefix, "[rank %r]: ")) {
-		opts_release(o);
-		return -ENOMEM;
-	}
+	for (size_t i = 0; i < sizeof(opts_default_strs) / sizeof(opts_default_strs[0]); i++)
+		if (opts_set(o, opts_default_strs[i][0], opts_default_strs[i][1], OPTS_SRC_DEFAULT,
+			     NULL, 0)) {
+			opts_release(o);
+			return -ENOMEM;
+		}
 	return 0;
 }
 
@@ -159,97 +168,19 @@ void opts_release(struct launch_opts *o)
 	opts_strv_clear(&o->env);
 }
 
-/* Canonical table index for a name with dashes or underscores, or -1. */
-static int opts_find(const char *name)
-{
-	char canon[64];
-	size_t n = strlen(name);
-
-	if (n == 0 || n >= sizeof(canon))
-		return -1;
-	for (size_t i = 0; i <= n; i++)
-		canon[i] = name[i] == '-' ? '_' : name[i];
-	for (size_t i = 0; i < OPTS_COUNT; i++)
-		if (!strcmp(canon, opts_table[i].name) ||
-		    (opts_table[i].alias && !strcmp(canon, opts_table[i].alias)))
-			return (int)i;
-	return -1;
-}
-
 int opts_takes_value(const char *name)
 {
-	int i = opts_find(name);
+	int i = settings_find(&opts_settings, name);
 
 	if (i < 0)
 		return -ENOENT;
-	return opts_table[i].kind != K_BOOL;
-}
-
-static const char *opts_expect(enum opts_kind k)
-{
-	switch (k) {
-	case K_INT:
-		return "an integer in range";
-	case K_DBL:
-		return "a non-negative number";
-	case K_BOOL:
-		return "true or false";
-	case K_NPROC:
-		return "a positive number, gpu, cpu or auto";
-	case K_NNODES:
-		return "N or MIN:MAX";
-	case K_STREAMS:
-		return "0-3, or LOCAL_RANK:0-3 pairs like 0:1,1:2";
-	case K_FILTER:
-		return "local ranks like 0,2";
-	case K_SIGNALS:
-		return "signal names like TERM,INT,USR1";
-	case K_BACKOFF:
-		return "SECONDS or INITIAL:MAX seconds";
-	default:
-		return "a non-empty string";
-	}
-}
-
-static int opts_apply(struct launch_opts *o, const struct opts_def *d, const char *value)
-{
-	char *base = (char *)o;
-	long l;
-
-	if (d->kind != K_BOOL && !value)
-		return -EINVAL;
-	switch (d->kind) {
-	case K_STR:
-		return *value ? opts_setstr((char **)(base + d->off), value) : -EINVAL;
-	case K_INT:
-		if (optval_long(value, d->min, d->max, &l))
-			return -EINVAL;
-		*(int *)(base + d->off) = (int)l;
-		return 0;
-	case K_DBL:
-		return optval_double(value, (double *)(base + d->off));
-	case K_BOOL:
-		return optval_bool(value, (bool *)(base + d->off));
-	case K_NPROC:
-		return optval_nproc_spec(value) ? opts_setstr(&o->nproc_spec, value) : -EINVAL;
-	case K_NNODES:
-		return optval_nnodes(o, value);
-	case K_STREAMS:
-		return opts_parse_streams(value, (struct opts_streams *)(base + d->off));
-	case K_FILTER:
-		return optval_filter(value) ? -EINVAL : opts_setstr(&o->local_ranks_filter, value);
-	case K_SIGNALS:
-		return optval_signals(o, value);
-	case K_BACKOFF:
-		return optval_backoff(o, value);
-	}
-	return -EINVAL;
+	return opts_defs[i].type != SETTINGS_BOOL;
 }
 
 int opts_set(struct launch_opts *o, const char *name, const char *value, enum opts_source src,
 	     char *err, size_t errlen)
 {
-	int i = opts_find(name);
+	int i = settings_find(&opts_settings, name);
 	int rc;
 
 	if (i < 0) {
@@ -258,12 +189,7 @@ int opts_set(struct launch_opts *o, const char *name, const char *value, enum op
 	}
 	if (src == OPTS_SRC_FILE && (o->set_by_cli & (1ull << i)))
 		return 0;
-	rc = opts_apply(o, &opts_table[i], value);
-	if (rc == -EINVAL)
-		opts_err(err, errlen, "bad value '%s' for '%s' (expected %s)", value ? value : "",
-			 opts_table[i].name, opts_expect(opts_table[i].kind));
-	else if (rc == -ENOMEM)
-		opts_err(err, errlen, "out of memory");
+	rc = settings_apply(&opts_settings, (size_t)i, o, value, err, errlen);
 	if (rc == 0 && src == OPTS_SRC_CLI)
 		o->set_by_cli |= 1ull << i;
 	return rc;
@@ -272,7 +198,7 @@ int opts_set(struct launch_opts *o, const char *name, const char *value, enum op
 int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_t errlen)
 {
 	const char *s = o->nproc_spec;
-	long v;
+	long long v;
 
 	if (!strcmp(s, "cpu") || (!strcmp(s, "auto") && ngpu <= 0))
 		return ncpu > 0 ? ncpu : 1;
@@ -285,7 +211,7 @@ int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_
 		}
 		return ngpu;
 	}
-	if (optval_long(s, 1, 4096, &v)) {
+	if (settings_parse_ll(s, 1, 4096, &v)) {
 		opts_err(err, errlen, "bad --nproc_per_node '%s'", s);
 		return -EINVAL;
 	}

@@ -1,7 +1,8 @@
 /*
- * opts.h - the launcher's settings: one table of options shared by the
- * command line (args.c) and INI job files (jobfile.c), so every flag has
- * exactly one name, one parser and one default.
+ * opts.h - the launcher's settings: one table of options (a settings_table,
+ * common/settings.h) shared by the command line (args.c) and INI job files
+ * (jobfile.c), so every flag has exactly one name, one parser and one
+ * default.
  *
  * Pure module: no I/O. Strings are owned by struct launch_opts and freed by
  * opts_release().
@@ -12,6 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "settings.h"
 
 #define OPTS_MAX_SIGNALS 16
 #define OPTS_ERR_LEN	 256
@@ -33,9 +36,12 @@ struct opts_streams {
 	int mask[64];
 };
 
+/* A NULL-terminated list of strings (v[n] == NULL once non-empty); grows
+ * by doubling, so n pushes cost O(n). */
 struct opts_strv {
 	char **v;
 	size_t n;
+	size_t cap; /* entries allocated in v, the NULL included */
 };
 
 struct launch_opts {
@@ -76,6 +82,10 @@ struct launch_opts {
 
 	uint64_t set_by_cli; /* bit per table entry */
 };
+
+/* The option table: names, aliases, types (for "did you mean" and the
+ * command line's words). */
+extern const struct settings_table opts_settings;
 
 /* Fills defaults. Returns 0 or -ENOMEM. */
 int opts_init(struct launch_opts *o);

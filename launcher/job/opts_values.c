@@ -3,75 +3,48 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-int optval_long(const char *s, long min, long max, long *out)
+/* Replaces the string *field with a copy of s. */
+static int optval_keep(char **field, const char *s)
 {
-	char *end;
-	long v;
+	char *copy = strdup(s);
 
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -EINVAL;
-	*out = v;
+	if (!copy)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
 	return 0;
 }
 
-int optval_double(const char *s, double *out)
+/* "A" or "A:B" into two strings of up to 63 characters (b = a without B). */
+static int optval_pair(const char *s, char *a, char *b)
 {
-	char *end;
-	double v;
+	const char *colon = strchr(s, ':');
+	size_t n = colon ? (size_t)(colon - s) : strlen(s);
 
-	if (!s || !*s)
+	if (n >= 64 || (colon && strlen(colon + 1) >= 64))
 		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || *end || !isfinite(v) || v < 0)
-		return -EINVAL;
-	*out = v;
+	memcpy(a, s, n);
+	a[n] = '\0';
+	strcpy(b, colon ? colon + 1 : a);
 	return 0;
-}
-
-int optval_bool(const char *s, bool *out)
-{
-	static const char *const yes[] = {"1", "true", "yes", "on"};
-	static const char *const no[] = {"0", "false", "no", "off"};
-
-	if (!s) {
-		*out = true;
-		return 0;
-	}
-	for (size_t i = 0; i < 4; i++) {
-		if (!strcasecmp(s, yes[i])) {
-			*out = true;
-			return 0;
-		}
-		if (!strcasecmp(s, no[i])) {
-			*out = false;
-			return 0;
-		}
-	}
-	return -EINVAL;
 }
 
 int opts_parse_streams(const char *text, struct opts_streams *s)
 {
 	struct opts_streams r = {.all = -1};
 	const char *p = text;
-	long rank, mask;
+	long long mask;
+	long rank;
 	char *end;
 
 	if (!text || !*text)
 		return -EINVAL;
 	if (!strchr(text, ':')) {
-		if (optval_long(text, 0, 3, &mask))
+		if (settings_parse_ll(text, 0, 3, &mask))
 			return -EINVAL;
 		r.all = (int)mask;
 		*s = r;
@@ -101,13 +74,18 @@ int opts_streams_mask(const struct opts_streams *s, int lr)
 	return s->all < 0 ? 0 : s->all;
 }
 
-/* "0,2,3": non-negative integers separated by commas. */
-int optval_filter(const char *s)
+int optval_streams(void *obj, const struct settings_def *def, const char *s)
 {
+	return opts_parse_streams(s, (struct opts_streams *)((char *)obj + def->offset));
+}
+
+int optval_filter(void *obj, const struct settings_def *def, const char *s)
+{
+	struct launch_opts *o = obj;
 	const char *p = s;
 	char *end;
 
-	if (!s || !*s)
+	if (!*s)
 		return -EINVAL;
 	for (;;) {
 		long v = strtol(p, &end, 10);
@@ -115,7 +93,7 @@ int optval_filter(const char *s)
 		if (end == p || v < 0 || !isdigit((unsigned char)*p))
 			return -EINVAL;
 		if (!*end)
-			return 0;
+			return optval_keep(&o->local_ranks_filter, s);
 		if (*end != ',')
 			return -EINVAL;
 		p = end + 1;
@@ -137,12 +115,13 @@ bool opts_rank_shown(const struct launch_opts *o, int lr)
 	return false;
 }
 
-int optval_signals(struct launch_opts *o, const char *s)
+int optval_signals(void *obj, const struct settings_def *def, const char *s)
 {
+	struct launch_opts *o = obj;
 	int sigs[OPTS_MAX_SIGNALS], n = 0;
 	char name[32];
 
-	if (!s || !*s)
+	if (!*s)
 		return -EINVAL;
 	while (*s) {
 		size_t len = strcspn(s, ", ");
@@ -163,60 +142,43 @@ int optval_signals(struct launch_opts *o, const char *s)
 	return 0;
 }
 
-int optval_backoff(struct launch_opts *o, const char *s)
+int optval_backoff(void *obj, const struct settings_def *def, const char *s)
 {
-	char buf[64];
-	char *colon;
-	double a, b;
+	struct launch_opts *o = obj;
+	char a[64], b[64];
+	double lo, hi;
 
-	if (!s || strlen(s) >= sizeof(buf))
+	if (optval_pair(s, a, b) || settings_parse_real(a, &lo) || settings_parse_real(b, &hi) ||
+	    hi < lo)
 		return -EINVAL;
-	strcpy(buf, s);
-	colon = strchr(buf, ':');
-	if (colon)
-		*colon = '\0';
-	if (optval_double(buf, &a))
-		return -EINVAL;
-	b = a;
-	if (colon && optval_double(colon + 1, &b))
-		return -EINVAL;
-	if (b < a)
-		return -EINVAL;
-	o->backoff_initial = a;
-	o->backoff_max = b;
+	o->backoff_initial = lo;
+	o->backoff_max = hi;
 	return 0;
 }
 
-int optval_nnodes(struct launch_opts *o, const char *s)
+int optval_nnodes(void *obj, const struct settings_def *def, const char *s)
 {
-	char buf[64];
-	char *colon;
-	long a, b;
+	struct launch_opts *o = obj;
+	char a[64], b[64];
+	long long lo, hi;
 
-	if (!s || strlen(s) >= sizeof(buf))
+	if (optval_pair(s, a, b) || settings_parse_ll(a, 1, 1 << 20, &lo) ||
+	    settings_parse_ll(b, 1, 1 << 20, &hi) || hi < lo)
 		return -EINVAL;
-	strcpy(buf, s);
-	colon = strchr(buf, ':');
-	if (colon)
-		*colon = '\0';
-	if (optval_long(buf, 1, 1 << 20, &a))
-		return -EINVAL;
-	b = a;
-	if (colon && optval_long(colon + 1, 1, 1 << 20, &b))
-		return -EINVAL;
-	if (b < a)
-		return -EINVAL;
-	o->nnodes_min = (int)a;
-	o->nnodes_max = (int)b;
+	o->nnodes_min = (int)lo;
+	o->nnodes_max = (int)hi;
 	return 0;
 }
 
-bool optval_nproc_spec(const char *s)
+int optval_nproc(void *obj, const struct settings_def *def, const char *s)
 {
-	long v;
+	struct launch_opts *o = obj;
+	long long v;
 
-	return s && (!strcmp(s, "gpu") || !strcmp(s, "cpu") || !strcmp(s, "auto") ||
-		     !optval_long(s, 1, 4096, &v));
+	if (strcmp(s, "gpu") && strcmp(s, "cpu") && strcmp(s, "auto") &&
+	    settings_parse_ll(s, 1, 4096, &v))
+		return -EINVAL;
+	return optval_keep(&o->nproc_spec, s);
 }
 
 int opts_visible_gpus(const char *cvd, int ndev)

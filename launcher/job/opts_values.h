@@ -1,31 +1,29 @@
 /*
- * opts_values.h - the value parsers behind the option table (opts.c):
- * numbers, booleans, N or MIN:MAX, stream masks, rank lists, signal lists,
- * backoff. Pure module; each returns 0 or -EINVAL and leaves its output
- * untouched on error.
+ * opts_values.h - the launcher's own value types behind the option table
+ * (opts.c): N or MIN:MAX, stream masks, rank lists, signal lists, backoff,
+ * the process count. Each is a SETTINGS_CUSTOM parser (common/settings.h):
+ * `obj` is the struct launch_opts, `def` the table entry; it returns 0,
+ * -EINVAL (leaving the settings untouched) or -ENOMEM.
  */
 #ifndef DDP_LAUNCHER_OPTS_VALUES_H
 #define DDP_LAUNCHER_OPTS_VALUES_H
 
-#include <stdbool.h>
-
 #include "opts.h"
 
-/* A decimal integer in [min, max]. */
-int optval_long(const char *s, long min, long max, long *out);
-/* A finite number >= 0. */
-int optval_double(const char *s, double *out);
-/* 1/true/yes/on or 0/false/no/off; NULL (a bare flag) is true. */
-int optval_bool(const char *s, bool *out);
-/* Non-negative integers separated by commas: "0,2". */
-int optval_filter(const char *s);
-/* "TERM,INT,USR1" into o->signals (KILL and STOP refused). */
-int optval_signals(struct launch_opts *o, const char *s);
-/* "S" or "S:MAX" seconds into o->backoff_initial/max. */
-int optval_backoff(struct launch_opts *o, const char *s);
+#define OPTVAL_STREAMS_EXPECT "0-3, or LOCAL_RANK:0-3 pairs like 0:1,1:2"
+
+/* A positive count, or gpu, cpu, auto, into o->nproc_spec. */
+int optval_nproc(void *obj, const struct settings_def *def, const char *s);
 /* "N" or "MIN:MAX" into o->nnodes_min/max. */
-int optval_nnodes(struct launch_opts *o, const char *s);
-/* A positive count, or gpu, cpu, auto. */
-bool optval_nproc_spec(const char *s);
+int optval_nnodes(void *obj, const struct settings_def *def, const char *s);
+/* opts_parse_streams() into the struct opts_streams at def->offset. */
+int optval_streams(void *obj, const struct settings_def *def, const char *s);
+/* Non-negative integers separated by commas ("0,2") into
+ * o->local_ranks_filter. */
+int optval_filter(void *obj, const struct settings_def *def, const char *s);
+/* "TERM,INT,USR1" into o->signals (KILL and STOP refused). */
+int optval_signals(void *obj, const struct settings_def *def, const char *s);
+/* "S" or "S:MAX" seconds into o->backoff_initial/max. */
+int optval_backoff(void *obj, const struct settings_def *def, const char *s);
 
 #endif

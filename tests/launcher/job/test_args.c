@@ -244,6 +244,40 @@ static void test_visible_gpus(void **state)
 	assert_int_equal(opts_visible_gpus("0", 0), 0);
 }
 
+static void test_unknown_option_suggests(void **state)
+{
+	char *typo[] = {"ddplaunch", "--nproc-per-nod=2", "x"};
+	char *far[] = {"ddplaunch", "--bogus=3", "x"};
+	char *short_typo[] = {"ddplaunch", "-x", "x"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 3, typo), -EINVAL);
+	assert_string_equal(err,
+			    "unknown option '--nproc-per-nod'; did you mean '--nproc_per_node'?");
+	opts_release(&o);
+	assert_int_equal(parse(&o, 3, far), -EINVAL);
+	assert_string_equal(err, "unknown option '--bogus' (see --help)");
+	opts_release(&o);
+	assert_int_equal(parse(&o, 3, short_typo), -EINVAL);
+	assert_string_equal(err, "unknown option '-x' (see --help)");
+	opts_release(&o);
+}
+
+static void test_value_messages_say_what_is_expected(void **state)
+{
+	char *port[] = {"ddplaunch", "--master_port=65536", "x"};
+	char *restarts[] = {"ddplaunch", "--max_restarts", "-1", "x"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 3, port), -EINVAL);
+	assert_string_equal(err, "bad value '65536' for 'master_port' (expected an integer from 0 "
+				 "to 65535)");
+	opts_release(&o);
+	assert_int_equal(parse(&o, 4, restarts), -EINVAL);
+	assert_non_null(strstr(err, "'-1' for 'max_restarts' (expected an integer from 0"));
+	opts_release(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +290,8 @@ int main(void)
 	    cmocka_unit_test(test_streams_filter_signals_backoff),
 	    cmocka_unit_test(test_nproc),
 	    cmocka_unit_test(test_visible_gpus),
+	    cmocka_unit_test(test_unknown_option_suggests),
+	    cmocka_unit_test(test_value_messages_say_what_is_expected),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
