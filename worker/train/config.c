@@ -1,10 +1,12 @@
 /*
- * config.c - ddp-train's settings table, INI [train] section and flags.
+ * config.c - ddp-train's settings table (common/settings.h), the [train]
+ * section of a job file and the flags.
  */
 #include "config.h"
+#include "settings.h"
+#include "settings_ini.h"
 
 #include <errno.h>
-#include <ini.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,62 +17,75 @@
 #define DDP_DATA_DIR "data"
 #endif
 
-enum config_type { CFG_INT, CFG_REAL, CFG_BOOL, CFG_STR, CFG_PATH };
-
-struct config_opt {
-	const char *name;
-	enum config_type type;
-	size_t offset;
-	size_t size; /* string buffer size */
-	const char *help;
-};
-
-#define OPT(n, t, h)                                                                               \
+#define OFF(n)	offsetof(struct train_config, n)
+#define SIZE(n) sizeof(((struct train_config *)0)->n)
+/* A non-negative 64-bit integer, a non-negative number, a boolean, a string
+ * in its buffer, a path (relative ones in a job file are taken from the
+ * file's folder). */
+#define OPT_I64(n, h)                                                                              \
 	{                                                                                          \
-#n, t, offsetof(struct train_config, n), sizeof(((struct train_config *)0)->n), h  \
+		.name = #n, .type = SETTINGS_I64, .offset = OFF(n), .max = INT64_MAX, .help = h    \
+	}
+#define OPT_REAL(n, h)                                                                             \
+	{                                                                                          \
+		.name = #n, .type = SETTINGS_REAL, .offset = OFF(n), .help = h                     \
+	}
+#define OPT_BOOL(n, h)                                                                             \
+	{                                                                                          \
+		.name = #n, .type = SETTINGS_BOOL, .offset = OFF(n), .help = h                     \
+	}
+#define OPT_STR(n, h)                                                                              \
+	{                                                                                          \
+		.name = #n, .type = SETTINGS_BUF, .offset = OFF(n), .size = SIZE(n), .help = h     \
+	}
+#define OPT_PATH(n, h)                                                                             \
+	{                                                                                          \
+		.name = #n, .type = SETTINGS_BUF, .offset = OFF(n), .size = SIZE(n), .help = h,    \
+		.flags = SETTINGS_F_PATH                                                           \
 	}
 
-static const struct config_opt config_opts[] = {
-    OPT(data, CFG_STR, "data set: digits or synthetic"),
-    OPT(data_path, CFG_PATH, "digits CSV file (gzip or plain)"),
-    OPT(held_out, CFG_REAL, "fraction of the data held out for evaluation"),
-    OPT(split_seed, CFG_INT, "seed of the train / held-out split"),
-    OPT(synthetic_samples, CFG_INT, "synthetic data: number of samples"),
-    OPT(synthetic_features, CFG_INT, "synthetic data: input features"),
-    OPT(synthetic_classes, CFG_INT, "synthetic data: classes"),
-    OPT(hidden, CFG_STR, "hidden layer widths, comma-separated"),
-    OPT(batchnorm, CFG_BOOL, "BatchNorm after each hidden Linear"),
-    OPT(sync_bn, CFG_BOOL, "SyncBatchNorm: batch statistics over all ranks"),
-    OPT(epochs, CFG_INT, "epochs to train"),
-    OPT(max_steps, CFG_INT, "stop after this many steps (0: epochs decide)"),
-    OPT(batch_size, CFG_INT, "samples per step per rank"),
-    OPT(lr, CFG_REAL, "base learning rate (weights)"),
-    OPT(momentum, CFG_REAL, "SGD momentum"),
-    OPT(weight_decay, CFG_REAL, "weight decay of the weights"),
-    OPT(bias_lr_mult, CFG_REAL, "lr multiplier of biases and BatchNorm parameters"),
-    OPT(bias_weight_decay, CFG_REAL, "weight decay of biases and BatchNorm parameters"),
-    OPT(schedule, CFG_STR, "learning-rate schedule: constant, poly or cosine"),
-    OPT(poly_power, CFG_REAL, "poly schedule power"),
-    OPT(min_lr, CFG_REAL, "cosine schedule floor"),
-    OPT(warmup_steps, CFG_INT, "linear warm-up steps"),
-    OPT(clip_norm, CFG_REAL, "clip gradients to this global norm (0: off)"),
-    OPT(seed, CFG_INT, "seed of the initial weights and the data order"),
-    OPT(checkpoint_dir, CFG_PATH, "directory for checkpoints (empty: none)"),
-    OPT(checkpoint_every, CFG_INT, "steps between checkpoints (0: final only)"),
-    OPT(resume, CFG_PATH, "checkpoint to start from"),
-    OPT(strict, CFG_BOOL, "refuse checkpoints with missing or extra tensors"),
-    OPT(log_every, CFG_INT, "steps between progress lines (0: per epoch)"),
-    OPT(metrics, CFG_PATH, "JSON-lines metrics file (empty: none)"),
-    OPT(eval_every_epoch, CFG_BOOL, "evaluate on the held-out set each epoch"),
-    OPT(device, CFG_STR, "cpu, cuda or auto"),
-    OPT(bucket_cap_mb, CFG_REAL, "gradient bucket size cap in MiB"),
-    OPT(threads, CFG_INT, "OpenBLAS threads per rank (0: its own choice)"),
-    OPT(progress_bar, CFG_BOOL, "progress bar when stdout is a terminal"),
-    OPT(fault_kill_step, CFG_INT, "tests: SIGKILL before this step on attempt 0 (0: off)"),
-    OPT(fault_rank, CFG_INT, "tests: the rank that fault_kill_step kills"),
+static const struct settings_def config_defs[] = {
+    OPT_STR(data, "data set: digits or synthetic"),
+    OPT_PATH(data_path, "digits CSV file (gzip or plain)"),
+    OPT_REAL(held_out, "fraction of the data held out for evaluation"),
+    OPT_I64(split_seed, "seed of the train / held-out split"),
+    OPT_I64(synthetic_samples, "synthetic data: number of samples"),
+    OPT_I64(synthetic_features, "synthetic data: input features"),
+    OPT_I64(synthetic_classes, "synthetic data: classes"),
+    OPT_STR(hidden, "hidden layer widths, comma-separated"),
+    OPT_BOOL(batchnorm, "BatchNorm after each hidden Linear"),
+    OPT_BOOL(sync_bn, "SyncBatchNorm: batch statistics over all ranks"),
+    OPT_I64(epochs, "epochs to train"),
+    OPT_I64(max_steps, "stop after this many steps (0: epochs decide)"),
+    OPT_I64(batch_size, "samples per step per rank"),
+    OPT_REAL(lr, "base learning rate (weights)"),
+    OPT_REAL(momentum, "SGD momentum"),
+    OPT_REAL(weight_decay, "weight decay of the weights"),
+    OPT_REAL(bias_lr_mult, "lr multiplier of biases and BatchNorm parameters"),
+    OPT_REAL(bias_weight_decay, "weight decay of biases and BatchNorm parameters"),
+    OPT_STR(schedule, "learning-rate schedule: constant, poly or cosine"),
+    OPT_REAL(poly_power, "poly schedule power"),
+    OPT_REAL(min_lr, "cosine schedule floor"),
+    OPT_I64(warmup_steps, "linear warm-up steps"),
+    OPT_REAL(clip_norm, "clip gradients to this global norm (0: off)"),
+    OPT_I64(seed, "seed of the initial weights and the data order"),
+    OPT_PATH(checkpoint_dir, "directory for checkpoints (empty: none)"),
+    OPT_I64(checkpoint_every, "steps between checkpoints (0: final only)"),
+    OPT_PATH(resume, "checkpoint to start from"),
+    OPT_BOOL(strict, "refuse checkpoints with missing or extra tensors"),
+    OPT_I64(log_every, "steps between progress lines (0: per epoch)"),
+    OPT_PATH(metrics, "JSON-lines metrics file (empty: none)"),
+    OPT_BOOL(eval_every_epoch, "evaluate on the held-out set each epoch"),
+    OPT_STR(device, "cpu, cuda or auto"),
+    OPT_REAL(bucket_cap_mb, "gradient bucket size cap in MiB"),
+    OPT_I64(threads, "OpenBLAS threads per rank (0: its own choice)"),
+    OPT_BOOL(progress_bar, "progress bar when stdout is a terminal"),
+    OPT_I64(fault_kill_step, "tests: SIGKILL before this step on attempt 0 (0: off)"),
+    OPT_I64(fault_rank, "tests: the rank that fault_kill_step kills"),
 };
 
-#define CONFIG_NOPTS (sizeof(config_opts) / sizeof(config_opts[0]))
+static const struct settings_table config_settings = {config_defs,
+						      sizeof(config_defs) / sizeof(config_defs[0])};
 
 void config_defaults(struct train_config *cfg)
 {
@@ -99,187 +114,70 @@ void config_defaults(struct train_config *cfg)
 	cfg->progress_bar = true;
 }
 
-static const struct config_opt *config_find(const char *key)
-{
-	for (size_t i = 0; i < CONFIG_NOPTS; i++)
-		if (strcmp(config_opts[i].name, key) == 0)
-			return &config_opts[i];
-	return NULL;
-}
-
-static int config_parse_bool(const char *v, bool *out)
-{
-	static const char *const yes[] = {"1", "true", "yes", "on"};
-	static const char *const no[] = {"0", "false", "no", "off"};
-
-	for (int i = 0; i < 4; i++) {
-		if (strcasecmp(v, yes[i]) == 0) {
-			*out = true;
-			return 0;
-		}
-		if (strcasecmp(v, no[i]) == 0) {
-			*out = false;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-static int config_store(const struct config_opt *o, void *field, const char *value)
-{
-	char *end;
-
-	switch (o->type) {
-	case CFG_INT: {
-		long long v;
-
-		errno = 0;
-		v = strtoll(value, &end, 10);
-		if (errno || end == value || *end || v < 0)
-			return -EINVAL;
-		*(int64_t *)field = v;
-		return 0;
-	}
-	case CFG_REAL: {
-		double v = strtod(value, &end);
-
-		if (end == value || *end || !isfinite(v) || v < 0)
-			return -EINVAL;
-		*(double *)field = v;
-		return 0;
-	}
-	case CFG_BOOL:
-		return config_parse_bool(value, field);
-	default:
-		if (strlen(value) >= o->size)
-			return -ENAMETOOLONG;
-		strcpy(field, value);
-		return 0;
-	}
-}
-
-static const char *config_type_hint(enum config_type t)
-{
-	switch (t) {
-	case CFG_INT:
-		return "a non-negative integer";
-	case CFG_REAL:
-		return "a non-negative number";
-	case CFG_BOOL:
-		return "true or false";
-	default:
-		return "a shorter string";
-	}
-}
-
 int config_set(struct train_config *cfg, const char *key, const char *value, char *err,
 	       size_t errlen)
 {
-	const struct config_opt *o = config_find(key);
-	int ret;
+	int i = settings_find(&config_settings, key);
 
-	if (!o) {
-		snprintf(err, errlen, "unknown setting '%s' (ddp-train --help lists them)", key);
+	if (i < 0) {
+		settings_unknown(&config_settings, "setting", key, "", err, errlen);
 		return -EINVAL;
 	}
-	ret = config_store(o, (char *)cfg + o->offset, value);
-	if (ret < 0) {
-		snprintf(err, errlen, "bad value '%s' for '%s': expected %s", value, key,
-			 config_type_hint(o->type));
-		return -EINVAL;
-	}
-	return 0;
+	return settings_apply(&config_settings, (size_t)i, cfg, value, err, errlen);
 }
 
-struct config_ini_state {
-	struct train_config *cfg;
-	char dir[CONFIG_STR_MAX];
-	char *err;
-	size_t errlen;
-	int failed;
-};
-
-/* inih handler: [train] keys only; relative paths against the file's dir. */
-static int config_ini_handler(void *user, const char *section, const char *name, const char *value)
+/* [train] keys; relative paths against the file's folder. */
+static int config_ini_key(void *user, const char *key, const char *value, char *msg, size_t msglen)
 {
-	struct config_ini_state *st = user;
-	const struct config_opt *o;
+	struct train_config *cfg = user;
+	const char *slash = strrchr(cfg->config, '/');
+	int i = settings_find(&config_settings, key);
 	char joined[2 * CONFIG_STR_MAX + 2];
 
-	if (strcmp(section, "train") != 0 || st->failed)
-		return 1;
-	o = config_find(name);
-	if (o && o->type == CFG_PATH && value[0] && value[0] != '/') {
-		snprintf(joined, sizeof(joined), "%s/%s", st->dir, value);
+	if (i < 0) {
+		settings_unknown(&config_settings, "key", key, " in [train]", msg, msglen);
+		return -EINVAL;
+	}
+	if ((config_defs[i].flags & SETTINGS_F_PATH) && value[0] && value[0] != '/') {
+		if (slash)
+			snprintf(joined, sizeof(joined), "%.*s/%s", (int)(slash - cfg->config),
+				 cfg->config, value);
+		else
+			snprintf(joined, sizeof(joined), "./%s", value);
 		value = joined;
 	}
-	if (config_set(st->cfg, name, value, st->err, st->errlen) < 0) {
-		st->failed = 1;
-		return 0;
-	}
-	return 1;
+	return settings_apply(&config_settings, (size_t)i, cfg, value, msg, msglen);
 }
 
 int config_load_ini(struct train_config *cfg, const char *path, char *err, size_t errlen)
 {
-	struct config_ini_state st = {.cfg = cfg, .err = err, .errlen = errlen};
-	const char *slash = strrchr(path, '/');
-	int line;
+	static const struct settings_ini_section sections[] = {{"train", config_ini_key}};
+	const struct settings_ini ini = {
+	    .sections = sections, .nsections = 1, .skip_others = true, .user = cfg};
+	char msg[512];
+	int line, rc;
 
-	if (slash)
-		snprintf(st.dir, sizeof(st.dir), "%.*s", (int)(slash - path), path);
-	else
-		strcpy(st.dir, ".");
 	snprintf(cfg->config, sizeof(cfg->config), "%s", path);
-	line = ini_parse(path, config_ini_handler, &st);
-	if (line == -1) {
-		snprintf(err, errlen, "cannot open job file '%s'", path);
-		return -ENOENT;
-	}
-	if (st.failed) {
-		size_t n = strlen(err);
-
-		snprintf(err + n, errlen - n, " in '%s' line %d", path, line);
-		return -EINVAL;
-	}
-	if (line != 0) {
-		snprintf(err, errlen,
-			 "cannot parse '%s' line %d (lines are limited to 200 characters)", path,
-			 line);
-		return -EINVAL;
-	}
-	return 0;
+	rc = settings_ini_load(&ini, path, &line, msg, sizeof(msg));
+	if (rc < 0 && line > 0)
+		snprintf(err, errlen, "%s line %d: %s", path, line, msg);
+	else if (rc < 0)
+		snprintf(err, errlen, "%s", msg);
+	return rc;
 }
 
-/* Applies "--key value" / "--key=value" / "--flag" / "--no-flag" at argv[*i]. */
+/* Every setting that follows the job file: "--key value", "--key=value",
+ * a bare "--flag", "--no-flag"; -h, --config and the legacy --local_rank
+ * are handled by the caller. */
 static int config_apply_flag(struct train_config *cfg, int argc, char **argv, int *i, char *err,
 			     size_t errlen)
 {
-	const char *arg = argv[*i] + 2, *eq = strchr(arg, '='), *value;
-	char key[64];
-	const struct config_opt *o;
+	struct settings_flag f;
 
-	snprintf(key, sizeof(key), "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
-	for (char *p = key; *p; p++)
-		if (*p == '-')
-			*p = '_';
-	o = config_find(key);
-	if (!o && strncmp(key, "no_", 3) == 0 && !eq) {
-		o = config_find(key + 3);
-		if (o && o->type == CFG_BOOL)
-			return config_set(cfg, key + 3, "false", err, errlen);
-	}
-	if (eq)
-		value = eq + 1;
-	else if (o && o->type == CFG_BOOL && (*i + 1 >= argc || argv[*i + 1][0] == '-'))
-		value = "true";
-	else if (*i + 1 < argc)
-		value = argv[++*i];
-	else {
-		snprintf(err, errlen, "flag '--%s' needs a value", key);
+	if (settings_cli_take(&config_settings, SETTINGS_CLI_NEGATE | SETTINGS_CLI_BOOL_WORD, argc,
+			      argv, i, &f, err, errlen))
 		return -EINVAL;
-	}
-	return config_set(cfg, key, value, err, errlen);
+	return settings_apply(&config_settings, f.index, cfg, f.value, err, errlen);
 }
 
 int config_parse_args(struct train_config *cfg, int argc, char **argv, bool *help, char *err,
@@ -309,8 +207,9 @@ int config_parse_args(struct train_config *cfg, int argc, char **argv, bool *hel
 			continue;
 		}
 		if (strncmp(argv[i], "--config=", 9) == 0 ||
-		    strncmp(argv[i], "--local_rank", 12) == 0)
-			continue; /* legacy launchers pass --local_rank=N */
+		    strncmp(argv[i], "--local_rank", 12) == 0 ||
+		    strncmp(argv[i], "--local-rank", 12) == 0)
+			continue; /* legacy launchers pass --local_rank=N (torch 2: --local-rank) */
 		if (strncmp(argv[i], "--", 2) != 0) {
 			snprintf(err, errlen,
 				 "unexpected argument '%s' (settings are --name value)", argv[i]);
@@ -387,19 +286,5 @@ void config_usage(const char *prog, FILE *f)
 	config_defaults(&d);
 	fprintf(f, "usage: %s [--config JOB.ini] [--SETTING VALUE]...\n\n", prog);
 	fprintf(f, "Settings come from the [train] section of the job file; flags override.\n\n");
-	for (size_t i = 0; i < CONFIG_NOPTS; i++) {
-		const struct config_opt *o = &config_opts[i];
-		const void *v = (const char *)&d + o->offset;
-		char def[64];
-
-		if (o->type == CFG_INT)
-			snprintf(def, sizeof(def), "%lld", (long long)*(const int64_t *)v);
-		else if (o->type == CFG_REAL)
-			snprintf(def, sizeof(def), "%g", *(const double *)v);
-		else if (o->type == CFG_BOOL)
-			snprintf(def, sizeof(def), "%s", *(const bool *)v ? "true" : "false");
-		else
-			snprintf(def, sizeof(def), "%.60s", (const char *)v);
-		fprintf(f, "  --%-20s %s (default: %s)\n", o->name, o->help, def);
-	}
+	settings_print_usage(&config_settings, &d, f);
 }

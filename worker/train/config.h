@@ -3,7 +3,9 @@
  * INI job file (the same file ddplaunch reads; other sections are ignored),
  * then command-line flags, each later source overriding the earlier.
  * Every setting has the same name in the file and as a flag:
- * "batch_size = 64" in [train] or "--batch_size 64" / "--batch_size=64".
+ * "batch_size = 64" in [train] or "--batch_size 64" / "--batch_size=64"
+ * (dashes or underscores). The table, its parsers and the INI reader are the
+ * settings module's (common/settings.h), shared with ddplaunch.
  * Pure parsing (plus reading the INI file); no other I/O.
  */
 #ifndef DDP_WORKER_TRAIN_CONFIG_H
@@ -62,12 +64,14 @@ struct train_config {
 /* Fills the defaults. */
 void config_defaults(struct train_config *cfg);
 
-/* Applies the [train] section of `path`. Unknown keys in [train] are an
- * error naming them; a line longer than inih's 200-character limit or any
- * other parse error is an error naming the line. Relative data_path,
- * checkpoint_dir, resume and metrics values in the file are taken relative
- * to the file's directory. Returns 0, -ENOENT, or -EINVAL with a message in
- * err. */
+/* Applies the [train] section of `path` (a regular file; other sections
+ * are skipped). Unknown keys in [train] are an error naming them (and a
+ * close name); a line longer than SETTINGS_INI_MAX_LINE (198) characters, a
+ * NUL byte or any other parse error is an error naming the line, as
+ * "PATH line N: message". Relative data_path, checkpoint_dir, resume and
+ * metrics values in the file are taken relative to the file's directory.
+ * Returns 0, -ENOENT (and the other open errors), -EISDIR, or -EINVAL with
+ * a message in err. */
 int config_load_ini(struct train_config *cfg, const char *path, char *err, size_t errlen);
 
 /* Applies one setting by name ("lr", "0.05"); -EINVAL with a message naming
@@ -77,7 +81,9 @@ int config_set(struct train_config *cfg, const char *key, const char *value, cha
 
 /* Parses argv (after the program name): "--config PATH" first (wherever it
  * appears), then every "--key value", "--key=value", or a bare "--flag" for a
- * boolean (true; "--no-flag" false). "-h"/"--help" sets *help. */
+ * boolean (true; "--no-flag" false; "--flag false" when the next word does
+ * not start with '-'). "--local_rank=N" (or "--local-rank=N") from a legacy
+ * launcher is ignored. "-h"/"--help" sets *help. */
 int config_parse_args(struct train_config *cfg, int argc, char **argv, bool *help, char *err,
 		      size_t errlen);
 

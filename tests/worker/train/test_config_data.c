@@ -96,6 +96,49 @@ static void test_errors_name_the_setting(void **state)
 	assert_non_null(strstr(err, "schedule 'step'"));
 }
 
+/* "[train]\nmetrics = mmm...\n" with the second line `len` characters long. */
+static const char *metrics_line(size_t len)
+{
+	static char text[600];
+
+	strcpy(text, "[train]\nmetrics = ");
+	memset(text + strlen(text), 'm', len - strlen("metrics = "));
+	strcpy(text + 8 + len, "\n");
+	return write_file("limit.ini", text);
+}
+
+static void test_settings_shared_with_ddplaunch(void **state)
+{
+	struct train_config c;
+	char err[512], path[300];
+	char *argv[] = {"--config", path};
+	char *typo[] = {"--epohcs", "3"};
+	char *dashes[] = {"--weight-decay", "0.1", "--local-rank=3", "--no-eval-every-epoch"};
+	bool help;
+
+	config_defaults(&c);
+	assert_int_equal(config_parse_args(&c, 4, dashes, &help, err, sizeof(err)), 0);
+	assert_float_equal(c.weight_decay, 0.1, 0);
+	assert_false(c.eval_every_epoch);
+	assert_int_equal(config_parse_args(&c, 2, typo, &help, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "unknown option '--epohcs'; did you mean '--epochs'?");
+	snprintf(path, sizeof(path), "%s", write_file("typo.ini", "[train]\n\nbatchsize = 3\n"));
+	assert_int_equal(config_parse_args(&c, 2, argv, &help, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "typo.ini line 3: unknown key 'batchsize' in [train]; did you "
+				    "mean 'batch_size'?"));
+	/* The documented line limit, 198 characters, as for ddplaunch. */
+	snprintf(path, sizeof(path), "%s", metrics_line(198));
+	assert_int_equal(config_parse_args(&c, 2, argv, &help, err, sizeof(err)), 0);
+	assert_int_equal(strlen(c.metrics), strlen(tmpdir) + 1 + 198 - strlen("metrics = "));
+	snprintf(path, sizeof(path), "%s", metrics_line(199));
+	assert_int_equal(config_parse_args(&c, 2, argv, &help, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "limit.ini line 2: line longer than 198 characters"));
+	/* A folder is not a job file (it used to read as an empty one). */
+	snprintf(path, sizeof(path), "%s", tmpdir);
+	assert_int_equal(config_parse_args(&c, 2, argv, &help, err, sizeof(err)), -EISDIR);
+	assert_non_null(strstr(err, "is a directory"));
+}
+
 static void test_digits_load_and_split(void **state)
 {
 	struct dataset all, tr, ho;
@@ -173,10 +216,11 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	const char *names[] = {"job.ini", "bad.ini", "long.ini", "bad.csv", "ok.csv"};
+	const char *names[] = {"job.ini", "bad.ini",  "long.ini", "bad.csv",
+			       "ok.csv",  "typo.ini", "limit.ini"};
 	char path[256];
 
-	for (int i = 0; i < 5; i++) {
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", tmpdir, names[i]);
 		unlink(path);
 	}
@@ -188,6 +232,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ini_then_flags),
 	    cmocka_unit_test(test_errors_name_the_setting),
+	    cmocka_unit_test(test_settings_shared_with_ddplaunch),
 	    cmocka_unit_test(test_digits_load_and_split),
 	    cmocka_unit_test(test_malformed_csv_names_the_line),
 	    cmocka_unit_test(test_synthetic_is_deterministic_and_balanced),
