@@ -52,13 +52,13 @@ int client_req_key(struct store_client *c, const char *key)
 
 int client_req_send(struct store_client *c, int rc)
 {
+	if (c->bad_op)
+		return client_fail(c, -EOPNOTSUPP, "store %s: not available in torch 1.13 framing",
+				   c->addr);
 	if (c->broken)
 		return client_fail(c, -EPIPE,
 				   "store %s: the connection is out of step after a timed-out wait "
 				   "(torch 1.13 framing); connect again",
-				   c->addr);
-	if (c->bad_op)
-		return client_fail(c, -EOPNOTSUPP, "store %s: not available in torch 1.13 framing",
 				   c->addr);
 	if (rc < 0)
 		return client_fail(c, rc, "store %s: bad request arguments", c->addr);
@@ -66,58 +66,71 @@ int client_req_send(struct store_client *c, int rc)
 	return rc < 0 ? client_io_error(c, rc, "send") : 0;
 }
 
-/* Makes sure n bytes of reply are buffered. */
-int client_rx_need(struct store_client *c, size_t n, uint64_t deadline)
+/* Receives more reply bytes (at least one) before the deadline. */
+static int client_rx_more(struct store_client *c, uint64_t deadline)
 {
-	while (c->rx.len < n) {
-		int rc = client_net_recv(c->fd, &c->rx, deadline, &c->rcvtimeo_ms);
-		if (rc < 0)
-			return rc == -ETIMEDOUT ? rc : client_io_error(c, rc, "receive");
-	}
+	int rc = client_net_recv(c->fd, &c->rx, deadline, &c->rcvtimeo_ms);
+	if (rc < 0)
+		return rc == -ETIMEDOUT ? rc : client_io_error(c, rc, "receive");
 	return 0;
 }
 
+/* The reply fields are parsed by the codec (proto_take_*); this only
+ * receives until the field is whole, then consumes it. */
 int client_rx_u8(struct store_client *c, uint8_t *v, uint64_t deadline)
 {
-	int rc = client_rx_need(c, 1, deadline);
-	if (rc < 0)
-		return rc;
-	*v = c->rx.data[0];
-	bytebuf_consume(&c->rx, 1);
+	size_t size;
+	int rc;
+	while ((rc = proto_take_u8(c->rx.data, c->rx.len, v, &size)) == 0)
+		if ((rc = client_rx_more(c, deadline)) < 0)
+			return rc;
+	bytebuf_consume(&c->rx, size);
+	return 0;
+}
+
+int client_rx_u32(struct store_client *c, uint32_t *v, uint64_t deadline)
+{
+	size_t size;
+	int rc;
+	while ((rc = proto_take_u32(c->rx.data, c->rx.len, v, &size)) == 0)
+		if ((rc = client_rx_more(c, deadline)) < 0)
+			return rc;
+	bytebuf_consume(&c->rx, size);
 	return 0;
 }
 
 int client_rx_i64(struct store_client *c, int64_t *v, uint64_t deadline)
 {
-	int rc = client_rx_need(c, 8, deadline);
-	if (rc < 0)
-		return rc;
-	*v = (int64_t)bytes_load_u64(c->rx.data);
-	bytebuf_consume(&c->rx, 8);
+	size_t size;
+	int rc;
+	while ((rc = proto_take_i64(c->rx.data, c->rx.len, v, &size)) == 0)
+		if ((rc = client_rx_more(c, deadline)) < 0)
+			return rc;
+	bytebuf_consume(&c->rx, size);
 	return 0;
 }
 
 /* Reads a byte string into a malloc'ed, NUL-terminated copy. */
 int client_rx_bytes(struct store_client *c, void **value, size_t *len, uint64_t deadline)
 {
-	int rc = client_rx_need(c, 8, deadline);
-	if (rc < 0)
-		return rc;
-	uint64_t n = bytes_load_u64(c->rx.data);
-	if (n > CLIENT_MAX_VALUE)
+	struct byteview v;
+	size_t size;
+	int rc;
+	while ((rc = proto_take_bytes(c->rx.data, c->rx.len, CLIENT_MAX_VALUE, &v, &size)) == 0)
+		if ((rc = client_rx_more(c, deadline)) < 0)
+			return rc;
+	if (rc == -EMSGSIZE)
 		return client_fail(c, -EPROTO, "store %s: reply of %llu bytes is too large",
-				   c->addr, (unsigned long long)n);
-	rc = client_rx_need(c, 8 + (size_t)n, deadline);
-	if (rc < 0)
-		return rc;
-	uint8_t *copy = malloc((size_t)n + 1);
+				   c->addr, (unsigned long long)bytes_load_u64(c->rx.data));
+	uint8_t *copy = malloc(v.len + 1);
 	if (!copy)
 		return -ENOMEM;
-	memcpy(copy, c->rx.data + 8, (size_t)n);
-	copy[n] = '\0';
-	bytebuf_consume(&c->rx, 8 + (size_t)n);
+	if (v.len)
+		memcpy(copy, v.data, v.len);
+	copy[v.len] = '\0';
+	bytebuf_consume(&c->rx, size);
 	*value = copy;
-	*len = (size_t)n;
+	*len = v.len;
 	return 0;
 }
 
@@ -129,13 +142,12 @@ static int client_handshake(struct store_client *c, uint64_t deadline)
 	proto_put_u32(&c->tx, PROTO_VALIDATE_MAGIC);
 	proto_put_op(&c->tx, PROTO_GEN_V2, PROTO_OP_PING);
 	proto_put_u32(&c->tx, nonce);
+	uint32_t echo = 0;
 	int rc = client_net_send(c->fd, c->tx.data, c->tx.len);
 	if (rc == 0)
-		rc = client_rx_need(c, 4, deadline);
+		rc = client_rx_u32(c, &echo, deadline);
 	if (rc < 0)
 		return rc;
-	uint32_t echo = bytes_load_u32(c->rx.data);
-	bytebuf_consume(&c->rx, 4);
 	return echo == nonce ? 0 : -EPROTO;
 }
 

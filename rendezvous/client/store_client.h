@@ -14,8 +14,9 @@
  *   -EPROTO        the server sent something that is not a valid reply
  *   -EINVAL        bad arguments (e.g. a key or value over the wire limits)
  *   -ENOMEM
- * After any error other than -ETIMEDOUT from store_client_wait(), the
- * connection is unusable: free the client and connect again.
+ * After any error other than -ETIMEDOUT from store_client_wait() or
+ * store_client_barrier(), the connection is unusable: free the client and
+ * connect again.
  * A client is used by one thread at a time.
  */
 #ifndef DDP_RENDEZVOUS_STORE_CLIENT_H
@@ -111,6 +112,24 @@ int store_client_multi_get(struct store_client *client, const char *const *keys,
 
 int store_client_multi_set(struct store_client *client, const char *const *keys,
 			   const void *const *values, const size_t *lens, size_t nkeys);
+
+/* torch 2.x's list_keys: every key that holds a value, in no particular
+ * order. *keys receives a malloc'ed array of *nkeys malloc'ed,
+ * NUL-terminated keys (free it with store_client_free_keys()). -EOPNOTSUPP
+ * in torch 1.13 framing, which has no such query. */
+int store_client_list_keys(struct store_client *client, char ***keys, size_t *nkeys);
+
+/* Frees what store_client_list_keys() returned. NULL is allowed. */
+void store_client_free_keys(char **keys, size_t nkeys);
+
+/* torch 2.x's barrier: counts this caller at `key` (a decimal counter key,
+ * as in torch) and waits until `world_size` callers have arrived, up to
+ * timeout_ms (0 = default). On -ETIMEDOUT the wait is cancelled on the
+ * server and the connection stays usable; the arrival still counts, as in
+ * torch. A key that has reached its world size releases every later
+ * arrival at once: use a new key per round. -EOPNOTSUPP in 1.13 framing. */
+int store_client_barrier(struct store_client *client, const char *key, int64_t world_size,
+			 uint64_t timeout_ms);
 
 /* Round trip with a nonce; returns 0 when the server echoed it. */
 int store_client_ping(struct store_client *client);

@@ -43,10 +43,11 @@ int client_req_key(struct store_client *c, const char *key);
 /* Sends c->tx unless rc < 0 (bad arguments). Returns 0 or -errno. */
 int client_req_send(struct store_client *c, int rc);
 
-/* Reply readers: wait for and consume one field. 0 or -errno (-ETIMEDOUT
- * when the deadline passed; nothing consumed then). */
-int client_rx_need(struct store_client *c, size_t n, uint64_t deadline);
+/* Reply readers: wait for and consume one field, parsed with the codec's
+ * proto_take_*(). 0 or -errno (-ETIMEDOUT when the deadline passed; nothing
+ * consumed then). */
 int client_rx_u8(struct store_client *c, uint8_t *v, uint64_t deadline);
+int client_rx_u32(struct store_client *c, uint32_t *v, uint64_t deadline);
 int client_rx_i64(struct store_client *c, int64_t *v, uint64_t deadline);
 /* A byte string as a malloc'ed, NUL-terminated copy. */
 int client_rx_bytes(struct store_client *c, void **value, size_t *len, uint64_t deadline);

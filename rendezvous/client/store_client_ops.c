@@ -265,6 +265,76 @@ int store_client_multi_set(struct store_client *c, const char *const *keys,
 	return client_req_send(c, rc);
 }
 
+/* A reply's key count beyond this is taken for garbage. */
+#define CLIENT_MAX_LIST ((int64_t)1 << 27)
+
+void store_client_free_keys(char **keys, size_t nkeys)
+{
+	if (!keys)
+		return;
+	for (size_t i = 0; i < nkeys; i++)
+		free(keys[i]);
+	free(keys);
+}
+
+int store_client_list_keys(struct store_client *c, char ***keys, size_t *nkeys)
+{
+	*keys = NULL;
+	*nkeys = 0;
+	client_req_begin(c, PROTO_OP_LIST_KEYS);
+	int rc = client_req_send(c, 0);
+	int64_t n = 0;
+	uint64_t deadline = client_op_deadline(0);
+	if (rc == 0)
+		rc = client_rx_i64(c, &n, deadline);
+	if (rc < 0)
+		return rc;
+	if (n < 0 || n > CLIENT_MAX_LIST)
+		return client_fail(c, -EPROTO, "store %s: list_keys announced %lld keys", c->addr,
+				   (long long)n);
+	char **list = calloc((size_t)n ? (size_t)n : 1, sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	size_t got = 0, len;
+	for (; got < (size_t)n && rc == 0; got++)
+		rc = client_rx_bytes(c, (void **)&list[got], &len, deadline);
+	if (rc < 0) {
+		store_client_free_keys(list, got);
+		return rc;
+	}
+	*keys = list;
+	*nkeys = got;
+	return 0;
+}
+
+int store_client_barrier(struct store_client *c, const char *key, int64_t world_size,
+			 uint64_t timeout_ms)
+{
+	uint64_t t = timeout_ms ? timeout_ms : STORE_CLIENT_DEFAULT_TIMEOUT_MS;
+	client_req_begin(c, PROTO_OP_BARRIER);
+	int rc = client_req_key(c, key);
+	if (rc == 0)
+		rc = proto_put_i64(&c->tx, world_size);
+	rc = client_req_send(c, rc);
+	uint8_t r = 0;
+	if (rc == 0)
+		rc = client_rx_u8(c, &r, client_op_deadline(t));
+	if (rc == -ETIMEDOUT) {
+		rc = wait_cancel(c);
+		if (rc < 0)
+			return client_fail(c, rc, "store %s: cancelling a timed-out barrier failed",
+					   c->addr);
+		return client_fail(
+		    c, -ETIMEDOUT,
+		    "store %s: barrier '%s' timed out after %llu ms waiting for %lld "
+		    "caller(s)",
+		    c->addr, key, (unsigned long long)t, (long long)world_size);
+	}
+	if (rc == 0 && r != PROTO_WAIT_STOP_WAITING)
+		return client_fail(c, -EPROTO, "store %s: unexpected barrier reply %u", c->addr, r);
+	return rc;
+}
+
 int store_client_ping(struct store_client *c)
 {
 	if (c->gen == PROTO_GEN_V1) {
@@ -274,12 +344,11 @@ int store_client_ping(struct store_client *c)
 	uint32_t nonce = (uint32_t)time_now_ns();
 	client_req_begin(c, PROTO_OP_PING);
 	int rc = client_req_send(c, proto_put_u32(&c->tx, nonce));
+	uint32_t echo = 0;
 	if (rc == 0)
-		rc = client_rx_need(c, 4, client_op_deadline(0));
+		rc = client_rx_u32(c, &echo, client_op_deadline(0));
 	if (rc < 0)
 		return rc;
-	uint32_t echo = bytes_load_u32(c->rx.data);
-	bytebuf_consume(&c->rx, 4);
 	if (echo != nonce)
 		return client_fail(c, -EPROTO, "store %s: ping answered with a wrong nonce",
 				   c->addr);

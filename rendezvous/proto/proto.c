@@ -27,11 +27,11 @@ static const int8_t v1_ops[] = {
 
 /* V2: torch 2.x with the validate handshake. */
 static const int8_t v2_ops[] = {
-    PROTO_OP_VALIDATE,	  PROTO_OP_SET,	   PROTO_OP_COMPARE_SET, PROTO_OP_GET,
-    PROTO_OP_ADD,	  PROTO_OP_CHECK,  PROTO_OP_WAIT,	 PROTO_OP_NUM_KEYS,
-    PROTO_OP_DELETE_KEY,  PROTO_OP_APPEND, PROTO_OP_MULTI_GET,	 PROTO_OP_MULTI_SET,
-    PROTO_OP_CANCEL_WAIT, PROTO_OP_PING,   PROTO_OP_QUEUE_PUSH,	 PROTO_OP_QUEUE_POP,
-    PROTO_OP_QUEUE_LEN,
+    PROTO_OP_VALIDATE,	  PROTO_OP_SET,	      PROTO_OP_COMPARE_SET, PROTO_OP_GET,
+    PROTO_OP_ADD,	  PROTO_OP_CHECK,     PROTO_OP_WAIT,	    PROTO_OP_NUM_KEYS,
+    PROTO_OP_DELETE_KEY,  PROTO_OP_APPEND,    PROTO_OP_MULTI_GET,   PROTO_OP_MULTI_SET,
+    PROTO_OP_CANCEL_WAIT, PROTO_OP_PING,      PROTO_OP_QUEUE_PUSH,  PROTO_OP_QUEUE_POP,
+    PROTO_OP_QUEUE_LEN,	  PROTO_OP_LIST_KEYS, PROTO_OP_BARRIER,
 };
 
 /* The fields after the type byte: k key, v value, i i64, u u32, N a u64
@@ -43,6 +43,7 @@ static const char *const op_patterns[PROTO_OP_COUNT] = {
     [PROTO_OP_DELETE_KEY] = "k",  [PROTO_OP_APPEND] = "kv",    [PROTO_OP_MULTI_GET] = "Nk",
     [PROTO_OP_MULTI_SET] = "Nkv", [PROTO_OP_CANCEL_WAIT] = "", [PROTO_OP_PING] = "u",
     [PROTO_OP_QUEUE_PUSH] = "kv", [PROTO_OP_QUEUE_POP] = "k",  [PROTO_OP_QUEUE_LEN] = "k",
+    [PROTO_OP_LIST_KEYS] = "",	  [PROTO_OP_BARRIER] = "ki",
 };
 
 static const char *const op_names[PROTO_OP_COUNT] = {
@@ -64,6 +65,8 @@ static const char *const op_names[PROTO_OP_COUNT] = {
     [PROTO_OP_QUEUE_PUSH] = "queue_push",
     [PROTO_OP_QUEUE_POP] = "queue_pop",
     [PROTO_OP_QUEUE_LEN] = "queue_len",
+    [PROTO_OP_LIST_KEYS] = "list_keys",
+    [PROTO_OP_BARRIER] = "barrier",
 };
 
 int proto_op_code(enum proto_gen gen, enum proto_op op)

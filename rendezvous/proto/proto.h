@@ -8,8 +8,9 @@
  *   PROTO_GEN_V1  torch 1.13: SET=0 ... DELETE_KEY=8, plus the numbering of
  *                 early 2.x clients that kept it and added APPEND=9,
  *                 MULTI_GET=10, MULTI_SET=11, CANCEL_WAIT=12;
- *   PROTO_GEN_V2  torch 2.x: VALIDATE=0 ... QUEUE_LEN=16; such a client
- *                 always opens with VALIDATE (00 CE F7 85 3C).
+ *   PROTO_GEN_V2  torch 2.x: VALIDATE=0 ... QUEUE_LEN=16, LIST_KEYS=17,
+ *                 BARRIER=18; such a client always opens with VALIDATE
+ *                 (00 CE F7 85 3C).
  * The decoder tells a connection's generation from its first bytes: a first
  * byte other than 0, or a 0 not followed by the magic, is V1 (a V1 SET whose
  * key length starts CE F7 85 3C would announce a key of over 1 GB, far over
@@ -52,6 +53,8 @@ enum proto_op {
 	PROTO_OP_QUEUE_PUSH,  /* key, value; no reply (V2 only) */
 	PROTO_OP_QUEUE_POP,   /* key; reply i64 length before, then bytes if > 0 */
 	PROTO_OP_QUEUE_LEN,   /* key; reply i64 */
+	PROTO_OP_LIST_KEYS,   /* nothing; reply i64 n, then n keys (V2 only) */
+	PROTO_OP_BARRIER,     /* key, i64 world size; reply u8 STOP_WAITING (V2 only) */
 	PROTO_OP_COUNT,
 };
 
@@ -87,7 +90,7 @@ const char *proto_op_name(enum proto_op op);
  * proto_decoder_release() on the decoder that returned it. */
 struct proto_request {
 	enum proto_op op;
-	int64_t integer;	 /* ADD: the delta */
+	int64_t integer;	 /* ADD: the delta; BARRIER: the world size */
 	uint32_t u32;		 /* VALIDATE: the magic; PING: the nonce */
 	size_t nfields;		 /* byte fields, in wire order */
 	struct byteview *fields; /* keys and values; MULTI_SET: k0 v0 k1 v1 ... */

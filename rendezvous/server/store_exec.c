@@ -45,6 +45,42 @@ static int exec_queue_pop(struct store_conn *conn, const struct proto_request *r
 	return rc;
 }
 
+static int put_key(void *ctx, struct byteview key)
+{
+	return proto_put_bytes(ctx, key.data, key.len);
+}
+
+/* torch 2.x's LIST_KEYS: every key with a value, as a count and the keys
+ * (the client strips its "/" and filters its PrefixStore prefix itself). */
+static int exec_list_keys(struct store_conn *conn)
+{
+	int64_t n = store_num_keys(conn->server->store);
+	if ((uint64_t)n > conn->server->limits.max_list_keys) {
+		log_debug("store: list_keys of %lld keys is over the limit (%zu)", (long long)n,
+			  conn->server->limits.max_list_keys);
+		return -EMSGSIZE;
+	}
+	int rc = proto_put_i64(&conn->out, n);
+	if (rc == 0)
+		rc = store_foreach_key(conn->server->store, put_key, &conn->out);
+	return rc;
+}
+
+static int exec_barrier(struct store_conn *conn, const struct proto_request *req)
+{
+	if (req->integer > 0 && (uint64_t)req->integer > conn->server->limits.max_barrier_world) {
+		log_debug("store: barrier world size %lld is over the limit (%zu)",
+			  (long long)req->integer, conn->server->limits.max_barrier_world);
+		return -EMSGSIZE;
+	}
+	int64_t count;
+	int rc =
+	    store_barrier(conn->server->store, &conn->owner, req->fields[0], req->integer, &count);
+	if (rc == 1)
+		return proto_put_u8(&conn->out, PROTO_WAIT_STOP_WAITING);
+	return rc;
+}
+
 static int exec_wait(struct store_conn *conn, const struct proto_request *req)
 {
 	int rc = store_wait(conn->server->store, &conn->owner, req->fields, req->nfields);
@@ -124,6 +160,10 @@ int store_conn_execute(struct store_conn *conn, const struct proto_request *req)
 		return exec_queue_pop(conn, req);
 	case PROTO_OP_QUEUE_LEN:
 		return proto_put_i64(out, store_queue_len(store, req->fields[0]));
+	case PROTO_OP_LIST_KEYS:
+		return exec_list_keys(conn);
+	case PROTO_OP_BARRIER:
+		return exec_barrier(conn, req);
 	case PROTO_OP_WATCH_KEY:
 		/* torch 1.13's watchKey, on its second connection. */
 		rc = store_watch(store, &conn->owner, req->fields[0]);

@@ -25,6 +25,10 @@ void store_limits_default(struct store_limits *limits)
 	limits->max_keys_per_request = 128 * 1024;
 	limits->max_total_bytes = (size_t)1024 * 1024 * 1024;
 	limits->max_connections = 65536;
+	/* More ranks than any job has; a larger one is taken for garbage. */
+	limits->max_barrier_world = 1024 * 1024;
+	/* torch's libuv server takes at most 128 Ki keys in one request. */
+	limits->max_list_keys = 128 * 1024;
 }
 
 int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct store_server **out)
@@ -123,6 +127,38 @@ int store_server_listen(struct store_server *server, const char *host, int port)
 					      : ((struct sockaddr_in *)&bound)->sin_port);
 	server->listener = listener;
 	return 0;
+}
+
+struct keep_list {
+	const char *const *prefixes;
+	size_t n;
+};
+
+static bool keep_prefixed(void *ctx, struct byteview key)
+{
+	const struct keep_list *k = ctx;
+	for (size_t i = 0; i < k->n; i++) {
+		size_t len = strlen(k->prefixes[i]);
+		if (key.len >= len && memcmp(key.data, k->prefixes[i], len) == 0)
+			return true;
+	}
+	return false;
+}
+
+size_t store_server_reset(struct store_server *server, const char *const *keep, size_t nkeep)
+{
+	/* Connections first: a closed one reads nothing more, so a late query
+	 * of the old group cannot bring its keys back. */
+	size_t nconns = 0;
+	for (struct store_conn *c = server->conns; c; c = c->next) {
+		if (c->state != CONN_CLOSING)
+			nconns++;
+		store_conn_close(c); /* unlinked only in its close callback */
+	}
+	struct keep_list k = {keep, nkeep};
+	size_t n = store_clear(server->store, nkeep ? keep_prefixed : NULL, &k);
+	log_debug("store: reset: closed %zu connection(s), dropped %zu key(s)", nconns, n);
+	return n;
 }
 
 int store_server_port(const struct store_server *server)

@@ -23,6 +23,8 @@ struct store_limits {
 	size_t max_keys_per_request; /* keys in one CHECK/WAIT/MULTI_GET/MULTI_SET */
 	size_t max_total_bytes;	     /* keys + values stored, all together */
 	size_t max_connections;	     /* open client connections */
+	size_t max_barrier_world;    /* world size of one BARRIER */
+	size_t max_list_keys;	     /* keys one LIST_KEYS may return */
 };
 
 /* Fills *limits with the defaults (sized for real jobs; see the .c file). */
@@ -50,6 +52,17 @@ int store_server_port(const struct store_server *server);
 
 /* Number of client connections open now (for tests and benchmarks). */
 size_t store_server_connection_count(const struct store_server *server);
+
+/* Starts a fresh key space for the next group of clients (a restarted
+ * worker group): closes every client connection open now (their pending
+ * waits go with them, and bytes they sent that were not yet read are never
+ * run), then drops every key and queue except those whose name begins with
+ * one of the `nkeep` prefixes in `keep` (what the embedding program keeps
+ * across groups). Keeps listening. Returns how many keys were dropped.
+ * A client that connects afterwards sees only the kept keys. (A connection
+ * still waiting in the kernel's listen backlog is accepted afterwards like
+ * a new one.) */
+size_t store_server_reset(struct store_server *server, const char *const *keep, size_t nkeep);
 
 /* Stops listening and closes every connection. `done` (may be NULL) runs
  * once every handle is closed and the server's memory is freed; the loop

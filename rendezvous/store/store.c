@@ -84,7 +84,7 @@ static int entry_assign(struct store *s, struct store_entry *e, const void *data
 	return 0;
 }
 
-static int store_put(struct store *s, struct byteview key, const void *data, size_t len)
+int store_entry_put(struct store *s, struct byteview key, const void *data, size_t len, bool wake)
 {
 	struct store_entry *e = store_table_find(&s->table, key);
 	size_t old_len = e && e->present ? e->value_len : 0;
@@ -99,7 +99,8 @@ static int store_put(struct store *s, struct byteview key, const void *data, siz
 		store_entry_gc(s, e);
 		return rc;
 	}
-	store_entry_wake(s, e, false);
+	if (wake)
+		store_entry_wake(s, e, false);
 	store_entry_notify(s, e, was_present ? STORE_KEY_UPDATED : STORE_KEY_CREATED, old,
 			   (struct byteview){e->value, e->value_len});
 	free((void *)old.data);
@@ -108,7 +109,7 @@ static int store_put(struct store *s, struct byteview key, const void *data, siz
 
 int store_set(struct store *store, struct byteview key, struct byteview value)
 {
-	return store_put(store, key, value.data, value.len);
+	return store_entry_put(store, key, value.data, value.len, true);
 }
 
 int store_get(const struct store *store, struct byteview key, struct byteview *value)
@@ -121,8 +122,7 @@ int store_get(const struct store *store, struct byteview key, struct byteview *v
 	return 1;
 }
 
-/* Parses like C++ std::stoll (leading blanks, sign, digits, rest ignored). */
-static int parse_decimal(const uint8_t *p, size_t len, int64_t *out)
+int store_parse_decimal(const uint8_t *p, size_t len, int64_t *out)
 {
 	size_t i = 0;
 	while (i < len && (p[i] == ' ' || (p[i] >= '\t' && p[i] <= '\r')))
@@ -149,15 +149,16 @@ int store_add(struct store *store, struct byteview key, int64_t delta, int64_t *
 	struct byteview cur;
 	int64_t v = 0;
 	if (store_get(store, key, &cur)) {
-		int rc = parse_decimal(cur.data, cur.len, &v);
+		int rc = store_parse_decimal(cur.data, cur.len, &v);
 		if (rc < 0)
 			return rc;
 	}
-	if (__builtin_add_overflow(v, delta, &v))
-		return -ERANGE;
+	/* Past INT64_MAX the sum wraps around, as in torch's servers (which
+	 * keep the connection); only a stored text out of range is an error. */
+	v = (int64_t)((uint64_t)v + (uint64_t)delta);
 	char text[24];
 	int n = snprintf(text, sizeof(text), "%" PRId64, v);
-	int rc = store_put(store, key, text, (size_t)n);
+	int rc = store_entry_put(store, key, text, (size_t)n, true);
 	if (rc == 0)
 		*result = v;
 	return rc;
@@ -182,7 +183,7 @@ int store_compare_set(struct store *store, struct byteview key, struct byteview 
 		current->len = e->value_len;
 		return 0;
 	}
-	int rc = store_put(store, key, desired.data, desired.len);
+	int rc = store_entry_put(store, key, desired.data, desired.len, true);
 	if (rc < 0)
 		return rc;
 	return store_get(store, key, current) ? 0 : -EIO;
@@ -216,7 +217,7 @@ int store_append(struct store *store, struct byteview key, struct byteview value
 {
 	struct store_entry *e = store_table_find(&store->table, key);
 	if (!e || !e->present)
-		return store_put(store, key, value.data, value.len);
+		return store_entry_put(store, key, value.data, value.len, true);
 	if (value.len > store->max_bytes - store->bytes)
 		return -ENOSPC;
 	if (value.len == 0) {
@@ -245,6 +246,61 @@ int store_append(struct store *store, struct byteview key, struct byteview value
 	store_entry_notify(store, e, STORE_KEY_UPDATED, old, (struct byteview){v, e->value_len});
 	free(keep);
 	return 0;
+}
+
+int store_foreach_key(const struct store *store, store_key_fn fn, void *ctx)
+{
+	const struct store_table *t = &store->table;
+	for (size_t i = 0; i <= t->mask; i++) {
+		for (const struct store_entry *e = t->buckets[i]; e; e = e->next) {
+			if (!e->present)
+				continue;
+			int rc = fn(ctx, (struct byteview){e->key, e->key_len});
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Drops the value and queue of one entry (the entry goes too unless waits or
+ * watches keep it). Returns 1 when it held either. */
+static int entry_clear(struct store *s, struct store_entry *e)
+{
+	bool had = e->present || e->qlen > 0;
+	if (e->present) {
+		uint8_t *old = e->value;
+		size_t old_len = e->value_len;
+		s->bytes -= e->value_len;
+		e->value = NULL;
+		e->value_len = 0;
+		e->present = false;
+		s->num_keys--;
+		store_entry_notify(s, e, STORE_KEY_DELETED, (struct byteview){old, old_len},
+				   (struct byteview){NULL, 0});
+		free(old);
+	}
+	s->bytes -= store_entry_drop_queue(e);
+	store_entry_gc(s, e);
+	return had;
+}
+
+size_t store_clear(struct store *store, store_keep_fn keep, void *ctx)
+{
+	struct store_table *t = &store->table;
+	size_t n = 0;
+	/* The table never shrinks, so removing entries keeps the buckets; only
+	 * the chain being walked changes, hence `next` first. */
+	for (size_t i = 0; i <= t->mask; i++) {
+		struct store_entry *e = t->buckets[i];
+		while (e) {
+			struct store_entry *next = e->next;
+			if (!keep || !keep(ctx, (struct byteview){e->key, e->key_len}))
+				n += (size_t)entry_clear(store, e);
+			e = next;
+		}
+	}
+	return n;
 }
 
 size_t store_bytes_used(const struct store *store)

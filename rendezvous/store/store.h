@@ -3,13 +3,18 @@
  *
  * Keys and values are bytes. Semantics follow torch's servers:
  *  - set replaces; add parses the stored value as a decimal integer (a
- *    missing key counts as 0) and stores the sum as decimal text;
+ *    missing key counts as 0) and stores the sum as decimal text (wrapping
+ *    around past INT64_MAX, as torch's servers do);
  *  - compare_set: missing key + empty expected stores desired; missing key +
  *    non-empty expected stores nothing and answers `expected`; present key is
  *    replaced iff its value equals expected; the answer is the value after;
  *  - wait on several keys completes when every key exists (a key also counts
  *    as existing while a queue of that name is not empty); the waiter's owner
  *    is told through the wake callback;
+ *  - barriers (torch 2.x): the key is a counter; each arrival adds one and
+ *    waits until the count reaches the world size, then all waiters of the
+ *    key wake (a key past its world size releases every later arrival at
+ *    once, as in torch);
  *  - queues (torch 2.x): push wakes at most one waiter of that name, pop
  *    takes the oldest item;
  *  - watches (torch 1.13): every change of a watched key is reported.
@@ -79,8 +84,9 @@ int store_set(struct store *store, struct byteview key, struct byteview value);
  * or 0 when the key is missing. */
 int store_get(const struct store *store, struct byteview key, struct byteview *value);
 
-/* Returns 0 with the new value in *result; -EINVAL if the stored value is
- * not a decimal integer; -ERANGE on overflow; -ENOSPC; -ENOMEM. */
+/* Returns 0 with the new value in *result (the sum wraps around past
+ * INT64_MAX / INT64_MIN); -EINVAL if the stored value is not a decimal
+ * integer; -ERANGE if it is one out of the int64 range; -ENOSPC; -ENOMEM. */
 int store_add(struct store *store, struct byteview key, int64_t delta, int64_t *result);
 
 /* torch's compare_set (see above). *current views the value after the
@@ -97,6 +103,16 @@ int store_check(const struct store *store, const struct byteview *keys, size_t n
  * missing key appears), or -ENOMEM. */
 int store_wait(struct store *store, struct store_owner *owner, const struct byteview *keys,
 	       size_t nkeys);
+
+/* torch 2.x's BARRIER: adds one to the decimal counter at `key` (a missing
+ * key counts as 0; *count gets the new value). When the count has reached
+ * world_size, every waiter of the key wakes and this returns 1 (the caller
+ * is released too); otherwise a wait of `owner` on the key is registered and
+ * this returns 0 (it wakes when a later arrival completes the barrier, or
+ * when the key is set, added to or appended to, as in torch; cancel it like
+ * any wait). Errors as store_add(); on an error nothing changed. */
+int store_barrier(struct store *store, struct store_owner *owner, struct byteview key,
+		  int64_t world_size, int64_t *count);
 
 /* Drops every pending wait of `owner` (disconnect, cancel-wait). Returns how
  * many were dropped. */
@@ -115,6 +131,24 @@ size_t store_owner_unwatch(struct store *store, struct store_owner *owner);
 
 /* Number of keys with a value (queues are not counted, as in torch). */
 int64_t store_num_keys(const struct store *store);
+
+/* Called for each key by store_foreach_key(); the view is valid during the
+ * call only, which must not change the store. A negative return stops the
+ * walk and is passed on. */
+typedef int (*store_key_fn)(void *ctx, struct byteview key);
+
+/* Calls fn for every key with a value (the keys store_num_keys() counts), in
+ * no particular order. Returns 0 or fn's negative return. */
+int store_foreach_key(const struct store *store, store_key_fn fn, void *ctx);
+
+/* Whether store_clear() keeps `key`. */
+typedef bool (*store_keep_fn)(void *ctx, struct byteview key);
+
+/* Drops the value and the queue of every key that `keep` (NULL: none)
+ * does not keep; watchers are told of each deleted value. Pending waits and
+ * watches stay registered (cancel their owners first to drop them too).
+ * Returns how many keys held a value or queue and were cleared. */
+size_t store_clear(struct store *store, store_keep_fn keep, void *ctx);
 
 /* Returns 1 if the key existed and was deleted, else 0. Waiters are kept. */
 int store_delete(struct store *store, struct byteview key);

@@ -79,7 +79,17 @@ void store_entry_notify(struct store *s, struct store_entry *e, enum store_chang
 /* Frees every waiter and watch of the entry without callbacks (store_free). */
 void store_entry_drop_waits(struct store_entry *e);
 
-/* Frees the entry's queue items (store_free). */
-void store_entry_drop_queue(struct store_entry *e);
+/* Frees the entry's queue items; returns their bytes (the caller accounts
+ * for them). */
+size_t store_entry_drop_queue(struct store_entry *e);
+
+/* Gives `key` a copy of data as its value, telling watchers; wakes the key's
+ * waiters only when `wake` (a barrier counts without waking). Returns 0,
+ * -ENOSPC or -ENOMEM. */
+int store_entry_put(struct store *s, struct byteview key, const void *data, size_t len, bool wake);
+
+/* Parses like C++ std::stoll (leading blanks, sign, digits, the rest
+ * ignored). Returns 0, -EINVAL (no number) or -ERANGE (out of int64). */
+int store_parse_decimal(const uint8_t *p, size_t len, int64_t *out);
 
 #endif

@@ -65,13 +65,16 @@ int64_t store_queue_len(const struct store *store, struct byteview key)
 	return e ? (int64_t)e->qlen : 0;
 }
 
-void store_entry_drop_queue(struct store_entry *e)
+size_t store_entry_drop_queue(struct store_entry *e)
 {
+	size_t bytes = 0;
 	while (e->qhead) {
 		struct store_item *it = e->qhead;
 		e->qhead = it->next;
+		bytes += it->len;
 		free(it);
 	}
 	e->qtail = NULL;
 	e->qlen = 0;
+	return bytes;
 }

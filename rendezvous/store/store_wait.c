@@ -1,8 +1,11 @@
 /*
  * store_wait.c - waits on keys: registration, wake-up when the last missing
- * key appears, cancellation (cancel-wait, disconnect).
+ * key appears, barriers (a counter key whose waiters wake together),
+ * cancellation (cancel-wait, disconnect).
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "store_int.h"
@@ -75,6 +78,49 @@ static void waiter_unwind(struct store *s, struct store_waiter *w)
 	free(w);
 }
 
+/* Allocates a waiter for up to nlinks keys, accounted against the limit.
+ * Returns 0, -ENOSPC or -ENOMEM. */
+static int waiter_new(struct store *s, struct store_owner *owner, size_t nlinks,
+		      struct store_waiter **out)
+{
+	size_t size = sizeof(struct store_waiter) + nlinks * sizeof(struct store_link);
+	if (size > s->max_bytes - s->bytes)
+		return -ENOSPC;
+	struct store_waiter *w = calloc(1, size);
+	if (!w)
+		return -ENOMEM;
+	w->owner = owner;
+	w->bytes = size;
+	s->bytes += size;
+	*out = w;
+	return 0;
+}
+
+/* Links the waiter's next key to entry e. */
+static void waiter_link(struct store_waiter *w, struct store_entry *e)
+{
+	struct store_link *l = &w->links[w->nlinks++];
+	l->waiter = w;
+	l->entry = e;
+	l->prev = NULL;
+	l->next = e->waiters;
+	if (e->waiters)
+		e->waiters->prev = l;
+	e->waiters = l;
+}
+
+/* The waiter's keys are linked: it now waits, on its owner's list. */
+static void waiter_register(struct store *s, struct store_waiter *w)
+{
+	struct store_owner *owner = w->owner;
+	w->missing = w->nlinks;
+	w->onext = owner->waiters;
+	if (owner->waiters)
+		owner->waiters->oprev = w;
+	owner->waiters = w;
+	s->nwaiters++;
+}
+
 int store_wait(struct store *store, struct store_owner *owner, const struct byteview *keys,
 	       size_t nkeys)
 {
@@ -84,39 +130,58 @@ int store_wait(struct store *store, struct store_owner *owner, const struct byte
 			missing++;
 	if (missing == 0)
 		return 1;
-	size_t size = sizeof(struct store_waiter) + missing * sizeof(struct store_link);
-	if (size > store->max_bytes - store->bytes)
-		return -ENOSPC;
-	struct store_waiter *w = calloc(1, size);
-	if (!w)
-		return -ENOMEM;
-	w->owner = owner;
-	w->bytes = size;
-	store->bytes += size;
+	struct store_waiter *w;
+	int rc = waiter_new(store, owner, missing, &w);
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < nkeys; i++) {
 		struct store_entry *e = store_table_find(&store->table, keys[i]);
 		if (store_entry_exists(e))
 			continue;
-		int rc = store_entry_get(store, keys[i], 0, &e);
+		rc = store_entry_get(store, keys[i], 0, &e);
 		if (rc < 0) {
 			waiter_unwind(store, w);
 			return rc;
 		}
-		struct store_link *l = &w->links[w->nlinks++];
-		l->waiter = w;
-		l->entry = e;
-		l->prev = NULL;
-		l->next = e->waiters;
-		if (e->waiters)
-			e->waiters->prev = l;
-		e->waiters = l;
+		waiter_link(w, e);
 	}
-	w->missing = w->nlinks;
-	w->onext = owner->waiters;
-	if (owner->waiters)
-		owner->waiters->oprev = w;
-	owner->waiters = w;
-	store->nwaiters++;
+	waiter_register(store, w);
+	return 0;
+}
+
+int store_barrier(struct store *store, struct store_owner *owner, struct byteview key,
+		  int64_t world_size, int64_t *count)
+{
+	struct byteview cur;
+	int64_t n = 0;
+	if (store_get(store, key, &cur)) {
+		int rc = store_parse_decimal(cur.data, cur.len, &n);
+		if (rc < 0)
+			return rc;
+	}
+	n = (int64_t)((uint64_t)n + 1); /* wraps like add */
+	bool release = n >= world_size;
+	/* The waiter first, so that a refusal leaves the count unchanged. */
+	struct store_waiter *w = NULL;
+	int rc = release ? 0 : waiter_new(store, owner, 1, &w);
+	if (rc < 0)
+		return rc;
+	char text[24];
+	int len = snprintf(text, sizeof(text), "%" PRId64, n);
+	rc = store_entry_put(store, key, text, (size_t)len, false);
+	if (rc < 0) {
+		if (w)
+			waiter_unwind(store, w);
+		return rc;
+	}
+	*count = n;
+	struct store_entry *e = store_table_find(&store->table, key);
+	if (release) {
+		store_entry_wake(store, e, false);
+		return 1;
+	}
+	waiter_link(w, e);
+	waiter_register(store, w);
 	return 0;
 }
 

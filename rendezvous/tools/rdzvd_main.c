@@ -71,6 +71,9 @@ static void usage(FILE *f)
 	    "  --max-keys-per-request N      keys in one wait/check/multi-get/set (default %zu)\n"
 	    "  --max-total-bytes BYTES       everything stored together (default %s)\n"
 	    "  --max-connections N           open client connections (default %zu)\n"
+	    "  --max-barrier-world N         world size of one torch 2.x barrier (default %zu)\n"
+	    "  --max-list-keys N             keys one torch 2.x list_keys may return\n"
+	    "                                (default %zu)\n"
 	    "\n"
 	    "The bound port is printed on stdout. SIGTERM or SIGINT stops the daemon\n"
 	    "cleanly (exit status 0).\n"
@@ -81,7 +84,8 @@ static void usage(FILE *f)
 	    "         TORCHELASTIC_RESTART_COUNT=0 RANK=... WORLD_SIZE=... python train.py\n"
 	    "  any$   ddp-store --addr node0:29500 keys\n",
 	    size_text(d.max_key_len, a, sizeof(a)), size_text(d.max_value_len, b, sizeof(b)),
-	    d.max_keys_per_request, size_text(d.max_total_bytes, c, sizeof(c)), d.max_connections);
+	    d.max_keys_per_request, size_text(d.max_total_bytes, c, sizeof(c)), d.max_connections,
+	    d.max_barrier_world, d.max_list_keys);
 }
 
 enum {
@@ -91,6 +95,8 @@ enum {
 	OPT_MAX_KEYS,
 	OPT_MAX_TOTAL,
 	OPT_MAX_CONN,
+	OPT_MAX_BARRIER,
+	OPT_MAX_LIST,
 };
 
 static const struct option long_opts[] = {
@@ -102,6 +108,8 @@ static const struct option long_opts[] = {
     {"max-keys-per-request", required_argument, NULL, OPT_MAX_KEYS},
     {"max-total-bytes", required_argument, NULL, OPT_MAX_TOTAL},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"max-barrier-world", required_argument, NULL, OPT_MAX_BARRIER},
+    {"max-list-keys", required_argument, NULL, OPT_MAX_LIST},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -120,6 +128,10 @@ static size_t *limit_slot(struct store_limits *l, int opt)
 		return &l->max_total_bytes;
 	case OPT_MAX_CONN:
 		return &l->max_connections;
+	case OPT_MAX_BARRIER:
+		return &l->max_barrier_world;
+	case OPT_MAX_LIST:
+		return &l->max_list_keys;
 	default:
 		return NULL;
 	}

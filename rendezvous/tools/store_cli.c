@@ -39,6 +39,7 @@ static void usage(FILE *f)
 		   "  check KEY...      exit 0 if every KEY exists, 4 if not (no waiting)\n"
 		   "  delete KEY        delete KEY; prints 1 if it existed, else 0\n"
 		   "  keys              print the number of keys in the store\n"
+		   "  list              print every key, one per line (not with --torch113)\n"
 		   "  ping              check that the store answers\n"
 		   "\n"
 		   "options:\n"
@@ -105,6 +106,17 @@ static int cmd_add(struct cli *cli, char **args)
 	return cli_status(cli, rc);
 }
 
+static int cmd_list(struct cli *cli)
+{
+	char **keys = NULL;
+	size_t n = 0;
+	int rc = store_client_list_keys(cli->client, &keys, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		printf("%s\n", keys[i]);
+	store_client_free_keys(keys, n);
+	return cli_status(cli, rc);
+}
+
 static int cmd_run(struct cli *cli, const char *cmd, char **args, int nargs)
 {
 	int rc;
@@ -135,6 +147,8 @@ static int cmd_run(struct cli *cli, const char *cmd, char **args, int nargs)
 			printf("%" PRId64 "\n", n);
 		return cli_status(cli, rc);
 	}
+	if (strcmp(cmd, "list") == 0)
+		return cmd_list(cli);
 	return cli_status(cli, store_client_ping(cli->client));
 }
 
@@ -145,8 +159,9 @@ static int cmd_check_args(const char *cmd, int nargs)
 		const char *name;
 		int min, max;
 	} cmds[] = {
-	    {"set", 2, 2},	   {"get", 1, 1},    {"add", 2, 2},  {"wait", 1, 1 << 20},
-	    {"check", 1, 1 << 20}, {"delete", 1, 1}, {"keys", 0, 0}, {"ping", 0, 0},
+	    {"set", 2, 2},	  {"get", 1, 1},	 {"add", 2, 2},
+	    {"wait", 1, 1 << 20}, {"check", 1, 1 << 20}, {"delete", 1, 1},
+	    {"keys", 0, 0},	  {"ping", 0, 0},	 {"list", 0, 0},
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strcmp(cmd, cmds[i].name) != 0)

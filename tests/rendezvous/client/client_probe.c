@@ -2,7 +2,8 @@
  * client_probe.c - runs every operation of our C client against a store at
  * HOST:PORT and checks each result; exit 0 when all passed. With "v1" it
  * speaks torch 1.13's framing: test_torch_server.py points it at torch
- * 1.13's own TCPStore server.
+ * 1.13's own TCPStore server; with "v2", after the common operations, the
+ * 2.x-only ones (list_keys, barrier).
  *
  * usage: client_probe HOST PORT v1|v2
  */
@@ -65,6 +66,29 @@ static int probe(struct store_client *c)
 	return 0;
 }
 
+/* torch 2.x only: list_keys, barrier (with a timeout, then reuse). */
+static int probe_v2(struct store_client *c)
+{
+	char **keys = NULL;
+	size_t n = 0;
+	int found = 0;
+	CHECK(store_client_list_keys(c, &keys, &n) == 0);
+	for (size_t i = 0; i < n; i++)
+		found += !strcmp(keys[i], "/from_c") + !strcmp(keys[i], "/counter");
+	store_client_free_keys(keys, n);
+	CHECK(found == 2);
+	CHECK(store_client_barrier(c, "/probe_b1", 1, 5000) == 0);
+	CHECK(store_client_barrier(c, "/probe_b2", 2, 300) == -ETIMEDOUT);
+	CHECK(store_client_ping(c) == 0); /* usable after the timeout */
+	void *v = NULL;
+	size_t len = 0;
+	CHECK(store_client_get(c, "/probe_b2", 5000, &v, &len) == 0);
+	CHECK(len == 1 && memcmp(v, "1", 1) == 0); /* the arrival counted */
+	free(v);
+	CHECK(store_client_barrier(c, "/probe_b2", 2, 5000) == 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -81,6 +105,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int rc = probe(c);
+	if (rc == 0 && proto == STORE_CLIENT_PROTO_V2)
+		rc = probe_v2(c);
+	if (rc == 0 && proto == STORE_CLIENT_PROTO_V1) {
+		char **keys = NULL;
+		size_t n = 0;
+		if (store_client_list_keys(c, &keys, &n) != -EOPNOTSUPP) {
+			fprintf(stderr, "client_probe: list_keys in 1.13 framing did not refuse\n");
+			rc = 1;
+		}
+	}
 	store_client_free(c);
 	if (rc == 0)
 		printf("client_probe: all operations passed (%s)\n", argv[3]);

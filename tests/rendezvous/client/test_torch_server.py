@@ -1,17 +1,21 @@
-"""Our C client in torch 1.13 framing against torch 1.13's own TCPStore server
-(the server the launcher replaces), and against ddp-rdzvd in 2.x framing; a
-torch client reads what the C client stored."""
+"""Our C client against torch's own TCPStore server (the server the launcher
+replaces) in that torch's framing (1.13, or 2.x under a torch 2.x
+interpreter), and against ddp-rdzvd in 2.x framing; a torch client reads what
+the C client stored. ddp-store looks into the store torch hosts."""
 import datetime
 import os
 import subprocess
 import sys
 import threading
 
+import torch
 import torch.distributed as dist
 
 from rdzvd_fixture import Rdzvd
 
 PROBE = os.environ["DDP_CLIENT_PROBE"]
+V2 = int(torch.__version__.split(".")[0]) >= 2
+TORCH_PROTO = "v2" if V2 else "v1"
 
 
 def run_probe(port, proto, store):
@@ -29,7 +33,8 @@ def run_probe(port, proto, store):
 
 
 def store_cli(port, *args):
-    r = subprocess.run([os.environ["DDP_STORE"], "--torch113", "--addr", f"127.0.0.1:{port}",
+    framing = [] if V2 else ["--torch113"]
+    r = subprocess.run([os.environ["DDP_STORE"], *framing, "--addr", f"127.0.0.1:{port}",
                         "--timeout", "5", *args], capture_output=True, text=True, timeout=60)
     return r.returncode, r.stdout, r.stderr
 
@@ -38,9 +43,9 @@ def main():
     timeout = datetime.timedelta(seconds=30)
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                            timeout=timeout)
-    run_probe(master.port, "v1", master)
+    run_probe(master.port, TORCH_PROTO, master)
 
-    # ddp-store looking into a store hosted by torch 1.13 itself.
+    # ddp-store looking into a store hosted by torch itself.
     assert store_cli(master.port, "ping")[0] == 0
     assert store_cli(master.port, "set", "/cli", "from shell")[0] == 0
     assert master.get("cli") == b"from shell"
@@ -51,10 +56,13 @@ def main():
     assert rc == 0 and int(out) >= 5, out
     rc, _, err = store_cli(master.port, "--timeout", "0.3", "wait", "/absent")
     assert rc == 3 and "/absent" in err, (rc, err)
+    if V2:
+        rc, out, _ = store_cli(master.port, "list")
+        assert rc == 0 and {"/cli", "/py", "/counter"} <= set(out.split()), out
     with Rdzvd() as d:
         s = dist.TCPStore("127.0.0.1", d.port, is_master=False, timeout=timeout)
         run_probe(d.port, "v2", s)
-    print("C client against torch 1.13's server and ddp-rdzvd: passed")
+    print("C client against torch %s's server and ddp-rdzvd: passed" % torch.__version__)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@
  * the input itself), every decoded request is run against one store with
  * small limits, and A disconnects half-way. Invariants: no crash, no leak,
  * no undefined behaviour; the byte accounting stays under its limit; after
- * both owners are gone, no wait is left. Watches (torch 1.13 WATCH_KEY)
- * are exercised too.
+ * both owners are gone, no wait is left; a listing names exactly the keys
+ * counted. When A disconnects, the store is cleared as between two worker
+ * groups (keys starting with "k" kept) while B may still wait. Watches
+ * (torch 1.13 WATCH_KEY) are exercised too.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,7 +48,20 @@ static void fuzz_notify(void *ctx, struct store_owner *owner, enum store_change 
 	wakes += (int)(sum & 1);
 }
 
-/* The multi-key and queue queries. */
+static int fuzz_count_key(void *ctx, struct byteview key)
+{
+	for (size_t i = 0; i < key.len; i++)
+		wakes += key.data[i] & 1; /* touch every byte */
+	(*(int64_t *)ctx)++;
+	return 0;
+}
+
+static bool fuzz_keep(void *ctx, struct byteview key)
+{
+	return key.len > 0 && key.data[0] == 'k';
+}
+
+/* The multi-key, queue, listing and barrier queries. */
 static int fuzz_exec_more(struct store *s, const struct proto_request *r)
 {
 	struct byteview v = {NULL, 0};
@@ -69,6 +84,10 @@ static int fuzz_exec_more(struct store *s, const struct proto_request *r)
 		break;
 	case PROTO_OP_QUEUE_LEN:
 		store_queue_len(s, r->fields[0]);
+		break;
+	case PROTO_OP_LIST_KEYS:
+		if (store_foreach_key(s, fuzz_count_key, &n) < 0 || n != store_num_keys(s))
+			abort();
 		break;
 	default:
 		break;
@@ -115,6 +134,9 @@ static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_re
 		break;
 	case PROTO_OP_CANCEL_WAIT:
 		store_owner_cancel(s, &c->owner);
+		break;
+	case PROTO_OP_BARRIER:
+		rc = store_barrier(s, &c->owner, r->fields[0], r->integer, &n);
 		break;
 	default:
 		rc = fuzz_exec_more(s, r);
@@ -184,6 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			conns[0].dead = 1; /* A disconnects half-way */
 			store_owner_cancel(s, &conns[0].owner);
 			store_owner_unwatch(s, &conns[0].owner);
+			store_clear(s, fuzz_keep, NULL);
 		}
 	}
 	for (int i = 0; i < 2; i++) {

@@ -4,7 +4,8 @@
  * detection; encoders and reply parsers.
  *
  * torch 1.13 vectors are the bytes captured from the real client
- * (shared/reference/pytorch-facts.md); 2.x vectors follow the 2.x sources.
+ * (shared/reference/pytorch-facts.md); 2.x vectors follow the 2.x sources,
+ * and list_keys / barrier were captured from torch 2.15's client.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -77,6 +78,11 @@ static const uint8_t v2_qpush[] = {0x0E, L8(1), 'q', L8(2), 'h', 'i'};
 static const uint8_t v2_qpop[] = {0x0F, L8(1), 'q'};
 static const uint8_t v2_qlen[] = {0x10, L8(1), 'q'};
 static const uint8_t v2_mget0[] = {0x0A, L8(0)};
+/* torch 2.15, captured: list_keys(); barrier("bar1", 1, ...). */
+static const uint8_t v2_list[] = {0x11};
+static const uint8_t v2_barrier[] = {0x12, L8(5), '/', 'b', 'a', 'r', '1', L8(1)};
+static const uint8_t v2_barrier_neg[] = {0x12, L8(0), 0xFE, 0xFF, 0xFF,
+					 0xFF, 0xFF,  0xFF, 0xFF, 0xFF};
 
 static const struct vec v2_vectors[] = {
     {"validate",
@@ -113,6 +119,17 @@ static const struct vec v2_vectors[] = {
     {"qpop", PROTO_GEN_V2, v2_qpop, sizeof(v2_qpop), PROTO_OP_QUEUE_POP, 1, {"q"}, 0, 0},
     {"qlen", PROTO_GEN_V2, v2_qlen, sizeof(v2_qlen), PROTO_OP_QUEUE_LEN, 1, {"q"}, 0, 0},
     {"mget0", PROTO_GEN_V2, v2_mget0, sizeof(v2_mget0), PROTO_OP_MULTI_GET, 0, {0}, 0, 0},
+    {"list", PROTO_GEN_V2, v2_list, sizeof(v2_list), PROTO_OP_LIST_KEYS, 0, {0}, 0, 0},
+    {"barrier", PROTO_GEN_V2, v2_barrier, sizeof(v2_barrier), PROTO_OP_BARRIER, 1, {"/bar1"}, 1, 0},
+    {"barrier_neg",
+     PROTO_GEN_V2,
+     v2_barrier_neg,
+     sizeof(v2_barrier_neg),
+     PROTO_OP_BARRIER,
+     1,
+     {""},
+     -2,
+     0},
 };
 
 #define NV1 (sizeof(v1_vectors) / sizeof(v1_vectors[0]))
@@ -134,7 +151,7 @@ static void check_request(const struct vec *v, const struct proto_request *req)
 		if (req->fields[i].len)
 			assert_memory_equal(req->fields[i].data, v->fields[i], req->fields[i].len);
 	}
-	if (v->op == PROTO_OP_ADD)
+	if (v->op == PROTO_OP_ADD || v->op == PROTO_OP_BARRIER)
 		assert_int_equal(req->integer, v->integer);
 	if (v->op == PROTO_OP_PING || v->op == PROTO_OP_VALIDATE)
 		assert_int_equal(req->u32, v->u32);
@@ -311,8 +328,13 @@ static void test_unknown_and_magic(void **state)
 	expect_error(v1_high, 1, -EPROTO);
 	uint8_t v2_unknown[sizeof(v2_validate) + 1];
 	memcpy(v2_unknown, v2_validate, sizeof(v2_validate));
-	v2_unknown[sizeof(v2_validate)] = 0x11;
+	v2_unknown[sizeof(v2_validate)] = 0x13; /* one past BARRIER */
 	expect_error(v2_unknown, sizeof(v2_unknown), -EPROTO);
+	/* LIST_KEYS and BARRIER do not exist in 1.13 numbering. */
+	const uint8_t v1_list[] = {0x11};
+	expect_error(v1_list, 1, -EPROTO);
+	const uint8_t v1_barrier[] = {0x12};
+	expect_error(v1_barrier, 1, -EPROTO);
 	/* A validate with the wrong magic on a 2.x connection. */
 	uint8_t bad[10];
 	memcpy(bad, v2_validate, 5);
@@ -434,6 +456,43 @@ static void test_encoders(void **state)
 	bytebuf_release(&b);
 }
 
+/* The list_keys reply torch 2.15's server sent for the keys /bb and /a,
+ * read back with the reply parsers. */
+static void test_list_keys_reply(void **state)
+{
+	static const uint8_t reply[] = {L8(2), L8(3), '/', 'b', 'b', L8(2), '/', 'a'};
+	struct bytebuf b = {0};
+	proto_put_i64(&b, 2);
+	proto_put_bytes(&b, "/bb", 3);
+	proto_put_bytes(&b, "/a", 2);
+	assert_int_equal(b.len, sizeof(reply));
+	assert_memory_equal(b.data, reply, sizeof(reply));
+	bytebuf_release(&b);
+	for (size_t len = 0; len <= sizeof(reply); len++) {
+		int64_t n = 0;
+		size_t size = 0, off = 0;
+		struct byteview k;
+		int rc = proto_take_i64(reply, len, &n, &size);
+		if (len < 8) {
+			assert_int_equal(rc, 0);
+			continue;
+		}
+		assert_int_equal(rc, 1);
+		assert_int_equal(n, 2);
+		off = size;
+		rc = proto_take_bytes(reply + off, len - off, 64, &k, &size);
+		if (len < off + 11) {
+			assert_int_equal(rc, 0);
+			continue;
+		}
+		assert_int_equal(rc, 1);
+		assert_memory_equal(k.data, "/bb", 3);
+		off += size;
+		rc = proto_take_bytes(reply + off, len - off, 64, &k, &size);
+		assert_int_equal(rc, len == sizeof(reply) ? 1 : 0);
+	}
+}
+
 static void test_op_tables(void **state)
 {
 	for (int op = 0; op < PROTO_OP_COUNT; op++) {
@@ -448,6 +507,10 @@ static void test_op_tables(void **state)
 	assert_int_equal(proto_op_code(PROTO_GEN_V2, PROTO_OP_DELETE_KEY), 8);
 	assert_int_equal(proto_op_code(PROTO_GEN_V2, PROTO_OP_QUEUE_LEN), 16);
 	assert_int_equal(proto_op_code(PROTO_GEN_V1, PROTO_OP_CANCEL_WAIT), 12);
+	assert_int_equal(proto_op_code(PROTO_GEN_V2, PROTO_OP_LIST_KEYS), 17);
+	assert_int_equal(proto_op_code(PROTO_GEN_V2, PROTO_OP_BARRIER), 18);
+	assert_int_equal(proto_op_code(PROTO_GEN_V1, PROTO_OP_LIST_KEYS), -1);
+	assert_int_equal(proto_op_code(PROTO_GEN_V1, PROTO_OP_BARRIER), -1);
 }
 
 int main(void)
@@ -458,7 +521,7 @@ int main(void)
 	    cmocka_unit_test(test_limits),	   cmocka_unit_test(test_unknown_and_magic),
 	    cmocka_unit_test(test_generation),	   cmocka_unit_test(test_truncated_and_trim),
 	    cmocka_unit_test(test_encoders),	   cmocka_unit_test(test_buffer_follows_data),
-	    cmocka_unit_test(test_op_tables),
+	    cmocka_unit_test(test_op_tables),	   cmocka_unit_test(test_list_keys_reply),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,9 @@
 /*
  * test_server_embed.c - the store server embedded in a caller's libuv loop
  * (as ddplaunch hosts it): listen errors and retry, clients served from
- * another thread, close with clients still connected and waiting, and no
- * handle or byte left behind (run under ASan in CI). Loopback, port 0.
+ * another thread, close with clients still connected and waiting, the reset
+ * between worker groups, the list_keys and barrier limits, and no handle or
+ * byte left behind (run under ASan in CI). Loopback, port 0.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -55,6 +56,9 @@ static void test_listen_errors_and_retry(void **state)
 struct scenario {
 	uv_loop_t loop;
 	uv_async_t finished;
+	uv_async_t reset; /* the thread asks the loop for store_server_reset() */
+	const struct store_limits *limits;
+	size_t dropped; /* what the reset returned */
 	struct store_server *server;
 	int port;
 	int result; /* 0 when every check in the thread passed, else its line */
@@ -79,10 +83,18 @@ static void *scenario_thread(void *arg)
 	return NULL;
 }
 
+static void scenario_reset(uv_async_t *async)
+{
+	static const char *const keep[] = {"agent/", "launcher/"};
+	struct scenario *sc = async->data;
+	sc->dropped = store_server_reset(sc->server, keep, 2);
+}
+
 static void scenario_finished(uv_async_t *async)
 {
 	struct scenario *sc = async->data;
 	uv_close((uv_handle_t *)&sc->finished, NULL);
+	uv_close((uv_handle_t *)&sc->reset, NULL);
 	if (sc->server)
 		store_server_close(sc->server, count_done, &sc->done);
 }
@@ -92,7 +104,9 @@ static void scenario_run(struct scenario *sc)
 	assert_int_equal(uv_loop_init(&sc->loop), 0);
 	assert_int_equal(uv_async_init(&sc->loop, &sc->finished, scenario_finished), 0);
 	sc->finished.data = sc;
-	assert_int_equal(store_server_new(&sc->loop, NULL, &sc->server), 0);
+	assert_int_equal(uv_async_init(&sc->loop, &sc->reset, scenario_reset), 0);
+	sc->reset.data = sc;
+	assert_int_equal(store_server_new(&sc->loop, sc->limits, &sc->server), 0);
 	assert_int_equal(store_server_listen(sc->server, "127.0.0.1", 0), 0);
 	sc->port = store_server_port(sc->server);
 	pthread_t t;
@@ -161,12 +175,96 @@ static void test_close_with_clients(void **state)
 	scenario_run(&sc);
 }
 
+/* A restarted worker group: the old group's keys and connections go, the
+ * kept prefixes stay, new clients find a clean store. */
+static void body_reset(struct scenario *sc)
+{
+	struct store_client *c = NULL, *fresh = NULL;
+	char err[256];
+	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &c, err, sizeof(err)) == 0);
+	if (!c)
+		return;
+	SC_CHECK(sc, store_client_set(c, "/default_pg/0//cpu//0/1", "old address", 11) == 0);
+	SC_CHECK(sc, store_client_set(c, "agent/role", "kept", 4) == 0);
+	SC_CHECK(sc, store_client_set(c, "launcher/x", "kept too", 8) == 0);
+	int64_t n = 0;
+	SC_CHECK(sc, store_client_add(c, "/default_pg/store_based_barrier_key:1", 2, &n) == 0);
+	SC_CHECK(sc, store_client_ping(c) == 0); /* everything above has been run */
+	uv_async_send(&sc->reset);
+	/* The reset closes this connection, which ends the wait. */
+	const char *keys[] = {"never"};
+	int rc = store_client_wait(c, keys, 1, 20000);
+	SC_CHECK(sc, rc == -ECONNRESET || rc == -EPIPE);
+	SC_CHECK(sc,
+		 store_client_connect("127.0.0.1", sc->port, 5000, &fresh, err, sizeof(err)) == 0);
+	if (!fresh)
+		goto out;
+	const char *old[] = {"/default_pg/0//cpu//0/1"};
+	SC_CHECK(sc, store_client_check(fresh, old, 1) == 0);
+	SC_CHECK(sc, store_client_num_keys(fresh, &n) == 0 && n == 2);
+	void *v = NULL;
+	size_t len = 0;
+	SC_CHECK(sc, store_client_get(fresh, "agent/role", 1000, &v, &len) == 0 && len == 4);
+	free(v);
+	SC_CHECK(sc, store_client_add(fresh, "/default_pg/store_based_barrier_key:1", 1, &n) == 0);
+	SC_CHECK(sc, n == 1); /* counting starts again */
+	SC_CHECK(sc, sc->dropped == 2);
+out:
+	store_client_free(c);
+	store_client_free(fresh);
+}
+
+static void test_reset_between_groups(void **state)
+{
+	struct scenario sc = {.body = body_reset};
+	scenario_run(&sc);
+}
+
+/* A barrier over its world-size limit and a listing over its key limit
+ * close that client only. */
+static void body_limits(struct scenario *sc)
+{
+	struct store_client *c = NULL;
+	char err[256];
+	char **keys = NULL;
+	size_t n = 0;
+	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &c, err, sizeof(err)) == 0);
+	if (!c)
+		return;
+	SC_CHECK(sc, store_client_barrier(c, "b", 1, 1000) == 0);
+	int rc = store_client_barrier(c, "b5", 5, 1000);
+	SC_CHECK(sc, rc == -ECONNRESET || rc == -EPIPE);
+	store_client_free(c);
+	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &c, err, sizeof(err)) == 0);
+	if (!c)
+		return;
+	SC_CHECK(sc, store_client_set(c, "k1", "1", 1) == 0);
+	SC_CHECK(sc, store_client_list_keys(c, &keys, &n) == 0 && n == 2); /* b, k1 */
+	store_client_free_keys(keys, n);
+	SC_CHECK(sc, store_client_set(c, "k2", "2", 1) == 0);
+	rc = store_client_list_keys(c, &keys, &n);
+	SC_CHECK(sc, (rc == -ECONNRESET || rc == -EPIPE) && keys == NULL && n == 0);
+	store_client_free(c);
+}
+
+static void test_barrier_and_list_limits(void **state)
+{
+	struct store_limits limits;
+	store_limits_default(&limits);
+	limits.max_barrier_world = 4;
+	limits.max_list_keys = 2;
+	struct scenario sc = {.body = body_limits, .limits = &limits};
+	scenario_run(&sc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_listen_errors_and_retry),
 	    cmocka_unit_test(test_clients_served),
 	    cmocka_unit_test(test_close_with_clients),
+	    cmocka_unit_test(test_reset_between_groups),
+	    cmocka_unit_test(test_barrier_and_list_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,8 +131,16 @@ static void test_add(void **state)
 	assert_int_equal(store_set(s, BV("bad"), BV("x1")), 0);
 	assert_int_equal(store_add(s, BV("bad"), 1, &r), -EINVAL);
 	assert_value(s, "bad", "x1");
+	/* Past INT64_MAX the sum wraps, as torch 2.15's server does. */
 	assert_int_equal(store_set(s, BV("big"), BV("9223372036854775807")), 0);
-	assert_int_equal(store_add(s, BV("big"), 1, &r), -ERANGE);
+	assert_int_equal(store_add(s, BV("big"), 1, &r), 0);
+	assert_int_equal(r, INT64_MIN);
+	assert_value(s, "big", "-9223372036854775808");
+	assert_int_equal(store_add(s, BV("big"), -1, &r), 0);
+	assert_int_equal(r, INT64_MAX);
+	assert_int_equal(store_add(s, BV("big"), INT64_MAX, &r), 0);
+	assert_int_equal(r, -2);
+	/* A stored text out of the int64 range is still refused (std::stoll). */
 	assert_int_equal(store_set(s, BV("huge"), BV("99999999999999999999")), 0);
 	assert_int_equal(store_add(s, BV("huge"), 0, &r), -ERANGE);
 	assert_int_equal(store_set(s, BV("min"), BV("-9223372036854775808")), 0);
@@ -283,6 +291,170 @@ static void test_queue(void **state)
 	assert_int_equal(store_bytes_used(s), 0);
 }
 
+static void test_barrier(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = f->store;
+	struct store_owner a = STORE_OWNER_INIT, b = STORE_OWNER_INIT, c = STORE_OWNER_INIT;
+	int64_t n = 0;
+	/* world 3: two arrivals wait, the third releases all three. */
+	assert_int_equal(store_barrier(s, &a, BV("/b"), 3, &n), 0);
+	assert_int_equal(n, 1);
+	assert_value(s, "/b", "1"); /* the counter is a key, as in torch */
+	assert_int_equal(store_num_keys(s), 1);
+	assert_int_equal(store_barrier(s, &b, BV("/b"), 3, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(f->wakes.count, 0); /* counting wakes nobody */
+	assert_int_equal(store_waiter_count(s), 2);
+	assert_int_equal(store_barrier(s, &c, BV("/b"), 3, &n), 1);
+	assert_int_equal(n, 3);
+	assert_int_equal(f->wakes.count, 2);
+	assert_int_equal(store_waiter_count(s), 0);
+	assert_null(a.waiters);
+	assert_null(b.waiters);
+	/* Past its world size a key releases each later arrival at once. */
+	assert_int_equal(store_barrier(s, &a, BV("/b"), 3, &n), 1);
+	assert_int_equal(n, 4);
+	assert_value(s, "/b", "4");
+	/* World sizes of 1, 0 and below release at once. */
+	assert_int_equal(store_barrier(s, &a, BV("one"), 1, &n), 1);
+	assert_int_equal(store_barrier(s, &a, BV("zero"), 0, &n), 1);
+	assert_int_equal(store_barrier(s, &a, BV("neg"), -5, &n), 1);
+	/* A cancelled arrival still counts (torch keeps the count). */
+	assert_int_equal(store_barrier(s, &a, BV("t"), 2, &n), 0);
+	assert_int_equal(store_owner_cancel(s, &a), 1);
+	assert_int_equal(store_barrier(s, &b, BV("t"), 2, &n), 1);
+	assert_int_equal(n, 2);
+	assert_int_equal(f->wakes.count, 2);
+	/* A set of the key wakes its barrier waiters, as torch's does. */
+	assert_int_equal(store_barrier(s, &a, BV("u"), 5, &n), 0);
+	assert_int_equal(store_set(s, BV("u"), BV("0")), 0);
+	assert_int_equal(f->wakes.count, 3);
+	assert_ptr_equal(f->wakes.last, &a);
+	/* A plain wait on the key is answered once it exists. */
+	struct byteview keys[] = {BV("v")};
+	assert_int_equal(store_wait(s, &b, keys, 1), 0);
+	assert_int_equal(store_barrier(s, &a, BV("v"), 2, &n), 0);
+	assert_int_equal(f->wakes.count, 3); /* the first arrival creates without waking */
+	assert_int_equal(store_barrier(s, &c, BV("v"), 2, &n), 1);
+	assert_int_equal(f->wakes.count, 5);
+	/* A counter key holding a non-number, or an out of range one. */
+	assert_int_equal(store_set(s, BV("x"), BV("abc")), 0);
+	assert_int_equal(store_barrier(s, &a, BV("x"), 2, &n), -EINVAL);
+	assert_int_equal(store_set(s, BV("x"), BV("99999999999999999999")), 0);
+	assert_int_equal(store_barrier(s, &a, BV("x"), 2, &n), -ERANGE);
+	assert_int_equal(store_waiter_count(s), 0);
+}
+
+static void test_barrier_limit(void **state)
+{
+	struct store *s;
+	assert_int_equal(store_new(64, NULL, NULL, &s), 0);
+	struct store_owner a = STORE_OWNER_INIT;
+	int64_t n = 0;
+	/* No room for the waiter: refused, and the count did not move. */
+	assert_int_equal(store_barrier(s, &a, BV("b"), 2, &n), -ENOSPC);
+	assert_int_equal(store_num_keys(s), 0);
+	assert_int_equal(store_bytes_used(s), 0);
+	/* A releasing arrival needs no waiter. */
+	assert_int_equal(store_barrier(s, &a, BV("b"), 1, &n), 1);
+	assert_int_equal(store_bytes_used(s), 2);
+	store_free(s);
+}
+
+struct key_list {
+	int n;
+	char keys[8][16];
+	int stop_at;
+};
+
+static int collect_key(void *ctx, struct byteview key)
+{
+	struct key_list *l = ctx;
+	if (l->n == l->stop_at)
+		return -ECANCELED;
+	assert_true(l->n < 8 && key.len < 16);
+	memcpy(l->keys[l->n], key.data, key.len);
+	l->keys[l->n][key.len] = '\0';
+	l->n++;
+	return 0;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static void test_foreach_key(void **state)
+{
+	struct store *s = ((struct fixture *)*state)->store;
+	struct store_owner a = STORE_OWNER_INIT;
+	struct byteview keys[] = {BV("waited")};
+	assert_int_equal(store_set(s, BV("/a"), BV("1")), 0);
+	assert_int_equal(store_set(s, BV("/bb"), BV("")), 0);
+	assert_int_equal(store_set(s, BV(""), BV("empty key")), 0);
+	assert_int_equal(store_set(s, BV("gone"), BV("x")), 0);
+	assert_int_equal(store_delete(s, BV("gone")), 1);
+	assert_int_equal(store_queue_push(s, BV("q"), BV("item")), 0);
+	assert_int_equal(store_wait(s, &a, keys, 1), 0);
+	struct key_list l = {.stop_at = -1};
+	assert_int_equal(store_foreach_key(s, collect_key, &l), 0);
+	/* Keys with a value only: not queues, deleted or waited-on names. */
+	assert_int_equal(l.n, 3);
+	assert_int_equal(l.n, store_num_keys(s));
+	qsort(l.keys, (size_t)l.n, sizeof(l.keys[0]), cmp_key);
+	assert_string_equal(l.keys[0], "");
+	assert_string_equal(l.keys[1], "/a");
+	assert_string_equal(l.keys[2], "/bb");
+	struct key_list stop = {.stop_at = 1};
+	assert_int_equal(store_foreach_key(s, collect_key, &stop), -ECANCELED);
+	assert_int_equal(stop.n, 1);
+	store_owner_cancel(s, &a);
+}
+
+static bool keep_agent(void *ctx, struct byteview key)
+{
+	return key.len >= 6 && memcmp(key.data, "agent/", 6) == 0;
+}
+
+static void test_clear(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = f->store;
+	size_t empty = store_bytes_used(s);
+	int64_t r;
+	assert_int_equal(store_set(s, BV("/default_pg/0//cpu//0/1"), BV("old address")), 0);
+	assert_int_equal(store_add(s, BV("/default_pg/store_based_barrier_key:1"), 2, &r), 0);
+	assert_int_equal(store_set(s, BV("agent/keep"), BV("kept")), 0);
+	assert_int_equal(store_queue_push(s, BV("/q"), BV("item")), 0);
+	assert_int_equal(store_queue_push(s, BV("agent/q"), BV("kept item")), 0);
+	size_t kept_bytes = store_bytes_used(s);
+	/* A wait stays registered through a clear (its owner cancels it). */
+	struct store_owner a = STORE_OWNER_INIT;
+	struct byteview keys[] = {BV("/late")};
+	assert_int_equal(store_wait(s, &a, keys, 1), 0);
+	assert_int_equal(store_clear(s, keep_agent, NULL), 3);
+	assert_int_equal(store_num_keys(s), 1);
+	assert_value(s, "agent/keep", "kept");
+	struct byteview v;
+	assert_int_equal(store_get(s, BV("/default_pg/0//cpu//0/1"), &v), 0);
+	assert_int_equal(store_queue_len(s, BV("/q")), 0);
+	assert_int_equal(store_queue_len(s, BV("agent/q")), 1);
+	assert_int_equal(store_waiter_count(s), 1);
+	assert_int_equal(store_set(s, BV("/late"), BV("1")), 0);
+	assert_int_equal(f->wakes.count, 1);
+	assert_true(store_bytes_used(s) < kept_bytes);
+	/* Without a keep function everything goes, to the last byte. */
+	assert_int_equal(store_clear(s, NULL, NULL), 3);
+	assert_int_equal(store_num_keys(s), 0);
+	assert_int_equal(store_queue_len(s, BV("agent/q")), 0);
+	assert_int_equal(store_bytes_used(s), empty);
+	assert_int_equal(store_clear(s, NULL, NULL), 0);
+	/* The store works on afterwards. */
+	assert_int_equal(store_add(s, BV("/default_pg/store_based_barrier_key:1"), 1, &r), 0);
+	assert_int_equal(r, 1);
+}
+
 static void test_byte_limit(void **state)
 {
 	struct store *s;
@@ -404,6 +576,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cancel_from_callback, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_watch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_barrier, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_foreach_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_clear, setup, teardown),
+	    cmocka_unit_test(test_barrier_limit),
 	    cmocka_unit_test(test_byte_limit),
 	    cmocka_unit_test(test_free_with_waiters),
 	};

@@ -30,6 +30,7 @@ def main():
         assert ok(addr, "add", "n", "5") == "5\n"
         assert ok(addr, "add", "n", "-7") == "-2\n"
         assert ok(addr, "keys") == "2\n"
+        assert sorted(ok(addr, "list").splitlines()) == ["greeting", "n"]
         assert ok(addr, "wait", "greeting", "n") == ""
         assert ok(addr, "check", "greeting", "n") == ""
         assert run("--addr", addr, "check", "greeting", "nope").returncode == 4
@@ -76,12 +77,25 @@ def main():
         assert r.returncode == 0 and "usage:" in r.stdout, r
     h = subprocess.run([RDZVD, "--help"], capture_output=True, text=True).stdout
     for flag in ("--host", "--port", "--port-file", "--max-key-len", "--max-value-len",
-                 "--max-keys-per-request", "--max-total-bytes", "--max-connections", "-v"):
+                 "--max-keys-per-request", "--max-total-bytes", "--max-connections",
+                 "--max-barrier-world", "--max-list-keys", "-v"):
         assert flag in h, flag
     r = subprocess.run([RDZVD, "--port", "70000"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "--port" in r.stderr, r
     r = subprocess.run([RDZVD, "--max-key-len", "0"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2, r
+
+    # A listing over --max-list-keys is refused (the client is disconnected,
+    # the daemon serves on); under it, every key is listed.
+    with Rdzvd("--max-list-keys", "2") as d:
+        addr = f"127.0.0.1:{d.port}"
+        ok(addr, "set", "a", "1")
+        ok(addr, "set", "b", "2")
+        assert sorted(ok(addr, "list").splitlines()) == ["a", "b"]
+        ok(addr, "set", "c", "3")
+        r = run("--addr", addr, "list")
+        assert r.returncode == 1 and "connection reset" in r.stderr.lower(), r
+        assert ok(addr, "keys") == "3\n"
 
     # SIGINT (Ctrl-C) stops the daemon cleanly too.
     import signal
