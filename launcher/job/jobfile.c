@@ -107,7 +107,9 @@ static int jobfile_program_key(void *user, const char *key, const char *value, c
 			 "unknown key '%s' in [program] (expected program, arg or args)", key);
 		return -EINVAL;
 	}
-	if (rc)
+	if (rc == -ENOMEM)
+		snprintf(msg, msglen, "out of memory");
+	else if (rc)
 		snprintf(msg, msglen, "bad value for '%s' in [program]", key);
 	return rc;
 }

@@ -1,9 +1,12 @@
+/*
+ * opts.c - the launcher's option table (a settings_table, common/settings.h),
+ * its defaults and string lists, the process count and the final checks.
+ */
 #include "opts.h"
 #include "opts_values.h"
 
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,20 +83,6 @@ static const char *const opts_default_strs[][2] = {
     {"rdzv_id", "none"},       {"role", "default"},	     {"start_method", "spawn"},
     {"prefix", "[rank %r]: "},
 };
-
-static void opts_err(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void opts_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 int opts_strv_push(struct opts_strv *v, const char *s)
 {
@@ -184,7 +173,7 @@ int opts_set(struct launch_opts *o, const char *name, const char *value, enum op
 	int rc;
 
 	if (i < 0) {
-		opts_err(err, errlen, "unknown option '%s'", name);
+		snprintf(err, errlen, "unknown option '%s'", name);
 		return -ENOENT;
 	}
 	if (src == OPTS_SRC_FILE && (o->set_by_cli & (1ull << i)))
@@ -204,7 +193,7 @@ int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_
 		return ncpu > 0 ? ncpu : 1;
 	if (!strcmp(s, "gpu") || !strcmp(s, "auto")) {
 		if (ngpu <= 0) {
-			opts_err(
+			snprintf(
 			    err, errlen,
 			    "--nproc_per_node=gpu but no GPU is visible (use a number or cpu)");
 			return -EINVAL;
@@ -212,7 +201,7 @@ int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_
 		return ngpu;
 	}
 	if (settings_parse_ll(s, 1, 4096, &v)) {
-		opts_err(err, errlen, "bad --nproc_per_node '%s'", s);
+		snprintf(err, errlen, "bad --nproc_per_node '%s'", s);
 		return -EINVAL;
 	}
 	return (int)v;
@@ -221,21 +210,21 @@ int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_
 int opts_check(const struct launch_opts *o, char *err, size_t errlen)
 {
 	if (!o->program) {
-		opts_err(err, errlen,
+		snprintf(err, errlen,
 			 "no program to run (usage: ddplaunch [options] PROGRAM [ARGS...], "
 			 "see --help)");
 		return -EINVAL;
 	}
 	if (o->module && o->no_python) {
-		opts_err(err, errlen, "--module and --no_python cannot be used together");
+		snprintf(err, errlen, "--module and --no_python cannot be used together");
 		return -EINVAL;
 	}
 	if (o->standalone && o->nnodes_max > 1) {
-		opts_err(err, errlen, "--standalone runs one node; drop --nnodes or --standalone");
+		snprintf(err, errlen, "--standalone runs one node; drop --nnodes or --standalone");
 		return -EINVAL;
 	}
 	if (o->node_rank >= o->nnodes_max) {
-		opts_err(err, errlen, "--node_rank=%d is not below --nnodes=%d", o->node_rank,
+		snprintf(err, errlen, "--node_rank=%d is not below --nnodes=%d", o->node_rank,
 			 o->nnodes_max);
 		return -EINVAL;
 	}
