@@ -1,81 +1,15 @@
 /*
- * opts.c - the launcher's option table (a settings_table, common/settings.h),
- * its defaults and string lists, the process count and the final checks.
+ * opts.c - the launcher's settings: defaults, setting by name through the
+ * option table (opts_values.c) with the command line's precedence, string
+ * lists, the process count and the final checks.
  */
 #include "opts.h"
-#include "opts_values.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define OFF(f) offsetof(struct launch_opts, f)
-#define OPT_STR(n, a, f)                                                                           \
-	{                                                                                          \
-		.name = n, .alias = a, .type = SETTINGS_STR, .offset = OFF(f)                      \
-	}
-#define OPT_BOOL(n, a, f)                                                                          \
-	{                                                                                          \
-		.name = n, .alias = a, .type = SETTINGS_BOOL, .offset = OFF(f)                     \
-	}
-#define OPT_INT(n, f, lo, hi)                                                                      \
-	{                                                                                          \
-		.name = n, .type = SETTINGS_INT, .offset = OFF(f), .min = lo, .max = hi            \
-	}
-#define OPT_REAL(n, f)                                                                             \
-	{                                                                                          \
-		.name = n, .type = SETTINGS_REAL, .offset = OFF(f)                                 \
-	}
-#define OPT_CUSTOM(n, a, f, fn, what)                                                              \
-	{                                                                                          \
-		.name = n, .alias = a, .type = SETTINGS_CUSTOM, .offset = OFF(f), .parse = fn,     \
-		.expect = what                                                                     \
-	}
-
-static const struct settings_def opts_defs[] = {
-    OPT_CUSTOM("nproc_per_node", NULL, nproc_spec, optval_nproc,
-	       "a positive number, gpu, cpu or auto"),
-    OPT_CUSTOM("nnodes", NULL, nnodes_min, optval_nnodes, "N or MIN:MAX"),
-    OPT_INT("node_rank", node_rank, 0, 1 << 20),
-    OPT_STR("master_addr", NULL, master_addr),
-    OPT_INT("master_port", master_port, 0, 65535),
-    OPT_BOOL("standalone", NULL, standalone),
-    OPT_STR("rdzv_backend", NULL, rdzv_backend),
-    OPT_STR("rdzv_endpoint", NULL, rdzv_endpoint),
-    OPT_STR("rdzv_id", "run_id", rdzv_id),
-    OPT_STR("rdzv_conf", NULL, rdzv_conf),
-    OPT_INT("max_restarts", max_restarts, 0, 1 << 20),
-    OPT_REAL("monitor_interval", monitor_interval),
-    OPT_STR("log_dir", NULL, log_dir),
-    OPT_CUSTOM("redirects", "r", redirects, optval_streams, OPTVAL_STREAMS_EXPECT),
-    OPT_CUSTOM("tee", "t", tee, optval_streams, OPTVAL_STREAMS_EXPECT),
-    OPT_CUSTOM("local_ranks_filter", NULL, local_ranks_filter, optval_filter,
-	       "local ranks like 0,2"),
-    OPT_STR("role", NULL, role),
-    OPT_BOOL("no_python", NULL, no_python),
-    OPT_BOOL("module", "m", module),
-    OPT_STR("local_addr", NULL, local_addr),
-    OPT_STR("start_method", NULL, start_method),
-    OPT_BOOL("pass_local_rank", NULL, pass_local_rank),
-    OPT_BOOL("use_env", NULL, use_env),
-    OPT_BOOL("strict_port", NULL, strict_port),
-    OPT_REAL("grace_period", grace_period),
-    OPT_CUSTOM("signals", NULL, signals, optval_signals, "signal names like TERM,INT,USR1"),
-    OPT_CUSTOM("backoff", NULL, backoff_initial, optval_backoff, "SECONDS or INITIAL:MAX seconds"),
-    OPT_BOOL("no_prefix", NULL, no_prefix),
-    OPT_STR("prefix", NULL, prefix),
-    OPT_STR("config", NULL, config),
-    OPT_BOOL("dry_run", NULL, dry_run),
-};
-
-#define OPTS_COUNT (sizeof(opts_defs) / sizeof(opts_defs[0]))
-
-/* set_by_cli has one bit per entry. */
-_Static_assert(OPTS_COUNT <= 64, "struct launch_opts.set_by_cli holds 64 options");
-
-const struct settings_table opts_settings = {opts_defs, OPTS_COUNT};
 
 /* The string defaults, through the table like any other value. */
 static const char *const opts_default_strs[][2] = {
@@ -163,7 +97,7 @@ int opts_takes_value(const char *name)
 
 	if (i < 0)
 		return -ENOENT;
-	return opts_defs[i].type != SETTINGS_BOOL;
+	return opts_settings.defs[i].type != SETTINGS_BOOL;
 }
 
 int opts_set(struct launch_opts *o, const char *name, const char *value, enum opts_source src,

@@ -83,7 +83,7 @@ struct launch_opts {
 	uint64_t set_by_cli; /* bit per table entry */
 };
 
-/* The option table: names, aliases, types (for "did you mean" and the
+/* The option table (opts_values.c): names, aliases, types (for "did you mean" and the
  * command line's words). */
 extern const struct settings_table opts_settings;
 

@@ -1,4 +1,11 @@
-#include "opts_values.h"
+/*
+ * opts_values.c - the launcher's option table (a settings_table,
+ * common/settings.h) and the value types of its own behind it: N or
+ * MIN:MAX, stream masks, rank lists, signal lists, backoff, the process
+ * count. Each custom parser gets the struct launch_opts as `obj` and
+ * returns 0, -EINVAL (leaving it untouched) or -ENOMEM.
+ */
+#include "opts.h"
 #include "signames.h"
 
 #include <ctype.h>
@@ -74,12 +81,12 @@ int opts_streams_mask(const struct opts_streams *s, int lr)
 	return s->all < 0 ? 0 : s->all;
 }
 
-int optval_streams(void *obj, const struct settings_def *def, const char *s)
+static int optval_streams(void *obj, const struct settings_def *def, const char *s)
 {
 	return opts_parse_streams(s, (struct opts_streams *)((char *)obj + def->offset));
 }
 
-int optval_filter(void *obj, const struct settings_def *def, const char *s)
+static int optval_filter(void *obj, const struct settings_def *def, const char *s)
 {
 	struct launch_opts *o = obj;
 	const char *p = s;
@@ -115,7 +122,7 @@ bool opts_rank_shown(const struct launch_opts *o, int lr)
 	return false;
 }
 
-int optval_signals(void *obj, const struct settings_def *def, const char *s)
+static int optval_signals(void *obj, const struct settings_def *def, const char *s)
 {
 	struct launch_opts *o = obj;
 	int sigs[OPTS_MAX_SIGNALS], n = 0;
@@ -142,7 +149,7 @@ int optval_signals(void *obj, const struct settings_def *def, const char *s)
 	return 0;
 }
 
-int optval_backoff(void *obj, const struct settings_def *def, const char *s)
+static int optval_backoff(void *obj, const struct settings_def *def, const char *s)
 {
 	struct launch_opts *o = obj;
 	char a[64], b[64];
@@ -156,7 +163,7 @@ int optval_backoff(void *obj, const struct settings_def *def, const char *s)
 	return 0;
 }
 
-int optval_nnodes(void *obj, const struct settings_def *def, const char *s)
+static int optval_nnodes(void *obj, const struct settings_def *def, const char *s)
 {
 	struct launch_opts *o = obj;
 	char a[64], b[64];
@@ -170,7 +177,7 @@ int optval_nnodes(void *obj, const struct settings_def *def, const char *s)
 	return 0;
 }
 
-int optval_nproc(void *obj, const struct settings_def *def, const char *s)
+static int optval_nproc(void *obj, const struct settings_def *def, const char *s)
 {
 	struct launch_opts *o = obj;
 	long long v;
@@ -196,3 +203,70 @@ int opts_visible_gpus(const char *cvd, int ndev)
 			n++;
 	return n + 1 < ndev ? n + 1 : ndev;
 }
+
+#define OFF(f) offsetof(struct launch_opts, f)
+#define OPT_STR(n, a, f)                                                                           \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_STR, .offset = OFF(f)                      \
+	}
+#define OPT_BOOL(n, a, f)                                                                          \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_BOOL, .offset = OFF(f)                     \
+	}
+#define OPT_INT(n, f, lo, hi)                                                                      \
+	{                                                                                          \
+		.name = n, .type = SETTINGS_INT, .offset = OFF(f), .min = lo, .max = hi            \
+	}
+#define OPT_REAL(n, f)                                                                             \
+	{                                                                                          \
+		.name = n, .type = SETTINGS_REAL, .offset = OFF(f)                                 \
+	}
+#define OPT_CUSTOM(n, a, f, fn, what)                                                              \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_CUSTOM, .offset = OFF(f), .parse = fn,     \
+		.expect = what                                                                     \
+	}
+
+static const struct settings_def opts_defs[] = {
+    OPT_CUSTOM("nproc_per_node", NULL, nproc_spec, optval_nproc,
+	       "a positive number, gpu, cpu or auto"),
+    OPT_CUSTOM("nnodes", NULL, nnodes_min, optval_nnodes, "N or MIN:MAX"),
+    OPT_INT("node_rank", node_rank, 0, 1 << 20),
+    OPT_STR("master_addr", NULL, master_addr),
+    OPT_INT("master_port", master_port, 0, 65535),
+    OPT_BOOL("standalone", NULL, standalone),
+    OPT_STR("rdzv_backend", NULL, rdzv_backend),
+    OPT_STR("rdzv_endpoint", NULL, rdzv_endpoint),
+    OPT_STR("rdzv_id", "run_id", rdzv_id),
+    OPT_STR("rdzv_conf", NULL, rdzv_conf),
+    OPT_INT("max_restarts", max_restarts, 0, 1 << 20),
+    OPT_REAL("monitor_interval", monitor_interval),
+    OPT_STR("log_dir", NULL, log_dir),
+    OPT_CUSTOM("redirects", "r", redirects, optval_streams,
+	       "0-3, or LOCAL_RANK:0-3 pairs like 0:1,1:2"),
+    OPT_CUSTOM("tee", "t", tee, optval_streams, "0-3, or LOCAL_RANK:0-3 pairs like 0:1,1:2"),
+    OPT_CUSTOM("local_ranks_filter", NULL, local_ranks_filter, optval_filter,
+	       "local ranks like 0,2"),
+    OPT_STR("role", NULL, role),
+    OPT_BOOL("no_python", NULL, no_python),
+    OPT_BOOL("module", "m", module),
+    OPT_STR("local_addr", NULL, local_addr),
+    OPT_STR("start_method", NULL, start_method),
+    OPT_BOOL("pass_local_rank", NULL, pass_local_rank),
+    OPT_BOOL("use_env", NULL, use_env),
+    OPT_BOOL("strict_port", NULL, strict_port),
+    OPT_REAL("grace_period", grace_period),
+    OPT_CUSTOM("signals", NULL, signals, optval_signals, "signal names like TERM,INT,USR1"),
+    OPT_CUSTOM("backoff", NULL, backoff_initial, optval_backoff, "SECONDS or INITIAL:MAX seconds"),
+    OPT_BOOL("no_prefix", NULL, no_prefix),
+    OPT_STR("prefix", NULL, prefix),
+    OPT_STR("config", NULL, config),
+    OPT_BOOL("dry_run", NULL, dry_run),
+};
+
+#define OPTS_COUNT (sizeof(opts_defs) / sizeof(opts_defs[0]))
+
+/* set_by_cli has one bit per entry. */
+_Static_assert(OPTS_COUNT <= 64, "struct launch_opts.set_by_cli holds 64 options");
+
+const struct settings_table opts_settings = {opts_defs, OPTS_COUNT};
