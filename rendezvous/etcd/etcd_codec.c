@@ -218,6 +218,16 @@ char *etcd_req_delete(const char *key)
 	return dump_free(obj_key(key));
 }
 
+char *etcd_req_count(const char *key)
+{
+	json_t *o = obj_key(key);
+	if (set_new(o, "count_only", json_true()) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return dump_free(o);
+}
+
 /* The compare clause of a compare-and-set. */
 static json_t *cmp_obj(const char *key, const struct etcd_cmp *cmp)
 {

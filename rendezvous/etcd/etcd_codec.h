@@ -43,6 +43,7 @@ size_t etcd_prefix_end(const char *prefix, size_t plen, char *end);
 char *etcd_req_put(const char *key, const void *value, size_t len, int64_t lease);
 char *etcd_req_range(const char *key, bool prefix);
 char *etcd_req_delete(const char *key);
+char *etcd_req_count(const char *key); /* a range that only counts */
 char *etcd_req_cas(const char *key, const struct etcd_cmp *cmp, const void *value, size_t len,
 		   int64_t lease);
 char *etcd_req_lease_grant(int64_t ttl_s);

@@ -48,6 +48,12 @@ struct etcd_watch {
 	bool terminal;	     /* ... and not worth another endpoint */
 	uint64_t created_deadline;
 	struct etcd_linebuf lb;
+	CURL *stream; /* the stream's transfer, while it runs */
+	char stream_err[CURL_ERROR_SIZE];
+	uint64_t last_activity; /* bytes from the stream, or a probe's answer */
+	bool probing;		/* a probe runs on auth.easy */
+	char *probe_body, *probe_url;
+	struct curl_slist *probe_hdrs;
 
 	/* Shared with the consumer, under mu. */
 	pthread_mutex_t mu;
@@ -108,25 +114,130 @@ static void finish(struct etcd_watch *w, int rc)
 
 /* ---- transfers through the multi handle ---- */
 
+/* A quiet stream's member is asked, now and then, for a linearizable count
+ * of the key (one that needs a working quorum): a member that froze, or was
+ * cut off without its connection closing, or lost its leader, fails it, and
+ * the watch moves on. */
+static uint64_t probe_interval(const struct etcd_watch *w)
+{
+	uint64_t t = w->cfg->timeout_ms / 2;
+	return t < 200 ? 200 : t;
+}
+
+static bool probe_due(const struct etcd_watch *w)
+{
+	return w->created && !w->probing && time_now_ms() - w->last_activity >= probe_interval(w);
+}
+
+static void probe_start(struct etcd_watch *w)
+{
+	uint64_t t = w->cfg->timeout_ms / 2;
+	CURL *e = w->auth.easy;
+	if (!w->probe_body)
+		w->probe_body = etcd_req_count(w->key);
+	if (!w->probe_url)
+		w->probe_url = etcd_url(w->cfg->urls[w->ep], "/v3/kv/range");
+	curl_slist_free_all(w->probe_hdrs);
+	w->probe_hdrs = etcd_headers(w->auth.token);
+	if (!w->probe_body || !w->probe_url || !w->probe_hdrs)
+		return; /* out of memory: try again at the next due time */
+	curl_easy_reset(e);
+	etcd_easy_common(e, w->cfg, w->auth.curl_err);
+	curl_easy_setopt(e, CURLOPT_URL, w->probe_url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, w->probe_hdrs);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, w->probe_body);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, etcd_rx_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &w->auth.rx);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+			 (long)(t < ETCD_FIRST_ATTEMPT_MS ? t : ETCD_FIRST_ATTEMPT_MS));
+	w->auth.rx.len = 0;
+	w->auth.curl_err[0] = '\0';
+	w->probing = curl_multi_add_handle(w->multi, e) == CURLM_OK;
+	w->last_activity = time_now_ms();
+}
+
+/* The probe's answer: 0, or why the stream's member is given up. */
+static int probe_done(struct etcd_watch *w, CURLcode code)
+{
+	char *err = w->auth.ep_err[w->ep], msg[120];
+	size_t errlen = sizeof(w->auth.ep_err[w->ep]);
+	long status = 0;
+	int gcode, rc;
+	curl_multi_remove_handle(w->multi, w->auth.easy);
+	w->probing = false;
+	if (code != CURLE_OK) {
+		rc = etcd_curl_errno(w->auth.easy, code, w->auth.curl_err,
+				     w->cfg->timeout_ms / 2 < ETCD_FIRST_ATTEMPT_MS
+					 ? w->cfg->timeout_ms / 2
+					 : ETCD_FIRST_ATTEMPT_MS,
+				     msg, sizeof(msg));
+		snprintf(err, errlen, "liveness check: %s", msg);
+		return rc;
+	}
+	curl_easy_getinfo(w->auth.easy, CURLINFO_RESPONSE_CODE, &status);
+	if (status == 200)
+		return 0;
+	if (!etcd_parse_error(w->auth.rx.data, w->auth.rx.len, &gcode, msg, sizeof(msg)))
+		snprintf(msg, sizeof(msg), "HTTP %ld", status);
+	snprintf(err, errlen, "liveness check: %s", msg);
+	/* An expired token is not the member's fault: renew it there. */
+	if (w->cfg->user && (gcode == 16 || strstr(msg, "invalid auth token"))) {
+		free(w->auth.token);
+		w->auth.token = NULL;
+		return -EACCES;
+	}
+	return -EAGAIN;
+}
+
+/* The results of finished transfers: true when easy is done (*res) or the
+ * probe failed (w->stream_rc). */
+static bool collect(struct etcd_watch *w, CURL *easy, CURLcode *res)
+{
+	bool done = false;
+	CURLMsg *m;
+	int left;
+	while ((m = curl_multi_info_read(w->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		if (m->easy_handle == easy) {
+			*res = m->data.result;
+			done = true;
+		} else if (w->probing && m->easy_handle == w->auth.easy) {
+			int rc = probe_done(w, m->data.result);
+			if (rc < 0) {
+				w->stream_rc = rc;
+				done = true;
+			}
+		}
+	}
+	return done;
+}
+
+/* How long to wait for the sockets: to the creation deadline, or the next
+ * probe of a quiet stream. */
+static int wait_ms(const struct etcd_watch *w, bool stream)
+{
+	uint64_t t = 60000;
+	if (w->created_deadline)
+		t = time_left_ms(w->created_deadline) + 1;
+	else if (stream && w->created && !w->probing)
+		t = probe_interval(w) - (time_now_ms() - w->last_activity) + 1;
+	return t > 60000 ? 60000 : (int)t;
+}
+
 /* Runs easy to its end, or until stop, or (while the stream is not yet
- * accepted) created_deadline. */
+ * accepted) created_deadline; while the stream is quiet, probes its member. */
 static CURLcode watch_perform(CURL *easy, void *arg)
 {
 	struct etcd_watch *w = arg;
+	bool stream = easy == w->stream;
 	CURLcode res = CURLE_OK;
-	bool done = false;
 	if (curl_multi_add_handle(w->multi, easy) != CURLM_OK)
 		return CURLE_OUT_OF_MEMORY;
-	while (!done) {
-		int running, left;
-		CURLMsg *m;
+	for (;;) {
+		int running;
 		curl_multi_perform(w->multi, &running);
-		while ((m = curl_multi_info_read(w->multi, &left)))
-			if (m->msg == CURLMSG_DONE && m->easy_handle == easy) {
-				res = m->data.result;
-				done = true;
-			}
-		if (done)
+		if (collect(w, easy, &res))
 			break;
 		if (atomic_load(&w->stop)) {
 			res = CURLE_ABORTED_BY_CALLBACK;
@@ -136,9 +247,13 @@ static CURLcode watch_perform(CURL *easy, void *arg)
 			res = CURLE_OPERATION_TIMEDOUT;
 			break;
 		}
-		curl_multi_poll(
-		    w->multi, NULL, 0,
-		    w->created_deadline ? (int)time_left_ms(w->created_deadline) + 1 : 60000, NULL);
+		if (stream && probe_due(w))
+			probe_start(w);
+		curl_multi_poll(w->multi, NULL, 0, wait_ms(w, stream), NULL);
+	}
+	if (w->probing) {
+		curl_multi_remove_handle(w->multi, w->auth.easy);
+		w->probing = false;
 	}
 	curl_multi_remove_handle(w->multi, easy);
 	return res;
@@ -230,6 +345,7 @@ static int on_message(struct etcd_watch *w, const char *line, size_t len)
 	} else {
 		if (m.created && !w->created) {
 			w->created = true;
+			w->last_activity = time_now_ms();
 			w->created_deadline = 0;
 			w->auth_rejections = 0;
 			if (!w->next_rev)
@@ -249,6 +365,7 @@ static size_t stream_write(char *p, size_t size, size_t n, void *userdata)
 	const char *line;
 	size_t len;
 	int rc = etcd_linebuf_add(&w->lb, p, size * n);
+	w->last_activity = time_now_ms();
 	if (rc < 0) {
 		ep_note(w, rc == -EMSGSIZE ? "watch message too long" : "out of memory");
 		w->stream_rc = rc;
@@ -271,7 +388,7 @@ static CURL *stream_easy(struct etcd_watch *w, char *url, struct curl_slist *hdr
 	CURL *e = curl_easy_init();
 	if (!e)
 		return NULL;
-	etcd_easy_common(e, w->cfg, w->auth.curl_err);
+	etcd_easy_common(e, w->cfg, w->stream_err);
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
@@ -311,13 +428,16 @@ static int stream_run(struct etcd_watch *w, uint64_t slice_ms)
 	e = hdrs ? stream_easy(w, url, hdrs, body) : NULL;
 	if (!e)
 		goto out;
+	w->stream = e;
+	w->stream_err[0] = '\0';
 	code = watch_perform(e, w);
+	w->stream = NULL;
 	if (w->stream_rc) {
 		rc = w->stream_rc;
 	} else if (code == CURLE_ABORTED_BY_CALLBACK) {
 		rc = -ECANCELED;
 	} else if (code != CURLE_OK) {
-		rc = etcd_curl_errno(e, code, w->auth.curl_err, slice_ms, w->auth.ep_err[w->ep],
+		rc = etcd_curl_errno(e, code, w->stream_err, slice_ms, w->auth.ep_err[w->ep],
 				     sizeof(w->auth.ep_err[w->ep]));
 	} else {
 		rc = -ECONNRESET;
@@ -330,8 +450,12 @@ out:
 	if (e)
 		curl_easy_cleanup(e);
 	curl_slist_free_all(hdrs);
+	curl_slist_free_all(w->probe_hdrs);
+	free(w->probe_url);
 	free(url);
 	free(body);
+	w->probe_hdrs = NULL;
+	w->probe_url = NULL;
 	return rc;
 }
 
@@ -437,6 +561,7 @@ static void watch_release(struct etcd_watch *w)
 	if (w->efd >= 0)
 		close(w->efd);
 	etcd_linebuf_release(&w->lb);
+	free(w->probe_body);
 	pthread_mutex_destroy(&w->mu);
 	free(w->key);
 	free(w);

@@ -94,9 +94,10 @@ def make_certs(d):
 
 
 class EtcdCluster:
-    def __init__(self, members=1, tls=False):
+    def __init__(self, members=1, tls=False, extra_args=()):
         self.n = members
         self.tls = tls
+        self.extra_args = list(extra_args)
         self.procs = []
         self.client_ports = []
         self.dir = None
@@ -146,7 +147,7 @@ class EtcdCluster:
                     "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
                     "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
                     "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                    "--initial-cluster-token", token]
+                    "--initial-cluster-token", token] + self.extra_args
             if self.tls:
                 c = self.certs
                 args += ["--cert-file", c["server_cert"], "--key-file", c["server_key"],

@@ -3,7 +3,7 @@
 Starts etcd on loopback with etcd_cluster.py and runs test_etcd_live ($ETCD_LIVE)
 once per scenario: one member (plain, with authentication, with TLS), then
 three-member clusters where the client's member is killed (a follower, then
-the leader, then the last one; and the leader first). Exits 77 (skip) only
+the leader, then the last one; and the leader first) or frozen. Exits 77 (skip) only
 when etcd cannot run on this machine at all.
 """
 import os
@@ -37,13 +37,14 @@ def main():
     ok = True
     with etcd_cluster.EtcdCluster(1) as c:
         ok &= run("basic", c)
-    with etcd_cluster.EtcdCluster(1) as c:
+    # Tokens that expire after 1 s: the client must renew its own.
+    with etcd_cluster.EtcdCluster(1, extra_args=["--auth-token-ttl", "1"]) as c:
         c.enable_auth("root", "rootpw")
         ok &= run("auth", c, ETCD_USER="root", ETCD_PASSWORD="rootpw")
     with etcd_cluster.EtcdCluster(1, tls=True) as c:
         ok &= run("tls", c, ETCD_CA=c.certs["ca"], ETCD_CERT=c.certs["cert"],
                   ETCD_KEY=c.certs["key"])
-    for scenario in ("kill-follower", "kill-leader"):
+    for scenario in ("kill-follower", "kill-leader", "freeze-follower"):
         with etcd_cluster.EtcdCluster(3) as c:
             ok &= run(scenario, c, ETCD_LEADER=str(c.leader()))
     return 0 if ok else 1

@@ -142,6 +142,10 @@ static void test_req_put_range_delete(void **state)
 	j = load_free(etcd_req_range("job/", false));
 	assert_null(json_object_get(j, "range_end"));
 	json_decref(j);
+	j = load_free(etcd_req_count("x"));
+	assert_string_equal(b64_field(j, "key"), "x");
+	assert_true(json_is_true(json_object_get(j, "count_only")));
+	json_decref(j);
 	j = load_free(etcd_req_delete("x"));
 	assert_string_equal(b64_field(j, "key"), "x");
 	json_decref(j);

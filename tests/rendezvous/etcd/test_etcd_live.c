@@ -11,6 +11,7 @@
  *   kill-follower  three members: the client's member (a follower) is killed;
  *                  then the leader (no quorum), then the last member
  *   kill-leader    three members: the client's member, the leader, is killed
+ *   freeze-follower  three members: the client's member is stopped (SIGSTOP)
  *
  * Environment: ETCD_ENDPOINTS, ETCD_PIDS (member PIDs in endpoint order),
  * ETCD_LEADER (index of the leader), ETCD_CA / ETCD_CERT / ETCD_KEY,
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "etcd_client.h"
 #include "timeutil.h"
@@ -50,6 +52,11 @@ static const char *fresh_key(const char *what)
 	static char buf[128];
 	snprintf(buf, sizeof(buf), "test/%d/%s/%d", (int)getpid(), what, key_serial++);
 	return buf;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *userdata)
+{
+	return size * n;
 }
 
 static double now_ms(void)
@@ -357,6 +364,51 @@ static void test_watch_replay_prefix_fd(void **state)
 	etcd_client_free(c);
 }
 
+/* Compacts the history up to rev with a request of the test's own (the
+ * client has no compaction: the rendezvous never compacts). */
+static void compact(int64_t rev)
+{
+	char url[1200], body[96];
+	CURL *e = curl_easy_init();
+	long status = 0;
+	assert_non_null(e);
+	snprintf(url, sizeof(url), "http://%s/v3/kv/compaction", member_ep[0]);
+	snprintf(body, sizeof(body), "{\"revision\":\"%" PRId64 "\",\"physical\":true}", rev);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(e, CURLOPT_PROXY, "");
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+	assert_int_equal(curl_easy_perform(e), CURLE_OK);
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	assert_int_equal(status, 200);
+	curl_easy_cleanup(e);
+}
+
+/* A watch from a compacted revision ends with -ESTALE, saying so. */
+static void test_watch_compacted(void **state)
+{
+	struct etcd_client *c = client();
+	char *k = strdup(fresh_key("compact"));
+	struct etcd_watch *w;
+	struct etcd_event ev;
+	int64_t r1, r3;
+	int rc;
+	OK(etcd_put(c, k, "1", 1, 0, &r1));
+	OK(etcd_put(c, k, "2", 1, 0, NULL));
+	OK(etcd_put(c, k, "3", 1, 0, &r3));
+	compact(r3);
+	OK(etcd_watch_new(c, k, 0, r1, &w));
+	rc = etcd_watch_next(w, 3000, &ev);
+	printf("watch from a compacted revision: %d: %s\n", rc, etcd_error());
+	assert_int_equal(rc, -ESTALE);
+	assert_non_null(strstr(etcd_error(), "compacted"));
+	/* The end stays: the next call says the same. */
+	assert_int_equal(etcd_watch_next(w, 0, &ev), -ESTALE);
+	etcd_watch_free(w);
+	free(k);
+	etcd_client_free(c);
+}
+
 static void test_latency_put_cas_get(void **state)
 {
 	struct etcd_client *c = client();
@@ -503,6 +555,14 @@ static void test_auth(void **state)
 	OK(etcd_watch_new(c, k, 0, rev + 1, &w));
 	OK(etcd_put(c, k, "again", 5, 0, NULL));
 	expect_event(w, 2000, ETCD_EVENT_PUT, k, "again", NULL);
+	/* The members run with --auth-token-ttl 1: after 2.5 s of quiet (the
+	 * watch's timeout is the clock) the token has expired, and the next call
+	 * renews it by itself; the watch opened before goes on. */
+	assert_int_equal(etcd_watch_next(w, 2500, &(struct etcd_event){0}), 0);
+	t0 = now_ms();
+	OK(etcd_put(c, k, "later", 5, 0, NULL));
+	printf("put with an expired token (renewed): %.2f ms\n", now_ms() - t0);
+	expect_event(w, 2000, ETCD_EVENT_PUT, k, "later", NULL);
 	etcd_watch_free(w);
 
 	OK(etcd_client_new(&o, &anon));
@@ -655,6 +715,45 @@ static void test_kill_follower(void **state)
 	etcd_client_free(c);
 }
 
+static void signal_member(int i, int sig)
+{
+	int fd = pidfd_open(member_pid[i], 0);
+	assert_true(fd >= 0);
+	assert_int_equal(pidfd_send_signal(fd, sig, NULL, 0), 0);
+	close(fd);
+}
+
+/* A member that freezes (SIGSTOP: its connections stay open, nothing
+ * answers): calls move on after their first attempt's cap, and the watch
+ * on it notices through its liveness check and resumes elsewhere. */
+static void test_freeze_follower(void **state)
+{
+	int f1 = leader_index == 0 ? 1 : 0, f2 = 3 - leader_index - f1, l = leader_index;
+	char eps[1024], *k = strdup(fresh_key("freeze"));
+	struct etcd_client *c;
+	struct etcd_watch *w;
+	double put, seen;
+	int64_t rev;
+	order_from(f1, f2, l, eps, sizeof(eps));
+	c = client_for(eps, 5000);
+	OK(etcd_put(c, k, "before", 6, 0, &rev));
+	OK(etcd_watch_new(c, k, 0, rev + 1, &w));
+	put = put_and_see(c, w, k, "warm", &seen);
+	signal_member(f1, SIGSTOP);
+	printf("froze member %d (%s), a follower\n", f1, member_ep[f1]);
+	put = put_and_see(c, w, k, "after-freeze", &seen);
+	printf("latency frozen follower: put %.2f ms, watch delivered %.2f ms after the put was "
+	       "sent\n",
+	       put, seen);
+	assert_true(put < 1500);
+	assert_true(seen < 5000);
+	assert_string_equal(etcd_client_endpoint(c), member_ep[f2]);
+	signal_member(f1, SIGCONT);
+	etcd_watch_free(w);
+	free(k);
+	etcd_client_free(c);
+}
+
 static void test_kill_leader(void **state)
 {
 	int l = leader_index, f1 = l == 0 ? 1 : 0, f2 = 3 - l - f1;
@@ -715,6 +814,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_lease_keepalive_revoke),
 	    cmocka_unit_test(test_watch_latency),
 	    cmocka_unit_test(test_watch_replay_prefix_fd),
+	    cmocka_unit_test(test_watch_compacted),
 	    cmocka_unit_test(test_latency_put_cas_get),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_dead_endpoint_first),
@@ -724,6 +824,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tls[] = {cmocka_unit_test(test_tls)};
 	const struct CMUnitTest kill_follower[] = {cmocka_unit_test(test_kill_follower)};
 	const struct CMUnitTest kill_leader[] = {cmocka_unit_test(test_kill_leader)};
+	const struct CMUnitTest freeze[] = {cmocka_unit_test(test_freeze_follower)};
 	const char *what = argc > 1 ? argv[1] : "";
 	read_env();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -737,7 +838,10 @@ int main(int argc, char **argv)
 		return cmocka_run_group_tests_name("kill-follower", kill_follower, NULL, NULL);
 	if (!strcmp(what, "kill-leader") && leader_index >= 0)
 		return cmocka_run_group_tests_name("kill-leader", kill_leader, NULL, NULL);
-	fprintf(stderr, "usage: test_etcd_live basic|auth|tls|kill-follower|kill-leader "
-			"(kill-* need ETCD_PIDS and ETCD_LEADER)\n");
+	if (!strcmp(what, "freeze-follower") && leader_index >= 0)
+		return cmocka_run_group_tests_name("freeze-follower", freeze, NULL, NULL);
+	fprintf(stderr,
+		"usage: test_etcd_live basic|auth|tls|kill-follower|kill-leader|freeze-follower "
+		"(kill-* need ETCD_PIDS and ETCD_LEADER)\n");
 	return 2;
 }
