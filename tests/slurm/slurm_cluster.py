@@ -1,0 +1,488 @@
+"""A real Slurm cluster on this host, for tests (stdlib only).
+
+Debian's slurm-wlm and munge: munged with a private key and socket, one
+slurmctld and N slurmd, each slurmd a node ("n1", "n2", ...) with its own
+loopback address (127.0.0.11, 127.0.0.12, ...), port and spool directory.
+
+The daemons run inside their own PID and mount namespaces (unshare), under a
+small init (this file run with --inner) that starts them, reaps what they
+leave and stops them when its stdin closes. So nothing the cluster started
+outlives it: when the init ends, the kernel kills every process left in the
+namespace (slurmstepd, job tasks), even if this test process itself was
+killed. The mount namespace gives the nodes an /etc/hosts of their own in
+which "n1", "n2", ... resolve to their addresses (the host's file is never
+touched). srun, sinfo and scontrol run outside, in the test's own namespaces:
+they reach the daemons over TCP and munged's socket.
+
+Readiness: munged is ready when it returns (it daemonises only once it
+serves). Slurm has no readiness notification a client could wait on, so
+slurmctld's port is polled until it takes a connection (every 10 ms), then
+sinfo until every node is idle (every 20 ms), both under one deadline.
+Batch jobs end by writing to a FIFO that sbatch() reads (no polling).
+
+    with SlurmCluster(nodes=2) as c:
+        out = c.srun(["-N2", "--ntasks-per-node=1", "env"])
+
+SlurmCluster.unavailable() says why the daemons cannot run here (None when
+they can); tests skip with that message.
+"""
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+BINARIES = ["munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol", "unshare"]
+SBIN_DIRS = ["/usr/sbin", "/sbin"]
+
+
+def which(name):
+    path = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(SBIN_DIRS)
+    return shutil.which(name, path=path)
+
+
+def free_port():
+    """A TCP port that the kernel says is free on every address right now.
+    Slurm takes ports only from its configuration, so the port is chosen
+    here and used at once; a daemon that still loses it to another process
+    fails to start, and start() tries again with new ports."""
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+class ClusterError(Exception):
+    pass
+
+
+class SlurmCluster:
+    """nodes: node count; cpus: CPUs per node (default: this host's count);
+    extra_conf: more slurm.conf lines; start_timeout: seconds for the
+    daemons to start and every node to be idle."""
+
+    def __init__(self, nodes=2, cpus=None, extra_conf=(), start_timeout=30.0):
+        self.nnodes = nodes
+        self.cpus = cpus or os.cpu_count() or 1
+        self.extra_conf = list(extra_conf)
+        self.start_timeout = start_timeout
+        self.names = ["n%d" % (i + 1) for i in range(nodes)]
+        self.addrs = ["127.0.0.%d" % (11 + i) for i in range(nodes)]
+        self.dir = None
+        self.init = None
+        self.times = {}
+        self.inner_report = {}
+
+    @staticmethod
+    def unavailable():
+        """Why the daemons cannot run on this machine, or None."""
+        if os.geteuid() != 0:
+            return "the Slurm test cluster needs root (slurmd runs jobs as their user)"
+        missing = [b for b in BINARIES if which(b) is None]
+        if missing:
+            return "not installed: %s (Debian packages slurm-wlm, munge)" % " ".join(missing)
+        r = subprocess.run([which("unshare"), "--pid", "--fork", "--mount",
+                            "--mount-proc", "true"], capture_output=True, text=True)
+        if r.returncode != 0:
+            return "cannot create PID and mount namespaces: %s" % r.stderr.strip()
+        return None
+
+    # --- set-up -------------------------------------------------------------
+
+    def _write_files(self):
+        d = self.dir
+        for sub in ["munge", "state", "log"] + ["spool/" + n for n in self.names]:
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        # munged refuses a key that others may read, and a socket directory
+        # that others may write; clients need to reach the socket (0755).
+        os.chmod(d, 0o755)
+        os.chmod(os.path.join(d, "munge"), 0o755)
+        key = os.path.join(d, "munge", "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o600)
+        with open("/etc/hosts") as f:
+            hosts = f.read()
+        with open(os.path.join(d, "hosts"), "w") as f:
+            f.write(hosts.rstrip("\n") + "\n")
+            for name, addr in zip(self.names, self.addrs):
+                f.write("%s %s\n" % (addr, name))
+        self.ports = {"ctld": free_port()}
+        for n in self.names:
+            self.ports[n] = free_port()
+        with open(self.conf, "w") as f:
+            f.write(self._slurm_conf())
+
+    def _slurm_conf(self):
+        d = self.dir
+        host = socket.gethostname().split(".")[0]
+        lines = [
+            "ClusterName=ddptest",
+            "SlurmctldHost=%s(127.0.0.1)" % host,
+            "SlurmctldPort=%d" % self.ports["ctld"],
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            "AuthInfo=socket=%s" % self.munge_socket,
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "StateSaveLocation=%s/state" % d,
+            "SlurmdSpoolDir=%s/spool/%%n" % d,
+            "SlurmctldPidFile=%s/slurmctld.pid" % d,
+            "SlurmdPidFile=%s/slurmd-%%n.pid" % d,
+            "SlurmctldLogFile=%s/log/slurmctld.log" % d,
+            "SlurmdLogFile=%s/log/slurmd-%%n.log" % d,
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "MpiDefault=none",
+            "SwitchType=switch/none",
+            "JobCompType=jobcomp/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "ReturnToService=2",
+            "InactiveLimit=0",
+            "KillWait=5",
+            # schedule batch jobs at once rather than seconds later
+            "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+        ]
+        for name, addr in zip(self.names, self.addrs):
+            lines.append("NodeName=%s NodeHostname=%s NodeAddr=%s Port=%d CPUs=%d State=UNKNOWN"
+                         % (name, host, addr, self.ports[name], self.cpus))
+        lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+        return "\n".join(lines + self.extra_conf) + "\n"
+
+    @property
+    def conf(self):
+        return os.path.join(self.dir, "slurm.conf")
+
+    @property
+    def munge_socket(self):
+        return os.path.join(self.dir, "munge", "munge.socket")
+
+    def env(self, extra=None):
+        """The environment for Slurm's clients (srun, sinfo, ...)."""
+        e = dict(os.environ)
+        for k in list(e):
+            if k.startswith("SLURM_"):
+                del e[k]
+        e["SLURM_CONF"] = self.conf
+        e.update(extra or {})
+        return e
+
+    # --- start and stop -----------------------------------------------------
+
+    def start(self):
+        why = self.unavailable()
+        if why:
+            raise ClusterError(why)
+        atexit.register(self.stop)
+        last = None
+        for _attempt in range(3):
+            try:
+                self._start_once()
+                return self
+            except ClusterError as e:
+                # A port taken between free_port() and the daemon's bind
+                # shows as a daemon that exits at once: try new ports.
+                last = e
+                self.stop()
+                if "exited" not in str(e):
+                    break
+        raise last
+
+    def _start_once(self):
+        self.dir = tempfile.mkdtemp(prefix="ddp-slurm-")
+        self._write_files()
+        t0 = time.monotonic()
+        cmd = [which("unshare"), "--pid", "--fork", "--mount", "--mount-proc",
+               "--propagation", "private", "--kill-child", "--",
+               sys.executable, os.path.abspath(__file__), "--inner", self.dir,
+               ",".join(self.names)]
+        self.init = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=self.env(), cwd=self.dir)
+        deadline = t0 + self.start_timeout
+        self.inner_report = self._read_report(deadline)
+        self.times["daemons_started_s"] = time.monotonic() - t0
+        self.times.update(self.inner_report.get("times", {}))
+        self._wait_idle(deadline, t0)
+
+    def _read_report(self, deadline):
+        """The init's one JSON line: the daemons' PIDs (in the namespace) and
+        how long munged took, or why a daemon did not start."""
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ClusterError("the cluster's init did not report within %.0f s%s"
+                                   % (self.start_timeout, self.log_tails()))
+            ready, _, _ = select.select([self.init.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self.init.stdout.fileno(), 4096)
+                if not chunk:
+                    raise ClusterError("the cluster's init exited (%s)%s"
+                                       % (self.init.wait(), self.log_tails()))
+                line += chunk
+        report = json.loads(line)
+        if "error" in report:
+            raise ClusterError(report["error"] + self.log_tails())
+        return report
+
+    def _ctld_listens(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.ports["ctld"]), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def _wait_idle(self, deadline, t0):
+        """Polls slurmctld's port until it takes connections (sinfo would
+        retry a refused connection only a second later), then sinfo until
+        every node is idle (see the module's docstring)."""
+        states = {}
+        while time.monotonic() < deadline and "ctld_listens_s" not in self.times:
+            died = self._inner_messages()
+            if died:
+                raise ClusterError("%s%s" % (died, self.log_tails()))
+            if self._ctld_listens():
+                self.times["ctld_listens_s"] = time.monotonic() - t0
+            else:
+                time.sleep(0.01)
+        while time.monotonic() < deadline:
+            died = self._inner_messages()
+            if died:
+                raise ClusterError("%s%s" % (died, self.log_tails()))
+            r = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %T"],
+                               capture_output=True, text=True, env=self.env())
+            if r.returncode == 0:
+                self.times.setdefault("ctld_answers_s", time.monotonic() - t0)
+                states = dict(l.split() for l in r.stdout.splitlines() if l.strip())
+                if all(states.get(n) == "idle" for n in self.names):
+                    self.times["nodes_idle_s"] = time.monotonic() - t0
+                    return
+            time.sleep(0.02)
+        raise ClusterError("nodes not idle within %.0f s: %s%s"
+                           % (self.start_timeout, states or "slurmctld never answered",
+                              self.log_tails()))
+
+    def _inner_messages(self):
+        """A daemon death the init reported since the last call, or None."""
+        ready, _, _ = select.select([self.init.stdout], [], [], 0)
+        if not ready:
+            return None
+        data = os.read(self.init.stdout.fileno(), 4096)
+        if not data:
+            return "the cluster's init exited (%s)" % self.init.wait()
+        return data.decode(errors="replace").strip()
+
+    def stop(self):
+        """Stops everything the cluster started; safe to call twice."""
+        if self.init is not None:
+            init, self.init = self.init, None
+            try:
+                init.stdin.close()  # the init stops the daemons and exits
+            except OSError:
+                pass
+            try:
+                init.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                # unshare --kill-child passes SIGKILL on to the init, and the
+                # kernel ends the rest of the namespace with it.
+                init.kill()
+                init.wait()
+            init.stdout.close()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # --- use ----------------------------------------------------------------
+
+    def srun(self, args, timeout=60, env=None, check=True):
+        r = subprocess.run([which("srun")] + list(args), capture_output=True, text=True,
+                           timeout=timeout, env=self.env(env))
+        if check and r.returncode != 0:
+            raise ClusterError("srun %s: exit %d\n%s%s" % (" ".join(args), r.returncode,
+                                                           r.stderr, self.log_tails()))
+        return r
+
+    def sbatch(self, lines, args=(), timeout=60):
+        """Runs a batch script of `lines` (shell) with sbatch ARGS; returns
+        (its exit status, its output) once it has ended. The script's last
+        act is to write its status into a FIFO that this end reads: sbatch
+        --wait would poll the controller, seconds apart."""
+        name = "batch-%d-%s" % (os.getpid(), os.urandom(4).hex())
+        script, out, fifo = (os.path.join(self.dir, name + ext)
+                             for ext in (".sh", ".out", ".fifo"))
+        os.mkfifo(fifo)
+        # O_RDWR: the FIFO never reads as closed, so select() waits for data
+        fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+        try:
+            with open(script, "w") as f:
+                f.write("#!/bin/sh\n(\n%s\n)\necho $? > %s\n" % ("\n".join(lines), fifo))
+            r = subprocess.run([which("sbatch"), "-o", out] + list(args) + [script],
+                               capture_output=True, text=True, timeout=timeout, env=self.env())
+            if r.returncode != 0:
+                raise ClusterError("sbatch %s: exit %d\n%s" % (" ".join(args), r.returncode,
+                                                               r.stderr))
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                raise ClusterError("batch job %s did not end within %.0f s%s"
+                                   % (r.stdout.strip(), timeout, self.log_tails()))
+            status = int(os.read(fd, 64).decode().strip() or -1)
+        finally:
+            os.close(fd)
+        with open(out) as f:
+            return status, f.read()
+
+    def log_tails(self, lines=15):
+        if not self.dir:
+            return ""
+        out = []
+        logdir = os.path.join(self.dir, "log")
+        for name in sorted(os.listdir(logdir)) if os.path.isdir(logdir) else []:
+            with open(os.path.join(logdir, name), errors="replace") as f:
+                tail = f.read().splitlines()[-lines:]
+            out.append("\n--- %s ---\n%s" % (name, "\n".join(tail)))
+        return "".join(out)
+
+
+# --- the init inside the namespaces ------------------------------------------
+
+class Init:
+    """PID 1 of the cluster's namespaces: starts munged, slurmctld and one
+    slurmd per node, reports one JSON line, reaps every child (orphans such
+    as the daemonised munged and slurmstepd come to PID 1), reports a daemon
+    that dies, and stops them all when its stdin closes. SIGCHLD wakes it
+    through a pipe; it never polls."""
+
+    def __init__(self, d, names):
+        self.d, self.names = d, names
+        self.daemons = {}
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: None)
+
+    def path(self, *p):
+        return os.path.join(self.d, *p)
+
+    def start(self):
+        subprocess.run(["mount", "--bind", self.path("hosts"), "/etc/hosts"], check=True)
+        report = {"times": {}, "pids": {}}
+        t0 = time.monotonic()
+        r = subprocess.run([which("munged"), "--socket=" + self.path("munge", "munge.socket"),
+                            "--key-file=" + self.path("munge", "munge.key"),
+                            "--pid-file=" + self.path("munge", "munged.pid"),
+                            "--log-file=" + self.path("log", "munged.log"),
+                            "--seed-file=" + self.path("munge", "munged.seed")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("munged did not start: " + r.stderr.strip())
+        report["times"]["munged_s"] = time.monotonic() - t0
+        with open(self.path("munge", "munged.pid")) as f:
+            self.daemons[int(f.read())] = "munged"
+        cmds = [("slurmctld", [which("slurmctld"), "-D", "-i"])]
+        cmds += [("slurmd-" + n, [which("slurmd"), "-D", "-N", n]) for n in self.names]
+        for name, cmd in cmds:
+            with open(self.path("log", name + ".stderr"), "w") as err:
+                p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=err)
+            self.daemons[p.pid] = name
+            report["pids"][name] = p.pid
+        report["times"]["daemons_spawned_s"] = time.monotonic() - t0
+        return report
+
+    def reap(self, report_deaths):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            name = self.daemons.pop(pid, None)
+            if name and report_deaths:
+                try:
+                    print("%s exited (status %d)" % (name, os.waitstatus_to_exitcode(status)),
+                          flush=True)
+                except BrokenPipeError:
+                    pass  # the test has gone: stdin's end stops us next
+
+    def wait(self, fds, timeout=None):
+        ready, _, _ = select.select(fds + [self.wake_r], [], [], timeout)
+        if self.wake_r in ready:
+            os.read(self.wake_r, 512)
+        return ready
+
+    def serve(self):
+        while True:
+            ready = self.wait([sys.stdin])
+            self.reap(report_deaths=True)
+            if sys.stdin in ready and not os.read(sys.stdin.fileno(), 512):
+                return
+
+    def stop(self, grace=5.0):
+        """SIGTERM to each daemon by PID, SIGKILL to those left after the
+        grace period. What is no daemon (steps, tasks) ends with this init."""
+        for pid in list(self.daemons):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                self.daemons.pop(pid, None)
+        deadline = time.monotonic() + grace
+        self.reap(report_deaths=False)
+        while self.daemons and time.monotonic() < deadline:
+            self.wait([], deadline - time.monotonic())
+            self.reap(report_deaths=False)
+        for pid in list(self.daemons):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def inner_main(d, names):
+    init = Init(d, names)
+    try:
+        report = init.start()
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+        print(json.dumps({"error": str(e)}), flush=True)
+        init.stop()
+        return 1
+    print(json.dumps(report), flush=True)
+    init.serve()
+    init.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--inner":
+        sys.exit(inner_main(sys.argv[2], sys.argv[3].split(",")))
+    # Stand-alone: start a cluster, print its timings, run srun hostname.
+    why = SlurmCluster.unavailable()
+    if why:
+        print("slurm cluster: " + why)
+        sys.exit(77)
+    with SlurmCluster() as c:
+        t = time.monotonic()
+        out = c.srun(["-N%d" % c.nnodes, "hostname"]).stdout
+        c.times["srun_hostname_s"] = time.monotonic() - t
+        print(out.strip())
+        print(json.dumps(c.times))
