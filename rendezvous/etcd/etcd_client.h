@@ -12,10 +12,16 @@
  * all endpoints: it starts on the endpoint that last answered, moves on to the
  * next one on a connection failure or an "unavailable" answer (no leader, a
  * leader change, too many requests), and goes round the list again with a
- * short backoff until the deadline. When it gives up, etcd_error() names every
- * endpoint tried and the last error of each. An answer that is an error of
- * the request itself (bad argument, permission, lease not found) is returned
- * at once.
+ * short backoff until the deadline. Every request asks for etcd's
+ * require-leader, so a member cut off from its leader says so at once. An
+ * attempt on one endpoint gets at most what is left divided by the endpoints
+ * not yet tried in this round, and in the first round at most 1 s (doubling
+ * each round): a follower that has not yet noticed its leader died holds a
+ * write until etcd's own 7 s timeout, while the election is over in one or
+ * two. When it gives up, etcd_error() names every endpoint tried and the last
+ * error of each. An answer that is an error of the request itself (bad
+ * argument, permission, lease not found) is returned at once. An http_proxy
+ * in the environment is not used.
  *
  * A request whose connection broke after it was sent may have been applied:
  * it is retried on the next endpoint all the same. put, delete, keep-alive and
@@ -178,6 +184,11 @@ struct etcd_event {
  * revision after the last event delivered, so no event is lost or repeated.
  * If no endpoint takes it back within the client's timeout_ms, the watch
  * ends with that error (etcd_watch_next() returns it, naming every endpoint).
+ * A member that freezes or is cut off keeps its connection open: after
+ * timeout_ms / 2 without a message the thread asks that member for a
+ * linearizable count of the key (at most 1 s), and moves on when it fails,
+ * so such a member is left within about timeout_ms / 2 + 1 s. A member that
+ * loses its leader cancels the watch itself (require-leader).
  * The client must outlive the watch. */
 int etcd_watch_new(struct etcd_client *c, const char *key, unsigned flags, int64_t start_revision,
 		   struct etcd_watch **out);
