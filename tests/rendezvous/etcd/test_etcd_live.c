@@ -462,6 +462,12 @@ static void test_errors(void **state)
 	o.endpoints = "127.0.0.1:1";
 	o.user = "root";
 	assert_int_equal(etcd_client_new(&o, &bad), -EINVAL);
+	/* Credentials for a cluster without authentication: used without. */
+	o.endpoints = endpoints;
+	o.password = "pw";
+	OK(etcd_client_new(&o, &bad));
+	OK(etcd_put(bad, fresh_key("noauth"), "x", 1, 0, NULL));
+	etcd_client_free(bad);
 	etcd_client_free(c);
 }
 
