@@ -80,6 +80,7 @@ class SlurmCluster:
         self.init = None
         self.times = {}
         self.inner_report = {}
+        self._atexit = False
 
     @staticmethod
     def unavailable():
@@ -186,7 +187,9 @@ class SlurmCluster:
         why = self.unavailable()
         if why:
             raise ClusterError(why)
-        atexit.register(self.stop)
+        if not self._atexit:
+            atexit.register(self.stop)
+            self._atexit = True
         last = None
         for _attempt in range(3):
             try:
@@ -199,9 +202,13 @@ class SlurmCluster:
                 self.stop()
                 if "exited" not in str(e):
                     break
+            except BaseException:
+                self.stop()
+                raise
         raise last
 
     def _start_once(self):
+        self.times = {}
         self.dir = tempfile.mkdtemp(prefix="ddp-slurm-")
         self._write_files()
         t0 = time.monotonic()
@@ -314,8 +321,20 @@ class SlurmCluster:
     # --- use ----------------------------------------------------------------
 
     def srun(self, args, timeout=60, env=None, check=True):
-        r = subprocess.run([which("srun")] + list(args), capture_output=True, text=True,
-                           timeout=timeout, env=self.env(env))
+        """Runs srun ARGS to its end; returns the CompletedProcess. srun runs
+        in a session of its own, so that on a timeout it ends together with
+        the shepherd process it forks (which would otherwise linger)."""
+        p = subprocess.Popen([which("srun")] + list(args), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=self.env(env),
+                             start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise ClusterError("srun %s: no end within %.0f s%s"
+                               % (" ".join(args), timeout, self.log_tails()))
+        r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
         if check and r.returncode != 0:
             raise ClusterError("srun %s: exit %d\n%s%s" % (" ".join(args), r.returncode,
                                                            r.stderr, self.log_tails()))

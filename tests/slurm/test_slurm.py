@@ -86,7 +86,8 @@ class Cluster(unittest.TestCase):
         srun = subprocess.Popen(
             [which("srun"), "-N2", "--ntasks-per-node=1", "bash", "-c",
              "echo started; exec -a %s sleep 300" % marker],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=c.env())
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=c.env(),
+            start_new_session=True)
         try:
             self.assertEqual(srun.stdout.readline().strip(), "started")
             self.assertEqual(srun.stdout.readline().strip(), "started")
@@ -94,8 +95,9 @@ class Cluster(unittest.TestCase):
         finally:
             c.stop()
             gone = self._processes_named(marker)
-            # srun would wait minutes for the nodes it lost: it is ours, end it
-            srun.kill()
+            # srun would wait minutes for the nodes it lost: it is ours, end
+            # it with the shepherd it forks (its process group)
+            os.killpg(srun.pid, signal.SIGKILL)
             srun.wait()
             srun.stdout.close()
         self.assertEqual(gone, [])
