@@ -354,17 +354,26 @@ struct ddp_meta {
 
 /* Writes a safetensors file: PATH.tmp, fsync, rename to PATH, fsync the
  * directory, so an interrupted write leaves the previous PATH intact.
- * Names must be unique and non-empty. Pure file I/O: no ranks involved.
- * errbuf gets a message on failure. */
+ * Names must be unique, non-empty and shorter than 4096 bytes. Each
+ * tensor's checksum (xxHash XXH3_64bits of its bytes, 16 lowercase hex
+ * digits) goes into the metadata as "xxh3_64:NAME", so metadata keys may
+ * not start with "xxh3_64:". Pure file I/O: no ranks involved. errbuf gets
+ * a message on failure. */
 int ddp_ckpt_write(const char *path, const struct ddp_tensor *tensors, size_t ntensors,
 		   const struct ddp_meta *meta, size_t nmeta, char *errbuf, size_t errbuf_len);
 
 /* A safetensors file read into memory. */
 struct ddp_ckpt;
 
-/* Reads and validates a safetensors file (header JSON, dtypes F32/F64 and
- * others by size, offsets within the file and non-overlapping). -EINVAL with
- * a message for a malformed file, -ENOENT if missing. */
+/* Reads and validates a safetensors file: a regular file (a directory,
+ * FIFO or device is refused unread), header JSON, dtypes F32/F64 and others
+ * by size, the tensors filling the data section exactly (no overlap, gap or
+ * trailing bytes), metadata values all strings, and every tensor that has
+ * a stored checksum ("xxh3_64:NAME", as ddp_ckpt_write stores them)
+ * matching it. A file without checksums (written by PyTorch or another
+ * tool) opens; its tensors are unverified (ddp_ckpt_tensor_verified).
+ * -EINVAL with a message for a malformed or corrupt file or one that is not
+ * a regular file (-EISDIR for a directory), -ENOENT if missing. */
 int ddp_ckpt_open(const char *path, struct ddp_ckpt **out, char *errbuf, size_t errbuf_len);
 void ddp_ckpt_free(struct ddp_ckpt *ck);
 /* Metadata value for key, or NULL. Valid until ddp_ckpt_free. */
@@ -375,6 +384,9 @@ size_t ddp_ckpt_num_tensors(const struct ddp_ckpt *ck);
  * out). -ERANGE past the end; -ENOTSUP (t still filled, dtype meaningless)
  * for a dtype other than F32/F64. */
 int ddp_ckpt_tensor(const struct ddp_ckpt *ck, size_t i, struct ddp_tensor *t);
+/* 1 if the i-th tensor's bytes matched the checksum stored with it, 0 if
+ * the file stores none for it (it was not verified); -ERANGE past the end. */
+int ddp_ckpt_tensor_verified(const struct ddp_ckpt *ck, size_t i);
 
 enum ddp_load_flags {
 	DDP_LOAD_STRICT = 0,	/* refuse missing/unexpected/mismatched tensors */
@@ -384,7 +396,8 @@ enum ddp_load_flags {
 /* Result of ddp_ckpt_load(): each list is a malloc'ed ", "-separated string
  * of names (NULL when empty); report is a printable multi-line summary
  * (NULL when there is nothing to say: every tensor matched without a prefix
- * change). Free with ddp_load_report_release(). */
+ * change; when some did not, it names those loaded too). Free with
+ * ddp_load_report_release(). */
 struct ddp_load_report {
 	int prefix_stripped; /* 1: the file's names carried "module." (or ours did) */
 	size_t nloaded;
@@ -393,6 +406,7 @@ struct ddp_load_report {
 	char *unexpected;
 	char *mismatched;
 	char *report;
+	char *loaded; /* the tensors that matched (copied unless a strict load refused) */
 };
 void ddp_load_report_release(struct ddp_load_report *rep);
 
@@ -400,8 +414,10 @@ void ddp_load_report_release(struct ddp_load_report *rep);
  * on either side is ignored (reported once in report). Strict: if any tensor
  * is missing from the file, unexpected in the file, or has another
  * dtype/shape, nothing is copied and -EINVAL is returned with the lists in
- * rep and in the error message. Non-strict: the matching tensors are copied
- * and the lists are reported. rep may be NULL. */
+ * rep and in the error message. Non-strict (as PyTorch's strict=False): the
+ * matching tensors are copied, the others are not touched (they keep
+ * whatever the caller put there, e.g. a fresh initialisation), and the
+ * lists are reported. rep may be NULL. */
 int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *tensors, size_t ntensors,
 		  enum ddp_load_flags flags, struct ddp_load_report *rep, char *errbuf,
 		  size_t errbuf_len);

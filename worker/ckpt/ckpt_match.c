@@ -5,6 +5,7 @@
  * unexpected or mismatched tensors are listed, never silently skipped.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,7 @@ void ddp_load_report_release(struct ddp_load_report *rep)
 	free(rep->unexpected);
 	free(rep->mismatched);
 	free(rep->report);
+	free(rep->loaded);
 	memset(rep, 0, sizeof(*rep));
 }
 
@@ -73,6 +75,7 @@ static int ck_match(const struct ddp_ckpt *ck, const struct ddp_tensor *t, size_
 		    struct ddp_load_report *rep)
 {
 	unsigned char *used = calloc(ck->ntensors + 1, 1);
+	size_t nmatched = 0;
 	int rc = 0;
 
 	if (!used)
@@ -95,7 +98,9 @@ static int ck_match(const struct ddp_ckpt *ck, const struct ddp_tensor *t, size_
 		}
 		if (match[i] < 0) {
 			rc = ck_list_add(&rep->missing, &rep->nmissing, t[i].name);
-		} else if (!ck_same(&ck->t[match[i]], &t[i])) {
+		} else if (ck_same(&ck->t[match[i]], &t[i])) {
+			rc = ck_list_add(&rep->loaded, &nmatched, t[i].name);
+		} else {
 			char a[160], b[160], item[400];
 			const struct st_entry *e = &ck->t[match[i]];
 
@@ -115,14 +120,18 @@ static int ck_match(const struct ddp_ckpt *ck, const struct ddp_tensor *t, size_
 	return rc;
 }
 
-static void ck_report(const struct ddp_ckpt *ck, struct ddp_load_report *rep)
+static void ck_report(const struct ddp_ckpt *ck, enum ddp_load_flags flags,
+		      struct ddp_load_report *rep)
 {
-	size_t len = 512 + (rep->missing ? strlen(rep->missing) : 0) +
+	bool partial = rep->nmissing || rep->nunexpected || rep->nmismatched;
+	bool kept = flags != DDP_LOAD_STRICT && (rep->nmissing || rep->nmismatched);
+	size_t len = 640 + (rep->missing ? strlen(rep->missing) : 0) +
 		     (rep->unexpected ? strlen(rep->unexpected) : 0) +
-		     (rep->mismatched ? strlen(rep->mismatched) : 0);
+		     (rep->mismatched ? strlen(rep->mismatched) : 0) +
+		     (rep->loaded ? strlen(rep->loaded) : 0);
 	size_t off = 0;
 
-	if (!rep->prefix_stripped && !rep->nmissing && !rep->nunexpected && !rep->nmismatched)
+	if (!rep->prefix_stripped && !partial)
 		return;
 	rep->report = malloc(len);
 	if (!rep->report)
@@ -133,6 +142,9 @@ static void ck_report(const struct ddp_ckpt *ck, struct ddp_load_report *rep)
 					"checkpoint '%s': names matched ignoring the 'module.' "
 					"prefix\n",
 					ck->path);
+	if (partial && flags != DDP_LOAD_STRICT)
+		off += (size_t)snprintf(rep->report + off, len - off, "loaded: %s\n",
+					rep->loaded ? rep->loaded : "nothing");
 	if (rep->nmissing)
 		off += (size_t)snprintf(rep->report + off, len - off,
 					"missing from the checkpoint: %s\n", rep->missing);
@@ -140,8 +152,12 @@ static void ck_report(const struct ddp_ckpt *ck, struct ddp_load_report *rep)
 		off += (size_t)snprintf(rep->report + off, len - off,
 					"unexpected in the checkpoint: %s\n", rep->unexpected);
 	if (rep->nmismatched)
-		snprintf(rep->report + off, len - off, "dtype/shape mismatch: %s\n",
-			 rep->mismatched);
+		off += (size_t)snprintf(rep->report + off, len - off, "dtype/shape mismatch: %s\n",
+					rep->mismatched);
+	if (kept)
+		snprintf(rep->report + off, len - off,
+			 "not loaded (missing or mismatched): they keep their values from "
+			 "before the load\n");
 }
 
 int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *tensors, size_t ntensors,
@@ -154,7 +170,7 @@ int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *tensors, s
 
 	if (rc < 0)
 		goto out;
-	ck_report(ck, &rep);
+	ck_report(ck, flags, &rep);
 	if (flags == DDP_LOAD_STRICT && (rep.nmissing || rep.nunexpected || rep.nmismatched)) {
 		if (errbuf && errbuf_len)
 			snprintf(errbuf, errbuf_len,

@@ -2,8 +2,10 @@
  * safetensors.c - safetensors files: u64 little-endian header length, a
  * JSON header ({"__metadata__": {str: str}, name: {"dtype", "shape",
  * "data_offsets": [begin, end]}}, padded with spaces to a multiple of 8),
- * then the tensors' bytes back to back. Written through a temporary file,
- * fsync and rename; read with every length and offset checked before use.
+ * then the tensors' bytes back to back. Each tensor's checksum (xxHash's
+ * XXH3_64bits) is stored in the metadata as "xxh3_64:NAME" (a string, as
+ * the format requires, so PyTorch and Hugging Face read the file as any
+ * other). Written through a temporary file, fsync and rename.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "safetensors.h"
 
@@ -21,14 +24,16 @@ static const char *st_dtype_name(enum ddp_dtype d)
 	return d == DDP_FLOAT64 ? "F64" : "F32";
 }
 
-static int st_validate_names(const struct ddp_tensor *t, size_t n, char *err, size_t errlen)
+static int st_validate_names(const struct ddp_tensor *t, size_t n, const struct ddp_meta *meta,
+			     size_t nmeta, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (!t[i].name || !*t[i].name || strcmp(t[i].name, "__metadata__") == 0 ||
-		    ddp_dtype_size(t[i].dtype) == 0 || t[i].ndim < 0 || t[i].ndim > ST_MAX_NDIM) {
+		if (!t[i].name || !*t[i].name || strlen(t[i].name) >= ST_MAX_NAME ||
+		    strcmp(t[i].name, "__metadata__") == 0 || ddp_dtype_size(t[i].dtype) == 0 ||
+		    t[i].ndim < 0 || t[i].ndim > ST_MAX_NDIM) {
 			snprintf(err, errlen,
-				 "tensor %zu has an empty or reserved name, or a bad "
-				 "dtype/shape",
+				 "tensor %zu has an empty, reserved or over-long name, or a "
+				 "bad dtype/shape",
 				 i);
 			return -EINVAL;
 		}
@@ -37,6 +42,16 @@ static int st_validate_names(const struct ddp_tensor *t, size_t n, char *err, si
 				snprintf(err, errlen, "tensor name '%s' appears twice", t[i].name);
 				return -EINVAL;
 			}
+		}
+	}
+	for (size_t i = 0; i < nmeta; i++) {
+		if (!meta[i].key ||
+		    strncmp(meta[i].key, ST_SUM_PREFIX, strlen(ST_SUM_PREFIX)) == 0) {
+			snprintf(err, errlen,
+				 "metadata key '%s' is missing or reserved (the '" ST_SUM_PREFIX
+				 "' keys hold the checksums)",
+				 meta[i].key ? meta[i].key : "(null)");
+			return -EINVAL;
 		}
 	}
 	return 0;
@@ -65,11 +80,17 @@ static int st_header(const struct ddp_tensor *t, size_t n, const struct ddp_meta
 	for (size_t i = 0; i < nmeta; i++)
 		json_object_set_new(m, meta[i].key,
 				    json_string(meta[i].value ? meta[i].value : ""));
-	if (nmeta)
+	if (nmeta || n)
 		json_object_set(root, "__metadata__", m);
 	for (size_t i = 0; i < n; i++) {
 		size_t bytes = st_numel(t[i].shape, t[i].ndim) * ddp_dtype_size(t[i].dtype);
 		json_t *e = json_object(), *shape = json_array();
+		char key[sizeof(ST_SUM_PREFIX) + ST_MAX_NAME], sum[ST_SUM_HEX + 1];
+
+		snprintf(key, sizeof(key), ST_SUM_PREFIX "%s", t[i].name);
+		snprintf(sum, sizeof(sum), "%016llx",
+			 (unsigned long long)XXH3_64bits(t[i].data, bytes));
+		json_object_set_new(m, key, json_string(sum));
 
 		for (int d = 0; d < t[i].ndim; d++)
 			json_array_append_new(shape, json_integer(t[i].shape[d]));
@@ -139,7 +160,7 @@ int ddp_ckpt_write(const char *path, const struct ddp_tensor *tensors, size_t nt
 	uint64_t h64;
 	int fd = -1, rc;
 
-	rc = st_validate_names(tensors, ntensors, e, sizeof(e));
+	rc = st_validate_names(tensors, ntensors, meta, nmeta, e, sizeof(e));
 	if (rc == 0)
 		rc = st_header(tensors, ntensors, meta, nmeta, &hdr, &hlen);
 	if (rc < 0)

@@ -17,6 +17,13 @@
 /* Limits on what we accept from a file. */
 #define ST_MAX_HEADER (100u << 20)
 #define ST_MAX_NDIM   8
+#define ST_MAX_NAME   4096 /* bytes of a tensor name we write, with its terminator */
+
+/* Each tensor's checksum is the metadata entry "xxh3_64:NAME" -> 16
+ * lowercase hex digits, XXH3_64bits (xxHash, seed 0) of the tensor's bytes
+ * as stored. Metadata keys with this prefix are reserved. */
+#define ST_SUM_PREFIX "xxh3_64:"
+#define ST_SUM_HEX    16
 
 struct st_entry {
 	char *name;
@@ -26,6 +33,7 @@ struct st_entry {
 	int ndim;
 	int64_t shape[ST_MAX_NDIM];
 	size_t begin, end; /* byte offsets in the data section */
+	int verified;	   /* 1: the bytes matched the stored checksum; 0: none stored */
 };
 
 struct ddp_ckpt {

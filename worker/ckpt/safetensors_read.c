@@ -1,7 +1,9 @@
 /*
- * safetensors_read.c - reads and validates a safetensors file (the header
- * length, the JSON, each entry's dtype, shape and offsets, and that the
- * tensors do not overlap) before any tensor is used.
+ * safetensors_read.c - reads and validates a safetensors file before any
+ * tensor is used: a regular file, the header length, the JSON, each
+ * entry's dtype, shape and offsets, that the tensors fill the data section
+ * exactly (no overlap, no gap, nothing after the last one: the format's own
+ * rule), that the metadata is a map of strings, and every stored checksum.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include "fileutil.h"
 #include "safetensors.h"
 
 static const struct {
@@ -24,14 +28,20 @@ static const struct {
     {"BOOL", -1, 1},	     {"F8_E4M3", -1, 1},      {"F8_E5M2", -1, 1},
 };
 
-static int st_read_file(const char *path, char **buf, size_t *len)
+static int st_read_file(const char *path, char **buf, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	mode_t mode = 0;
+	int fd = file_open_regular(path, &mode), rc = 0;
 
+	if (fd == -EISDIR || fd == -EINVAL) {
+		/* Never read: a FIFO would block, /dev/zero never ends. */
+		snprintf(err, errlen, "%s, not a safetensors file", file_kind(mode));
+		return fd;
+	}
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		goto out;
@@ -46,8 +56,12 @@ static int st_read_file(const char *path, char **buf, size_t *len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			break;
+		if (n < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break; /* shrank while read: parsed as the shorter file */
 		got += (size_t)n;
 	}
 	*len = got;
@@ -110,13 +124,17 @@ static int st_cmp_begin(const void *a, const void *b)
 	const struct st_entry *x = *(const struct st_entry *const *)a;
 	const struct st_entry *y = *(const struct st_entry *const *)b;
 
-	return x->begin < y->begin ? -1 : x->begin > y->begin;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
 }
 
-/* No two tensors may share bytes. */
-static int st_check_overlap(struct ddp_ckpt *ck, char *err, size_t errlen)
+/* The tensors, in offset order, cover the data section exactly: no two
+ * share bytes, no bytes between them, none after the last. */
+static int st_check_layout(struct ddp_ckpt *ck, size_t data_len, char *err, size_t errlen)
 {
 	const struct st_entry **order = malloc((ck->ntensors + 1) * sizeof(*order));
+	size_t expect = 0;
 	int rc = 0;
 
 	if (!order)
@@ -124,15 +142,77 @@ static int st_check_overlap(struct ddp_ckpt *ck, char *err, size_t errlen)
 	for (size_t i = 0; i < ck->ntensors; i++)
 		order[i] = &ck->t[i];
 	qsort(order, ck->ntensors, sizeof(*order), st_cmp_begin);
-	for (size_t i = 1; i < ck->ntensors && rc == 0; i++) {
-		if (order[i]->begin < order[i - 1]->end) {
+	for (size_t i = 0; i < ck->ntensors && rc == 0; i++) {
+		if (order[i]->begin < expect) {
 			snprintf(err, errlen, "tensors '%s' and '%s' overlap", order[i - 1]->name,
 				 order[i]->name);
 			rc = -EINVAL;
+		} else if (order[i]->begin > expect) {
+			snprintf(err, errlen, "%zu bytes before tensor '%s' belong to no tensor",
+				 order[i]->begin - expect, order[i]->name);
+			rc = -EINVAL;
 		}
+		expect = order[i]->end;
+	}
+	if (rc == 0 && expect != data_len) {
+		snprintf(err, errlen,
+			 "%zu bytes after the last tensor belong to no tensor (trailing data)",
+			 data_len - expect);
+		rc = -EINVAL;
 	}
 	free(order);
 	return rc;
+}
+
+/* "__metadata__" is a map of strings (what PyTorch and Hugging Face read). */
+static int st_check_meta(const json_t *meta, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(meta)) {
+		snprintf(err, errlen, "'__metadata__' is not an object");
+		return -EINVAL;
+	}
+	json_object_foreach((json_t *)meta, key, v)
+	{
+		if (!json_is_string(v)) {
+			snprintf(err, errlen, "metadata '%s' is not a string", key);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Checks each tensor that has a stored checksum; a tensor without one (a
+ * file written by another program) stays unverified. */
+static int st_verify(struct ddp_ckpt *ck, char *err, size_t errlen)
+{
+	for (size_t i = 0; ck->meta && i < ck->ntensors; i++) {
+		struct st_entry *e = &ck->t[i];
+		size_t klen = strlen(ST_SUM_PREFIX) + strlen(e->name) + 1;
+		char *key = malloc(klen), got[ST_SUM_HEX + 1];
+		const char *want;
+
+		if (!key)
+			return -ENOMEM;
+		snprintf(key, klen, ST_SUM_PREFIX "%s", e->name);
+		want = json_string_value(json_object_get(ck->meta, key));
+		free(key);
+		if (!want)
+			continue;
+		snprintf(got, sizeof(got), "%016llx",
+			 (unsigned long long)XXH3_64bits(ck->data + e->begin, e->end - e->begin));
+		if (strcmp(want, got) != 0) {
+			snprintf(err, errlen,
+				 "tensor '%s' does not match its checksum (stored %.20s, computed "
+				 "%s): the file is corrupt, use another checkpoint",
+				 e->name, want, got);
+			return -EINVAL;
+		}
+		e->verified = 1;
+	}
+	return 0;
 }
 
 static int st_parse(struct ddp_ckpt *ck, char *err, size_t errlen)
@@ -177,8 +257,12 @@ static int st_parse(struct ddp_ckpt *ck, char *err, size_t errlen)
 			break;
 	}
 	json_decref(root);
+	if (rc == 0 && ck->meta)
+		rc = st_check_meta(ck->meta, err, errlen);
 	if (rc == 0)
-		rc = st_check_overlap(ck, err, errlen);
+		rc = st_check_layout(ck, ck->len - 8 - (size_t)hlen, err, errlen);
+	if (rc == 0)
+		rc = st_verify(ck, err, errlen);
 	return rc;
 bad:
 	snprintf(err, errlen, "not a safetensors file (bad header length or JSON)");
@@ -208,7 +292,7 @@ int ddp_ckpt_open(const char *path, struct ddp_ckpt **out, char *errbuf, size_t 
 	if (!ck)
 		return -ENOMEM;
 	ck->path = strdup(path);
-	rc = ck->path ? st_read_file(path, &ck->file, &ck->len) : -ENOMEM;
+	rc = ck->path ? st_read_file(path, &ck->file, &ck->len, err, sizeof(err)) : -ENOMEM;
 	if (rc == 0)
 		rc = st_parse(ck, err, sizeof(err));
 	if (rc < 0) {
@@ -248,4 +332,9 @@ int ddp_ckpt_tensor(const struct ddp_ckpt *ck, size_t i, struct ddp_tensor *t)
 	memcpy(t->shape, e->shape, sizeof(t->shape));
 	t->data = (void *)(ck->data + e->begin);
 	return e->dtype >= 0 ? 0 : -ENOTSUP;
+}
+
+int ddp_ckpt_tensor_verified(const struct ddp_ckpt *ck, size_t i)
+{
+	return i < ck->ntensors ? ck->t[i].verified : -ERANGE;
 }

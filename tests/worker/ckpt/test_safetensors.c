@@ -2,7 +2,10 @@
  * test_safetensors.c - checkpoint files: round trip of tensors and
  * metadata, the on-disk layout, the atomic replace, strict and non-strict
  * loads (module. prefix, missing, unexpected, mismatched), and refusal of
- * malformed files.
+ * malformed files; the per-tensor checksums (every bit flip of the data
+ * refused, naming the tensor; files without checksums still open), the
+ * exact data section (no gap, no trailing bytes), string-only metadata,
+ * and paths that are not regular files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +22,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cmocka.h>
 
@@ -99,6 +103,9 @@ static void test_round_trip(void **state)
 		}
 	}
 	assert_int_equal(ddp_ckpt_tensor(ck, 3, &t), -ERANGE);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(ddp_ckpt_tensor_verified(ck, i), 1);
+	assert_int_equal(ddp_ckpt_tensor_verified(ck, 3), -ERANGE);
 	ddp_ckpt_free(ck);
 }
 
@@ -127,6 +134,12 @@ static void test_layout(void **state)
 	assert_string_equal(
 	    json_string_value(json_object_get(json_object_get(root, "__metadata__"), "step")),
 	    "120");
+	/* The checksums are metadata strings: XXH3_64bits of the bytes, in hex. */
+	char sum[17];
+	snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)XXH3_64bits(b1, sizeof(b1)));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(root, "__metadata__"),
+							      "xxh3_64:fc1.bias")),
+			    sum);
 	json_decref(root);
 	/* No temporary file is left behind. */
 	snprintf(path, sizeof(path), "%s/b.safetensors.tmp", dir);
@@ -207,6 +220,34 @@ static void test_strict_refusals(void **state)
 	assert_int_equal(rep.nmismatched, 1);
 	assert_string_equal(rep.missing, "extra");
 	assert_memory_equal(w, w1, sizeof(w));
+	ddp_load_report_release(&rep);
+	ddp_ckpt_free(ck);
+}
+
+/* Non-strict, as PyTorch's strict=False: what is not loaded keeps the
+ * values it had (a fresh initialisation), and the report says which
+ * tensors were loaded and which were not. */
+static void test_non_strict_keeps_the_rest(void **state)
+{
+	float w[6] = {0}, extra[2] = {7, 7}, s[4] = {9, 9, 9, 9};
+	struct ddp_tensor t[3] = {{"fc1.weight", DDP_FLOAT32, 2, {2, 3}, w},
+				  {"extra", DDP_FLOAT32, 1, {2}, extra},
+				  {"scale", DDP_FLOAT32, 1, {4}, s}};
+	struct ddp_load_report rep;
+	struct ddp_ckpt *ck;
+	char path[300], err[1024];
+
+	write_ckpt("n.safetensors", "");
+	path_of(path, "n.safetensors");
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	assert_int_equal(ddp_ckpt_load(ck, t, 3, DDP_LOAD_NON_STRICT, &rep, err, sizeof(err)), 0);
+	assert_memory_equal(w, w1, sizeof(w));
+	assert_true(extra[0] == 7 && extra[1] == 7);
+	assert_true(s[0] == 9 && s[3] == 9);
+	assert_string_equal(rep.loaded, "fc1.weight");
+	assert_non_null(strstr(rep.report, "loaded: fc1.weight\n"));
+	assert_non_null(strstr(rep.report, "missing from the checkpoint: extra"));
+	assert_non_null(strstr(rep.report, "keep their values"));
 	ddp_load_report_release(&rep);
 	ddp_ckpt_free(ck);
 }
@@ -313,6 +354,146 @@ static void test_malformed_files(void **state)
 	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), -ENOENT);
 }
 
+/* The whole file in memory: *n bytes, the data section at *data_off. */
+static char *slurp(const char *path, size_t *n, size_t *data_off)
+{
+	static char buf[8192];
+	uint64_t hlen;
+	int fd = open(path, O_RDONLY);
+	ssize_t got = read(fd, buf, sizeof(buf));
+
+	close(fd);
+	assert_true(got > 8 && (size_t)got < sizeof(buf));
+	memcpy(&hlen, buf, 8);
+	*n = (size_t)got;
+	*data_off = 8 + (size_t)hlen;
+	return buf;
+}
+
+static void spit(const char *path, const char *buf, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	assert_int_equal(fwrite(buf, 1, n, f), n);
+	fclose(f);
+}
+
+/* Every single bit flip in the tensors' bytes is refused, naming the
+ * tensor whose checksum failed. */
+static void test_every_bit_flip_refused(void **state)
+{
+	char path[300], flip[300], err[512];
+	size_t n, data;
+	struct ddp_ckpt *ck = NULL;
+	char *buf;
+
+	write_ckpt("f.safetensors", "");
+	path_of(path, "f.safetensors");
+	path_of(flip, "f.flip");
+	buf = slurp(path, &n, &data);
+	assert_int_equal(n - data, sizeof(w1) + sizeof(b1) + sizeof(s1));
+	for (size_t i = data; i < n; i++) {
+		const char *name = i - data < sizeof(w1)		? "'fc1.weight'"
+				   : i - data < sizeof(w1) + sizeof(b1) ? "'fc1.bias'"
+									: "'scale'";
+
+		for (int bit = 0; bit < 8; bit++) {
+			buf[i] ^= (char)(1 << bit);
+			spit(flip, buf, n);
+			buf[i] ^= (char)(1 << bit);
+			assert_int_equal(ddp_ckpt_open(flip, &ck, err, sizeof(err)), -EINVAL);
+			assert_null(ck);
+			if (!strstr(err, name) || !strstr(err, "checksum") ||
+			    !strstr(err, "corrupt"))
+				fail_msg("byte %zu bit %d: '%s' lacks %s", i, bit, err, name);
+		}
+	}
+}
+
+static void test_exact_data_section(void **state)
+{
+	char path[300], bad[300], err[512];
+	size_t n, data;
+	char *buf;
+
+	write_ckpt("x.safetensors", "");
+	path_of(path, "x.safetensors");
+	path_of(bad, "x.junk");
+	buf = slurp(path, &n, &data);
+	memcpy(buf + n, "junk", 4);
+	spit(bad, buf, n + 4);
+	expect_refused("x.junk", "4 bytes after the last tensor");
+	/* A gap between two tensors (the first ends early). */
+	const char *gap = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+			  "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+	write_raw("x.gap", strlen(gap), gap, 12);
+	expect_refused("x.gap", "4 bytes before tensor 'b'");
+	/* Zero-sized tensors anywhere on the boundaries are fine. */
+	const char *empty = "{\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+			    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+			    "\"y\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+	write_raw("x.empty", strlen(empty), empty, 4);
+	struct ddp_ckpt *ck;
+	path_of(bad, "x.empty");
+	assert_int_equal(ddp_ckpt_open(bad, &ck, err, sizeof(err)), 0);
+	ddp_ckpt_free(ck);
+}
+
+/* A file without checksums (as PyTorch writes it) opens, unverified;
+ * non-string metadata (unreadable by PyTorch's reader) is refused. */
+static void test_foreign_files(void **state)
+{
+	const char *plain = "{\"__metadata__\":{\"format\":\"pt\"},"
+			    "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+	const char *num = "{\"__metadata__\":{\"step\":5},"
+			  "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+	const char *arr = "{\"__metadata__\":[],"
+			  "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+	struct ddp_ckpt *ck;
+	char path[300], err[512];
+
+	write_raw("p.plain", strlen(plain), plain, 8);
+	path_of(path, "p.plain");
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), 0);
+	assert_int_equal(ddp_ckpt_tensor_verified(ck, 0), 0);
+	assert_string_equal(ddp_ckpt_meta(ck, "format"), "pt");
+	ddp_ckpt_free(ck);
+	write_raw("p.num", strlen(num), num, 8);
+	expect_refused("p.num", "metadata 'step' is not a string");
+	write_raw("p.arr", strlen(arr), arr, 8);
+	expect_refused("p.arr", "'__metadata__' is not an object");
+}
+
+static void test_reserved_meta_key(void **state)
+{
+	struct ddp_tensor t = {"x", DDP_FLOAT32, 1, {1}, s1};
+	struct ddp_meta meta[] = {{"xxh3_64:x", "0000000000000000"}};
+	char path[300], err[256];
+
+	path_of(path, "r.safetensors");
+	assert_int_equal(ddp_ckpt_write(path, &t, 1, meta, 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'xxh3_64:x' is missing or reserved"));
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+/* A directory, a FIFO (nobody writes to it: refused, not waited on) and a
+ * device (/dev/zero: never read) are not checkpoints. */
+static void test_not_regular_files(void **state)
+{
+	struct ddp_ckpt *ck = NULL;
+	char path[300], err[512];
+
+	assert_int_equal(ddp_ckpt_open(dir, &ck, err, sizeof(err)), -EISDIR);
+	assert_non_null(strstr(err, "a directory, not a safetensors file"));
+	path_of(path, "fifo");
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(ddp_ckpt_open(path, &ck, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "a FIFO, not a safetensors file"));
+	assert_int_equal(ddp_ckpt_open("/dev/zero", &ck, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'/dev/zero': a device, not a safetensors file"));
+	assert_null(ck);
+}
+
 /* Every truncation of a valid file, and every single-byte change of its
  * header, is either refused with -EINVAL or read as a consistent file;
  * never a crash (the sanitizer build runs this too). */
@@ -374,6 +555,12 @@ int main(void)
 	    cmocka_unit_test(test_malformed_files),
 	    cmocka_unit_test(test_killed_writer_keeps_previous),
 	    cmocka_unit_test(test_truncations_and_corruptions),
+	    cmocka_unit_test(test_non_strict_keeps_the_rest),
+	    cmocka_unit_test(test_every_bit_flip_refused),
+	    cmocka_unit_test(test_exact_data_section),
+	    cmocka_unit_test(test_foreign_files),
+	    cmocka_unit_test(test_reserved_meta_key),
+	    cmocka_unit_test(test_not_regular_files),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
