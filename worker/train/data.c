@@ -3,12 +3,14 @@
  */
 #include "data.h"
 
+#include "fileutil.h"
 #include "rng.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* Longest accepted CSV line; the digits lines are ~150 bytes. */
@@ -115,30 +117,51 @@ static int data_read_lines(gzFile gz, int features, float scale, struct dataset 
 	return ret;
 }
 
-int data_load_csv(const char *path, int features, float scale, struct dataset *ds, size_t *bad_line)
+int data_load_csv_fd(int fd, int features, float scale, struct dataset *ds, size_t *bad_line)
 {
 	gzFile gz;
 	int ret, errnum;
 
 	memset(ds, 0, sizeof(*ds));
-	if (features <= 0)
+	if (bad_line)
+		*bad_line = 0;
+	if (features <= 0) {
+		close(fd);
 		return -EINVAL;
+	}
 	ds->features = features;
-	gz = gzopen(path, "rb");
-	if (!gz)
-		return errno ? -errno : -ENOMEM;
+	gz = gzdopen(fd, "rb");
+	if (!gz) {
+		close(fd);
+		return -ENOMEM;
+	}
 	ret = data_read_lines(gz, features, scale, ds, bad_line);
 	if (ret == 0) {
 		gzerror(gz, &errnum);
-		if (errnum != Z_OK && errnum != Z_STREAM_END)
+		if (errnum == Z_ERRNO)
+			ret = errno ? -errno : -EIO;
+		else if (errnum != Z_OK && errnum != Z_STREAM_END)
 			ret = -EIO;
 	}
 	gzclose(gz);
 	if (ret == 0 && ds->n == 0)
-		ret = -EINVAL;
+		ret = -ENODATA;
 	if (ret < 0)
 		data_release(ds);
 	return ret;
+}
+
+int data_load_csv(const char *path, int features, float scale, struct dataset *ds, size_t *bad_line)
+{
+	int fd = file_open_regular(path, NULL);
+
+	if (fd < 0) {
+		memset(ds, 0, sizeof(*ds));
+		if (bad_line)
+			*bad_line = 0;
+		return fd;
+	}
+	return data_load_csv_fd(fd, features, scale, ds, bad_line);
 }
 
 int data_synthetic(size_t n, int features, int classes, uint64_t seed, struct dataset *ds)

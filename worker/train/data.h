@@ -18,11 +18,18 @@ struct dataset {
 };
 
 /* Reads a CSV of `features` numbers then one integer label per line (gzip
- * or plain text, detected by zlib), scaling every feature by `scale` (1/16
- * for the digits). Blank lines are skipped. Labels must be in [0, 1000);
- * classes = largest label + 1. Returns 0, or -ENOENT / -EIO (file), -EINVAL
- * (a malformed line: *bad_line, if not NULL, receives its 1-based number),
- * -ENOMEM. On failure `ds` is left empty. */
+ * or plain text, detected by zlib) from `fd`, which it takes over (closed
+ * on return), scaling every feature by `scale` (1/16 for the digits).
+ * Blank lines are skipped. Labels must be in [0, 1000); classes = largest
+ * label + 1. Returns 0, or -EIO / -errno (reading), -EINVAL (a malformed
+ * line: *bad_line, if not NULL, receives its 1-based number, else 0),
+ * -ENODATA (no sample at all: an empty file or blank lines only), -ENOMEM.
+ * On failure `ds` is left empty. */
+int data_load_csv_fd(int fd, int features, float scale, struct dataset *ds, size_t *bad_line);
+
+/* data_load_csv_fd on `path`, which must be a regular file
+ * (file_open_regular: -EISDIR for a directory, -EINVAL with *bad_line 0
+ * for a FIFO, device or socket, which are never read; -ENOENT ...). */
 int data_load_csv(const char *path, int features, float scale, struct dataset *ds,
 		  size_t *bad_line);
 

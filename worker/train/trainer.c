@@ -3,6 +3,7 @@
  */
 #include "trainer.h"
 
+#include "fileutil.h"
 #include "log.h"
 #include "timeutil.h"
 
@@ -97,20 +98,44 @@ static int trainer_init_kernels(struct trainer *t)
 	return ret;
 }
 
+/* The digits CSV at data_path, with a message that says what is wrong. */
+static int trainer_load_digits(struct trainer *t, struct dataset *all)
+{
+	const char *path = t->cfg.data_path;
+	size_t bad_line = 0;
+	mode_t mode = 0;
+	int fd = file_open_regular(path, &mode), ret;
+
+	if (fd == -EISDIR || fd == -EINVAL) {
+		log_error("the digits data '%s' is %s, not a file: set data_path to the CSV file",
+			  path, file_kind(mode));
+		return fd;
+	}
+	if (fd < 0) {
+		log_error("cannot open the digits data '%s': %s (set data_path)", path,
+			  strerror(-fd));
+		return fd;
+	}
+	ret = data_load_csv_fd(fd, 64, 1.0f / 16.0f, all, &bad_line);
+	if (ret == -EINVAL && bad_line)
+		log_error("'%s' line %zu is not 64 numbers and a label", path, bad_line);
+	else if (ret == -ENODATA)
+		log_error("the digits data '%s' holds no samples (an empty file?): set data_path "
+			  "to the CSV file",
+			  path);
+	else if (ret < 0)
+		log_error("cannot read the digits data '%s': %s (set data_path)", path,
+			  strerror(-ret));
+	return ret;
+}
+
 static int trainer_init_data(struct trainer *t)
 {
 	struct dataset all;
-	size_t bad_line = 0;
 	int ret;
 
 	if (strcmp(t->cfg.data, "digits") == 0) {
-		ret = data_load_csv(t->cfg.data_path, 64, 1.0f / 16.0f, &all, &bad_line);
-		if (ret == -EINVAL && bad_line)
-			log_error("'%s' line %zu is not 64 numbers and a label", t->cfg.data_path,
-				  bad_line);
-		else if (ret < 0)
-			log_error("cannot read the digits data '%s': %s (set data_path)",
-				  t->cfg.data_path, strerror(-ret));
+		ret = trainer_load_digits(t, &all);
 	} else {
 		ret = data_synthetic((size_t)t->cfg.synthetic_samples,
 				     (int)t->cfg.synthetic_features, (int)t->cfg.synthetic_classes,
