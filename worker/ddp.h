@@ -24,7 +24,10 @@
  * TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT):
  *   DDP_BACKEND=cpu|nccl|auto    force a backend
  *   DDP_CPU_TRANSPORT=shm|ring|hier|auto   force the CPU transport
- *   DDP_TIMEOUT_MS=N             deadline of every wait (default 300 s)
+ *   DDP_TIMEOUT_MS=N             deadline of every wait (default 300 s):
+ *                                milliseconds, or with a unit: 500ms, 90s,
+ *                                5min, 2h (1 ms to 30 days; anything else
+ *                                makes ddp_init fail with -EINVAL)
  *   DDP_SHM_CHUNK_BYTES=N        shared-memory slot per rank (default 4 MiB)
  *   DDP_SHM_ARENA_BYTES=N        address space of each rank's arena for
  *                                ddp_mem_alloc (default 1 GiB; 0: none)
@@ -111,7 +114,8 @@ struct ddp_options {
 	enum ddp_backend_kind backend;
 	/* DDP_TRANSPORT_AUTO: DDP_CPU_TRANSPORT ("shm", "ring", "hier") when set. */
 	enum ddp_transport transport;
-	/* 0: DDP_TIMEOUT_MS from the environment, else DDP_DEFAULT_TIMEOUT_MS. */
+	/* 0: DDP_TIMEOUT_MS from the environment, else DDP_DEFAULT_TIMEOUT_MS.
+	 * At most 30 days (a larger value is taken as 30 days). */
 	uint64_t timeout_ms;
 };
 

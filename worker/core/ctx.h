@@ -70,6 +70,14 @@ struct ddp_ctx {
 	char err[1600];
 };
 
+/* DDP_TIMEOUT_MS's value: a whole number of milliseconds ("60000") or a
+ * whole number with a unit: ms, s, min or h ("500ms", "90s", "5min", "2h"),
+ * from 1 ms to 30 days. 0 with *ms set, or -EINVAL (*ms untouched) for
+ * anything else: a sign, a fraction, spaces, another unit, 0, too long.
+ * Pure (ddp.c). */
+#define DDP_MAX_TIMEOUT_MS (30ull * 24 * 3600 * 1000) /* 30 days */
+int ddp_parse_timeout(const char *s, uint64_t *ms);
+
 int comm_start(struct ddp_ctx *ctx);
 /* Waits for queued work, stops the thread. */
 void comm_stop(struct ddp_ctx *ctx);

@@ -10,7 +10,32 @@
 
 #include "ctx.h"
 
-#define DDP_MAX_TIMEOUT_MS (30ull * 24 * 3600 * 1000) /* 30 days */
+int ddp_parse_timeout(const char *s, uint64_t *ms)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"min", 60000}, {"h", 3600000}};
+	uint64_t n = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (n > DDP_MAX_TIMEOUT_MS)
+			return -EINVAL; /* far past the limit: stop before overflowing */
+		n = n * 10 + (uint64_t)(*p - '0');
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].unit) != 0)
+			continue;
+		if (n == 0 || n > DDP_MAX_TIMEOUT_MS / units[i].ms)
+			return -EINVAL;
+		*ms = n * units[i].ms;
+		return 0;
+	}
+	return -EINVAL;
+}
 
 static int ddp_env_int(const char *name, int fallback)
 {
@@ -98,9 +123,15 @@ static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
 	if (o->timeout_ms == 0) {
 		const char *v = getenv("DDP_TIMEOUT_MS");
 
-		o->timeout_ms = (v && *v) ? strtoull(v, NULL, 10) : 0;
-		if (o->timeout_ms == 0)
-			o->timeout_ms = DDP_DEFAULT_TIMEOUT_MS;
+		o->timeout_ms = DDP_DEFAULT_TIMEOUT_MS;
+		if (v && *v && ddp_parse_timeout(v, &o->timeout_ms) < 0) {
+			snprintf(err, errlen,
+				 "DDP_TIMEOUT_MS='%.40s' is not a duration: give milliseconds "
+				 "(60000) or a whole number with a unit (500ms, 90s, 5min, 2h), "
+				 "from 1 ms to 30 days; unset it for the default %u s",
+				 v, DDP_DEFAULT_TIMEOUT_MS / 1000);
+			return -EINVAL;
+		}
 	}
 	/* Deadlines are now + timeout: keep the sum far from overflowing. */
 	if (o->timeout_ms > DDP_MAX_TIMEOUT_MS)
