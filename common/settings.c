@@ -133,7 +133,7 @@ static int settings_store(const struct settings_def *d, void *obj, const char *v
 
 	if (d->type == SETTINGS_BOOL)
 		return settings_parse_bool(value, field);
-	if (!value)
+	if (!value && !(d->type == SETTINGS_CUSTOM && (d->flags & SETTINGS_F_BARE)))
 		return -EINVAL;
 	switch (d->type) {
 	case SETTINGS_STR:
@@ -373,7 +373,7 @@ int settings_cli_take(const struct settings_table *t, unsigned flags, int argc, 
 	if (!value && t->defs[idx].type == SETTINGS_BOOL) {
 		if ((flags & SETTINGS_CLI_BOOL_WORD) && *i + 1 < argc && argv[*i + 1][0] != '-')
 			value = argv[++*i];
-	} else if (!value) {
+	} else if (!value && !(t->defs[idx].flags & SETTINGS_F_BARE)) {
 		if (*i + 1 >= argc) {
 			settings_err(err, errlen, "missing value after '%s' (see --help)", arg);
 			return -EINVAL;

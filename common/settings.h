@@ -32,6 +32,9 @@ enum settings_type {
 /* A relative value read from an INI file is taken relative to that file's
  * folder (the program applies it; see settings_def.flags). */
 #define SETTINGS_F_PATH 1u
+/* SETTINGS_CUSTOM: may also be given bare ("--name" alone on the command
+ * line, never taking the next word); the parser then gets NULL. */
+#define SETTINGS_F_BARE 2u
 
 struct settings_def {
 	const char *name;  /* canonical spelling, with underscores */
@@ -41,8 +44,9 @@ struct settings_def {
 	size_t offset;	    /* of the field in the settings struct */
 	size_t size;	    /* SETTINGS_BUF: the buffer's size */
 	long long min, max; /* SETTINGS_INT, SETTINGS_I64 */
-	/* SETTINGS_CUSTOM: parses `value` (never NULL) into `obj`, the whole
-	 * settings struct. Returns 0, -EINVAL (obj untouched) or -ENOMEM. */
+	/* SETTINGS_CUSTOM: parses `value` (NULL only for a bare one, see
+	 * SETTINGS_F_BARE) into `obj`, the whole settings struct. Returns 0,
+	 * -EINVAL (obj untouched) or -ENOMEM. */
 	int (*parse)(void *obj, const struct settings_def *def, const char *value);
 	const char *expect; /* what a good value looks like, for messages;
 			       NULL: the type's own words (required for CUSTOM) */

@@ -1,30 +1,43 @@
 /*
  * ddp-exec - the guard between ddplaunch and one worker.
  *
- *   ddp-exec LAUNCHER_PID PROGRAM [ARGS...]
+ *   ddp-exec [--cgroup DIR] LAUNCHER_PID PROGRAM [ARGS...]
  *
  * ddplaunch starts it as the leader of a new session and process group
  * (libuv's UV_PROCESS_DETACHED). It asks the kernel for a signal when its
- * parent dies (PR_SET_PDEATHSIG), forks the worker into the same process
- * group, reports the worker's pid on fd 3, and waits. If ddplaunch dies,
- * even by SIGKILL, ddp-exec kills the whole process group, grandchildren
- * included, so nothing of the job survives its launcher. When the worker
- * ends, ddp-exec ends the same way (same exit code, or same signal).
+ * parent dies (PR_SET_PDEATHSIG) and becomes a child subreaper
+ * (PR_SET_CHILD_SUBREAPER), so that every process the worker starts stays
+ * its descendant, even one that calls setsid() or whose parent exits. With
+ * --cgroup it first moves itself into the job's cgroup DIR (when the kernel
+ * lets it; else it goes on without). Then it forks the worker into the same
+ * process group, reports the worker's pid on fd 3, and waits.
+ *
+ * When the worker ends, ddp-exec kills whatever the worker left running
+ * (every descendant, found in /proc) and ends the same way (same exit code,
+ * or same signal). If ddplaunch dies, even by SIGKILL, ddp-exec kills every
+ * descendant, removes the job's shared-memory names (/dev/shm/ddp-TAG-*,
+ * TAG from DDP_JOB_TAG) and, in a cgroup, kills the whole job's cgroup, so
+ * nothing of the job survives its launcher.
  *
  * Signals sent by ddplaunch go to the whole group and so reach the worker
  * directly; a signal sent to ddp-exec alone by someone else is passed on.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PID_FD 3
+#define PID_FD	3
+#define TAG_MAX 32
 
 static void die_like(int status)
 {
@@ -72,44 +85,223 @@ static void report_pid(pid_t child)
 	close(PID_FD);
 }
 
+/* Writes `text` to DIR/NAME. Returns 0 or -errno. */
+static int cgroup_write(const char *dir, const char *name, const char *text)
+{
+	char path[4096];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, strlen(text)) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* The parent pid from /proc/PID/stat ("pid (comm) state ppid ..."; comm
+ * may hold spaces and parentheses), or -1. */
+static pid_t proc_ppid(const char *pid)
+{
+	char path[64], buf[512];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	if (!p || strlen(p) < 4)
+		return -1;
+	return (pid_t)atol(p + 4); /* past ") S " */
+}
+
+struct proc_list {
+	pid_t *pid, *ppid;
+	size_t n, cap;
+};
+
+static int proc_list_add(struct proc_list *l, pid_t pid, pid_t ppid)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		pid_t *a = realloc(l->pid, cap * sizeof(*a));
+		pid_t *b = a ? realloc(l->ppid, cap * sizeof(*b)) : NULL;
+
+		if (a)
+			l->pid = a;
+		if (!b)
+			return -ENOMEM;
+		l->ppid = b;
+		l->cap = cap;
+	}
+	l->pid[l->n] = pid;
+	l->ppid[l->n] = ppid;
+	l->n++;
+	return 0;
+}
+
+/* SIGKILLs every descendant of this process that /proc shows now: the
+ * children, then theirs (breadth first over a snapshot of /proc). */
+static void kill_descendants(void)
+{
+	struct proc_list l = {0};
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t *queue;
+	size_t head = 0, tail = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		pid_t ppid;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		ppid = proc_ppid(e->d_name);
+		if (ppid > 0 && proc_list_add(&l, (pid_t)atol(e->d_name), ppid))
+			break;
+	}
+	closedir(d);
+	queue = malloc((l.n + 1) * sizeof(*queue));
+	if (queue) {
+		queue[tail++] = getpid();
+		while (head < tail) {
+			pid_t parent = queue[head++];
+
+			for (size_t i = 0; i < l.n; i++)
+				if (l.ppid[i] == parent && l.pid[i] != parent && tail <= l.n) {
+					kill(l.pid[i], SIGKILL);
+					queue[tail++] = l.pid[i];
+				}
+		}
+	}
+	free(queue);
+	free(l.pid);
+	free(l.ppid);
+}
+
+/* Kills the whole tree below ddp-exec and reaps it. As a subreaper,
+ * ddp-exec inherits the orphans of each process killed, so the tree is
+ * gone when no child is left. Sets *status if the worker is reaped here. */
+static void end_tree(pid_t worker, int *status)
+{
+	for (;;) {
+		pid_t c;
+		int st;
+
+		kill_descendants();
+		c = waitpid(-1, &st, 0);
+		if (c < 0 && errno == EINTR)
+			continue;
+		if (c < 0)
+			return; /* ECHILD: nothing left */
+		do {
+			if (c == worker)
+				*status = st;
+		} while ((c = waitpid(-1, &st, WNOHANG)) > 0);
+	}
+}
+
+/* Removes /dev/shm/ddp-TAG-*: the shared-memory names of this job's
+ * workers (libddp puts DDP_JOB_TAG in them), left by ranks that died
+ * before every rank had mapped them. */
+static void remove_job_shm(void)
+{
+	const char *tag = getenv("DDP_JOB_TAG");
+	char prefix[TAG_MAX + 8], name[300];
+	struct dirent *e;
+	size_t n;
+	DIR *d;
+
+	if (!tag || !*tag || strlen(tag) > TAG_MAX || strchr(tag, '/'))
+		return;
+	n = (size_t)snprintf(prefix, sizeof(prefix), "ddp-%s-", tag);
+	d = opendir("/dev/shm");
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, n)) {
+			snprintf(name, sizeof(name), "/%s", e->d_name);
+			shm_unlink(name);
+		}
+	closedir(d);
+}
+
+/* ddplaunch died: nothing of the job may outlive it. */
+static void launcher_died(pid_t worker, const char *cgroup)
+{
+	int status = 0;
+
+	end_tree(worker, &status);
+	remove_job_shm();
+	/* What escaped the tree (a guard killed by someone) is still in the
+	 * job's cgroup; this kills ddp-exec too. */
+	if (cgroup)
+		cgroup_write(cgroup, "cgroup.kill", "1");
+	kill(0, SIGKILL);
+	_exit(137);
+}
+
 int main(int argc, char **argv)
 {
+	const char *cgroup = NULL;
 	pid_t launcher, child;
 	sigset_t all;
 	siginfo_t info;
-	int status;
+	int status, a = 1;
 
-	if (argc < 3) {
-		fprintf(stderr, "usage: ddp-exec LAUNCHER_PID PROGRAM [ARGS...] (started by "
-				"ddplaunch)\n");
+	if (argc > 2 && !strcmp(argv[1], "--cgroup")) {
+		cgroup = argv[2];
+		a = 3;
+	}
+	if (argc - a < 2) {
+		fprintf(stderr, "usage: ddp-exec [--cgroup DIR] LAUNCHER_PID PROGRAM [ARGS...] "
+				"(started by ddplaunch)\n");
 		return 2;
 	}
-	launcher = (pid_t)atol(argv[1]);
+	launcher = (pid_t)atol(argv[a]);
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	if (prctl(PR_SET_PDEATHSIG, SIGHUP) || getppid() != launcher)
 		return 1; /* the launcher is already gone: start nothing */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Not allowed (a cgroup not delegated to us): the subreaper alone. */
+	if (cgroup && cgroup_write(cgroup, "cgroup.procs", "0"))
+		cgroup = NULL;
 	child = fork();
 	if (child < 0) {
 		perror("ddplaunch: cannot fork the worker");
 		return 127;
 	}
 	if (child == 0)
-		run_worker(argv + 2);
+		run_worker(argv + a + 1);
 	report_pid(child);
 	for (;;) {
+		pid_t c;
+
 		if (sigwaitinfo(&all, &info) < 0)
 			continue;
 		if (info.si_signo == SIGCHLD) {
-			if (waitpid(child, &status, WNOHANG) == child)
-				die_like(status);
+			/* The worker, or an orphan of its tree handed to us. */
+			while ((c = waitpid(-1, &status, WNOHANG)) > 0)
+				if (c == child) {
+					end_tree(child, &status);
+					die_like(status);
+				}
 			continue;
 		}
-		if (getppid() != launcher) {
-			/* ddplaunch died: take the whole group down, ourselves included. */
-			kill(0, SIGKILL);
-			_exit(137);
-		}
+		if (getppid() != launcher)
+			launcher_died(child, cgroup);
 		if (info.si_code == SI_USER && info.si_pid != launcher && info.si_pid != getpid())
 			kill(child, info.si_signo);
 	}

@@ -60,6 +60,9 @@ int main(int argc, char **argv)
 	 * command line. */
 	if (rc == 0 && !(o.dry_run && !o.program))
 		rc = opts_check(&o, err, sizeof(err));
+	/* A dry run refuses what the real run would refuse. */
+	if (rc == 0 && o.dry_run)
+		rc = agent_check(&o, environ, err, sizeof(err));
 	if (rc == 0 && o.dry_run) {
 		rc = dryrun_print(&o, getenv("PYTHON_EXEC"), stdout) ? 1 : 0;
 		opts_release(&o);

@@ -42,7 +42,8 @@ static void on_grace(uv_timer_t *t)
 }
 
 /* Sends `sig` to every running worker's process group, then the grace
- * period, then SIGKILL. */
+ * period, then SIGKILL. SIGCONT follows `sig`: a stopped worker (SIGSTOP,
+ * a debugger's ^Z) acts on it at once instead of costing the grace. */
 static void agent_stop_group(struct agent *ag, int sig)
 {
 	uint64_t grace_ms = (uint64_t)(ag->o->grace_period * 1000.0 + 0.5);
@@ -53,6 +54,7 @@ static void agent_stop_group(struct agent *ag, int sig)
 		if (w->proc.running) {
 			w->stopped = true;
 			worker_proc_signal(&w->proc, sig);
+			worker_proc_signal(&w->proc, SIGCONT);
 		}
 	}
 	if (ag->state == AGENT_STOPPING)
@@ -89,8 +91,11 @@ static bool agent_all_closed(const struct agent *ag)
 static void agent_group_exited(struct agent *ag)
 {
 	uv_timer_stop(&ag->grace);
-	/* Grandchildren left in a worker's group go now, so its pipes end. */
+	/* Grandchildren left in a worker's group go now, so its pipes end;
+	 * what escaped a guard goes with the job's cgroup, and the names in
+	 * /dev/shm that ranks which died left go too. */
 	agent_kill_all(ag);
+	footprint_sweep(&ag->fp);
 	if (!agent_all_closed(ag))
 		uv_timer_start(&ag->drain, on_drain, AGENT_DRAIN_MS, 0);
 }
@@ -265,10 +270,11 @@ static int agent_worker_start(struct agent_worker *w)
 	if (!o->no_prefix)
 		linebuf_prefix(o->prefix, w->rank, w->local_rank, prefix, sizeof(prefix));
 	snprintf(parent, sizeof(parent), "%d", (int)getpid());
-	snprintf(lr, sizeof(lr), "--local_rank=%d", w->local_rank);
+	if (opts_local_rank_arg(o))
+		snprintf(lr, sizeof(lr), "%s=%d", opts_local_rank_arg(o), w->local_rank);
 	if (!rc)
 		rc = agent_worker_env(w, &env);
-	if (!rc && !(argv = agent_worker_argv(w, parent, o->pass_local_rank ? lr : NULL)))
+	if (!rc && !(argv = agent_worker_argv(w, parent, opts_local_rank_arg(o) ? lr : NULL)))
 		rc = -ENOMEM;
 	if (rc) {
 		/* Nothing was spawned: no on_closed will close the logs. */
@@ -355,12 +361,36 @@ static void agent_start_attempt(struct agent *ag)
 	ag->state = AGENT_JOINING;
 	ag->failed = false;
 	ag->nexited = 0;
+	/* torch 2.x workers key the store without an attempt prefix: a
+	 * restarted group must not find the last group's keys (its gloo
+	 * addresses, its barrier counts) nor its connections. */
+	if (ag->attempt > 0 && ag->store)
+		store_server_reset(ag->store, NULL, 0);
 	rc = rdzv_join(ag->rdzv, ag->attempt, on_joined, ag);
 	if (rc) {
 		log_error("cannot join rendezvous round %d: %s", ag->attempt, strerror(-rc));
 		ag->exit_status = 1;
 		agent_finish(ag);
 	}
+}
+
+/* A --forward_signals signal: passed on to the running workers, and the
+ * job goes on (their exit decides its status). */
+static void agent_forward(struct agent *ag, int sig)
+{
+	int n = 0;
+
+	for (int i = 0; i < ag->nproc; i++)
+		if (ag->w[i].proc.running) {
+			worker_proc_signal(&ag->w[i].proc, sig);
+			n++;
+		}
+	if (n)
+		log_info("got %s; passing it on to the workers (--forward_signals)",
+			 signame_name(sig));
+	else
+		log_info("got %s; no worker runs to pass it on to (--forward_signals)",
+			 signame_name(sig));
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -370,6 +400,10 @@ static void on_signal(uv_signal_t *h, int sig)
 
 	if (ag->state == AGENT_DONE)
 		return;
+	if (opts_forward_only(ag->o, sig)) {
+		agent_forward(ag, sig);
+		return;
+	}
 	if (!again)
 		ag->stop_signal = sig;
 	log_warn("got %s; %s", signame_name(sig),
@@ -398,12 +432,13 @@ static void agent_finish(struct agent *ag)
 
 	ag->state = AGENT_DONE;
 	if (ag->o->log_dir) {
-		snprintf(path, sizeof(path), "%s/summary.json", ag->o->log_dir);
+		snprintf(path, sizeof(path), "%s/summary.json", ag->rd.path);
 		if (summary_write_json(&ag->summary, path, ag->exit_status, ag->attempt + 1,
 				       ag->stop_signal))
 			log_error("cannot write '%s'", path);
 	}
-	agent_cleanup_run_dir(ag);
+	rundir_close(&ag->rd);
+	footprint_close(&ag->fp);
 	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
 	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
 	uv_close((uv_handle_t *)&ag->backoff, handle_free_noop);
@@ -414,17 +449,31 @@ static void agent_finish(struct agent *ag)
 	ag->store = NULL;
 }
 
+/* Whether one of ag's signal handlers is for sig already. */
+static bool agent_has_handler(const struct agent *ag, int sig)
+{
+	for (int i = 0; i < ag->nsig; i++)
+		if (ag->sig[i].signum == sig)
+			return true;
+	return false;
+}
+
 static void agent_init_handles(struct agent *ag)
 {
 	uv_timer_init(ag->loop, &ag->grace);
 	uv_timer_init(ag->loop, &ag->drain);
 	uv_timer_init(ag->loop, &ag->backoff);
 	ag->grace.data = ag->drain.data = ag->backoff.data = ag;
-	ag->nsig = ag->o->nsignals;
-	for (int i = 0; i < ag->nsig; i++) {
-		uv_signal_init(ag->loop, &ag->sig[i]);
-		ag->sig[i].data = ag;
-		uv_signal_start(&ag->sig[i], on_signal, ag->o->signals[i]);
+	ag->nsig = 0;
+	for (int i = 0; i < ag->o->nsignals + ag->o->nforward; i++) {
+		int sig = i < ag->o->nsignals ? ag->o->signals[i]
+					      : ag->o->forward_signals[i - ag->o->nsignals];
+
+		if (i >= ag->o->nsignals && agent_has_handler(ag, sig))
+			continue; /* both lists name it: one handler */
+		uv_signal_init(ag->loop, &ag->sig[ag->nsig]);
+		ag->sig[ag->nsig].data = ag;
+		uv_signal_start(&ag->sig[ag->nsig++], on_signal, sig);
 	}
 	for (int i = 0; i < ag->nproc; i++) {
 		ag->w[i].ag = ag;
@@ -441,6 +490,7 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 	int rc;
 
 	summary_init(&ag.summary);
+	ag.rd.lock_fd = -1;
 	if (uv_loop_init(&loop)) {
 		log_error("cannot create the event loop");
 		return 1;

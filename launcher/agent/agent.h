@@ -7,6 +7,8 @@
 #ifndef DDP_LAUNCHER_AGENT_H
 #define DDP_LAUNCHER_AGENT_H
 
+#include <stddef.h>
+
 #include "opts.h"
 
 /* Runs the job described by `o` (already checked with opts_check) to the
@@ -14,5 +16,10 @@
  * before any worker starts are reported and return 1 (2 for a usage
  * problem such as a taken --strict_port). */
 int agent_run(const struct launch_opts *o, char **environ_in);
+
+/* The checks agent_run makes of `o` before it starts anything (the number
+ * of workers, the rendezvous), so that --dry_run refuses what a real run
+ * would. Returns 0, or -EINVAL/-ENOTSUP with err filled. */
+int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_t errlen);
 
 #endif

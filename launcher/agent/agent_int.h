@@ -11,8 +11,10 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "footprint.h"
 #include "opts.h"
 #include "rdzv.h"
+#include "rundir.h"
 #include "summary.h"
 #include "worker_proc.h"
 
@@ -67,23 +69,23 @@ struct agent {
 	bool failed;	       /* this attempt has a failed worker */
 	int stop_signal;       /* ddplaunch got this signal: finish */
 	bool set_omp;
-	uv_timer_t grace;   /* then SIGKILL for a stopped group */
-	uv_timer_t drain;   /* ends an attempt: pipes held open, or no process */
-	uv_timer_t backoff; /* starts the next attempt */
-	uv_signal_t sig[OPTS_MAX_SIGNALS];
+	uv_timer_t grace;		       /* then SIGKILL for a stopped group */
+	uv_timer_t drain;		       /* ends an attempt: pipes held open, or no process */
+	uv_timer_t backoff;		       /* starts the next attempt */
+	uv_signal_t sig[2 * OPTS_MAX_SIGNALS]; /* --signals, then --forward_signals */
 	int nsig;
 	struct summary summary;
 	int exit_status;
-	char run_dir[PATH_MAX];
-	bool run_dir_is_tmp; /* remove it at the end */
+	struct rundir rd;
+	struct footprint fp; /* the job's cgroup and shared-memory names */
 	bool files;	     /* per-rank log files */
 	int64_t last_fail_ns;
 };
 
 /* Set-up before the first attempt: the number of workers, ddp-exec, the
  * worker command line, the store socket, the rendezvous, the run directory,
- * OMP_NUM_THREADS. Returns 0, or ddplaunch's exit status (1; 2 for a usage
- * problem such as a taken --strict_port) after reporting why. */
+ * the job's footprint (cgroup, tag), OMP_NUM_THREADS. Returns 0, or ddplaunch's exit status (1; 2
+ * for a usage problem such as a taken --strict_port) after reporting why. */
 int agent_setup(struct agent *ag);
 
 /* Per attempt: each worker's directory (w->dir), with no error file
@@ -95,15 +97,12 @@ int agent_prepare_attempt_dirs(struct agent *ag);
 int agent_worker_open_logs(struct agent_worker *w);
 void agent_worker_close_logs(struct agent_worker *w);
 
-/* The worker's command line: ddp-exec PARENT PROGRAM [--local_rank=N]
- * ARGS..., NULL-terminated; free() it (the strings are ag's or the
+/* The worker's command line: ddp-exec [--cgroup DIR] PARENT PROGRAM
+ * [--local_rank=N] ARGS..., NULL-terminated; free() it (the strings are ag's or the
  * caller's). NULL when out of memory. */
 char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_arg);
 
 /* The worker's environment for this attempt (see worker_env_build). */
 int agent_worker_env(struct agent_worker *w, char ***env);
-
-/* At the end: removes a temporary run directory. */
-void agent_cleanup_run_dir(struct agent *ag);
 
 #endif

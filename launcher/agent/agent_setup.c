@@ -2,6 +2,7 @@
  * the worker command line, the store socket, the rendezvous, the run
  * directory) and per attempt (each worker's directory, log files, command
  * line and environment). */
+#include "agent.h"
 #include "agent_int.h"
 #include "command.h"
 #include "worker_env.h"
@@ -73,83 +74,45 @@ static int agent_build_argv(struct agent *ag)
 			     &ag->argc);
 }
 
-static int mkdir_p(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static int agent_prepare_run_dir(struct agent *ag)
 {
 	const struct launch_opts *o = ag->o;
-	const char *tmp = worker_env_get(ag->environ_in, "TMPDIR");
-	int rc;
+	bool files = o->log_dir != NULL;
 
-	ag->files = o->log_dir != NULL;
 	for (int lr = 0; lr < ag->nproc; lr++)
 		if (opts_streams_mask(&o->redirects, lr) || opts_streams_mask(&o->tee, lr))
-			ag->files = true;
-	if (o->log_dir) {
-		rc = mkdir_p(o->log_dir);
-		if (rc) {
-			log_error("cannot create --log_dir '%s': %s", o->log_dir, strerror(-rc));
-			return rc;
-		}
-		snprintf(ag->run_dir, sizeof(ag->run_dir), "%s", o->log_dir);
-		return 0;
-	}
-	snprintf(ag->run_dir, sizeof(ag->run_dir), "%s/ddplaunch_XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(ag->run_dir)) {
-		rc = -errno;
-		log_error("cannot create a run directory in '%s': %s (set TMPDIR)",
-			  tmp && *tmp ? tmp : "/tmp", strerror(errno));
-		return rc;
-	}
-	ag->run_dir_is_tmp = !ag->files;
-	if (ag->files)
-		log_info("worker logs go to '%s' (use --log_dir to choose)", ag->run_dir);
-	return 0;
+			files = true;
+	ag->files = files;
+	return rundir_open(&ag->rd, o->log_dir, o->rdzv_id,
+			   worker_env_get(ag->environ_in, "TMPDIR"), files);
 }
 
 int agent_prepare_attempt_dirs(struct agent *ag)
 {
 	char attempt_dir[PATH_MAX];
 	int rc =
-	    snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", ag->run_dir, ag->attempt);
+	    snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", ag->rd.path, ag->attempt);
 
-	/* The parents once, then one mkdir per rank: this sits on the start and
-	 * restart path, so no mkdir_p walk from / for every worker. */
-	rc = rc < 0 || (size_t)rc >= sizeof(attempt_dir) ? -ENAMETOOLONG : mkdir_p(attempt_dir);
+	/* One mkdir for the attempt, then one per rank: this sits on the start
+	 * and restart path. */
+	if (rc < 0 || (size_t)rc >= sizeof(attempt_dir))
+		rc = -ENAMETOOLONG;
+	else
+		rc = mkdir(attempt_dir, 0755) && errno != EEXIST ? -errno : 0;
 	if (rc) {
 		log_error("cannot create '%s': %s", attempt_dir, strerror(-rc));
 		return rc;
 	}
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
-		int n = snprintf(w->dir, sizeof(w->dir), "%s/attempt_%d/%d", ag->run_dir,
+		int n = snprintf(w->dir, sizeof(w->dir), "%s/attempt_%d/%d", ag->rd.path,
 				 ag->attempt, w->rank);
 		int m = snprintf(w->error_file, sizeof(w->error_file), "%s/error.json", w->dir);
 
 		if (n < 0 || (size_t)n >= sizeof(w->dir) || m < 0 ||
 		    (size_t)m >= sizeof(w->error_file)) {
 			log_error("run directory path '%s' is too long (use a shorter --log_dir)",
-				  ag->run_dir);
+				  ag->rd.path);
 			return -ENAMETOOLONG;
 		}
 		if (mkdir(w->dir, 0755) && errno != EEXIST) {
@@ -157,8 +120,6 @@ int agent_prepare_attempt_dirs(struct agent *ag)
 			log_error("cannot create '%s': %s", w->dir, strerror(-rc));
 			return rc;
 		}
-		/* A --log_dir used before may hold an error file of another run. */
-		unlink(w->error_file);
 	}
 	return 0;
 }
@@ -197,11 +158,15 @@ char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_
 {
 	struct agent *ag = w->ag;
 	size_t n = 0;
-	char **v = calloc(ag->argc + 4, sizeof(*v));
+	char **v = calloc(ag->argc + 6, sizeof(*v));
 
 	if (!v)
 		return NULL;
 	v[n++] = ag->shim;
+	if (ag->fp.cgroup[0]) {
+		v[n++] = "--cgroup";
+		v[n++] = ag->fp.cgroup;
+	}
 	v[n++] = parent;
 	for (size_t i = 0; i < ag->argc; i++) {
 		/* torch.distributed.launch put --local_rank before the script's
@@ -236,34 +201,13 @@ int agent_worker_env(struct agent_worker *w, char ***env)
 	    .max_restarts = ag->o->max_restarts,
 	    .run_id = ag->o->rdzv_id,
 	    .error_file = w->error_file,
+	    .job_tag = ag->fp.tag,
 	    .set_omp = ag->set_omp,
 	    .extra = ag->o->env.v,
 	    .nextra = ag->o->env.n,
 	};
 
 	return worker_env_build(ag->environ_in, &s, env);
-}
-
-/* Removes what ddplaunch created in a temporary run directory; anything a
- * worker added there stays (rmdir fails on it). */
-void agent_cleanup_run_dir(struct agent *ag)
-{
-	char path[PATH_MAX + 64];
-
-	if (!ag->run_dir_is_tmp || !ag->run_dir[0])
-		return;
-	for (int a = 0; a <= ag->attempt; a++) {
-		for (int i = 0; i < ag->nproc; i++) {
-			snprintf(path, sizeof(path), "%s/attempt_%d/%d/error.json", ag->run_dir, a,
-				 ag->w[i].rank);
-			unlink(path);
-			*strrchr(path, '/') = '\0';
-			rmdir(path);
-		}
-		snprintf(path, sizeof(path), "%s/attempt_%d", ag->run_dir, a);
-		rmdir(path);
-	}
-	rmdir(ag->run_dir);
 }
 
 /* ddp-exec next to ddplaunch (the build tree), else where the install put
@@ -310,9 +254,24 @@ static int count_gpus(const struct agent *ag)
 	return opts_visible_gpus(worker_env_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
 }
 
+int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_t errlen)
+{
+	struct agent ag = {.o = o, .environ_in = environ_in};
+	struct rdzv *r = NULL;
+	int nproc = opts_nproc(o, (int)sysconf(_SC_NPROCESSORS_ONLN), count_gpus(&ag), err, errlen);
+	int rc;
+
+	if (nproc < 0)
+		return nproc;
+	rc = rdzv_new(o, nproc, o->master_addr, 0, &r, err, errlen);
+	rdzv_free(r);
+	return rc;
+}
+
 int agent_setup(struct agent *ag)
 {
 	char err[OPTS_ERR_LEN];
+	const char *cg;
 	int rc;
 
 	ag->nproc =
@@ -339,6 +298,8 @@ int agent_setup(struct agent *ag)
 		return 1;
 	if (agent_prepare_run_dir(ag))
 		return 1;
+	cg = worker_env_get(ag->environ_in, "DDPLAUNCH_CGROUP");
+	footprint_open(&ag->fp, !cg || strcmp(cg, "off"));
 	ag->set_omp = worker_env_needs_omp(ag->environ_in, ag->o->env.v, ag->o->env.n, ag->nproc);
 	if (ag->set_omp)
 		log_info("setting OMP_NUM_THREADS=1 for each worker (%d workers on this node); "

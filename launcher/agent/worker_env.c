@@ -114,6 +114,8 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	rc |= env_put(e, "TORCHELASTIC_RUN_ID", s->run_id);
 	rc |= env_put(e, "TORCHELASTIC_USE_AGENT_STORE", "True");
 	rc |= env_put(e, "TORCHELASTIC_ERROR_FILE", s->error_file);
+	if (s->job_tag)
+		rc |= env_put(e, "DDP_JOB_TAG", s->job_tag);
 	if (!worker_env_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
 		rc |= env_put(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (!worker_env_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))

@@ -20,8 +20,9 @@ struct worker_env_spec {
 	int restart_count, max_restarts;
 	const char *run_id;
 	const char *error_file;
-	bool set_omp;	    /* add OMP_NUM_THREADS=1 (see worker_env_needs_omp) */
-	char *const *extra; /* "NAME=VALUE" from the job file, may be NULL */
+	const char *job_tag; /* DDP_JOB_TAG (see footprint.h), or NULL */
+	bool set_omp;	     /* add OMP_NUM_THREADS=1 (see worker_env_needs_omp) */
+	char *const *extra;  /* "NAME=VALUE" from the job file, may be NULL */
 	size_t nextra;
 };
 

@@ -10,13 +10,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WORKER_PROC_NHANDLES 4 /* the process and its three pipes */
+/* the process, its three pipes, a quiet timer per output stream */
+#define WORKER_PROC_NHANDLES 6
 
 /* One read buffer for every pipe: the loop is single-threaded and each
  * read is consumed before the next allocation. */
 static char worker_readbuf[65536];
 /* prefix + longest line + '\n' */
 static char worker_linebuf[WORKER_PROC_PREFIX_LEN + WORKER_PROC_MAX_LINE + 1];
+
+/* The stream whose line the console shows unfinished (a partial line was
+ * shown), or NULL: any other stream's output first ends that console line,
+ * so two workers' text never shares one. */
+static struct worker_proc *console_open_proc;
+static int console_open_stream;
 
 static int64_t wall_ms(void)
 {
@@ -61,45 +68,110 @@ static void tail_add(struct worker_proc *p, const char *line, size_t len)
 		p->tail_n++;
 }
 
-/* A whole line of stream `s` (0 stdout, 1 stderr): log file, console, tail. */
-static void proc_line(struct worker_proc *p, int s, const char *line, size_t len)
+/* Appends n bytes to the console line being built in worker_linebuf,
+ * writing it out first when it would not fit. */
+static void console_put(int fd, size_t *used, const char *p, size_t n)
 {
-	size_t n = 0;
+	if (*used + n > sizeof(worker_linebuf)) {
+		write_all(fd, worker_linebuf, *used);
+		*used = 0;
+	}
+	if (n > sizeof(worker_linebuf)) {
+		write_all(fd, p, n);
+		return;
+	}
+	memcpy(worker_linebuf + *used, p, n);
+	*used += n;
+}
 
+/* Ends the console line a partial line of another stream left open. */
+static void console_take(struct worker_proc *p, int s)
+{
+	struct worker_proc *o = console_open_proc;
+
+	if (!o || (o == p && console_open_stream == s))
+		return;
+	write_all(o->console_fd[console_open_stream], "\n", 1);
+	o->console_open[console_open_stream] = false;
+	console_open_proc = NULL;
+}
+
+/* New bytes `text` of a line of stream s on the console: the prefix when
+ * the console line is not already this stream's, and again after each
+ * '\r' (a progress bar redrawn keeps its prefix); '\n' when it ends. */
+static void console_piece(struct worker_proc *p, int s, const char *text, size_t n, bool cont,
+			  bool ends)
+{
+	int fd = p->console_fd[s];
+	size_t used = 0;
+
+	console_take(p, s);
+	if (cont && !p->console_open[s] && n == 0)
+		return; /* shown already, and its console line ended by another */
+	if (!p->console_open[s]) {
+		console_put(fd, &used, p->prefix, p->prefix_len);
+		/* The prefix starts the console line: a '\r' there is a no-op. */
+		if (p->prefix_len && n && text[0] == '\r') {
+			text++;
+			n--;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *cr = p->prefix_len ? memchr(text + i, '\r', n - i) : NULL;
+		size_t k = cr ? (size_t)(cr - text) + 1 : n;
+
+		console_put(fd, &used, text + i, k - i);
+		if (cr && k < n)
+			console_put(fd, &used, p->prefix, p->prefix_len);
+		i = k - 1;
+	}
+	if (ends)
+		console_put(fd, &used, "\n", 1);
+	/* One write per line as a rule: lines of different workers never mix. */
+	write_all(fd, worker_linebuf, used);
+	p->console_open[s] = !ends;
+	console_open_proc = ends ? NULL : p;
+	console_open_stream = s;
+}
+
+/* A piece of a line of stream `s` (0 stdout, 1 stderr): the new bytes go
+ * to the log file as they came and to the console; whole lines to the
+ * tail. */
+static void proc_piece(struct worker_proc *p, int s, const char *line, size_t len, size_t shown,
+		       bool ends)
+{
 	if (p->log_fd[s] >= 0) {
-		memcpy(worker_linebuf, line, len);
-		worker_linebuf[len] = '\n';
-		write_all(p->log_fd[s], worker_linebuf, len + 1);
+		size_t n = len - shown;
+
+		memcpy(worker_linebuf, line + shown, n);
+		if (ends)
+			worker_linebuf[n++] = '\n';
+		write_all(p->log_fd[s], worker_linebuf, n);
 	}
-	if (p->console_fd[s] >= 0) {
-		memcpy(worker_linebuf, p->prefix, p->prefix_len);
-		n = p->prefix_len;
-		memcpy(worker_linebuf + n, line, len);
-		n += len;
-		worker_linebuf[n++] = '\n';
-		/* One write per line: lines of different workers never mix. */
-		write_all(p->console_fd[s], worker_linebuf, n);
-	}
-	if (s == 1)
+	if (p->console_fd[s] >= 0)
+		console_piece(p, s, line + shown, len - shown, shown > 0, ends);
+	if (ends)
+		p->pending[s] = false; /* what is pending now is a new line */
+	if (s == 1 && ends)
 		tail_add(p, line, len);
 }
 
-static void emit_out(void *arg, const char *line, size_t len)
+static void emit_out(void *arg, const char *line, size_t len, size_t shown, bool ends)
 {
-	proc_line(arg, 0, line, len);
+	proc_piece(arg, 0, line, len, shown, ends);
 }
 
-static void emit_err(void *arg, const char *line, size_t len)
+static void emit_err(void *arg, const char *line, size_t len, size_t shown, bool ends)
 {
-	proc_line(arg, 1, line, len);
+	proc_piece(arg, 1, line, len, shown, ends);
 }
 
-static void emit_pid(void *arg, const char *line, size_t len)
+static void emit_pid(void *arg, const char *line, size_t len, size_t shown, bool ends)
 {
 	struct worker_proc *p = arg;
 	char buf[24];
 
-	if (len == 0 || len >= sizeof(buf))
+	if (!ends || len == 0 || len >= sizeof(buf))
 		return;
 	memcpy(buf, line, len);
 	buf[len] = '\0';
@@ -113,6 +185,8 @@ static void handle_closed(uv_handle_t *h)
 
 	if (--p->nhandles > 0)
 		return;
+	if (console_open_proc == p)
+		console_open_proc = NULL;
 	linebuf_release(&p->lb_out);
 	linebuf_release(&p->lb_err);
 	linebuf_release(&p->lb_pid);
@@ -125,24 +199,81 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = sizeof(worker_readbuf);
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+static uv_pipe_t *proc_pipe(struct worker_proc *p, int i)
 {
-	struct worker_proc *p = s->data;
-	struct linebuf *lb = s == (uv_stream_t *)&p->out   ? &p->lb_out
-			     : s == (uv_stream_t *)&p->err ? &p->lb_err
-							   : &p->lb_pid;
-	linebuf_emit_fn emit = lb == &p->lb_out ? emit_out : lb == &p->lb_err ? emit_err : emit_pid;
+	return i == 0 ? &p->out : i == 1 ? &p->err : &p->pidp;
+}
+
+static struct linebuf *proc_lb(struct worker_proc *p, int i)
+{
+	return i == 0 ? &p->lb_out : i == 1 ? &p->lb_err : &p->lb_pid;
+}
+
+static linebuf_emit_fn proc_emit(int i)
+{
+	return i == 0 ? emit_out : i == 1 ? emit_err : emit_pid;
+}
+
+static void quiet_cb(uv_timer_t *t)
+{
+	struct worker_proc *p = t->data;
+	int s = t == &p->quiet[1];
+
+	p->pending[s] = false;
+	linebuf_show(proc_lb(p, s), proc_emit(s), p);
+}
+
+/* After new bytes on output stream s: a partial line is shown once the
+ * stream was quiet for WORKER_PROC_QUIET_MS, and at the latest
+ * WORKER_PROC_SHOW_MS after its first byte not shown yet. */
+static void quiet_arm(struct worker_proc *p, int s)
+{
+	uint64_t now = uv_now(p->quiet[s].loop), due;
+
+	if (!linebuf_unshown(proc_lb(p, s)) || (p->console_fd[s] < 0 && p->log_fd[s] < 0)) {
+		p->pending[s] = false;
+		uv_timer_stop(&p->quiet[s]);
+		return;
+	}
+	if (!p->pending[s]) {
+		p->pending[s] = true;
+		p->pending_since[s] = now;
+	}
+	due = now + WORKER_PROC_QUIET_MS;
+	if (due > p->pending_since[s] + WORKER_PROC_SHOW_MS)
+		due = p->pending_since[s] + WORKER_PROC_SHOW_MS;
+	uv_timer_start(&p->quiet[s], quiet_cb, due > now ? due - now : 0, 0);
+}
+
+/* Stream i is over (end of file, or closed by us): its last partial line
+ * goes out as a line; its pipe and timer close. */
+static void stream_end(struct worker_proc *p, int i)
+{
+	uv_pipe_t *pipe = proc_pipe(p, i);
+
+	if (uv_is_closing((uv_handle_t *)pipe))
+		return;
+	linebuf_flush(proc_lb(p, i), proc_emit(i), p);
+	uv_close((uv_handle_t *)pipe, handle_closed);
+	if (i < 2)
+		uv_close((uv_handle_t *)&p->quiet[i], handle_closed);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct worker_proc *p = st->data;
+	int i = st == (uv_stream_t *)&p->out ? 0 : st == (uv_stream_t *)&p->err ? 1 : 2;
 
 	if (nread > 0) {
-		linebuf_feed(lb, buf->base, (size_t)nread, emit, p);
+		linebuf_feed(proc_lb(p, i), buf->base, (size_t)nread, proc_emit(i), p);
+		if (i < 2)
+			quiet_arm(p, i);
 		return;
 	}
 	if (nread == 0)
 		return;
 	/* EOF or error: the stream is over. */
-	linebuf_flush(lb, emit, p);
-	if (!uv_is_closing((uv_handle_t *)s))
-		uv_close((uv_handle_t *)s, handle_closed);
+	stream_end(p, i);
 }
 
 static void exit_cb(uv_process_t *h, int64_t status, int term_signal)
@@ -186,6 +317,10 @@ static void proc_configure(struct worker_proc *p, const struct worker_proc_confi
 	for (int i = 0; i < 3; i++) {
 		uv_pipe_init(cfg->loop, pipes[i], 0);
 		pipes[i]->data = p;
+	}
+	for (int i = 0; i < 2; i++) {
+		uv_timer_init(cfg->loop, &p->quiet[i]);
+		p->quiet[i].data = p;
 	}
 	p->proc.data = p;
 	p->nhandles = WORKER_PROC_NHANDLES;
@@ -242,17 +377,10 @@ void worker_proc_kill_group(struct worker_proc *p)
 
 void worker_proc_close_pipes(struct worker_proc *p)
 {
-	uv_pipe_t *pipes[3] = {&p->out, &p->err, &p->pidp};
-	linebuf_emit_fn emits[3] = {emit_out, emit_err, emit_pid};
-	struct linebuf *lbs[3] = {&p->lb_out, &p->lb_err, &p->lb_pid};
-
 	if (!worker_proc_busy(p))
 		return;
 	for (int i = 0; i < 3; i++)
-		if (!uv_is_closing((uv_handle_t *)pipes[i])) {
-			linebuf_flush(lbs[i], emits[i], p);
-			uv_close((uv_handle_t *)pipes[i], handle_closed);
-		}
+		stream_end(p, i);
 }
 
 bool worker_proc_busy(const struct worker_proc *p)

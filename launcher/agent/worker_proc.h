@@ -5,6 +5,16 @@
  * the real worker's pid from fd 3, signal its group, and report its exit and
  * the end of all its handles through two callbacks.
  *
+ * Partial lines: a line still without its '\n' (a prompt, a progress bar
+ * redrawn with '\r') is shown once its stream was quiet for
+ * WORKER_PROC_QUIET_MS, and at the latest WORKER_PROC_SHOW_MS after it
+ * began; its rest follows when it comes. Two workers' text never shares a
+ * console line: while a shown partial line is unfinished, output of any
+ * other stream first ends that console line with '\n', and the rest of the
+ * interrupted line later starts a console line of its own, with its prefix.
+ * On the console each '\r' inside a line is followed by the prefix again.
+ * The log files get the bytes as they came.
+ *
  * The module knows nothing of its caller: what to run and where lines go come
  * in a config, and what happens next is the caller's (as tmux's job_run).
  *
@@ -30,6 +40,8 @@
 #define WORKER_PROC_TAIL_LEN   240 /* bytes kept of each, with the NUL */
 #define WORKER_PROC_MAX_LINE   65536
 #define WORKER_PROC_PREFIX_LEN 64
+#define WORKER_PROC_QUIET_MS   100  /* a partial line is shown after this quiet time */
+#define WORKER_PROC_SHOW_MS    1000 /* and at the latest this long after it began */
 
 struct worker_proc;
 
@@ -58,11 +70,15 @@ struct worker_proc_config {
 struct worker_proc {
 	uv_process_t proc;
 	uv_pipe_t out, err, pidp;
+	uv_timer_t quiet[2]; /* shows a partial stdout, stderr line */
 	struct linebuf lb_out, lb_err, lb_pid;
-	int nhandles; /* handles of this run not yet closed */
-	bool running; /* spawned and not yet exited */
-	int shim_pid; /* the process spawned: its session and group id */
-	int pid;      /* reported on fd 3 (ddp-exec's worker), or 0 */
+	bool pending[2];	   /* a partial line waits to be shown, since: */
+	uint64_t pending_since[2]; /* (loop time, ms) */
+	bool console_open[2];	   /* the console line is this stream's, unfinished */
+	int nhandles;		   /* handles of this run not yet closed */
+	bool running;		   /* spawned and not yet exited */
+	int shim_pid;		   /* the process spawned: its session and group id */
+	int pid;		   /* reported on fd 3 (ddp-exec's worker), or 0 */
 	int exit_code, term_signal;
 	int64_t exit_time_ms; /* wall clock */
 	int console_fd[2], log_fd[2];

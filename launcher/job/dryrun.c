@@ -42,8 +42,13 @@ static void print_launch(const struct launch_opts *o, FILE *out)
 	fprintf(out, "signals = ");
 	for (int i = 0; i < o->nsignals; i++)
 		fprintf(out, "%s%s", i ? "," : "", signame_name(o->signals[i]) + 3);
-	fprintf(out, "\nbackoff = %g:%g\n", o->backoff_initial, o->backoff_max);
-	fprintf(out, "pass_local_rank = %s\n", o->pass_local_rank ? "true" : "false");
+	fprintf(out, "\nforward_signals = ");
+	for (int i = 0; i < o->nforward; i++)
+		fprintf(out, "%s%s", i ? "," : "", signame_name(o->forward_signals[i]) + 3);
+	fprintf(out, "%s\nbackoff = %g:%g\n", o->nforward ? "" : "none", o->backoff_initial,
+		o->backoff_max);
+	fprintf(out, "pass_local_rank = %s\n",
+		opts_local_rank_arg(o) ? opts_local_rank_arg(o) : "false");
 	fprintf(out, "prefix = %s\n", o->no_prefix ? "" : o->prefix);
 }
 

@@ -67,6 +67,12 @@ int opts_init(struct launch_opts *o)
 	o->signals[3] = SIGQUIT;
 	o->signals[4] = SIGUSR1;
 	o->signals[5] = SIGUSR2;
+	/* Slurm's --signal=USR1@T and checkpoint-on-signal handlers expect the
+	 * job to go on after USR1/USR2. */
+	o->nforward = 2;
+	o->forward_signals[0] = SIGUSR1;
+	o->forward_signals[1] = SIGUSR2;
+	o->use_env = -1;
 	for (size_t i = 0; i < sizeof(opts_default_strs) / sizeof(opts_default_strs[0]); i++)
 		if (opts_set(o, opts_default_strs[i][0], opts_default_strs[i][1], OPTS_SRC_DEFAULT,
 			     NULL, 0)) {
@@ -141,12 +147,35 @@ int opts_nproc(const struct launch_opts *o, int ncpu, int ngpu, char *err, size_
 	return (int)v;
 }
 
+const char *opts_local_rank_arg(const struct launch_opts *o)
+{
+	if (o->pass_local_rank == OPTS_LOCAL_RANK_DASH)
+		return "--local-rank";
+	if (o->pass_local_rank == OPTS_LOCAL_RANK_UNDERSCORE || o->use_env == 0)
+		return "--local_rank";
+	return NULL;
+}
+
+bool opts_forward_only(const struct launch_opts *o, int sig)
+{
+	for (int i = 0; i < o->nforward; i++)
+		if (o->forward_signals[i] == sig)
+			return true;
+	return false;
+}
+
 int opts_check(const struct launch_opts *o, char *err, size_t errlen)
 {
 	if (!o->program) {
 		snprintf(err, errlen,
 			 "no program to run (usage: ddplaunch [options] PROGRAM [ARGS...], "
 			 "see --help)");
+		return -EINVAL;
+	}
+	if (o->use_env == 1 && o->pass_local_rank != OPTS_LOCAL_RANK_NONE) {
+		snprintf(err, errlen,
+			 "--use_env and --pass_local_rank contradict each other (with --use_env "
+			 "the workers read LOCAL_RANK only); drop one");
 		return -EINVAL;
 	}
 	if (o->module && o->no_python) {

@@ -19,6 +19,14 @@
 #define OPTS_MAX_SIGNALS 16
 #define OPTS_ERR_LEN	 256
 
+/* --pass_local_rank: no argument, --local_rank=N (torch.distributed.launch
+ * before torch 2.0), --local-rank=N (torch 2.x). */
+enum {
+	OPTS_LOCAL_RANK_NONE = 0,
+	OPTS_LOCAL_RANK_UNDERSCORE = 1,
+	OPTS_LOCAL_RANK_DASH = 2,
+};
+
 /* Where a value came from; a command-line value is never overridden by a
  * job-file value. */
 enum opts_source {
@@ -62,11 +70,14 @@ struct launch_opts {
 	bool no_python, module;
 	char *local_addr;
 	char *start_method;
-	bool pass_local_rank, use_env;
+	int pass_local_rank; /* OPTS_LOCAL_RANK_*, see opts_local_rank_arg */
+	int use_env;	     /* -1: not given; 0, 1: given false, true */
 	bool strict_port;
-	double grace_period; /* seconds */
-	int signals[OPTS_MAX_SIGNALS];
+	double grace_period;	       /* seconds */
+	int signals[OPTS_MAX_SIGNALS]; /* passed on, then the job stops */
 	int nsignals;
+	int forward_signals[OPTS_MAX_SIGNALS]; /* passed on, the job goes on */
+	int nforward;
 	double backoff_initial, backoff_max; /* seconds */
 	bool no_prefix;
 	char *prefix; /* format, "%r" = rank, "%l" = local rank */
@@ -124,6 +135,15 @@ int opts_visible_gpus(const char *cvd, int ndev);
 
 /* Whether local rank `lr` passes --local_ranks_filter (true when no filter). */
 bool opts_rank_shown(const struct launch_opts *o, int lr);
+
+/* The argument each worker gets for its local rank, "--local_rank" or
+ * "--local-rank" (then "=N" follows), or NULL for none: what
+ * --pass_local_rank says, else --use_env=false asks for torch.distributed
+ * .launch's default, --local_rank. */
+const char *opts_local_rank_arg(const struct launch_opts *o);
+
+/* Whether `sig` is one of --forward_signals. */
+bool opts_forward_only(const struct launch_opts *o, int sig);
 
 /* Checks combinations after every source is applied (e.g. -m with
  * --no_python, a program is required). Returns 0 or -EINVAL with err. */

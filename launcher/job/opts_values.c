@@ -122,30 +122,80 @@ bool opts_rank_shown(const struct launch_opts *o, int lr)
 	return false;
 }
 
-static int optval_signals(void *obj, const struct settings_def *def, const char *s)
+/* "TERM,INT,USR1" into sigs (KILL and STOP refused); *n their number. */
+static int optval_signal_list(const char *s, int *sigs, int *n)
 {
-	struct launch_opts *o = obj;
-	int sigs[OPTS_MAX_SIGNALS], n = 0;
 	char name[32];
 
-	if (!*s)
-		return -EINVAL;
+	*n = 0;
 	while (*s) {
 		size_t len = strcspn(s, ", ");
 
-		if (len == 0 || len >= sizeof(name) || n >= OPTS_MAX_SIGNALS)
+		if (len == 0 || len >= sizeof(name) || *n >= OPTS_MAX_SIGNALS)
 			return -EINVAL;
 		memcpy(name, s, len);
 		name[len] = '\0';
-		sigs[n] = signame_parse(name);
-		if (sigs[n] <= 0 || sigs[n] == SIGKILL || sigs[n] == SIGSTOP)
+		sigs[*n] = signame_parse(name);
+		if (sigs[*n] <= 0 || sigs[*n] == SIGKILL || sigs[*n] == SIGSTOP)
 			return -EINVAL;
-		n++;
+		(*n)++;
 		s += len;
 		s += strspn(s, ", ");
 	}
+	return 0;
+}
+
+static int optval_signals(void *obj, const struct settings_def *def, const char *s)
+{
+	struct launch_opts *o = obj;
+	int sigs[OPTS_MAX_SIGNALS], n;
+
+	if (!*s || optval_signal_list(s, sigs, &n))
+		return -EINVAL;
 	memcpy(o->signals, sigs, sizeof(sigs[0]) * (size_t)n);
 	o->nsignals = n;
+	return 0;
+}
+
+/* A list as for --signals, or "none". */
+static int optval_forward(void *obj, const struct settings_def *def, const char *s)
+{
+	struct launch_opts *o = obj;
+	int sigs[OPTS_MAX_SIGNALS], n = 0;
+
+	if (!*s || (strcmp(s, "none") && optval_signal_list(s, sigs, &n)))
+		return -EINVAL;
+	memcpy(o->forward_signals, sigs, sizeof(sigs[0]) * (size_t)n);
+	o->nforward = n;
+	return 0;
+}
+
+/* A boolean, or which spelling of the argument; bare: --local_rank. */
+static int optval_local_rank(void *obj, const struct settings_def *def, const char *s)
+{
+	struct launch_opts *o = obj;
+	bool b;
+
+	if (!s || !strcmp(s, "underscore"))
+		o->pass_local_rank = OPTS_LOCAL_RANK_UNDERSCORE;
+	else if (!strcmp(s, "dash"))
+		o->pass_local_rank = OPTS_LOCAL_RANK_DASH;
+	else if (settings_parse_bool(s, &b) == 0)
+		o->pass_local_rank = b ? OPTS_LOCAL_RANK_UNDERSCORE : OPTS_LOCAL_RANK_NONE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* A boolean that remembers it was given (bare: true). */
+static int optval_use_env(void *obj, const struct settings_def *def, const char *s)
+{
+	struct launch_opts *o = obj;
+	bool b = true;
+
+	if (s && settings_parse_bool(s, &b))
+		return -EINVAL;
+	o->use_env = b;
 	return 0;
 }
 
@@ -221,6 +271,11 @@ int opts_visible_gpus(const char *cvd, int ndev)
 	{                                                                                          \
 		.name = n, .type = SETTINGS_REAL, .offset = OFF(f)                                 \
 	}
+#define OPT_BARE(n, f, fn, what)                                                                   \
+	{                                                                                          \
+		.name = n, .type = SETTINGS_CUSTOM, .offset = OFF(f), .parse = fn, .expect = what, \
+		.flags = SETTINGS_F_BARE                                                           \
+	}
 #define OPT_CUSTOM(n, a, f, fn, what)                                                              \
 	{                                                                                          \
 		.name = n, .alias = a, .type = SETTINGS_CUSTOM, .offset = OFF(f), .parse = fn,     \
@@ -252,11 +307,14 @@ static const struct settings_def opts_defs[] = {
     OPT_BOOL("module", "m", module),
     OPT_STR("local_addr", NULL, local_addr),
     OPT_STR("start_method", NULL, start_method),
-    OPT_BOOL("pass_local_rank", NULL, pass_local_rank),
-    OPT_BOOL("use_env", NULL, use_env),
+    OPT_BARE("pass_local_rank", pass_local_rank, optval_local_rank,
+	     "true, false, underscore (--local_rank=N) or dash (--local-rank=N)"),
+    OPT_BARE("use_env", use_env, optval_use_env, "true or false"),
     OPT_BOOL("strict_port", NULL, strict_port),
     OPT_REAL("grace_period", grace_period),
     OPT_CUSTOM("signals", NULL, signals, optval_signals, "signal names like TERM,INT,USR1"),
+    OPT_CUSTOM("forward_signals", NULL, forward_signals, optval_forward,
+	       "signal names like USR1,USR2, or none"),
     OPT_CUSTOM("backoff", NULL, backoff_initial, optval_backoff, "SECONDS or INITIAL:MAX seconds"),
     OPT_BOOL("no_prefix", NULL, no_prefix),
     OPT_STR("prefix", NULL, prefix),

@@ -9,6 +9,7 @@ void linebuf_init(struct linebuf *lb, size_t max_line)
 {
 	lb->buf = NULL;
 	lb->len = lb->cap = 0;
+	lb->shown = 0;
 	lb->max_line = max_line ? max_line : 1;
 	lb->cut = 0;
 }
@@ -18,6 +19,7 @@ void linebuf_release(struct linebuf *lb)
 	free(lb->buf);
 	lb->buf = NULL;
 	lb->len = lb->cap = 0;
+	lb->shown = 0;
 }
 
 static int linebuf_append(struct linebuf *lb, const char *data, size_t n)
@@ -37,6 +39,14 @@ static int linebuf_append(struct linebuf *lb, const char *data, size_t n)
 	memcpy(lb->buf + lb->len, data, n);
 	lb->len += n;
 	return 0;
+}
+
+/* The buffered line is over: pass it on and start the next. */
+static void linebuf_end(struct linebuf *lb, linebuf_emit_fn emit, void *arg)
+{
+	emit(arg, lb->buf, lb->len, lb->shown, true);
+	lb->len = 0;
+	lb->shown = 0;
 }
 
 int linebuf_feed(struct linebuf *lb, const char *data, size_t n, linebuf_emit_fn emit, void *arg)
@@ -59,11 +69,10 @@ int linebuf_feed(struct linebuf *lb, const char *data, size_t n, linebuf_emit_fn
 		if (take >= room) {
 			/* The line reaches max_line: pass on a full piece. */
 			if (linebuf_append(lb, data, room)) {
-				emit(arg, data, n);
+				emit(arg, data, n, 0, true);
 				return -ENOMEM;
 			}
-			emit(arg, lb->buf, lb->len);
-			lb->len = 0;
+			linebuf_end(lb, emit, arg);
 			lb->cut = 1;
 			data += room;
 			n -= room;
@@ -71,20 +80,19 @@ int linebuf_feed(struct linebuf *lb, const char *data, size_t n, linebuf_emit_fn
 		}
 		if (!nl) {
 			if (linebuf_append(lb, data, n)) {
-				emit(arg, data, n);
+				emit(arg, data, n, 0, true);
 				return -ENOMEM;
 			}
 			return 0;
 		}
 		if (lb->len == 0) {
-			emit(arg, data, take); /* whole line in this chunk: no copy */
+			emit(arg, data, take, 0, true); /* whole line in this chunk: no copy */
 		} else {
 			if (linebuf_append(lb, data, take)) {
-				emit(arg, data, take);
+				emit(arg, data, take, 0, true);
 				return -ENOMEM;
 			}
-			emit(arg, lb->buf, lb->len);
-			lb->len = 0;
+			linebuf_end(lb, emit, arg);
 		}
 		data += take + 1;
 		n -= take + 1;
@@ -95,9 +103,27 @@ int linebuf_feed(struct linebuf *lb, const char *data, size_t n, linebuf_emit_fn
 void linebuf_flush(struct linebuf *lb, linebuf_emit_fn emit, void *arg)
 {
 	if (lb->len > 0)
-		emit(arg, lb->buf, lb->len);
-	lb->len = 0;
+		linebuf_end(lb, emit, arg);
 	lb->cut = 0;
+}
+
+size_t linebuf_unshown(const struct linebuf *lb)
+{
+	size_t end = lb->len;
+
+	if (end > lb->shown && lb->buf[end - 1] == '\r')
+		end--;
+	return end - lb->shown;
+}
+
+void linebuf_show(struct linebuf *lb, linebuf_emit_fn emit, void *arg)
+{
+	size_t n = linebuf_unshown(lb);
+
+	if (n == 0)
+		return;
+	emit(arg, lb->buf, lb->shown + n, lb->shown, false);
+	lb->shown += n;
 }
 
 size_t linebuf_prefix(const char *fmt, int rank, int local_rank, char *out, size_t outlen)

@@ -6,21 +6,33 @@
  * A line longer than max_line is passed on in max_line pieces (each
  * becomes its own line); a last line without '\n' is passed on by
  * linebuf_flush() at end of stream.
+ *
+ * A line still waiting for its '\n' (a prompt, a progress bar redrawn
+ * with '\r') can be shown early with linebuf_show(): the bytes so far are
+ * passed on as a piece that does not end the line, and the line's later
+ * pieces pass on only what came after. The whole line stays in the buffer
+ * until it ends, so every emit sees the line from its start.
  */
 #ifndef DDP_LAUNCHER_LINEBUF_H
 #define DDP_LAUNCHER_LINEBUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct linebuf {
 	char *buf;
 	size_t len, cap;
+	size_t shown; /* bytes of buf already passed on by linebuf_show */
 	size_t max_line;
 	int cut; /* a full piece was just passed on: a '\n' next ends it */
 };
 
-/* Called once per line, without its '\n'; `line` is valid during the call. */
-typedef void (*linebuf_emit_fn)(void *arg, const char *line, size_t len);
+/* Called for each piece passed on: `line` holds the line from its start
+ * (without its '\n'), `len` bytes, valid during the call; the first `shown`
+ * of them were passed on before (by linebuf_show), the rest are new.
+ * `ends`: the line is over (its '\n' came, it reached max_line, or the
+ * stream ended); false for a piece shown early. */
+typedef void (*linebuf_emit_fn)(void *arg, const char *line, size_t len, size_t shown, bool ends);
 
 void linebuf_init(struct linebuf *lb, size_t max_line);
 void linebuf_release(struct linebuf *lb);
@@ -29,8 +41,17 @@ void linebuf_release(struct linebuf *lb);
  * emitted as a line rather than lost). */
 int linebuf_feed(struct linebuf *lb, const char *data, size_t n, linebuf_emit_fn emit, void *arg);
 
-/* Emits a pending partial line, if any. */
+/* Emits a pending partial line, if any, as a line that ends (end of
+ * stream). */
 void linebuf_flush(struct linebuf *lb, linebuf_emit_fn emit, void *arg);
+
+/* Bytes of the pending partial line not passed on yet (a '\r' at its end
+ * is not counted: what follows it decides how it is shown). */
+size_t linebuf_unshown(const struct linebuf *lb);
+
+/* Passes on the pending partial line's unshown bytes (linebuf_unshown) as
+ * a piece that does not end the line. */
+void linebuf_show(struct linebuf *lb, linebuf_emit_fn emit, void *arg);
 
 /* Writes the prefix for `fmt` ("%r" rank, "%l" local rank, "%%" a percent
  * sign) into out (always NUL-terminated). Returns its length. */

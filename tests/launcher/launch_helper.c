@@ -19,6 +19,18 @@
  *   error-file MSG CODE write a PyTorch-style error file, 3 stderr lines,
  *                       exit CODE
  *   pid DIR CODE        write the pid to DIR/pid.RANK, exit CODE
+ *   escape DIR M1 M2 CODE
+ *                       start "sleep M1" in the worker's group and "sleep M2"
+ *                       in a session of its own (setsid), both running
+ *                       before "PID1 PID2" goes to DIR/escape.RANK.ATTEMPT;
+ *                       then exit CODE, or wait forever if CODE is -1
+ *   await FILE          wait until FILE exists (at most 60 s, then exit 97)
+ *   checkpoint DIR      on each SIGUSR1 append a line to DIR/usr1.RANK and go
+ *                       on; exit 0 once DIR/finish exists; a SIGTERM writes
+ *                       DIR/term.RANK and exits 143; DIR/ready.RANK when
+ *                       waiting
+ *   stop-self DIR       write its pid to DIR/ready.RANK, then stop itself
+ *                       (SIGSTOP); once continued, wait forever
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -156,6 +170,102 @@ static int do_error_file(const char *msg, int code)
 	return code;
 }
 
+/* Forks "sleep SECONDS" (after setsid() when `own_session`) and returns its
+ * pid once it runs sleep: the pipe closes at the exec. */
+static pid_t start_sleep(const char *seconds, int own_session)
+{
+	int fds[2];
+	char c;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC))
+		exit(95);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		if (own_session && setsid() < 0)
+			_exit(126);
+		execl("/bin/sleep", "sleep", seconds, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	while (read(fds[0], &c, 1) > 0)
+		;
+	close(fds[0]);
+	return pid;
+}
+
+static int do_escape(const char *dir, const char *m1, const char *m2, int code)
+{
+	char path[4096], tmp[4200];
+	pid_t a = start_sleep(m1, 0), b = start_sleep(m2, 1);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/escape.%d.%d", dir, env_int("RANK"),
+		 env_int("TORCHELASTIC_RESTART_COUNT"));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return 90;
+	fprintf(f, "%d %d\n", (int)a, (int)b);
+	fclose(f);
+	rename(tmp, path);
+	if (code >= 0)
+		return code;
+	wait_forever();
+	return 0;
+}
+
+/* Polls for a file: a test helper, bounded. */
+static int do_await(const char *path)
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	struct stat st;
+
+	for (int i = 0; i < 6000; i++) {
+		if (stat(path, &st) == 0)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return 97;
+}
+
+static int do_checkpoint(const char *dir)
+{
+	struct timespec tick = {0, 10 * 1000 * 1000};
+	char path[4096];
+	struct stat st;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	write_file(dir, "ready", "ready\n");
+	snprintf(path, sizeof(path), "%s/finish", dir);
+	for (;;) {
+		if (stat(path, &st) == 0)
+			return 0;
+		sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGTERM) {
+			write_file(dir, "term", "term\n");
+			return 143;
+		}
+		if (sig == SIGUSR1) {
+			char usr1[4200];
+			FILE *f;
+
+			snprintf(usr1, sizeof(usr1), "%s/usr1.%d", dir, env_int("RANK"));
+			f = fopen(usr1, "a");
+			if (f) {
+				fputs("checkpoint\n", f);
+				fclose(f);
+			}
+		}
+	}
+}
+
 static int act(int argc, char **argv, char **all, int nall)
 {
 	const char *a = argv[0];
@@ -185,6 +295,18 @@ static int act(int argc, char **argv, char **all, int nall)
 		return do_catch(argv[1]);
 	if (!strcmp(a, "error-file") && argc >= 3)
 		return do_error_file(argv[1], atoi(argv[2]));
+	if (!strcmp(a, "escape") && argc >= 5)
+		return do_escape(argv[1], argv[2], argv[3], atoi(argv[4]));
+	if (!strcmp(a, "await") && argc >= 2)
+		return do_await(argv[1]);
+	if (!strcmp(a, "checkpoint") && argc >= 2)
+		return do_checkpoint(argv[1]);
+	if (!strcmp(a, "stop-self") && argc >= 2) {
+		snprintf(text, sizeof(text), "%d\n", (int)getpid());
+		write_file(argv[1], "ready", text);
+		raise(SIGSTOP);
+		wait_forever();
+	}
 	if (!strcmp(a, "pid") && argc >= 3) {
 		snprintf(text, sizeof(text), "%d\n", (int)getpid());
 		write_file(argv[1], "pid", text);

@@ -1,5 +1,6 @@
 """Shared helpers of the launcher's integration tests (stdlib only)."""
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -56,6 +57,40 @@ def pid_alive(pid):
         return state != "Z"
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
+
+
+def marker():
+    """A sleep duration no other process on the machine uses: tests look
+    for "sleep MARKER" processes in /proc to see what of a job survives."""
+    return str(random.randrange(10**7, 10**8))
+
+
+def marked_pids(*markers):
+    """Pids of live processes whose argv is "sleep M" for one of the
+    markers (a /proc scan)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if (len(argv) >= 2 and os.path.basename(argv[0]) == b"sleep"
+                and argv[1].decode(errors="replace") in markers
+                and pid_alive(int(entry))):
+            found.append(int(entry))
+    return found
+
+
+def wait_none_left(markers, timeout=10.0):
+    """Waits (bounded) until no "sleep MARKER" process is left."""
+    try:
+        wait_for(lambda: not marked_pids(*markers), timeout, "no process of the job to be left")
+    except AssertionError:
+        raise AssertionError("still running after %.0f s: %s" % (
+            timeout, ", ".join("pid %d" % p for p in marked_pids(*markers))))
 
 
 def read_env(path):

@@ -1,7 +1,10 @@
 """Integration tests: the real ddplaunch with the C helper workers."""
+import fcntl
+import glob
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -10,8 +13,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launchtest import (DDPLAUNCH, HELPER, LaunchCase, pid_alive, read_env, run,  # noqa: E402
-                        wait_for)
+from launchtest import (DDPLAUNCH, HELPER, LaunchCase, marked_pids, marker,  # noqa: E402
+                        pid_alive, read_env, run, wait_for, wait_none_left)
 
 
 class Basics(LaunchCase):
@@ -68,14 +71,43 @@ class Basics(LaunchCase):
         self.assertEqual(r.returncode, 4, r.stderr)
         self.assertIn("error file of rank 1: ValueError: bad shape", r.stderr)
         self.assertIn("| fatal: ValueError: bad shape", r.stderr)
-        summary = json.load(open(os.path.join(logs, "summary.json")))
+        with open(os.path.join(logs, "latest", "summary.json")) as f:
+            summary = json.load(f)
         self.assertEqual(summary["exit_code"], 4)
         first = [w for w in summary["workers"] if w["first_failure"]]
         self.assertEqual(len(first), 1)
         self.assertEqual(first[0]["rank"], 1)
         self.assertEqual(first[0]["error_message"], "ValueError: bad shape")
-        err = open(os.path.join(logs, "attempt_0", "1", "stderr.log")).read()
+        with open(os.path.join(logs, "latest", "attempt_0", "1", "stderr.log")) as f:
+            err = f.read()
         self.assertEqual(err, "stderr line one\nstderr line two\nfatal: ValueError: bad shape\n")
+
+    def test_log_dir_per_run(self):
+        # Two runs into one --log_dir: each its own directory (RUNID_XXXXXX),
+        # nothing of the first overwritten or mixed in; latest is the second.
+        logs = self.path("logs")
+        r = self.launch(["--nproc_per_node=1", "--log_dir", logs, "--max_restarts=1", HELPER,
+                         "fail-once", "5"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first = os.readlink(os.path.join(logs, "latest"))
+        self.assertTrue(first.startswith("none_"), first)
+        self.assertIn("go to '%s'" % os.path.join(logs, first), r.stderr)
+        r = self.launch(["--nproc_per_node=1", "--log_dir", logs, "--rdzv_id=job/7", HELPER,
+                         "exit", "0"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        second = os.readlink(os.path.join(logs, "latest"))
+        self.assertTrue(second.startswith("job_7_"), second)
+        self.assertEqual(sorted(os.listdir(logs)), sorted(["latest", first, second]))
+        with open(os.path.join(logs, first, "summary.json")) as f:
+            s1 = json.load(f)
+        with open(os.path.join(logs, second, "summary.json")) as f:
+            s2 = json.load(f)
+        self.assertEqual((s1["attempts"], s1["exit_code"]), (2, 0))
+        self.assertEqual((s2["attempts"], s2["exit_code"]), (1, 0))
+        self.assertEqual(sorted(os.listdir(os.path.join(logs, first))),
+                         ["attempt_0", "attempt_1", "summary.json"])
+        self.assertEqual(sorted(os.listdir(os.path.join(logs, second))),
+                         ["attempt_0", "summary.json"])
 
 
 class Output(LaunchCase):
@@ -102,8 +134,8 @@ class Output(LaunchCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("[rank 0]", r.stdout)
         self.assertIn("[rank 1]: R1:0:bbbbb", r.stdout)
-        self.assertEqual(open(os.path.join(logs, "attempt_0", "0", "stdout.log")).read(),
-                         "R0:0:aaaaa\nR0:1:aaaaa\n")
+        with open(os.path.join(logs, "latest", "attempt_0", "0", "stdout.log")) as f:
+            self.assertEqual(f.read(), "R0:0:aaaaa\nR0:1:aaaaa\n")
         r = self.launch(["--nproc_per_node=2", "--local_ranks_filter=1", "--prefix", "<%l/%r> ",
                  HELPER, "burst", "1", "3"])
         self.assertEqual(r.stdout, "<1/1> R1:0:bbb\n")
@@ -177,7 +209,7 @@ class Supervision(LaunchCase):
         self.assertLess(elapsed, 20)
 
     def test_forward_signal_exit_128_plus(self):
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             d = self.path("s%d" % sig)
             os.mkdir(d)
             p = self.start(["--nproc_per_node=2", HELPER, "catch", d])
@@ -186,8 +218,62 @@ class Supervision(LaunchCase):
             out, err = p.communicate(timeout=30)
             self.assertEqual(p.returncode, 128 + sig, err)
             for rank in (0, 1):
-                self.assertEqual(int(open(os.path.join(d, "sig.%d" % rank)).read()), sig)
+                with open(os.path.join(d, "sig.%d" % rank)) as f:
+                    self.assertEqual(int(f.read()), sig)
             self.assertIn("stopped by %s" % signal.Signals(sig).name, err)
+
+    def test_forward_only_signals_keep_the_job(self):
+        # Slurm's --signal=USR1@T: the workers checkpoint and go on; the
+        # job's status is then theirs (0), with no SIGTERM and no grace.
+        p = self.start(["--nproc_per_node=2", "--grace_period=60", HELPER, "checkpoint",
+                        self.dir])
+        self.wait_files(["ready.0", "ready.1"])
+        for n in (1, 2):
+            p.send_signal(signal.SIGUSR1)
+            wait_for(lambda: all(self.lines("usr1.%d" % r) == n for r in (0, 1)), 20,
+                     "checkpoint %d of both ranks" % n)
+        self.assertIsNone(p.poll())
+        self.assertFalse(glob.glob(self.path("term.*")))
+        open(self.path("finish"), "w").close()
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn("got SIGUSR1; passing it on to the workers (--forward_signals)", err)
+        self.assertNotIn("stopped by", err)
+
+    def test_forward_signals_none_stops(self):
+        # --forward_signals=none: SIGUSR1 stops the job as SIGTERM does.
+        p = self.start(["--nproc_per_node=1", "--forward_signals=none", HELPER, "catch",
+                        self.dir])
+        self.wait_files(["ready.0"])
+        p.send_signal(signal.SIGUSR1)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 128 + signal.SIGUSR1, err)
+        self.assertIn("stopped by SIGUSR1", err)
+
+    def test_stopped_worker_is_continued(self):
+        # A worker stopped with SIGSTOP cannot act on SIGTERM: the stop sends
+        # SIGCONT after it, so the group ends at once, not after the grace.
+        p = self.start(["--nproc_per_node=2", "--grace_period=30", "--", "/bin/sh", "-c",
+                        "if [ $RANK = 0 ]; then exec %s stop-self %s; else %s await %s/go; "
+                        "exit 6; fi" % (HELPER, self.dir, HELPER, self.dir)])
+        self.wait_files(["ready.0"])
+        with open(self.path("ready.0")) as f:
+            pid = int(f.read())
+        wait_for(lambda: proc_state(pid) == "T", 20, "rank 0 to be stopped")
+        t0 = time.monotonic()
+        open(self.path("go"), "w").close()
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 6, err)
+        self.assertLess(time.monotonic() - t0, 15, err)
+        self.assertNotIn("sending SIGKILL", err)
+        self.assertIn("was killed by SIGTERM (stopped by ddplaunch)", err)
+
+    def lines(self, name):
+        try:
+            with open(self.path(name)) as f:
+                return len(f.readlines())
+        except FileNotFoundError:
+            return 0
 
     def test_signal_during_backoff(self):
         p = self.start(["--nproc_per_node=1", "--max_restarts=1", "--backoff=60", HELPER,
@@ -224,6 +310,192 @@ class Supervision(LaunchCase):
         self.assertEqual(r.returncode, 3, r.stderr)
         gc = int(open(self.path("gc")).read())
         wait_for(lambda: not pid_alive(gc), 10, "the grandchild to die")
+
+
+def proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+class Leftovers(LaunchCase):
+    """Nothing of a job outlives it, grandchildren that call setsid
+    included: after a kill -9 of the launcher, a group restart and a normal
+    end; with the job's cgroup where the machine allows one, and with the
+    guards' subreaper alone (DDPLAUNCH_CGROUP=off). Each test's processes
+    are "sleep MARKER" with markers of its own, found by a /proc scan."""
+
+    MODES = {"cgroup": {}, "subreaper": {"DDPLAUNCH_CGROUP": "off"}}
+
+    def mode_env(self, mode):
+        return dict(self.MODES[mode], DDP_LOG_LEVEL="debug")
+
+    def check_mode(self, mode, err):
+        if mode == "subreaper":
+            self.assertIn("no cgroup for the job (DDPLAUNCH_CGROUP=off)", err)
+        elif "the workers run in cgroup" not in err:
+            # Not allowed here (not root, not delegated): the subreaper alone.
+            self.assertIn("no cgroup for the job", err)
+
+    def mode_dir(self, mode):
+        d = self.path(mode)
+        os.mkdir(d)
+        return d
+
+    def test_launcher_killed(self):
+        for mode in self.MODES:
+            with self.subTest(mode=mode):
+                d, m = self.mode_dir(mode), [marker() for _ in range(4)]
+                # rank 0: the command line of the report; rank 1: the helper,
+                # which starts both before it says so.
+                p = self.start(["--nproc_per_node=2", "--", "/bin/sh", "-c",
+                                "if [ $RANK = 0 ]; then sleep %s & setsid sleep %s & "
+                                "exec sleep 100; else exec %s escape %s %s %s -1; fi"
+                                % (m[0], m[1], HELPER, d, m[2], m[3])],
+                               env=self.mode_env(mode))
+                wait_for(lambda: len(marked_pids(*m)) == 4, 20, "the four sleeps to run")
+                p.kill()
+                out, err = p.communicate(timeout=30)
+                wait_none_left(m)
+                self.check_mode(mode, err)
+
+    def test_group_restart(self):
+        for mode in self.MODES:
+            with self.subTest(mode=mode):
+                d, m = self.mode_dir(mode), [marker(), marker()]
+                p = self.start(["--nproc_per_node=1", "--max_restarts=1", "--", "/bin/sh",
+                                "-c", "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then "
+                                "exec %s escape %s %s %s 3; else exec %s checkpoint %s; fi"
+                                % (HELPER, d, m[0], m[1], HELPER, d)],
+                               env=self.mode_env(mode))
+                wait_for(lambda: os.path.exists(os.path.join(d, "ready.0")), 20,
+                         "the second attempt")
+                self.assertTrue(os.path.exists(os.path.join(d, "escape.0.0")))
+                # While the second attempt runs, nothing of the first is left.
+                wait_none_left(m)
+                self.assertIsNone(p.poll())
+                open(os.path.join(d, "finish"), "w").close()
+                out, err = p.communicate(timeout=30)
+                self.assertEqual(p.returncode, 0, err)
+                self.check_mode(mode, err)
+
+    def test_normal_end(self):
+        for mode in self.MODES:
+            with self.subTest(mode=mode):
+                d, m = self.mode_dir(mode), [marker(), marker()]
+                r = self.launch(["--nproc_per_node=2", HELPER, "escape", d, m[0], m[1], "0"],
+                                env=self.mode_env(mode))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(os.path.exists(os.path.join(d, "escape.1.0")))
+                wait_none_left(m)
+                self.check_mode(mode, r.stderr)
+
+    def test_dead_runs_tmp_dir_removed(self):
+        # A launcher killed with -9 leaves its run directory in TMPDIR; the
+        # next run removes it, and only it: a live run's, a directory of
+        # kept logs (no lock) and one whose lock is held stay.
+        dead_dir, live_dir = self.mode_dir("dead"), self.mode_dir("live")
+        p = self.start(["--nproc_per_node=1", HELPER, "catch", dead_dir])
+        wait_for(lambda: os.path.exists(os.path.join(dead_dir, "ready.0")), 20, "worker")
+        (dead,) = glob.glob(self.path("ddplaunch_*"))
+        live = self.start(["--nproc_per_node=1", HELPER, "catch", live_dir])
+        wait_for(lambda: os.path.exists(os.path.join(live_dir, "ready.0")), 20, "worker")
+        (live_run,) = set(glob.glob(self.path("ddplaunch_*"))) - {dead}
+        keep = self.path("ddplaunch_keep01")
+        os.makedirs(os.path.join(keep, "attempt_0", "0"))
+        held = self.path("ddplaunch_held01")
+        os.mkdir(held)
+        with open(os.path.join(held, "ddplaunch.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            p.kill()
+            p.wait()
+            self.assertTrue(os.path.isdir(os.path.join(dead, "attempt_0", "0")))
+            r = self.launch(["--nproc_per_node=1", HELPER, "exit", "0"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(os.path.exists(dead))
+            self.assertEqual(sorted(glob.glob(self.path("ddplaunch_*"))),
+                             sorted([live_run, keep, held]))
+        live.send_signal(signal.SIGTERM)
+        live.communicate(timeout=30)
+        self.assertFalse(os.path.exists(live_run))
+
+
+class LiveLines(LaunchCase):
+    """A line without its newline (a prompt, a progress bar) is shown after a
+    short quiet time, and two ranks' text never shares a console line."""
+
+    def read_until(self, p, text, got):
+        """Reads p's stdout into got[0] until `text` is in it (bounded)."""
+        fd = p.stdout.fileno()
+        deadline = time.monotonic() + 20
+        while text not in got[0]:
+            left = deadline - time.monotonic()
+            self.assertGreater(left, 0, "%r not shown; stdout so far: %r" % (text, got[0]))
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, 65536)
+                self.assertTrue(chunk, "stdout ended before %r: %r" % (text, got[0]))
+                got[0] += chunk.decode()
+
+    def start_raw(self, args, **kw):
+        full = dict(os.environ, **self.env())
+        p = subprocess.Popen([DDPLAUNCH, "--master_port=0"] + args, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=full, **kw)
+        self.procs.append(p)
+        return p
+
+    def finish(self, p, got):
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err.decode())
+        return got[0] + out.decode()
+
+    def test_prompt_shown(self):
+        for flags, shown in ((["--no_prefix"], "name? "), ([], "[rank 0]: name? ")):
+            with self.subTest(flags=flags):
+                go = self.path("go%d" % len(flags))
+                p = self.start_raw(["--nproc_per_node=1"] + flags + [
+                    "--", "/bin/sh", "-c", "printf 'name? '; exec %s await %s" % (HELPER, go)])
+                got = [""]
+                self.read_until(p, shown, got)
+                open(go, "w").close()
+                self.assertEqual(self.finish(p, got), shown + "\n")
+
+    def test_python_input(self):
+        p = self.start_raw(["--nproc_per_node=1", "--", "/usr/bin/python3", "-c",
+                            "print('hello', input('name? '))"], stdin=subprocess.PIPE)
+        got = [""]
+        self.read_until(p, "[rank 0]: name? ", got)
+        p.stdin.write(b"bob\n")
+        p.stdin.close()
+        p.stdin = None
+        self.assertEqual(self.finish(p, got), "[rank 0]: name? hello bob\n")
+
+    def test_ranks_never_share_a_line(self):
+        p = self.start_raw(["--nproc_per_node=2", "--", "/bin/sh", "-c",
+                            "if [ $RANK = 0 ]; then printf AAA; %s await %s/go2; printf 'aaa\\n'; "
+                            "else %s await %s/go1; printf 'BBB\\n'; fi"
+                            % (HELPER, self.dir, HELPER, self.dir)])
+        got = [""]
+        self.read_until(p, "[rank 0]: AAA", got)
+        open(self.path("go1"), "w").close()
+        self.read_until(p, "[rank 1]: BBB\n", got)
+        open(self.path("go2"), "w").close()
+        self.assertEqual(self.finish(p, got), "[rank 0]: AAA\n[rank 1]: BBB\n[rank 0]: aaa\n")
+
+    def test_progress_bar(self):
+        # tqdm redraws with '\r': each redraw keeps the prefix on the
+        # console; the log file has the bytes as they came.
+        logs = self.path("logs")
+        p = self.start_raw(["--nproc_per_node=1", "--log_dir", logs, "-t", "1", "--", "/bin/sh",
+                            "-c", "printf '\\r 10%%%%'; %s await %s/go; printf '\\r100%%%%\\n'"
+                            % (HELPER, self.dir)])
+        got = [""]
+        self.read_until(p, "[rank 0]:  10%", got)
+        open(self.path("go"), "w").close()
+        self.assertEqual(self.finish(p, got), "[rank 0]:  10%\r[rank 0]: 100%\n")
+        with open(os.path.join(logs, "latest", "attempt_0", "0", "stdout.log"), newline="") as f:
+            self.assertEqual(f.read(), "\r 10%\r100%\n")
 
 
 class Ports(LaunchCase):
@@ -310,6 +582,17 @@ class JobFiles(LaunchCase):
         self.assertIn("%s:3: unknown key 'master_prot' in [launch]" % job, r.stderr)
 
 
+    def test_dry_run_refuses_what_the_run_refuses(self):
+        for flags in (["--nnodes=1:2"], ["--nnodes=2", "--node_rank=1"]):
+            with self.subTest(flags=flags):
+                dry = self.launch(["--dry_run"] + flags + [HELPER, "exit", "0"])
+                real = self.launch(flags + [HELPER, "exit", "0"])
+                self.assertEqual(real.returncode, 2, real.stderr)
+                self.assertEqual(dry.returncode, real.returncode, dry.stderr)
+                self.assertEqual(dry.stderr, real.stderr)
+                self.assertEqual(dry.stdout, "")
+
+
 class Programs(LaunchCase):
     def test_py_module_no_python_local_rank(self):
         script = self.path("show.py")
@@ -331,6 +614,39 @@ class Programs(LaunchCase):
         r = self.launch(["--no_python", script, "y"], env={"PYTHON_EXEC": "/nonexistent"})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("[rank 0]: py 0 ['y']", r.stdout)
+
+    def test_local_rank_spellings(self):
+        # torch.distributed.launch passed --local_rank=N (torch 2.x: --local-rank=N)
+        # unless --use_env; torchrun passes nothing.
+        script = self.path("args.py")
+        with open(script, "w") as f:
+            f.write("import sys\nprint(sys.argv[1:])\n")
+        job = self.path("dash.ini")
+        with open(job, "w") as f:
+            f.write("[launch]\npass_local_rank = dash\n")
+        env = {"PYTHON_EXEC": "/usr/bin/python3"}
+        cases = [
+            ([], "['a']"),
+            (["--pass_local_rank"], "['--local_rank=1', 'a']"),
+            (["--pass_local_rank=underscore"], "['--local_rank=1', 'a']"),
+            (["--pass-local-rank=dash"], "['--local-rank=1', 'a']"),
+            (["--config", job], "['--local-rank=1', 'a']"),
+            (["--config", job, "--pass_local_rank=false"], "['a']"),
+            (["--use_env"], "['a']"),
+            (["--use_env=false"], "['--local_rank=1', 'a']"),
+            (["--use_env=false", "--pass_local_rank=dash"], "['--local-rank=1', 'a']"),
+        ]
+        for flags, argv in cases:
+            with self.subTest(flags=flags):
+                r = self.launch(["--nproc_per_node=2"] + flags + [script, "a"], env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("[rank 1]: %s\n" % argv, r.stdout)
+        r = self.launch(["--use_env", "--pass_local_rank", script], env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--use_env and --pass_local_rank contradict each other", r.stderr)
+        r = self.launch(["--pass_local_rank=dashes", script], env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("bad value 'dashes' for 'pass_local_rank'", r.stderr)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,17 +18,19 @@ struct sink {
 	int lines;
 };
 
-/* Each emitted line is written as "<line>|" so boundaries are visible. */
-static void emit(void *arg, const char *line, size_t len)
+/* Each emitted piece is written as its new bytes, then "|" when it ends
+ * the line or "~" when it was shown early, so boundaries are visible. */
+static void emit(void *arg, const char *line, size_t len, size_t shown, bool ends)
 {
 	struct sink *s = arg;
 
-	assert_true(s->len + len + 1 < sizeof(s->out));
-	memcpy(s->out + s->len, line, len);
-	s->len += len;
-	s->out[s->len++] = '|';
+	assert_true(shown <= len);
+	assert_true(s->len + len - shown + 1 < sizeof(s->out));
+	memcpy(s->out + s->len, line + shown, len - shown);
+	s->len += len - shown;
+	s->out[s->len++] = ends ? '|' : '~';
 	s->out[s->len] = '\0';
-	s->lines++;
+	s->lines += ends;
 }
 
 static void run_split(const char *in, size_t max_line, size_t chunk, size_t split,
@@ -83,6 +86,50 @@ static void test_long_lines(void **state)
 	check_all_ways("abcd", 4, "abcd|");
 }
 
+/* Shown early: only the bytes after the last piece come with the line's
+ * end; each emit still sees the line from its start; a '\r' at the end of
+ * a partial line waits for what follows it. */
+static void test_show_partial(void **state)
+{
+	struct linebuf lb;
+	struct sink s = {.len = 0};
+	linebuf_init(&lb, 100);
+	linebuf_show(&lb, emit, &s); /* nothing pending: nothing shown */
+	assert_int_equal(s.len, 0);
+	assert_int_equal(linebuf_feed(&lb, "name? ", 6, emit, &s), 0);
+	assert_int_equal(linebuf_unshown(&lb), 6);
+	linebuf_show(&lb, emit, &s);
+	assert_int_equal(linebuf_unshown(&lb), 0);
+	linebuf_show(&lb, emit, &s); /* shown already: no empty piece */
+	assert_int_equal(linebuf_feed(&lb, "bob\n 10%\r", 9, emit, &s), 0);
+	assert_int_equal(linebuf_unshown(&lb), 4); /* " 10%", not the '\r' */
+	linebuf_show(&lb, emit, &s);
+	assert_int_equal(linebuf_feed(&lb, " 20%\r", 5, emit, &s), 0);
+	linebuf_show(&lb, emit, &s);
+	assert_int_equal(linebuf_feed(&lb, "\n", 1, emit, &s), 0);
+	assert_string_equal(s.out, "name? ~bob| 10%~\r 20%~\r|");
+	assert_int_equal(s.lines, 2);
+	linebuf_release(&lb);
+}
+
+/* A line shown early and then ended by the stream's end, or cut at
+ * max_line, still ends once. */
+static void test_show_then_end(void **state)
+{
+	struct linebuf lb;
+	struct sink s = {.len = 0};
+
+	linebuf_init(&lb, 4);
+	assert_int_equal(linebuf_feed(&lb, "ab", 2, emit, &s), 0);
+	linebuf_show(&lb, emit, &s);
+	assert_int_equal(linebuf_feed(&lb, "cdef", 4, emit, &s), 0);
+	linebuf_show(&lb, emit, &s);
+	linebuf_flush(&lb, emit, &s);
+	linebuf_flush(&lb, emit, &s);
+	assert_string_equal(s.out, "ab~cd|ef~|");
+	linebuf_release(&lb);
+}
+
 static void test_prefix(void **state)
 {
 	char buf[64];
@@ -100,8 +147,8 @@ static void test_prefix(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_lines),
-	    cmocka_unit_test(test_long_lines),
+	    cmocka_unit_test(test_lines),	 cmocka_unit_test(test_long_lines),
+	    cmocka_unit_test(test_show_partial), cmocka_unit_test(test_show_then_end),
 	    cmocka_unit_test(test_prefix),
 	};
 

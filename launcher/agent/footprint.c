@@ -1,0 +1,293 @@
+/* The job's cgroup and its /dev/shm names (see footprint.h). */
+#include "footprint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <log.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <timeutil.h>
+#include <unistd.h>
+
+#define CG_PREFIX   "ddplaunch-"
+#define CG_EMPTY_MS 1000
+
+/* The process's start time (clock ticks after boot, field 22 of
+ * /proc/PID/stat), or 0 when there is no such process. */
+static unsigned long long proc_start_time(long pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start = 0;
+	ssize_t n;
+	char *p, *save = NULL;
+	int fd, field = 3;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	if (!p)
+		return 0;
+	for (p = strtok_r(p + 1, " ", &save); p; p = strtok_r(NULL, " ", &save), field++)
+		if (field == 22) {
+			start = strtoull(p, NULL, 10);
+			break;
+		}
+	return start;
+}
+
+static int write_text(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX + 32];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, strlen(text)) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Whether the cgroup holds a process (or a child cgroup that does). */
+static bool cg_populated(const char *dir)
+{
+	char path[PATH_MAX + 32], buf[256];
+	FILE *f;
+	bool populated = false;
+
+	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(buf, sizeof(buf), f))
+		if (!strcmp(buf, "populated 1\n"))
+			populated = true;
+	fclose(f);
+	return populated;
+}
+
+/* Waits until the cgroup is empty or `ms` have passed: cgroup.events is
+ * modified when "populated" changes. */
+static void cg_wait_empty(const char *dir, int ms)
+{
+	char path[PATH_MAX + 32], ev[4096];
+	uint64_t deadline = time_now_ms() + (uint64_t)ms;
+	int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+
+	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+	if (fd >= 0 && inotify_add_watch(fd, path, IN_MODIFY) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	while (cg_populated(dir)) {
+		uint64_t left = time_left_ms(deadline);
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+		if (left == 0 || fd < 0 || poll(&pfd, 1, (int)left) <= 0)
+			break;
+		while (read(fd, ev, sizeof(ev)) > 0)
+			;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Removes the cgroups CG_PREFIX PID-START under `parent` whose launcher is
+ * gone, killing what is still in them first (a job whose launcher and
+ * guards were all killed at once). */
+static void cg_remove_stale(const char *parent)
+{
+	DIR *d = opendir(parent);
+	struct dirent *e;
+	char path[PATH_MAX + 256];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		long pid;
+		unsigned long long start;
+
+		if (strncmp(e->d_name, CG_PREFIX, strlen(CG_PREFIX)) ||
+		    sscanf(e->d_name + strlen(CG_PREFIX), "%ld-%llu", &pid, &start) != 2)
+			continue;
+		if (proc_start_time(pid) == start)
+			continue; /* its launcher runs */
+		snprintf(path, sizeof(path), "%s/%s", parent, e->d_name);
+		if (cg_populated(path)) {
+			log_debug("killing what is left in '%s' (its launcher is gone)", path);
+			write_text(path, "cgroup.kill", "1");
+			cg_wait_empty(path, CG_EMPTY_MS);
+		}
+		if (rmdir(path) == 0)
+			log_debug("removed '%s' (its launcher is gone)", path);
+	}
+	closedir(d);
+}
+
+/* The cgroup v2 mount point (from /proc/self/mountinfo) into `mnt` and its
+ * root (as the mount shows it) into `root`. */
+static int cg_mount(char *mnt, size_t mntlen, char *root, size_t rootlen)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (rc && fgets(line, sizeof(line), f)) {
+		char r[PATH_MAX], m[PATH_MAX];
+		const char *sep = strstr(line, " - ");
+
+		if (!sep || strncmp(sep + 3, "cgroup2 ", 8))
+			continue;
+		if (sscanf(line, "%*s %*s %*s %4095s %4095s", r, m) != 2)
+			continue;
+		snprintf(mnt, mntlen, "%s", m);
+		snprintf(root, rootlen, "%s", r);
+		rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* This process's cgroup v2 directory ("0::PATH" in /proc/self/cgroup). */
+static int cg_own_dir(char *dir, size_t len)
+{
+	char mnt[PATH_MAX], root[PATH_MAX], line[PATH_MAX + 8], *path = NULL;
+	FILE *f;
+	size_t rl;
+	int rc = cg_mount(mnt, sizeof(mnt), root, sizeof(root));
+
+	if (rc)
+		return rc;
+	f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return -errno;
+	while (!path && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3))
+			path = line + 3;
+	fclose(f);
+	if (!path)
+		return -ENOENT;
+	path[strcspn(path, "\n")] = '\0';
+	/* A mount of a subtree shows paths below its root. */
+	rl = strcmp(root, "/") ? strlen(root) : 0;
+	if (rl && strncmp(path, root, rl))
+		return -ENOENT;
+	rc = snprintf(dir, len, "%s%s", mnt, path + rl);
+	if (rc < 0 || (size_t)rc >= len)
+		return -ENAMETOOLONG;
+	if (rc > 1 && dir[rc - 1] == '/')
+		dir[rc - 1] = '\0'; /* the root cgroup */
+	/* Moving a process in needs write access where it comes from. */
+	rc = snprintf(line, sizeof(line), "%s/cgroup.procs", dir);
+	if (rc < 0 || (size_t)rc >= sizeof(line))
+		return -ENAMETOOLONG;
+	return access(line, W_OK) ? -errno : 0;
+}
+
+static void footprint_make_cgroup(struct footprint *f)
+{
+	char own[PATH_MAX], kill_file[PATH_MAX + 16];
+	int rc = cg_own_dir(own, sizeof(own));
+
+	if (rc == 0) {
+		cg_remove_stale(own);
+		rc = snprintf(f->cgroup, sizeof(f->cgroup), "%s/" CG_PREFIX "%ld-%llu", own,
+			      (long)getpid(), proc_start_time((long)getpid()));
+		if (rc < 0 || (size_t)rc >= sizeof(f->cgroup))
+			rc = -ENAMETOOLONG;
+		else
+			rc = mkdir(f->cgroup, 0755) ? -errno : 0;
+	}
+	if (rc == 0) {
+		snprintf(kill_file, sizeof(kill_file), "%s/cgroup.kill", f->cgroup);
+		if (access(kill_file, W_OK)) {
+			rc = -ENOTSUP; /* a kernel before 5.14 */
+			rmdir(f->cgroup);
+		}
+	}
+	if (rc) {
+		log_debug("no cgroup for the job (%s); the guards hold the workers' trees",
+			  strerror(-rc));
+		f->cgroup[0] = '\0';
+		return;
+	}
+	log_debug("the workers run in cgroup '%s'", f->cgroup);
+}
+
+void footprint_open(struct footprint *f, bool use_cgroup)
+{
+	unsigned char b[8] = {0};
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	uint64_t mix = time_now_ns() ^ ((uint64_t)getpid() << 32);
+
+	if (fd < 0 || read(fd, b, sizeof(b)) != (ssize_t)sizeof(b))
+		memcpy(b, &mix, sizeof(b));
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 8; i++)
+		snprintf(f->tag + 2 * i, 3, "%02x", b[i]);
+	f->cgroup[0] = '\0';
+	if (use_cgroup)
+		footprint_make_cgroup(f);
+	else
+		log_debug("no cgroup for the job (DDPLAUNCH_CGROUP=off); the guards hold the "
+			  "workers' trees");
+}
+
+/* Removes /dev/shm/ddp-TAG-*. */
+static void footprint_remove_shm(const struct footprint *f)
+{
+	char prefix[FOOTPRINT_TAG_LEN + 8], name[NAME_MAX + 2];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "ddp-%s-", f->tag);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, n))
+			continue;
+		snprintf(name, sizeof(name), "/%s", e->d_name);
+		if (shm_unlink(name) == 0)
+			log_debug("removed '/dev/shm%s', left by a rank that died", name);
+	}
+	closedir(d);
+}
+
+void footprint_sweep(const struct footprint *f)
+{
+	if (f->cgroup[0] && cg_populated(f->cgroup)) {
+		log_debug("killing what the workers left in '%s'", f->cgroup);
+		write_text(f->cgroup, "cgroup.kill", "1");
+	}
+	footprint_remove_shm(f);
+}
+
+void footprint_close(struct footprint *f)
+{
+	footprint_sweep(f);
+	if (!f->cgroup[0])
+		return;
+	cg_wait_empty(f->cgroup, CG_EMPTY_MS);
+	if (rmdir(f->cgroup))
+		log_debug("cannot remove '%s': %s (the next ddplaunch removes it)", f->cgroup,
+			  strerror(errno));
+	f->cgroup[0] = '\0';
+}
