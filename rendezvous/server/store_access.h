@@ -1,0 +1,64 @@
+/*
+ * store_access.h - who may use a store server: the job's token (agent
+ * sessions prove they know it, store_session.h) and the addresses served
+ * without proof (torch clients cannot authenticate).
+ *
+ * The rule, applied when a connection is accepted:
+ *  - no token and not restricted (the default): every client is served, as
+ *    a TCPStore is; agent sessions need no proof;
+ *  - a token, or store_server_restrict(): a client whose address is
+ *    allowed is served as today (torch 1.13 and 2.x clients, our blocking
+ *    client); one from any other address must open an agent session and
+ *    pass the token handshake before anything else, or it is closed (a
+ *    stranger without a token, when only restricted, is closed at once).
+ *    Every refusal is logged at warning level, at most one line per second
+ *    (the lines suppressed in between are counted in the next one).
+ * With a token, every agent session must pass the handshake, whatever its
+ * address, before any of its queries is served.
+ *
+ * Allowed addresses: loopback means exactly 127.0.0.1 and ::1 (and
+ * ::ffff:127.0.0.1), not all of 127.0.0.0/8, so that simulated nodes on
+ * 127.0.0.2, 127.0.0.3, ... are told apart from the host itself (a client
+ * connecting to any 127.x address without binding comes from 127.0.0.1);
+ * the addresses given to store_server_allow(); and the address of every
+ * agent session that passed the handshake (a node that joined: its workers
+ * may then use the store without a token). IPv4-mapped IPv6 addresses
+ * count as their IPv4 address.
+ */
+#ifndef DDP_RENDEZVOUS_STORE_ACCESS_H
+#define DDP_RENDEZVOUS_STORE_ACCESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "store_server.h"
+
+#define STORE_TOKEN_MAX 4096 /* bytes */
+
+/* Sets the job's token (copied; 1..STORE_TOKEN_MAX bytes, any bytes).
+ * Applies to connections accepted afterwards (call it before
+ * store_server_listen). Returns 0, -EINVAL or -ENOMEM. */
+int store_server_set_token(struct store_server *server, const void *token, size_t len);
+
+/* Allows an address (an IPv4 or IPv6 literal; no names, no masks) to be
+ * served without the handshake, from now on. Adding one twice is harmless.
+ * Returns 0, -EINVAL (not a literal) or -ENOMEM. */
+int store_server_allow(struct store_server *server, const char *addr);
+
+/* The same for an address as a socket address (AF_INET or AF_INET6; the
+ * port is ignored). Returns 0, -EAFNOSUPPORT or -ENOMEM. */
+int store_server_allow_sockaddr(struct store_server *server, const struct sockaddr *addr);
+
+/* Refuses clients from addresses not allowed even without a token (e.g.
+ * ddp-rdzvd --allow without --token-file). A token implies it. */
+void store_server_restrict(struct store_server *server);
+
+/* Whether a connection from `addr` would be served without the handshake
+ * now (for tests and logs). */
+bool store_server_allowed(const struct store_server *server, const struct sockaddr *addr);
+
+/* Connections refused so far (for tests). */
+size_t store_server_refused_count(const struct store_server *server);
+
+#endif
