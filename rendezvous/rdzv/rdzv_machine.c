@@ -1,0 +1,547 @@
+/*
+ * rdzv_machine.c - the machine's life cycle, its queue of actions, the
+ * entry points and the one timer (see rdzv_machine.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzv_int.h"
+
+void rdzv_config_defaults(struct rdzv_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->nproc = 1;
+	cfg->min_nodes = 1;
+	cfg->max_nodes = 1;
+	cfg->node_rank = -1;
+	cfg->join_timeout_ms = 600000;
+	cfg->last_call_timeout_ms = 30000;
+	cfg->close_timeout_ms = 30000;
+	cfg->keep_alive_interval_ms = 5000;
+	cfg->keep_alive_max_attempt = 3;
+}
+
+static int check_tokens(const struct rdzv_config *c, char *msg, size_t n)
+{
+	if (!c->run_id || !rdzv_token_ok(c->run_id, RDZV_RUN_ID_MAX))
+		snprintf(msg, n,
+			 "the run id must be 1 to %d printable characters without spaces "
+			 "or '/'",
+			 RDZV_RUN_ID_MAX);
+	else if (!c->node_id || !rdzv_token_ok(c->node_id, RDZV_ID_MAX))
+		snprintf(msg, n,
+			 "the node id must be 1 to %d printable characters without "
+			 "spaces or '/'",
+			 RDZV_ID_MAX);
+	else if (!c->addr || !rdzv_token_ok(c->addr, RDZV_ADDR_MAX))
+		snprintf(msg, n,
+			 "the node address must be 1 to %d printable characters without "
+			 "spaces or '/'",
+			 RDZV_ADDR_MAX);
+	else
+		return 0;
+	return -EINVAL;
+}
+
+int rdzv_config_check(const struct rdzv_config *c, char *msg, size_t n)
+{
+	if (check_tokens(c, msg, n) < 0)
+		return -EINVAL;
+	if (c->min_nodes < 1 || c->min_nodes > c->max_nodes || c->max_nodes > RDZV_NODES_MAX)
+		snprintf(msg, n, "--nnodes=%" PRIu32 ":%" PRIu32 " is not a range of 1 to %d nodes",
+			 c->min_nodes, c->max_nodes, RDZV_NODES_MAX);
+	else if (c->nproc < 1 || c->nproc > RDZV_NPROC_MAX)
+		snprintf(msg, n, "--nproc_per_node=%" PRIu32 " is out of range (1 to %d)", c->nproc,
+			 RDZV_NPROC_MAX);
+	else if (c->node_rank < -1 || (c->node_rank >= 0 && (uint32_t)c->node_rank >= c->max_nodes))
+		snprintf(msg, n,
+			 "--node_rank=%" PRId32 " is out of range for --nnodes=%" PRIu32
+			 " (use 0 to %" PRIu32 ")",
+			 c->node_rank, c->max_nodes, c->max_nodes - 1);
+	else if (c->join_timeout_ms <= 0 || c->last_call_timeout_ms < 0 ||
+		 c->close_timeout_ms <= 0 || c->keep_alive_interval_ms <= 0 ||
+		 c->keep_alive_max_attempt < 1)
+		snprintf(msg, n,
+			 "join_timeout, close_timeout, keep_alive_interval and "
+			 "keep_alive_max_attempt must be positive, last_call_timeout not "
+			 "negative (--rdzv_conf)");
+	else
+		return 0;
+	return -EINVAL;
+}
+
+int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
+{
+	char msg[256];
+	if (rdzv_config_check(cfg, msg, sizeof(msg)) < 0)
+		return -EINVAL;
+	struct rdzv_machine *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->cfg = *cfg;
+	m->run_id = strdup(cfg->run_id);
+	m->node_id = strdup(cfg->node_id);
+	m->addr = strdup(cfg->addr);
+	if (!m->run_id || !m->node_id || !m->addr) {
+		rdzv_machine_free(m);
+		return -ENOMEM;
+	}
+	m->cfg.run_id = m->run_id;
+	m->cfg.node_id = m->node_id;
+	m->cfg.addr = m->addr;
+	snprintf(m->prefix, sizeof(m->prefix), "ddprdzv/%s/", m->run_id);
+	m->next_id = 1;
+	m->timer_armed = -1;
+	m->close_at = m->trig_at = m->join_deadline = m->hb_next = -1;
+	m->ring_deadline = m->op_deadline = m->stop_deadline = -1;
+	*out = m;
+	return 0;
+}
+
+static void act_free(struct rdzv_act *a)
+{
+	free(a->keys);
+	free(a->buf);
+}
+
+/* Frees the actions handed out before this entry point was called. */
+static void acts_gc(struct rdzv_machine *m)
+{
+	for (size_t i = 0; i < m->acts_head; i++)
+		act_free(&m->acts[i]);
+	memmove(m->acts, m->acts + m->acts_head, (m->acts_len - m->acts_head) * sizeof(*m->acts));
+	m->acts_len -= m->acts_head;
+	m->acts_head = 0;
+}
+
+void rdzv_machine_free(struct rdzv_machine *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->acts_len; i++)
+		act_free(&m->acts[i]);
+	free(m->acts);
+	rdzv_census_release(&m->census);
+	rdzv_world_data_release(&m->trig_world);
+	rdzv_world_data_release(&m->wd);
+	free(m->new_world);
+	free(m->cached_world);
+	free(m->run_id);
+	free(m->node_id);
+	free(m->addr);
+	free(m);
+}
+
+static struct rdzv_act *act_push(struct rdzv_machine *m, enum rdzv_action_kind kind)
+{
+	if (m->acts_len == m->acts_cap) {
+		size_t cap = m->acts_cap ? 2 * m->acts_cap : 16;
+		struct rdzv_act *v = realloc(m->acts, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		m->acts = v;
+		m->acts_cap = cap;
+	}
+	struct rdzv_act *a = &m->acts[m->acts_len++];
+	memset(a, 0, sizeof(*a));
+	a->a.kind = kind;
+	a->a.at_ms = -1;
+	return a;
+}
+
+bool rdzv_next_action(struct rdzv_machine *m, struct rdzv_action *out)
+{
+	if (m->acts_head == m->acts_len)
+		return false;
+	*out = m->acts[m->acts_head++].a;
+	return true;
+}
+
+/* Copies key, expected and value into one buffer owned by the action. */
+static int act_fill(struct rdzv_act *a, const char *key, const void *e, size_t elen, const void *v,
+		    size_t vlen)
+{
+	size_t klen = key ? strlen(key) : 0;
+	a->buf = malloc(klen + elen + vlen + 1);
+	if (!a->buf)
+		return -ENOMEM;
+	memcpy(a->buf, key, klen);
+	if (elen)
+		memcpy(a->buf + klen, e, elen);
+	if (vlen)
+		memcpy(a->buf + klen + elen, v, vlen);
+	a->buf[klen + elen + vlen] = '\0';
+	a->a.key = (struct rdzv_bytes){a->buf, klen};
+	a->a.expected = (struct rdzv_bytes){a->buf + klen, elen};
+	a->a.value = (struct rdzv_bytes){a->buf + klen + elen, vlen};
+	return 0;
+}
+
+static int push_req(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *key,
+		    const void *e, size_t elen, bool has_e, const void *v, size_t vlen,
+		    int64_t delta, uint64_t *id)
+{
+	struct rdzv_act *a = act_push(m, kind);
+	if (!a)
+		return -ENOMEM;
+	if (act_fill(a, key, e, elen, v, vlen) < 0) {
+		m->acts_len--;
+		return -ENOMEM;
+	}
+	a->a.id = m->next_id++;
+	a->a.has_expected = has_e;
+	a->a.delta = delta;
+	if (id)
+		*id = a->a.id;
+	return 0;
+}
+
+int rdzv_push_kv(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *key,
+		 const void *value, size_t vlen, uint64_t *id)
+{
+	return push_req(m, kind, key, NULL, 0, false, value, vlen, 0, id);
+}
+
+int rdzv_push_cas(struct rdzv_machine *m, const char *key, const void *expected, size_t elen,
+		  bool has_expected, const void *value, size_t vlen, uint64_t *id)
+{
+	return push_req(m, RDZV_ACT_CAS, key, expected, has_expected ? elen : 0, has_expected,
+			value, vlen, 0, id);
+}
+
+int rdzv_push_add(struct rdzv_machine *m, const char *key, int64_t delta, uint64_t *id)
+{
+	return push_req(m, RDZV_ACT_ADD, key, NULL, 0, false, NULL, 0, delta, id);
+}
+
+int rdzv_push_simple(struct rdzv_machine *m, enum rdzv_action_kind kind, int64_t at_ms,
+		     uint64_t watch, const char *text)
+{
+	struct rdzv_act *a = act_push(m, kind);
+	if (!a)
+		return -ENOMEM;
+	a->a.at_ms = at_ms;
+	a->a.watch = watch;
+	if (text) {
+		if (!(a->buf = (uint8_t *)strdup(text))) {
+			m->acts_len--;
+			return -ENOMEM;
+		}
+		a->a.text = (const char *)a->buf;
+	}
+	return 0;
+}
+
+/* Appends one key to a GET's buffer; offsets stand in for pointers until
+ * the buffer stops moving. */
+static int get_append(struct rdzv_act *a, size_t *cap, size_t i, const char *key)
+{
+	size_t kl = strlen(key);
+	if (a->buf_len + kl > *cap) {
+		size_t ncap = 2 * (a->buf_len + kl);
+		uint8_t *b = realloc(a->buf, ncap);
+		if (!b)
+			return -ENOMEM;
+		a->buf = b;
+		*cap = ncap;
+	}
+	memcpy(a->buf + a->buf_len, key, kl);
+	a->keys[i] = (struct rdzv_bytes){(const uint8_t *)(uintptr_t)a->buf_len, kl};
+	a->buf_len += kl;
+	return 0;
+}
+
+int rdzv_push_get(struct rdzv_machine *m, size_t n,
+		  void (*fill)(const struct rdzv_machine *, void *, size_t, char *), void *ctx,
+		  uint64_t *id)
+{
+	struct rdzv_act *a = act_push(m, RDZV_ACT_GET);
+	char key[RDZV_KEY_MAX];
+	size_t cap = n * 48 + 64;
+	int rc = 0;
+	if (!a)
+		return -ENOMEM;
+	a->keys = calloc(n ? n : 1, sizeof(*a->keys));
+	a->buf = malloc(cap);
+	if (!a->keys || !a->buf)
+		rc = -ENOMEM;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		fill(m, ctx, i, key);
+		rc = get_append(a, &cap, i, key);
+	}
+	if (rc < 0) {
+		act_free(a);
+		m->acts_len--;
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++)
+		a->keys[i].data = a->buf + (uintptr_t)a->keys[i].data;
+	a->a.keys = a->keys;
+	a->a.nkeys = n;
+	a->a.id = m->next_id++;
+	*id = a->a.id;
+	return 0;
+}
+
+static void copy_key(const struct rdzv_machine *m, void *ctx, size_t i, char *key)
+{
+	snprintf(key, RDZV_KEY_MAX, "%s", (const char *)ctx);
+}
+
+int rdzv_push_get1(struct rdzv_machine *m, const char *key, uint64_t *id)
+{
+	return rdzv_push_get(m, 1, copy_key, (void *)key, id);
+}
+
+void rdzv_key(const struct rdzv_machine *m, char *buf, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n = strlen(m->prefix);
+	memcpy(buf, m->prefix, n);
+	va_start(ap, fmt);
+	vsnprintf(buf + n, RDZV_KEY_MAX - n, fmt, ap);
+	va_end(ap);
+}
+
+void rdzv_unwatch(struct rdzv_machine *m, uint64_t *watch)
+{
+	if (*watch && rdzv_push_simple(m, RDZV_ACT_UNWATCH, -1, *watch, NULL) == 0)
+		*watch = 0;
+}
+
+int rdzv_end(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *fmt, ...)
+{
+	char text[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (m->mode == MODE_END)
+		return 0;
+	m->mode = MODE_END;
+	m->hb_next = -1;
+	rdzv_op_reset(m);
+	return rdzv_push_simple(m, kind, -1, 0, text);
+}
+
+/* States are ordered by (gen, round, phase): a value older than the one
+ * held (a watch event overtaken by a CAS answer) is dropped. */
+static int state_cmp(const struct rdzv_state *a, const struct rdzv_state *b)
+{
+	if (a->gen != b->gen)
+		return a->gen < b->gen ? -1 : 1;
+	if (a->round != b->round)
+		return a->round < b->round ? -1 : 1;
+	int pa = a->phase >= RDZV_FINISHED ? 2 : (int)a->phase;
+	int pb = b->phase >= RDZV_FINISHED ? 2 : (int)b->phase;
+	return pa < pb ? -1 : pa > pb;
+}
+
+int rdzv_take_state(struct rdzv_machine *m, struct rdzv_value v)
+{
+	struct rdzv_state st;
+	if (!v.present) {
+		/* Gone after being there: the store lost its data. A member cannot
+		 * go on; a joiner starts the job again. */
+		if (m->st_present && m->mode == MODE_RUN)
+			return rdzv_end(m, RDZV_ACT_FAILED,
+					"the rendezvous state of run id '%s' vanished from the "
+					"store (was the store restarted?)",
+					m->run_id);
+		m->st_have = true;
+		m->st_present = false;
+		return 0;
+	}
+	if (rdzv_state_decode(v.bytes.data, v.bytes.len, &st) < 0)
+		return rdzv_end(m, RDZV_ACT_FAILED,
+				"the store key '%sstate' does not hold a ddplaunch rendezvous "
+				"state; is another program using run id '%s'? (use another "
+				"--rdzv_id)",
+				m->prefix, m->run_id);
+	if (m->st_present && state_cmp(&st, &m->st) < 0)
+		return 0;
+	m->st = st;
+	memcpy(m->st_raw, v.bytes.data, v.bytes.len);
+	m->st_len = v.bytes.len;
+	m->st_have = m->st_present = true;
+	return 0;
+}
+
+int rdzv_take_state_struct(struct rdzv_machine *m, const struct rdzv_state *st)
+{
+	char buf[RDZV_STATE_MAX + 1];
+	int n = rdzv_state_encode(st, buf, sizeof(buf));
+	if (n < 0)
+		return rdzv_end(m, RDZV_ACT_FAILED, "internal error: state not encodable");
+	struct rdzv_value v = {true, {(const uint8_t *)buf, (size_t)n}};
+	return rdzv_take_state(m, v);
+}
+
+/* Every entry point ends here: decide, then re-arm the timer if it moved. */
+static int settle(struct rdzv_machine *m, int64_t now, int rc)
+{
+	if (rc == 0)
+		rc = rdzv_evaluate(m, now);
+	if (rc < 0)
+		return rc;
+	int64_t at = m->mode == MODE_END ? -1 : rdzv_next_deadline(m);
+	if (at != m->timer_armed) {
+		m->timer_armed = at;
+		rc = rdzv_push_simple(m, RDZV_ACT_TIMER, at, 0, NULL);
+	}
+	return rc;
+}
+
+static bool fail_status(struct rdzv_machine *m, int status, int *rc)
+{
+	if (status >= 0 || m->mode == MODE_END)
+		return false;
+	*rc = rdzv_end(m, RDZV_ACT_FAILED, "a request to the rendezvous store failed: %s",
+		       strerror(-status));
+	return true;
+}
+
+int rdzv_start(struct rdzv_machine *m, int64_t now)
+{
+	char key[RDZV_KEY_MAX];
+	acts_gc(m);
+	if (m->mode != MODE_IDLE)
+		return 0;
+	m->mode = MODE_JOIN;
+	m->join_deadline = now + m->cfg.join_timeout_ms;
+	m->hb_next = now + m->cfg.keep_alive_interval_ms;
+	m->hb_count = 1;
+	rdzv_key(m, key, "state");
+	int rc = push_req(m, RDZV_ACT_WATCH, key, NULL, 0, false, NULL, 0, 0, &m->st_watch);
+	if (rc == 0) {
+		rdzv_key(m, key, "a/%s", m->node_id);
+		m->op = OP_ALIVE;
+		rc = rdzv_push_kv(m, RDZV_ACT_SET_SESSION, key, "1", 1, &m->req);
+	}
+	return settle(m, now, rc);
+}
+
+int rdzv_on_get(struct rdzv_machine *m, int64_t now, uint64_t id, int status,
+		const struct rdzv_value *vals, size_t nvals)
+{
+	int rc = 0;
+	acts_gc(m);
+	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
+		rc = rdzv_ops_on_get(m, now, vals, nvals);
+	return settle(m, now, rc);
+}
+
+int rdzv_on_cas(struct rdzv_machine *m, int64_t now, uint64_t id, int status, bool swapped,
+		struct rdzv_value current)
+{
+	int rc = 0;
+	acts_gc(m);
+	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
+		rc = rdzv_ops_on_cas(m, now, swapped, current);
+	return settle(m, now, rc);
+}
+
+int rdzv_on_add(struct rdzv_machine *m, int64_t now, uint64_t id, int status, int64_t value)
+{
+	int rc = 0;
+	acts_gc(m);
+	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
+		rc = rdzv_ops_on_add(m, now, value);
+	return settle(m, now, rc);
+}
+
+int rdzv_on_done(struct rdzv_machine *m, int64_t now, uint64_t id, int status)
+{
+	int rc = 0;
+	acts_gc(m);
+	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
+		rc = rdzv_ops_on_done(m, now);
+	return settle(m, now, rc);
+}
+
+int rdzv_on_key(struct rdzv_machine *m, int64_t now, uint64_t watch, struct rdzv_value v)
+{
+	int rc = 0;
+	acts_gc(m);
+	if (m->mode == MODE_END || !watch)
+		return settle(m, now, 0);
+	if (watch == m->st_watch) {
+		rc = rdzv_take_state(m, v);
+		if (rc == 0 && m->op == OP_CLOSE)
+			rc = rdzv_close_timer(m, now); /* abandons a close the state overtook */
+	} else if (watch == m->ring_watch)
+		rc = rdzv_ring_event(m, now, v);
+	else if (watch == m->coord_watch)
+		rdzv_coord_event(m, v);
+	else if (m->op == OP_CLOSE || m->op == OP_CENSUS)
+		rc = rdzv_close_on_key(m, now, watch, v);
+	return settle(m, now, rc);
+}
+
+static int heartbeat(struct rdzv_machine *m, int64_t now)
+{
+	char key[RDZV_KEY_MAX], val[24];
+	if (m->hb_next < 0 || now < m->hb_next)
+		return 0;
+	m->hb_next = now + m->cfg.keep_alive_interval_ms;
+	m->hb_count++;
+	rdzv_key(m, key, "a/%s", m->node_id);
+	int n = snprintf(val, sizeof(val), "%" PRIu64, m->hb_count);
+	return rdzv_push_kv(m, RDZV_ACT_SET_SESSION, key, val, (size_t)n, NULL);
+}
+
+int rdzv_on_timer(struct rdzv_machine *m, int64_t now)
+{
+	acts_gc(m);
+	m->timer_armed = -1; /* it fired: whatever is due next must be armed again */
+	if (m->mode == MODE_END || m->mode == MODE_IDLE)
+		return settle(m, now, 0);
+	int rc = heartbeat(m, now);
+	if (rc == 0 && m->stop_deadline >= 0 && now >= m->stop_deadline)
+		rc = rdzv_end(m, RDZV_ACT_LEFT,
+			      "left run id '%s' without telling the others (no answer within "
+			      "close_timeout); they notice when this node's session closes",
+			      m->run_id);
+	if (rc == 0 && (m->op == OP_CLOSE || m->op == OP_CENSUS))
+		rc = rdzv_close_timer(m, now);
+	if (rc == 0)
+		rdzv_timer_check(m, now);
+	return settle(m, now, rc);
+}
+
+int rdzv_stop(struct rdzv_machine *m, int64_t now)
+{
+	acts_gc(m);
+	if (m->mode == MODE_END || m->stop_req)
+		return settle(m, now, 0);
+	m->stop_req = true;
+	m->stop_deadline = now + m->cfg.close_timeout_ms;
+	return settle(m, now, 0);
+}
+
+int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)
+{
+	acts_gc(m);
+	if (m->mode == MODE_RUN && !m->exit_req)
+		m->exit_req = success ? 1 : 2;
+	return settle(m, now, 0);
+}
+
+void rdzv_set_port(struct rdzv_machine *m, uint16_t port)
+{
+	m->cfg.port = port;
+}
+
+const struct rdzv_world *rdzv_machine_world(const struct rdzv_machine *m)
+{
+	return m->mode == MODE_RUN ? &m->world : NULL;
+}
+
+const struct rdzv_state *rdzv_machine_state(const struct rdzv_machine *m)
+{
+	return m->st_present ? &m->st : NULL;
+}

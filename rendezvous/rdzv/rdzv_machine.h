@@ -1,0 +1,199 @@
+/*
+ * rdzv_machine.h - one agent's side of the multi-node rendezvous, as a pure
+ * state machine (no I/O, no clock, no threads). docs/rendezvous.md explains
+ * the protocol, its costs and the choices behind it.
+ *
+ * The machine runs over a few store primitives that both our TCPStore and
+ * etcd v3 provide; the driver (the agent) performs them and feeds back what
+ * happened, with the time:
+ *
+ *   GET keys...          -> rdzv_on_get    the values (or missing) of each key
+ *   CAS key old new      -> rdzv_on_cas    compare-and-set (old may be "absent")
+ *   ADD key delta        -> rdzv_on_add    atomic counter (decimal text value)
+ *   SET key value        -> rdzv_on_done   plain write
+ *   SET_SESSION key val  -> rdzv_on_done   a write whose key lives only as long
+ *                                          as this node's session: the store
+ *                                          deletes it when the connection closes
+ *                                          (etcd: the lease expires)
+ *   WATCH key            -> rdzv_on_key    the key's value now, then at every
+ *                                          change (deleted = missing); no polling
+ *   UNWATCH watch        (no answer)
+ *   TIMER at             -> rdzv_on_timer  one timer; each TIMER replaces the last
+ *
+ * and it tells the driver what to do with the node:
+ *
+ *   ROUND       the round is formed: rdzv_machine_world() says who is where;
+ *               start the workers
+ *   ROUND_OVER  the round this node ran in is over (a node died, left, joined,
+ *               or workers failed somewhere): stop the workers; the machine
+ *               rejoins by itself and answers with the next ROUND
+ *   LEFT        (after rdzv_stop) this node has left: close the session, exit
+ *   FINISHED    nothing more to do for this node (its workers' success is
+ *               recorded, or the job it waited for has finished): close the
+ *               session, exit 0
+ *   FAILED      text says why, in a user-facing sentence: stop the workers,
+ *               close the session, exit non-zero
+ *
+ * Driving it:
+ *   rdzv_machine_new(cfg) -> rdzv_start(now) -> loop { while
+ *   (rdzv_next_action(m, &a)) perform a; wait for a reply, a watch event, the
+ *   timer, the workers or a signal; call the matching rdzv_on_* / rdzv_* }
+ * Every entry point takes `now_ms`, a monotonic clock in milliseconds, used
+ * only for deadlines. Entry points return 0, or -ENOMEM (then the machine
+ * is unusable: free it); a request the machine did not make (unknown or
+ * stale id) is ignored. A store request that failed is answered with its
+ * negative errno in `status`; the machine then reports FAILED.
+ *
+ * Ordering the driver must keep: writes to one key are performed in the
+ * order they were given (one TCP session does this by itself). Nothing else
+ * needs to be ordered: the machine waits for each answer it depends on, so
+ * requests may be pipelined. Watch events are level-triggered: duplicates
+ * are harmless, but the last event delivered for a key must be its latest
+ * value. CAS answers may say `swapped` when the key already held `value`
+ * (TCPStore's compare_set cannot tell); for an absent key TCPStore answers
+ * the expected value itself, which the machine reads as absent.
+ */
+#ifndef DDP_RENDEZVOUS_RDZV_MACHINE_H
+#define DDP_RENDEZVOUS_RDZV_MACHINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdzv_codec.h"
+
+/* What the job asks for. Strings are copied by rdzv_machine_new. */
+struct rdzv_config {
+	const char *run_id;	       /* --rdzv_id: a token (rdzv_token_ok), <= RDZV_RUN_ID_MAX */
+	const char *node_id;	       /* unique per agent instance, e.g. "host:pid" (a token) */
+	const char *addr;	       /* where other nodes reach this one (a token) */
+	uint16_t port;		       /* this node's workers' store port, used if it is rank 0 */
+	uint32_t nproc;		       /* local workers, 1..RDZV_NPROC_MAX */
+	uint32_t min_nodes, max_nodes; /* --nnodes=MIN:MAX (static mode: N:N) */
+	int32_t node_rank;	       /* --node_rank, or -1 */
+	uint32_t max_restarts;	       /* --max_restarts, for the whole job */
+	/* --rdzv_conf, in milliseconds (torchrun's names; defaults in brackets) */
+	int64_t join_timeout_ms;	 /* [600 s] until this node is in a round */
+	int64_t last_call_timeout_ms;	 /* [30 s] window after MIN nodes are in */
+	int64_t close_timeout_ms;	 /* [30 s] see below */
+	int64_t keep_alive_interval_ms;	 /* [5 s] heartbeat period */
+	uint32_t keep_alive_max_attempt; /* [3] missed heartbeats that mean dead */
+};
+
+/* Fills torchrun's defaults: 1:1 nodes, 1 worker, no node rank, 0 restarts,
+ * join 600 s, last call 30 s, close 30 s, keep-alive 5 s x 3 (strings NULL). */
+void rdzv_config_defaults(struct rdzv_config *cfg);
+
+/* Checks cfg. Returns 0, or -EINVAL with a user-facing sentence in msg
+ * (e.g. "--node_rank=4 is out of range for --nnodes=4 (use 0 to 3)"). */
+int rdzv_config_check(const struct rdzv_config *cfg, char *msg, size_t msglen);
+
+enum rdzv_action_kind {
+	RDZV_ACT_GET = 1,     /* keys[0..nkeys) -> rdzv_on_get(id) */
+	RDZV_ACT_CAS,	      /* key, has_expected/expected, value -> rdzv_on_cas(id) */
+	RDZV_ACT_ADD,	      /* key, delta -> rdzv_on_add(id) */
+	RDZV_ACT_SET,	      /* key, value -> rdzv_on_done(id) */
+	RDZV_ACT_SET_SESSION, /* key, value -> rdzv_on_done(id) */
+	RDZV_ACT_WATCH,	      /* key -> rdzv_on_key(id, ...) now and on every change */
+	RDZV_ACT_UNWATCH,     /* stop watch `watch`; later events for it are ignored */
+	RDZV_ACT_TIMER,	      /* call rdzv_on_timer at at_ms (-1: no timer) */
+	RDZV_ACT_ROUND,	      /* see rdzv_machine_world() */
+	RDZV_ACT_ROUND_OVER,  /* text: why, for the log */
+	RDZV_ACT_LEFT,	      /* text: what happened, for the log */
+	RDZV_ACT_FINISHED,    /* text: what happened, for the log */
+	RDZV_ACT_FAILED,      /* text: the user-facing message */
+};
+
+struct rdzv_bytes {
+	const uint8_t *data;
+	size_t len;
+};
+
+/* One thing to do. Every pointer in it stays valid until the next call of
+ * an entry point other than rdzv_next_action. */
+struct rdzv_action {
+	enum rdzv_action_kind kind;
+	uint64_t id;	/* answer with this id (requests and WATCH) */
+	uint64_t watch; /* UNWATCH: the id of the WATCH to stop */
+	struct rdzv_bytes key;
+	const struct rdzv_bytes *keys; /* GET */
+	size_t nkeys;
+	bool has_expected; /* CAS: false = the key must be absent */
+	struct rdzv_bytes expected, value;
+	int64_t delta;
+	int64_t at_ms;
+	const char *text;
+};
+
+/* A value read: present or missing. */
+struct rdzv_value {
+	bool present;
+	struct rdzv_bytes bytes;
+};
+
+/* This node's round, valid from RDZV_ACT_ROUND until the next ROUND_OVER,
+ * ROUND or rdzv_machine_free. */
+struct rdzv_world {
+	uint64_t gen;		 /* the job's generation of the run id */
+	uint32_t round;		 /* 1, 2, ...: rounds of this job */
+	uint32_t restarts;	 /* restarts the job has used (TORCHELASTIC_RESTART_COUNT) */
+	uint32_t size;		 /* nodes (GROUP_WORLD_SIZE) */
+	uint32_t rank;		 /* this node's group rank (GROUP_RANK) */
+	uint64_t world_procs;	 /* workers in the job (WORLD_SIZE) */
+	uint64_t first_proc;	 /* global rank of this node's local rank 0 */
+	const char *master_addr; /* rank 0's addr (MASTER_ADDR) */
+	uint16_t master_port;	 /* rank 0's port (MASTER_PORT) */
+	const struct rdzv_member *members; /* size entries in group-rank order */
+	const char *key_prefix;		   /* "ddprdzv/RUN/k/GEN.ROUND/": fresh for every round */
+};
+
+struct rdzv_machine;
+
+/* Returns 0, -EINVAL (cfg fails rdzv_config_check) or -ENOMEM. */
+int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out);
+
+/* NULL is allowed. Performs nothing: the driver closes the session. */
+void rdzv_machine_free(struct rdzv_machine *m);
+
+/* Pops the next action into *out. Returns true, or false when none is due. */
+bool rdzv_next_action(struct rdzv_machine *m, struct rdzv_action *out);
+
+/* Starts joining: writes this node's heartbeat key, watches the state. */
+int rdzv_start(struct rdzv_machine *m, int64_t now_ms);
+
+/* Answers. `vals` has one entry per key of the GET, in order. */
+int rdzv_on_get(struct rdzv_machine *m, int64_t now_ms, uint64_t id, int status,
+		const struct rdzv_value *vals, size_t nvals);
+/* `current` is the key's value after the operation when !swapped. */
+int rdzv_on_cas(struct rdzv_machine *m, int64_t now_ms, uint64_t id, int status, bool swapped,
+		struct rdzv_value current);
+int rdzv_on_add(struct rdzv_machine *m, int64_t now_ms, uint64_t id, int status, int64_t value);
+int rdzv_on_done(struct rdzv_machine *m, int64_t now_ms, uint64_t id, int status);
+
+/* A watched key's value (the first event after WATCH gives the current one). */
+int rdzv_on_key(struct rdzv_machine *m, int64_t now_ms, uint64_t watch, struct rdzv_value value);
+
+int rdzv_on_timer(struct rdzv_machine *m, int64_t now_ms);
+
+/* Stop requested (SIGTERM): leave. A member of a running round tells the
+ * others first (they re-form at once), within close_timeout; then LEFT. */
+int rdzv_stop(struct rdzv_machine *m, int64_t now_ms);
+
+/* The local worker group of the current round ended on its own. success:
+ * this node's part is recorded (the job is FINISHED when every node's is),
+ * then FINISHED. failure: a restart of the whole job is requested (it
+ * counts against max_restarts; FAILED when they are spent). Not to be
+ * called for workers stopped because of ROUND_OVER. */
+int rdzv_workers_exited(struct rdzv_machine *m, int64_t now_ms, bool success);
+
+/* This node's store port for the next round it joins (a fresh worker store
+ * per round). */
+void rdzv_set_port(struct rdzv_machine *m, uint16_t port);
+
+/* Valid after RDZV_ACT_ROUND (see struct rdzv_world); NULL otherwise. */
+const struct rdzv_world *rdzv_machine_world(const struct rdzv_machine *m);
+
+/* The latest job state seen (NULL before the first): for logs and tests. */
+const struct rdzv_state *rdzv_machine_state(const struct rdzv_machine *m);
+
+#endif

@@ -1,0 +1,561 @@
+/*
+ * test_rdzv_machine.c - the rendezvous machine (rendezvous/rdzv/) driven by
+ * simulated agents over the fake store of rdzv_fake.c, with a fake clock:
+ * formation, last call, death, leave, joins, deadlines, restarts, run ids.
+ * Times asserted are fake-clock times, so "at once" means no timer had to
+ * fire: the agents reacted to changes, nobody polled.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rdzv_fake.h"
+
+#define SEEDS 12
+
+static struct fake_net *net_of(void **state)
+{
+	return *state;
+}
+
+static int setup(void **state)
+{
+	*state = fake_net_new(1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fake_net_free(*state);
+	return 0;
+}
+
+static void add_n(struct fake_net *net, const char *run, int n, uint32_t min, uint32_t max)
+{
+	for (int i = 0; i < n; i++)
+		fake_add(net, run, min, max);
+}
+
+static void start_range(struct fake_net *net, int from, int to)
+{
+	for (int i = from; i < to; i++)
+		fake_start(net, fake_agent(net, i));
+}
+
+static bool run_to_round(struct fake_net *net, uint32_t round, int64_t max_ms)
+{
+	return fake_run(net, fake_all_in_round, &round, max_ms);
+}
+
+static struct fake_agent *with_rank(struct fake_net *net, uint32_t rank)
+{
+	for (int i = 0; i < fake_count(net); i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		if (a->running && !a->frozen && a->in_round && a->rank == rank)
+			return a;
+	}
+	fail_msg("no running agent has rank %u", rank);
+	return NULL;
+}
+
+/* Every running agent agrees on the round and its ranks are 0..size-1. */
+static void assert_world(struct fake_net *net, uint32_t round, uint32_t size)
+{
+	uint8_t seen[FAKE_AGENTS_MAX] = {0};
+	uint32_t n = 0;
+	const char *master = NULL;
+	for (int i = 0; i < fake_count(net); i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		if (!a->running || a->frozen)
+			continue;
+		assert_true(a->in_round);
+		assert_int_equal(a->round, round);
+		assert_int_equal(a->size, size);
+		assert_true(a->rank < size);
+		assert_false(seen[a->rank]);
+		seen[a->rank] = 1;
+		assert_int_equal(a->first_proc, 2 * (uint64_t)a->rank);
+		assert_int_equal(a->world_procs, 2 * (uint64_t)size);
+		if (a->rank == 0)
+			master = a->addr;
+		n++;
+	}
+	assert_int_equal(n, size);
+	assert_non_null(master);
+	for (int i = 0; i < fake_count(net); i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		if (a->running && !a->frozen) {
+			assert_string_equal(a->master_addr, master);
+			assert_int_equal(a->master_port, with_rank(net, 0)->cfg.port);
+		}
+	}
+}
+
+static void formation(uint32_t n, uint64_t seed)
+{
+	struct fake_net *net = fake_net_new(seed);
+	add_n(net, "job", (int)n, n, n);
+	start_range(net, 0, (int)n);
+	assert_true(run_to_round(net, 1, 1000));
+	assert_int_equal(fake_now(net), 0); /* formed without any timer firing */
+	assert_world(net, 1, n);
+	for (int i = 0; i < (int)n; i++) {
+		assert_int_equal(fake_agent(net, i)->gen, 1);
+		assert_int_equal(fake_agent(net, i)->restarts, 0);
+	}
+	/* Linear cost: a handful of store requests per agent, whatever n is. */
+	uint64_t per = fake_requests(net) / n;
+	if (per > 10)
+		fail_msg("%" PRIu64 " requests per agent for %u agents", per, n);
+	/* A minute of heartbeats changes nothing. */
+	fake_run(net, NULL, NULL, 60000);
+	assert_world(net, 1, n);
+	for (int i = 0; i < (int)n; i++)
+		assert_int_equal(fake_agent(net, i)->rounds, 1);
+	fake_net_free(net);
+}
+
+static void test_form_2(void **unused)
+{
+	for (uint64_t s = 1; s <= SEEDS; s++)
+		formation(2, s);
+}
+
+static void test_form_4(void **unused)
+{
+	for (uint64_t s = 1; s <= SEEDS; s++)
+		formation(4, s);
+}
+
+static void test_form_8(void **unused)
+{
+	for (uint64_t s = 1; s <= SEEDS; s++)
+		formation(8, s);
+}
+
+static void test_form_512(void **unused)
+{
+	formation(512, 7);
+}
+
+static void test_last_call(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 2, 4);
+	start_range(net, 0, 3);
+	fake_run(net, NULL, NULL, 29999);
+	for (int i = 0; i < 3; i++)
+		assert_false(fake_agent(net, i)->in_round);
+	assert_true(run_to_round(net, 1, 60000));
+	assert_int_equal(fake_now(net), 30000); /* last_call_timeout after MIN */
+	assert_world(net, 1, 3);
+}
+
+static void test_max_closes_at_once(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 4, 2, 4);
+	start_range(net, 0, 4);
+	assert_true(run_to_round(net, 1, 60000));
+	assert_int_equal(fake_now(net), 0);
+	assert_world(net, 1, 4);
+}
+
+/* Forms 4 nodes of a 2:4 job at once. */
+static void form_four(struct fake_net *net)
+{
+	add_n(net, "job", 4, 2, 4);
+	start_range(net, 0, 4);
+	assert_true(run_to_round(net, 1, 1000));
+}
+
+static void death(uint64_t seed)
+{
+	struct fake_net *net = fake_net_new(seed);
+	form_four(net);
+	struct fake_agent *r0 = with_rank(net, 0), *r1 = with_rank(net, 1), *r3 = with_rank(net, 3);
+	char prefix[256];
+	snprintf(prefix, sizeof(prefix), "%s", r0->key_prefix);
+	int64_t t0 = fake_now(net);
+	fake_kill(net, with_rank(net, 2));
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(fake_now(net), t0); /* the session's end was heard at once */
+	assert_world(net, 2, 3);
+	assert_int_equal(r0->rank, 0); /* survivors keep their ranks ... */
+	assert_int_equal(r1->rank, 1);
+	assert_int_equal(r3->rank, 2);	   /* ... where the smaller world has them */
+	assert_int_equal(r0->restarts, 0); /* membership changes are free */
+	assert_string_not_equal(r0->key_prefix, prefix);
+	assert_int_equal(r0->round_overs, 1);
+	fake_net_free(net);
+}
+
+static void test_death(void **unused)
+{
+	for (uint64_t s = 1; s <= SEEDS; s++)
+		death(s);
+}
+
+static void test_leave(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_four(net);
+	struct fake_agent *leaver = with_rank(net, 1), *r3 = with_rank(net, 3);
+	int64_t t0 = fake_now(net);
+	fake_stop(net, leaver);
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(fake_now(net), t0);
+	assert_int_equal(leaver->ended, RDZV_ACT_LEFT);
+	assert_world(net, 2, 3);
+	assert_int_equal(r3->rank, 1);
+	const struct rdzv_state *st = rdzv_machine_state(r3->m);
+	assert_int_equal(st->reason, RDZV_WHY_LEFT);
+	assert_string_equal(st->subject, leaver->node_id);
+}
+
+static void test_join_running(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 4, 2, 4);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 60000)); /* 2 of 2:4, after the last call */
+	struct fake_agent *r0 = with_rank(net, 0), *r1 = with_rank(net, 1);
+	fake_run(net, NULL, NULL, 5000);
+	int64_t t0 = fake_now(net);
+	fake_start(net, fake_agent(net, 2));
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(fake_now(net), t0 + 30000); /* the last-call window */
+	assert_world(net, 2, 3);
+	assert_int_equal(r0->rank, 0);
+	assert_int_equal(r1->rank, 1);
+	assert_int_equal(fake_agent(net, 2)->rank, 2);
+	int64_t t1 = fake_now(net);
+	fake_start(net, fake_agent(net, 3)); /* reaches MAX: at once */
+	assert_true(run_to_round(net, 3, 60000));
+	assert_int_equal(fake_now(net), t1);
+	assert_world(net, 3, 4);
+	assert_int_equal(r0->restarts, 0);
+}
+
+static void test_spare_waits_then_fills_in(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_start(net, fake_agent(net, 2));
+	/* The job is full: the third waits, past the join deadline too. */
+	fake_run(net, NULL, NULL, 700000);
+	struct fake_agent *spare = fake_agent(net, 2);
+	assert_true(spare->running);
+	assert_int_equal(spare->rounds, 0);
+	assert_int_equal(fake_agent(net, 0)->rounds, 1);
+	int64_t t0 = fake_now(net);
+	fake_kill(net, with_rank(net, 1));
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(fake_now(net), t0);
+	assert_world(net, 2, 2);
+	assert_int_equal(spare->rank, 1);
+}
+
+static void test_join_deadline_message(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 3, 3);
+	start_range(net, 0, 2);
+	assert_true(fake_run(net, fake_all_ended, NULL, 700000));
+	for (int i = 0; i < 2; i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		assert_int_equal(a->ended, RDZV_ACT_FAILED);
+		assert_int_equal(a->ended_at, 600000);
+		/* The first to give up is gone when the second counts. */
+		if (!strstr(a->end_text,
+			    "rendezvous of run id 'job' timed out after 600 s: 2 nodes "
+			    "joined (") ||
+		    !strstr(a->end_text, "'job-n0'") || !strstr(a->end_text, "'job-n1'") ||
+		    !strstr(a->end_text, "), 1 missing for --nnodes=3:3"))
+			fail_msg("message: %s", a->end_text);
+		assert_non_null(strstr(a->end_text, "join_timeout"));
+	}
+}
+
+static void test_static_missing_ranks(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 4, 4);
+	fake_agent(net, 0)->cfg.node_rank = 0;
+	fake_agent(net, 1)->cfg.node_rank = 2;
+	fake_agent(net, 0)->cfg.join_timeout_ms = 30000;
+	fake_agent(net, 1)->cfg.join_timeout_ms = 30000;
+	start_range(net, 0, 2);
+	assert_true(fake_run(net, fake_all_ended, NULL, 700000));
+	for (int i = 0; i < 2; i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		assert_int_equal(a->ended_at, 30000);
+		if (!strstr(a->end_text, "timed out after 30 s: 2 of 4 nodes joined ('job-n0'") ||
+		    !strstr(a->end_text, "'job-n1'") ||
+		    !strstr(a->end_text, "), 2 missing: node ranks 1, 3 never came"))
+			fail_msg("message: %s", a->end_text);
+	}
+}
+
+static void test_static_ranks_honoured(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 4, 4, 4);
+	for (int i = 0; i < 4; i++)
+		fake_agent(net, i)->cfg.node_rank = 3 - i;
+	start_range(net, 0, 4);
+	assert_true(run_to_round(net, 1, 1000));
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(fake_agent(net, i)->rank, 3 - i);
+	assert_world(net, 1, 4);
+}
+
+static void test_duplicate_node_rank(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	fake_agent(net, 0)->cfg.node_rank = 1;
+	fake_agent(net, 1)->cfg.node_rank = 1;
+	start_range(net, 0, 2);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	assert_int_equal(fake_agent(net, 0)->ended, RDZV_ACT_FAILED);
+	assert_non_null(strstr(fake_agent(net, 0)->end_text, "node rank 1 is claimed by both"));
+}
+
+static void test_restart_budget_for_the_job(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 3, 3);
+	for (int i = 0; i < 3; i++)
+		fake_agent(net, i)->cfg.max_restarts = 1;
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+	/* Two nodes' workers fail at the same moment: one restart. */
+	fake_workers_exit(net, fake_agent(net, 0), false);
+	fake_workers_exit(net, fake_agent(net, 2), false);
+	assert_true(run_to_round(net, 2, 1000));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fake_agent(net, i)->restarts, 1);
+	/* A node dying and coming back costs nothing. */
+	fake_kill(net, fake_agent(net, 1));
+	fake_start(net, fake_add(net, "job", 3, 3));
+	assert_true(run_to_round(net, 3, 1000));
+	assert_int_equal(fake_agent(net, 0)->restarts, 1);
+	/* The budget is spent: the next failure ends the job everywhere. */
+	fake_workers_exit(net, fake_agent(net, 3), false);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	for (int i = 0; i < 4; i++) {
+		if (i == 1)
+			continue;
+		assert_int_equal(fake_agent(net, i)->ended, RDZV_ACT_FAILED);
+		assert_non_null(strstr(fake_agent(net, i)->end_text, "no restarts left"));
+	}
+}
+
+static bool both_jobs_formed(struct fake_net *net, void *unused)
+{
+	for (int i = 0; i < fake_count(net); i++)
+		if (!fake_agent(net, i)->in_round)
+			return false;
+	return true;
+}
+
+static void test_two_run_ids(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "A", 2, 2, 2);
+	add_n(net, "B", 2, 2, 2);
+	start_range(net, 0, 4);
+	assert_true(fake_run(net, both_jobs_formed, NULL, 1000));
+	for (int i = 0; i < 4; i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		assert_int_equal(a->size, 2);
+		assert_non_null(strstr(a->key_prefix, i < 2 ? "ddprdzv/A/" : "ddprdzv/B/"));
+	}
+	/* A ends (one finishes, one dies): B does not notice. */
+	fake_workers_exit(net, fake_agent(net, 0), true);
+	fake_kill(net, fake_agent(net, 1));
+	fake_run(net, NULL, NULL, 120000);
+	for (int i = 2; i < 4; i++) {
+		assert_true(fake_agent(net, i)->in_round);
+		assert_int_equal(fake_agent(net, i)->rounds, 1);
+	}
+}
+
+static void test_run_id_reuse(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_workers_exit(net, fake_agent(net, 0), true);
+	fake_workers_exit(net, fake_agent(net, 1), true);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	assert_int_equal(fake_agent(net, 0)->ended, RDZV_ACT_FINISHED);
+	assert_int_equal(fake_agent(net, 1)->ended, RDZV_ACT_FINISHED);
+	size_t len;
+	const uint8_t *v = fake_get(net, "ddprdzv/job/state", &len);
+	struct rdzv_state st;
+	assert_int_equal(rdzv_state_decode(v, len, &st), 0);
+	assert_int_equal(st.phase, RDZV_FINISHED);
+	/* The same run id right after: a new generation from round 1. */
+	add_n(net, "job", 2, 2, 2);
+	start_range(net, 2, 4);
+	assert_true(run_to_round(net, 1, 1000));
+	assert_int_equal(fake_agent(net, 2)->gen, 2);
+	assert_world(net, 1, 2);
+}
+
+static void test_relaunch_after_crash(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_kill(net, fake_agent(net, 0));
+	fake_kill(net, fake_agent(net, 1));
+	add_n(net, "job", 2, 2, 2);
+	int64_t t0 = fake_now(net);
+	start_range(net, 2, 4);
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(fake_now(net), t0);
+	assert_world(net, 2, 2);
+}
+
+static void test_heartbeat_staleness(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 2, 3);
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_run(net, NULL, NULL, 2500);
+	int64_t t0 = fake_now(net);
+	fake_freeze(net, with_rank(net, 1)); /* session open, heartbeats stop */
+	assert_true(run_to_round(net, 2, 60000));
+	int64_t took = fake_now(net) - t0;
+	/* keep_alive_interval x keep_alive_max_attempt = 15 s since the last beat */
+	if (took < 10000 || took > 20000)
+		fail_msg("noticed after %" PRId64 " ms", took);
+	assert_world(net, 2, 2);
+}
+
+static void test_death_while_forming(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 4, 3, 4);
+	start_range(net, 0, 2);
+	fake_run(net, NULL, NULL, 1000);
+	fake_kill(net, fake_agent(net, 1)); /* took a ticket, then died */
+	start_range(net, 2, 4);
+	assert_true(run_to_round(net, 1, 60000));
+	assert_world(net, 1, 3);
+}
+
+static void test_failure_after_finish(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	for (int i = 0; i < 2; i++)
+		fake_agent(net, i)->cfg.max_restarts = 3;
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_workers_exit(net, fake_agent(net, 0), true);
+	fake_run(net, NULL, NULL, 1000);
+	fake_workers_exit(net, fake_agent(net, 1), false);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	assert_int_equal(fake_agent(net, 0)->ended, RDZV_ACT_FINISHED);
+	assert_int_equal(fake_agent(net, 1)->ended, RDZV_ACT_FAILED);
+	assert_non_null(strstr(fake_agent(net, 1)->end_text, "had finished"));
+}
+
+static void test_malformed_state_in_store(void **state)
+{
+	struct fake_net *net = net_of(state);
+	fake_set(net, "ddprdzv/job/state", "rdzv1 garbage\n", 14);
+	add_n(net, "job", 1, 1, 1);
+	start_range(net, 0, 1);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	assert_int_equal(fake_agent(net, 0)->ended, RDZV_ACT_FAILED);
+	assert_non_null(strstr(fake_agent(net, 0)->end_text, "does not hold a ddplaunch"));
+}
+
+static void test_nnodes_mismatch(void **state)
+{
+	struct fake_net *net = net_of(state);
+	fake_add(net, "job", 2, 2);
+	fake_add(net, "job", 2, 3);
+	start_range(net, 0, 1);
+	fake_run(net, NULL, NULL, 100);
+	start_range(net, 1, 2);
+	fake_run(net, NULL, NULL, 100);
+	assert_int_equal(fake_agent(net, 1)->ended, RDZV_ACT_FAILED);
+	assert_non_null(strstr(fake_agent(net, 1)->end_text, "--nnodes=2:3"));
+}
+
+static void test_config_check(void **unused)
+{
+	struct rdzv_config c;
+	char msg[256];
+	rdzv_config_defaults(&c);
+	assert_int_equal(c.join_timeout_ms, 600000);
+	assert_int_equal(c.last_call_timeout_ms, 30000);
+	assert_int_equal(c.close_timeout_ms, 30000);
+	assert_int_equal(c.keep_alive_interval_ms, 5000);
+	assert_int_equal(c.keep_alive_max_attempt, 3);
+	c.run_id = "job";
+	c.node_id = "n0";
+	c.addr = "10.0.0.1";
+	assert_int_equal(rdzv_config_check(&c, msg, sizeof(msg)), 0);
+	c.max_nodes = 4;
+	c.node_rank = 4;
+	assert_int_equal(rdzv_config_check(&c, msg, sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "--node_rank=4 is out of range for --nnodes=4 (use 0 to 3)");
+	c.node_rank = -1;
+	c.run_id = "a/b";
+	assert_int_equal(rdzv_config_check(&c, msg, sizeof(msg)), -EINVAL);
+	struct rdzv_machine *m;
+	assert_int_equal(rdzv_machine_new(&c, &m), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_config_check),
+	    cmocka_unit_test(test_form_2),
+	    cmocka_unit_test(test_form_4),
+	    cmocka_unit_test(test_form_8),
+	    cmocka_unit_test(test_form_512),
+	    cmocka_unit_test_setup_teardown(test_last_call, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_max_closes_at_once, setup, teardown),
+	    cmocka_unit_test(test_death),
+	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_join_running, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spare_waits_then_fills_in, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_join_deadline_message, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_static_missing_ranks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_static_ranks_honoured, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_duplicate_node_rank, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restart_budget_for_the_job, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_two_run_ids, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_run_id_reuse, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_relaunch_after_crash, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_heartbeat_staleness, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_death_while_forming, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_after_finish, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_malformed_state_in_store, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_nnodes_mismatch, setup, teardown),
+	};
+	if (getenv("RDZV_TEST")) /* e.g. RDZV_TEST='test_form_*' */
+		cmocka_set_test_filter(getenv("RDZV_TEST"));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
