@@ -422,6 +422,77 @@ class Leftovers(LaunchCase):
         self.assertFalse(os.path.exists(live_run))
 
 
+DDP_HELPER = os.environ.get("LAUNCH_DDP_HELPER", "launch_ddp_helper")
+
+# Runs in a mount namespace of its own with a fresh tmpfs on /dev/shm, so
+# that whatever is in it afterwards is the job's: each argv in the JSON list
+# sys.argv[1] is launched, and what /dev/shm holds after each is printed.
+SHM_SWEEP = r"""
+import json, os, subprocess, sys
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g", "ddptest", "/dev/shm"], check=True)
+for argv in json.loads(sys.argv[1]):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    print(json.dumps([argv[-1], r.returncode, sorted(os.listdir("/dev/shm")), r.stderr[-800:]]))
+"""
+
+
+class SharedMemory(LaunchCase):
+    """A rank killed at any moment of the shared-memory set-up (and after)
+    leaves nothing of the job in /dev/shm: libddp unlinks its names once
+    every rank mapped them, ddplaunch removes the job's (DDP_JOB_TAG) when
+    the group ends."""
+
+    def sweep(self):
+        # Rank 1 and rank 0 in turn, every 0.25 ms over the first 12 ms of
+        # their life (ddp_init's store exchange, the segment's creation and
+        # mapping, the arenas, the all-reduce, the exit: a few ms on an idle
+        # machine), then every 8 ms up to 160 ms (a loaded one).
+        delays = list(range(0, 12000, 250)) + list(range(12000, 160000, 8000))
+        return [(rank, us) for us in delays for rank in (1, 0)]
+
+    def argv(self, rank, us, note_dir):
+        return [DDPLAUNCH, "--master_port=0", "--nproc_per_node=2", DDP_HELPER,
+                "--note", note_dir, "--die", str(rank), str(us)]
+
+    def test_rank_killed_during_setup(self):
+        env = dict(os.environ, DDP_BACKEND="cpu", DDP_CPU_TRANSPORT="shm",
+                   DDP_TIMEOUT_MS="20000", **self.env())
+        probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.check_by_tag(env)
+            return
+        runs = [self.argv(rank, us, self.dir) for rank, us in self.sweep()]
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-c",
+                            SHM_SWEEP, json.dumps(runs)], capture_output=True, text=True,
+                           timeout=110, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        results = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual(len(results), len(runs), r.stderr)
+        left = [res for res in results if res[2]]
+        self.assertEqual(left, [], "names left in /dev/shm (delay us, exit, names, stderr)")
+        # The sweep covered both a job that got through and ones that did not.
+        self.assertIn(0, [res[1] for res in results])
+        self.assertTrue(any(res[1] != 0 for res in results))
+
+    def check_by_tag(self, env):
+        # No mount namespace (not root): /dev/shm is shared with everyone, so
+        # only the names with the job's tag or its ranks' pids are looked at.
+        for rank, us in self.sweep()[::4]:
+            r = subprocess.run(self.argv(rank, us, self.dir), capture_output=True, text=True,
+                               timeout=60, env=env)
+            mine = set()
+            for n in (0, 1):
+                try:
+                    with open(self.path("note.%d" % n)) as f:
+                        pid, tag = f.read().split()
+                except FileNotFoundError:
+                    continue
+                mine |= {"ddp-%s-" % tag, "ddp-%s-" % pid}
+            left = [e for e in os.listdir("/dev/shm") if any(e.startswith(m) for m in mine)]
+            self.assertEqual(left, [], "rank %d killed after %d us: %s" % (rank, us, r.stderr))
+
+
 class LiveLines(LaunchCase):
     """A line without its newline (a prompt, a progress bar) is shown after a
     short quiet time, and two ranks' text never shares a console line."""

@@ -309,15 +309,29 @@ static size_t shm_slot_bytes(int world, const char *env)
 	return slot < SHM_MIN_SLOT ? SHM_MIN_SLOT : slot;
 }
 
+void shm_name_base(char *buf, size_t len)
+{
+	const char *tag = getenv("DDP_JOB_TAG");
+	size_t n = tag ? strspn(tag, "0123456789abcdefghijklmnopqrstuvwxyz"
+				     "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+		       : 0;
+
+	if (n && n <= 32 && !tag[n])
+		snprintf(buf, len, "/ddp-%s-%d", tag, (int)getpid());
+	else
+		snprintf(buf, len, "/ddp-%d", (int)getpid());
+}
+
 /* Rank 0 creates and initialises the segment and publishes its name. */
 static int shm_create(struct cpu_shm *s, const struct ddp_backend_params *p, char *name,
 		      size_t namelen, int *fd)
 {
 	unsigned seed = (unsigned)(time_now_ns() ^ (uint64_t)getpid() << 16);
-	char key[320];
+	char key[320], base[48];
 	int rc;
 
-	snprintf(name, namelen, "/ddp-%d-%08x", (int)getpid(), rand_r(&seed));
+	shm_name_base(base, sizeof(base));
+	snprintf(name, namelen, "%s-%08x", base, rand_r(&seed));
 	*fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (*fd < 0)
 		return -errno;

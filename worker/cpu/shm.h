@@ -85,6 +85,12 @@ struct cpu_shm {
 
 #define SHM_PIECE (32u << 10)
 
+/* The start of this rank's /dev/shm names, "/ddp-TAG-PID", TAG from
+ * DDP_JOB_TAG (set by ddplaunch, which removes /dev/shm/ddp-TAG-* after
+ * the group ends: a rank that dies during the set-up leaves its names),
+ * or "/ddp-PID" without one (a tag of up to 32 letters and digits). */
+void shm_name_base(char *buf, size_t len);
+
 /* shm_arena.c. Creates this rank's arena (DDP_SHM_ARENA_BYTES, default
  * 1 GiB of address space, pages reserved only when allocated; 0 disables
  * it); never fails: without an arena everything takes the copying path. */

@@ -28,7 +28,7 @@ void shm_arena_create(struct cpu_shm *s)
 	struct shm_arena *a = &s->arena;
 	const char *env = getenv("DDP_SHM_ARENA_BYTES");
 	unsigned seed = (unsigned)(time_now_ns() ^ (uint64_t)getpid() << 20);
-	char *own;
+	char base[48], *own;
 
 	a->fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
@@ -37,7 +37,8 @@ void shm_arena_create(struct cpu_shm *s)
 	a->size &= ~(size_t)(ARENA_ALIGN - 1);
 	if (!a->base || a->size == 0)
 		goto off;
-	snprintf(a->name, sizeof(a->name), "/ddp-%d-a%08x", (int)getpid(), rand_r(&seed));
+	shm_name_base(base, sizeof(base));
+	snprintf(a->name, sizeof(a->name), "%s-a%08x", base, rand_r(&seed));
 	a->fd = shm_open(a->name, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (a->fd < 0 || ftruncate(a->fd, (off_t)a->size) < 0)
 		goto off;
