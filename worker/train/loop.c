@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* Interval accumulators for the progress line. */
 struct loop_window {
@@ -112,6 +111,42 @@ static void loop_window_start(struct trainer *t, struct loop_window *w)
 	w->comm_s0 = t->comm_wait_s;
 }
 
+/* The first lost output write is said at once; the run goes on and
+ * trainer_run's end counts them all into its result. */
+static void loop_output_lost(struct trainer *t, int err)
+{
+	const struct metrics *m = &t->metrics;
+
+	if (err == 0 || m->lost_records + m->lost_lines != 1)
+		return;
+	if (m->lost_records)
+		log_error("cannot write to the metrics file '%s': %s; records from step %llu on "
+			  "are lost (training goes on; the run will fail at the end)",
+			  t->cfg.metrics, strerror(-err), (unsigned long long)t->step);
+	else
+		log_error("cannot write the progress lines to stdout: %s (from step %llu; "
+			  "training goes on; the run will fail at the end)",
+			  strerror(-err), (unsigned long long)t->step);
+}
+
+/* Closes the outputs (rank 0); -errno when any write was lost, with a
+ * message that counts them. */
+static int loop_close_outputs(struct trainer *t)
+{
+	const struct metrics *m = &t->metrics;
+	int ret = t->rank == 0 ? metrics_close(&t->metrics) : 0;
+
+	if (ret < 0 && m->lost_records)
+		log_error("metrics file '%s': %llu of %llu record(s) lost (%s): check the disk "
+			  "and the path",
+			  t->cfg.metrics, (unsigned long long)m->lost_records,
+			  (unsigned long long)m->records, strerror(-m->err));
+	if (ret < 0 && m->lost_lines)
+		log_error("%llu progress line(s) could not be written to stdout (%s)",
+			  (unsigned long long)m->lost_lines, strerror(-m->err));
+	return ret;
+}
+
 /* Prints the interval's progress line (rank 0) and starts a new window. */
 static void loop_report(struct trainer *t, struct loop_window *w)
 {
@@ -130,7 +165,7 @@ static void loop_report(struct trainer *t, struct loop_window *w)
 	};
 
 	if (t->rank == 0)
-		metrics_log_train(&t->metrics, &r);
+		loop_output_lost(t, metrics_log_train(&t->metrics, &r));
 	loop_window_start(t, w);
 }
 
@@ -147,7 +182,7 @@ static int loop_eval_report(struct trainer *t)
 		return 0;
 	ret = trainer_evaluate(t, &r.loss, &r.accuracy);
 	if (ret == 0)
-		metrics_log_eval(&t->metrics, &r);
+		loop_output_lost(t, metrics_log_eval(&t->metrics, &r));
 	return ret;
 }
 
@@ -157,6 +192,25 @@ static int loop_checkpoint(struct trainer *t, const char *file)
 
 	snprintf(path, sizeof(path), "%s/%s", t->cfg.checkpoint_dir, file);
 	return trainer_ckpt_save(t, path);
+}
+
+/* latest.safetensors, keeping the one it replaces as previous.safetensors
+ * (a restart falls back to it when latest fails its checks). Each rename
+ * is atomic, so at every moment one of the two is a complete checkpoint;
+ * a restart finding no latest (killed between the renames) takes previous. */
+static int loop_checkpoint_latest(struct trainer *t)
+{
+	char latest[CONFIG_STR_MAX + 32], previous[CONFIG_STR_MAX + 32];
+
+	snprintf(latest, sizeof(latest), "%s/latest.safetensors", t->cfg.checkpoint_dir);
+	snprintf(previous, sizeof(previous), "%s/previous.safetensors", t->cfg.checkpoint_dir);
+	if (t->rank == 0 && rename(latest, previous) < 0 && errno != ENOENT) {
+		int ret = -errno;
+
+		log_error("cannot keep '%s' as '%s': %s", latest, previous, strerror(-ret));
+		return ret;
+	}
+	return trainer_ckpt_save(t, latest);
 }
 
 /* Work after step t->step finished: output, evaluation, checkpoints. */
@@ -175,7 +229,7 @@ static int loop_after_step(struct trainer *t, struct loop_window *w)
 		ret = loop_eval_report(t);
 	if (ret == 0 && t->cfg.checkpoint_dir[0] && t->cfg.checkpoint_every > 0 &&
 	    t->step % (uint64_t)t->cfg.checkpoint_every == 0 && t->step < t->total_steps)
-		ret = loop_checkpoint(t, "latest.safetensors");
+		ret = loop_checkpoint_latest(t);
 	return ret;
 }
 
@@ -189,27 +243,15 @@ static void loop_fault(const struct trainer *t)
 	}
 }
 
-static int loop_prepare_dir(struct trainer *t)
-{
-	if (!t->cfg.checkpoint_dir[0] || t->rank != 0)
-		return 0;
-	if (mkdir(t->cfg.checkpoint_dir, 0777) < 0 && errno != EEXIST) {
-		log_error("cannot create checkpoint directory '%s': %s", t->cfg.checkpoint_dir,
-			  strerror(errno));
-		return -errno;
-	}
-	return 0;
-}
-
 int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
 	double comm0 = t->comm_wait_s;
 	struct loop_window w;
 	float out[2];
-	int ret = loop_prepare_dir(t);
+	int ret = 0, oret;
 
-	if (ret == 0 && t->rank == 0)
+	if (t->rank == 0)
 		log_info("%d rank(s) x batch %lld, %llu steps (%llu per epoch), %zu train / %zu "
 			 "held-out samples, kernels %s%s",
 			 t->world, (long long)t->cfg.batch_size, (unsigned long long)t->total_steps,
@@ -241,5 +283,6 @@ int trainer_run(struct trainer *t)
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
 		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,
 			  ddp_error(t->ddp));
-	return ret;
+	oret = loop_close_outputs(t);
+	return ret < 0 ? ret : oret;
 }

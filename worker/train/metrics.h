@@ -11,11 +11,16 @@
 #include <stdio.h>
 
 struct metrics {
-	FILE *out;   /* progress lines (stdout) */
-	FILE *jsonl; /* NULL: no metrics file */
-	bool bar;    /* draw a progress bar on out */
+	FILE *out;  /* progress lines (stdout); NULL: not open */
+	int jsonl;  /* metrics file descriptor, -1: no metrics file */
+	bool fsync; /* the metrics file is a regular file: fsync it at close */
+	bool bar;   /* draw a progress bar on out */
 	bool bar_drawn;
 	uint64_t bar_ns; /* when the bar was last drawn (redrawn <= 10 times/s) */
+	/* Writes that did not land: records not (wholly) in the metrics file,
+	 * progress lines stdout refused; err is the first one's -errno. */
+	uint64_t records, lost_records, lost_lines;
+	int err;
 };
 
 /* A training interval's summary. */
@@ -36,14 +41,20 @@ struct metrics_eval {
 	uint64_t samples;
 };
 
-/* Opens (appends to) the metrics file if path is not NULL/""; bar is drawn
- * only if want_bar and `out` is a terminal. -errno if the file cannot be
- * opened. */
+/* Opens (appends to, creating it) the metrics file if path is not NULL/"";
+ * bar is drawn only if want_bar and `out` is a terminal. -errno if the
+ * file cannot be opened. */
 int metrics_open(struct metrics *m, FILE *out, const char *path, bool want_bar);
-void metrics_close(struct metrics *m);
+/* Closes the metrics file (fsync first when it is a regular file). Returns
+ * 0, or the -errno of the first lost write when any record or progress
+ * line was lost, now or before (the counters say how many). A second call,
+ * or one on a zeroed struct, only returns that again. */
+int metrics_close(struct metrics *m);
 
-void metrics_log_train(struct metrics *m, const struct metrics_train *r);
-void metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
+/* Print the line and append the record: 0, or -errno when either did not
+ * land whole (counted in m; the run goes on). */
+int metrics_log_train(struct metrics *m, const struct metrics_train *r);
+int metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
 /* Redraws the bar for step `done` of `total` (no-op without a terminal; at
  * most every 100 ms, and at the last step). */
 void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss);

@@ -150,6 +150,27 @@ static int model_alloc_all(struct model *m)
 	return ret;
 }
 
+size_t model_memory_bytes(const struct model_config *cfg, size_t *nparams)
+{
+	size_t rows = (size_t)cfg->max_batch, widest = 0, np = 0, nb = 0, floats;
+
+	for (int i = 0; i < cfg->ndims; i++)
+		if ((size_t)cfg->dims[i] > widest)
+			widest = (size_t)cfg->dims[i];
+	floats = 2 * rows * widest + 2 * widest + 2;
+	for (int l = 0; l + 1 < cfg->ndims; l++) {
+		size_t in = (size_t)cfg->dims[l], out = (size_t)cfg->dims[l + 1];
+		bool bn = cfg->batchnorm && l + 2 < cfg->ndims;
+
+		np += in * out + out + (bn ? 2 * out : 0);
+		nb += bn ? 2 * out : 0;
+		floats += rows * out + (bn ? rows * out + out : 0);
+	}
+	if (nparams)
+		*nparams = np;
+	return (floats + 2 * np + nb) * sizeof(float);
+}
+
 static int model_check_config(const struct model_config *cfg)
 {
 	if (cfg->ndims < 2 || cfg->ndims > MODEL_MAX_LAYERS + 1 || cfg->max_batch <= 0)

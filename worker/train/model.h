@@ -93,6 +93,11 @@ int model_init(struct model *m, const struct kernel_ops *ops, struct kernel_ctx 
 	       const struct model_config *cfg, const struct model_comm *comm, uint64_t seed);
 void model_release(struct model *m);
 
+/* What model_init would allocate through ops for cfg, in bytes (parameters,
+ * gradients, buffers, activations and scratch), without allocating;
+ * *nparams (if not NULL) receives the parameter count. Pure. */
+size_t model_memory_bytes(const struct model_config *cfg, size_t *nparams);
+
 /* Device pointer of tensor i's values (params or buffers). */
 float *model_tensor_data(const struct model *m, int i);
 /* Device pointer of tensor i's gradient, NULL for a buffer. */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,53 +155,145 @@ int trainer_ckpt_save(struct trainer *t, const char *path)
 	return ret;
 }
 
-/* Reads an unsigned metadata value; -EINVAL naming it when absent/bad. */
-static int ckpt_meta_u64(const struct ddp_ckpt *ck, const char *path, const char *key,
-			 uint64_t *out)
+/* Reads a decimal metadata value in [min, max]: digits only (no sign, no
+ * spaces), -EINVAL naming it when absent, malformed or out of range. */
+static int ckpt_meta_u64(const struct ddp_ckpt *ck, const char *path, const char *key, uint64_t min,
+			 uint64_t max, uint64_t *out)
 {
 	const char *v = ddp_ckpt_meta(ck, key);
 	char *end;
 
-	if (v) {
-		*out = strtoull(v, &end, 10);
-		if (end != v && *end == '\0')
-			return 0;
-	}
-	log_error(
-	    "checkpoint '%s' has no valid '%s' in its metadata (was it written by ddp-train?)",
-	    path, key);
-	return -EINVAL;
-}
-
-/* Restores step, RNG and checks the data order can be resumed. */
-static int ckpt_restore_meta(struct trainer *t, const struct ddp_ckpt *ck, const char *path)
-{
-	const char *rng = ddp_ckpt_meta(ck, "rng_state");
-	uint64_t step, world, batch;
-	int ret;
-
-	ret = ckpt_meta_u64(ck, path, "step", &step);
-	ret = ret ? ret : ckpt_meta_u64(ck, path, "world_size", &world);
-	ret = ret ? ret : ckpt_meta_u64(ck, path, "batch_size", &batch);
-	if (ret < 0)
-		return ret;
-	if (!rng || strlen(rng) != 64) {
-		log_error("checkpoint '%s' has no valid 'rng_state' in its metadata", path);
+	if (!v) {
+		log_error("checkpoint '%s' has no '%s' in its metadata (was it written by "
+			  "ddp-train?)",
+			  path, key);
 		return -EINVAL;
 	}
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	if (v[0] < '0' || v[0] > '9' || *end || errno || *out < min || *out > max) {
+		log_error("checkpoint '%s' has '%s' = '%.40s' in its metadata, not a number from "
+			  "%" PRIu64 " to %" PRIu64 ": the file is damaged",
+			  path, key, v, min, max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* rng_state: exactly 64 hex digits, the generator's four words (not all
+ * zero, a state xoshiro256** never leaves). */
+static int ckpt_meta_rng(const struct ddp_ckpt *ck, const char *path, struct rng *rng)
+{
+	const char *v = ddp_ckpt_meta(ck, "rng_state");
+	uint64_t any = 0;
+
+	if (!v || strlen(v) != 64 || strspn(v, "0123456789abcdefABCDEF") != 64)
+		goto bad;
 	for (int i = 0; i < 4; i++) {
 		char part[17];
 
-		memcpy(part, rng + 16 * i, 16);
+		memcpy(part, v + 16 * i, 16);
 		part[16] = '\0';
-		t->rng.s[i] = strtoull(part, NULL, 16);
+		rng->s[i] = strtoull(part, NULL, 16);
+		any |= rng->s[i];
 	}
-	if (world != (uint64_t)t->world || batch != (uint64_t)t->cfg.batch_size)
+	if (any)
+		return 0;
+bad:
+	log_error("checkpoint '%s' has no valid 'rng_state' in its metadata (64 hex digits, "
+		  "not all zero): the file is damaged or was not written by ddp-train",
+		  path);
+	return -EINVAL;
+}
+
+/* Checks the metadata against this run, then restores step and RNG (only
+ * when everything is valid: a refused checkpoint changes nothing). */
+static int ckpt_restore_meta(struct trainer *t, const struct ddp_ckpt *ck, const char *path)
+{
+	const char *fmt = ddp_ckpt_meta(ck, "ddp_train");
+	uint64_t step, world, batch;
+	struct rng rng;
+	int ret;
+
+	if (fmt && strcmp(fmt, CKPT_FORMAT) != 0) {
+		log_error("checkpoint '%s' is format '%.40s'; this ddp-train reads " CKPT_FORMAT,
+			  path, fmt);
+		return -EINVAL;
+	}
+	ret = ckpt_meta_u64(ck, path, "step", 0, UINT64_MAX, &step);
+	ret = ret ? ret : ckpt_meta_u64(ck, path, "world_size", 1, 1u << 24, &world);
+	ret = ret ? ret : ckpt_meta_u64(ck, path, "batch_size", 1, 1u << 20, &batch);
+	ret = ret ? ret : ckpt_meta_rng(ck, path, &rng);
+	if (ret < 0)
+		return ret;
+	if (step > t->total_steps) {
+		log_error("checkpoint '%s' is at step %" PRIu64 ", past this run's %" PRIu64
+			  " steps: raise max_steps or epochs, or resume from an earlier "
+			  "checkpoint",
+			  path, step, t->total_steps);
+		return -EINVAL;
+	}
+	if (t->rank == 0 && (world != (uint64_t)t->world || batch != (uint64_t)t->cfg.batch_size))
 		log_warn("checkpoint '%s' was written with %" PRIu64 " ranks x batch %" PRIu64
 			 "; continuing with %d x %" PRId64 " changes the data order",
 			 path, world, batch, t->world, t->cfg.batch_size);
+	if (t->rank == 0 && step == t->total_steps)
+		log_info("checkpoint '%s' is at the run's last step %" PRIu64 ": nothing left to "
+			 "train",
+			 path, step);
+	t->rng = rng;
 	t->step = step;
 	return 0;
+}
+
+/* NaN or infinity in any loaded tensor would make every later step NaN. */
+static int ckpt_check_finite(const struct ckpt_state *s, const char *path)
+{
+	for (size_t i = 0; i < s->ntensors; i++) {
+		const struct ddp_tensor *d = &s->tensors[i];
+		const float *v = d->data;
+		size_t n = 1, bad = 0;
+
+		for (int k = 0; k < d->ndim; k++)
+			n *= (size_t)d->shape[k];
+		for (size_t j = 0; j < n; j++)
+			bad += !isfinite(v[j]);
+		if (bad) {
+			log_error("checkpoint '%s': tensor '%s' holds %zu NaN or infinite value(s) "
+				  "of %zu: the run that wrote it diverged; resume from an earlier "
+				  "checkpoint",
+				  path, d->name, bad, n);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Says (rank 0) which tensors carried no checksum, i.e. were not verified. */
+static void ckpt_report_unverified(const struct trainer *t, const struct ddp_ckpt *ck,
+				   const char *path)
+{
+	size_t n = ddp_ckpt_num_tensors(ck), unverified = 0;
+	struct ddp_tensor d;
+	const char *first = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ddp_ckpt_tensor_verified(ck, i) == 1)
+			continue;
+		ddp_ckpt_tensor(ck, i, &d);
+		first = first ? first : d.name;
+		unverified++;
+	}
+	if (t->rank != 0 || !unverified)
+		return;
+	if (unverified == n)
+		log_warn("checkpoint '%s' has no checksums (written by another program, e.g. "
+			 "PyTorch's safetensors): its tensors are not verified",
+			 path);
+	else
+		log_warn("checkpoint '%s': %zu of %zu tensors have no checksum (the first: '%s') "
+			 "and are not verified",
+			 path, unverified, n, first);
 }
 
 static int ckpt_open_load(struct trainer *t, const char *path, struct ckpt_state *s,
@@ -220,7 +313,10 @@ static int ckpt_open_load(struct trainer *t, const char *path, struct ckpt_state
 			ret = ddp_ckpt_load(*ck, s->tensors, s->ntensors, flags, rep, err,
 					    sizeof(err));
 	}
-	if (ret < 0)
+	/* The message names the file already when it comes from reading it. */
+	if (ret < 0 && strncmp(err, "checkpoint '", 12) == 0)
+		log_error("cannot load %s", err);
+	else if (ret < 0)
 		log_error("cannot load checkpoint '%s': %s", path, err);
 	return ret;
 }
@@ -236,9 +332,17 @@ int trainer_ckpt_load(struct trainer *t, const char *path)
 	ret = ckpt_state_init(&s, &t->model);
 	if (ret < 0)
 		return ret;
-	ret = ckpt_open_load(t, path, &s, &rep, &ck);
+	/* The current state first: what a non-strict load does not replace
+	 * keeps its fresh initialisation (PyTorch's strict=False). */
+	ret = ckpt_stage(t, &s, true);
+	if (ret == 0)
+		ret = ckpt_open_load(t, path, &s, &rep, &ck);
 	if (ret == 0 && rep.report && t->rank == 0)
 		log_info("%s", rep.report);
+	if (ret == 0)
+		ckpt_report_unverified(t, ck, path);
+	if (ret == 0)
+		ret = ckpt_check_finite(&s, path);
 	if (ret == 0)
 		ret = ckpt_restore_meta(t, ck, path);
 	if (ret == 0)

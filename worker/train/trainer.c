@@ -8,9 +8,11 @@
 #include "timeutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Rows per forward pass when evaluating. */
@@ -56,6 +58,57 @@ static int trainer_share_stream(struct trainer *t)
 	return ret;
 }
 #endif
+
+/* checkpoint_dir (rank 0 creates it) must be a directory this process can
+ * write in: tried now with a probe file, not at the first checkpoint,
+ * which may be the last thing the run does. */
+static int trainer_check_ckpt_dir(const char *dir)
+{
+	char probe[CONFIG_STR_MAX + 64];
+	struct stat sb;
+	int fd;
+
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+		log_error("cannot create checkpoint_dir '%s': %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+		log_error("checkpoint_dir '%s' is %s, not a directory: give a directory (it is "
+			  "created if missing)",
+			  dir, file_kind(sb.st_mode));
+		return -ENOTDIR;
+	}
+	snprintf(probe, sizeof(probe), "%s/.ddp-train-probe.%ld", dir, (long)getpid());
+	fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int ret = -errno;
+
+		log_error("cannot write in checkpoint_dir '%s': %s", dir, strerror(-ret));
+		return ret;
+	}
+	close(fd);
+	unlink(probe);
+	return 0;
+}
+
+/* Rank 0's outputs, checked before any work: the checkpoint directory and
+ * the metrics file (opened for appending). */
+static int trainer_init_outputs(struct trainer *t)
+{
+	int ret = 0;
+
+	if (t->rank != 0)
+		return 0;
+	if (t->cfg.checkpoint_dir[0])
+		ret = trainer_check_ckpt_dir(t->cfg.checkpoint_dir);
+	if (ret < 0)
+		return ret;
+	ret = metrics_open(&t->metrics, stdout, t->cfg.metrics, t->cfg.progress_bar);
+	if (ret < 0)
+		log_error("cannot open the metrics file '%s': %s (check the directory)",
+			  t->cfg.metrics, strerror(-ret));
+	return ret;
+}
 
 /* Picks the kernel table matching cfg.device and libddp's backend. */
 static int trainer_init_kernels(struct trainer *t)
@@ -193,11 +246,46 @@ static int trainer_grad_ready(void *arg, int index)
 	return ddp_reducer_grad_ready(t->reducer, (size_t)t->param_of_tensor[index]);
 }
 
+/* Says how much memory the model asks for and that it is too large. */
+static void trainer_too_large(const struct trainer *t, const char *what)
+{
+	log_error("the model (hidden %s) needs %.1f GiB of %s memory for its parameters, "
+		  "gradients, SGD momentum and activations, which %s: the model is too large; "
+		  "use smaller --hidden widths",
+		  t->cfg.hidden, (double)t->model_bytes / (1024.0 * 1024.0 * 1024.0),
+		  t->ops == &kernel_ops_cpu ? "host" : "GPU", what);
+}
+
+/* The memory the model and its optimizer need; on the CPU, refused before
+ * any allocation when it exceeds the machine's memory (allocating would
+ * succeed on paper and the kernel would kill the process when the pages
+ * are touched). */
+static int trainer_check_size(struct trainer *t, const struct model_config *mc)
+{
+	size_t nparams, bytes = model_memory_bytes(mc, &nparams);
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	char have[64];
+
+	t->model_bytes = bytes + nparams * sizeof(float); /* + momentum */
+	if (t->ops != &kernel_ops_cpu || pages <= 0 || page <= 0)
+		return 0;
+	/* On the CPU, model_init also stages the initial values in host
+	 * memory of their own while it copies them in. */
+	t->model_bytes += nparams * sizeof(float);
+	if (t->model_bytes / (size_t)page < (size_t)pages)
+		return 0;
+	snprintf(have, sizeof(have), "is more than this machine's %.1f GiB",
+		 (double)pages * (double)page / (1024.0 * 1024.0 * 1024.0));
+	trainer_too_large(t, have);
+	return -ENOMEM;
+}
+
 static int trainer_init_model(struct trainer *t)
 {
 	struct model_config mc = {0};
 	struct model_comm comm = {.arg = t, .world = t->world};
 	int widths[MODEL_MAX_LAYERS], n = config_hidden_dims(&t->cfg, widths, MODEL_MAX_LAYERS - 1);
+	int ret;
 
 	if (n < 0)
 		return -EINVAL;
@@ -218,7 +306,13 @@ static int trainer_init_model(struct trainer *t)
 		comm.allreduce_sum = trainer_allreduce_sum;
 		comm.grad_ready = trainer_grad_ready;
 	}
-	return model_init(&t->model, t->ops, t->kctx, &mc, &comm, (uint64_t)t->cfg.seed);
+	ret = trainer_check_size(t, &mc);
+	if (ret < 0)
+		return ret;
+	ret = model_init(&t->model, t->ops, t->kctx, &mc, &comm, (uint64_t)t->cfg.seed);
+	if (ret == -ENOMEM)
+		trainer_too_large(t, "could not be allocated");
+	return ret;
 }
 
 static int trainer_init_optim(struct trainer *t)
@@ -235,9 +329,14 @@ static int trainer_init_optim(struct trainer *t)
 	    .clip_norm = (float)t->cfg.clip_norm,
 	};
 
+	int ret;
+
 	if (optim_schedule_parse(t->cfg.schedule, &oc.schedule) < 0)
 		return -EINVAL;
-	return optim_init(&t->optim, &oc, &t->model);
+	ret = optim_init(&t->optim, &oc, &t->model);
+	if (ret == -ENOMEM)
+		trainer_too_large(t, "could not be allocated");
+	return ret;
 }
 
 static void trainer_describe(const struct model *m, int i, struct ddp_param *p)
@@ -306,40 +405,91 @@ static int trainer_init_batch(struct trainer *t)
 	return ret;
 }
 
+/* Loads path on every rank; all ranks agree on the outcome (any rank's
+ * failure is everyone's), so they take the same next step. */
+static int trainer_load_agreed(struct trainer *t, const char *path)
+{
+	float failed = trainer_ckpt_load(t, path) < 0 ? 1.0f : 0.0f;
+	int ret = t->ddp ? ddp_allreduce(t->ddp, &failed, 1, DDP_FLOAT32, DDP_SUM) : 0;
+
+	if (ret < 0) {
+		log_error("cannot agree on the checkpoint to resume from: %s", ddp_error(t->ddp));
+		return ret;
+	}
+	return failed != 0.0f ? -EINVAL : 0;
+}
+
+/* After a restart: latest.safetensors, else (missing or failing its
+ * checks) previous.safetensors, the one before, which every save keeps.
+ * Rank 0 looks which exist and tells the others. Returns 1 when one was
+ * loaded, 0 when neither exists, or a negative errno when those there
+ * all failed (nothing is loaded then). */
+static int trainer_resume_restart(struct trainer *t)
+{
+	static const char *const names[2] = {"latest", "previous"};
+	char path[2][CONFIG_STR_MAX + 32];
+	float found[2] = {0, 0};
+	int ret = 0, tried = 0;
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/%s.safetensors", t->cfg.checkpoint_dir,
+			 names[i]);
+		if (t->rank == 0)
+			found[i] = access(path[i], F_OK) == 0 ? 1.0f : 0.0f;
+	}
+	if (t->ddp)
+		ret = ddp_broadcast(t->ddp, found, 2, DDP_FLOAT32, 0);
+	if (ret < 0) {
+		log_error("cannot agree on the checkpoint to resume from: %s", ddp_error(t->ddp));
+		return ret;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (found[i] == 0.0f)
+			continue;
+		if (tried && t->rank == 0)
+			log_warn("restart %d: falling back to '%s', the checkpoint before the "
+				 "latest",
+				 t->attempt, path[i]);
+		else if (i > 0 && t->rank == 0)
+			log_warn("restart %d: no '%s' (interrupted while it was replaced); "
+				 "falling back to '%s'",
+				 t->attempt, path[0], path[i]);
+		tried++;
+		ret = trainer_load_agreed(t, path[i]);
+		if (ret == 0 && t->rank == 0)
+			log_info("restart %d: resumed from '%s' at step %llu", t->attempt, path[i],
+				 (unsigned long long)t->step);
+		if (ret == 0)
+			return 1;
+		if (ret != -EINVAL)
+			return ret;
+	}
+	if (tried && t->rank == 0)
+		log_error("restart %d: no usable checkpoint in '%s' (see above): remove "
+			  "latest.safetensors and previous.safetensors to start from step 0, or "
+			  "pass --resume with a good one",
+			  t->attempt, t->cfg.checkpoint_dir);
+	return tried ? -EINVAL : 0;
+}
+
 /* The checkpoint to resume from: after a restart, the latest one this job
- * wrote (falling back to --resume, then to step 0); on the first attempt,
- * --resume if given. Rank 0 looks and tells the others, so all ranks agree. */
+ * wrote (or the one before it, falling back to --resume, then to step 0);
+ * on the first attempt, --resume if given. */
 static int trainer_resume(struct trainer *t)
 {
-	char path[CONFIG_STR_MAX + 32] = "";
-	float found = 0.0f;
 	int ret = 0;
 
 	if (t->attempt > 0 && t->cfg.checkpoint_dir[0]) {
-		snprintf(path, sizeof(path), "%s/latest.safetensors", t->cfg.checkpoint_dir);
-		if (t->rank == 0)
-			found = access(path, R_OK) == 0 ? 1.0f : 0.0f;
-		if (t->ddp)
-			ret = ddp_broadcast(t->ddp, &found, 1, DDP_FLOAT32, 0);
-		if (ret < 0) {
-			log_error("cannot agree on the checkpoint to resume from: %s",
-				  ddp_error(t->ddp));
-			return ret;
-		}
+		ret = trainer_resume_restart(t);
+		if (ret != 0)
+			return ret < 0 ? ret : 0;
 	}
-	if (found == 0.0f && t->cfg.resume[0])
-		return trainer_ckpt_load(t, t->cfg.resume);
-	if (found == 0.0f) {
-		if (t->attempt > 0 && t->rank == 0)
-			log_warn("restart %d: no checkpoint '%s' yet, starting from step 0",
-				 t->attempt, path[0] ? path : "(no checkpoint_dir)");
-		return 0;
-	}
-	ret = trainer_ckpt_load(t, path);
-	if (ret == 0 && t->rank == 0)
-		log_info("restart %d: resumed from '%s' at step %llu", t->attempt, path,
-			 (unsigned long long)t->step);
-	return ret;
+	if (t->cfg.resume[0])
+		return trainer_load_agreed(t, t->cfg.resume);
+	if (t->attempt > 0 && t->rank == 0)
+		log_warn("restart %d: no checkpoint in '%s' yet, starting from step 0", t->attempt,
+			 t->cfg.checkpoint_dir[0] ? t->cfg.checkpoint_dir : "(no checkpoint_dir)");
+	return 0;
 }
 
 int trainer_init(struct trainer *t, const struct train_config *cfg)
@@ -349,6 +499,7 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	memset(t, 0, sizeof(*t));
 	t->cfg = *cfg;
 	ret = trainer_init_ddp(t);
+	ret = ret ? ret : trainer_init_outputs(t);
 	ret = ret ? ret : trainer_init_kernels(t);
 	ret = ret ? ret : trainer_init_data(t);
 	ret = ret ? ret : trainer_init_schedule(t);
@@ -359,12 +510,6 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	if (ret == 0)
 		rng_seed(&t->rng, (uint64_t)cfg->seed ^ 0x5eed5eed5eedull);
 	ret = ret ? ret : trainer_resume(t);
-	if (ret < 0 || t->rank != 0)
-		return ret;
-	ret = metrics_open(&t->metrics, stdout, cfg->metrics, cfg->progress_bar);
-	if (ret < 0)
-		log_error("cannot open the metrics file '%s': %s (check the directory)",
-			  cfg->metrics, strerror(-ret));
 	return ret;
 }
 

@@ -36,7 +36,8 @@ struct trainer {
 	size_t *idx;
 	float *hx, *dx;
 	int32_t *hy, *dy;
-	int eval_rows; /* model's max_batch */
+	int eval_rows;	    /* model's max_batch */
+	size_t model_bytes; /* model_memory_bytes + momentum, for messages */
 	uint64_t steps_per_epoch, total_steps, epochs, step;
 	double comm_wait_s; /* blocking collectives outside the reducer */
 };

@@ -1,7 +1,8 @@
 /*
  * test_model.c - the MLP: tensor names as torch's nn.Sequential, gradients
  * of the whole network (Linear, BatchNorm, ReLU, cross-entropy) against
- * finite differences, and the order in which gradients are announced ready.
+ * finite differences, the order in which gradients are announced ready, and
+ * model_memory_bytes against what model_init really allocates.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -155,6 +156,40 @@ static void test_bad_configs_are_refused(void **state)
 	kernel_ops_cpu.ctx_free(kc);
 }
 
+/* kernel_ops_cpu counting what is allocated through it. */
+static size_t counted;
+static int counting_alloc(struct kernel_ctx *ctx, size_t bytes, void **out)
+{
+	counted += bytes;
+	return kernel_ops_cpu.alloc(ctx, bytes, out);
+}
+
+static void test_memory_estimate_is_exact(void **state)
+{
+	struct kernel_ops ops = kernel_ops_cpu;
+	struct kernel_ctx *kc;
+	struct model m;
+	size_t np = 0;
+
+	ops.alloc = counting_alloc;
+	kernel_ops_cpu.ctx_new(0, &kc);
+	for (int bn = 0; bn < 2; bn++) {
+		struct model_config cfg = small_config(bn);
+
+		counted = 0;
+		assert_int_equal(model_init(&m, &ops, kc, &cfg, NULL, 1), 0);
+		assert_int_equal(model_memory_bytes(&cfg, &np), counted);
+		assert_int_equal(np, m.nparams);
+		model_release(&m);
+	}
+	/* --hidden 100000,100000 on the digits: 10^10 weights, no overflow. */
+	struct model_config big = small_config(true);
+	big.dims[1] = big.dims[2] = 100000;
+	assert_true(model_memory_bytes(&big, &np) > 80000000000ull);
+	assert_true(np > 10000000000ull);
+	kernel_ops_cpu.ctx_free(kc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -162,6 +197,7 @@ int main(void)
 	    cmocka_unit_test(test_gradients_with_batchnorm),
 	    cmocka_unit_test(test_gradients_without_batchnorm),
 	    cmocka_unit_test(test_bad_configs_are_refused),
+	    cmocka_unit_test(test_memory_estimate_is_exact),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

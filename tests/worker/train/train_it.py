@@ -18,7 +18,24 @@ Cases:
   pitfalls      a 'module.'-prefixed checkpoint loads strictly; one missing a
                 tensor (or with an extra one) is refused, naming it
   real_client   the checkpoint read by the 'safetensors' package from PyPI
-                (in a venv in the build directory) and by PyTorch
+                (in a venv in the build directory) and by PyTorch; a file
+                PyTorch's safetensors writes (no checksums) resumes, saying
+                it is not verified
+  ckpt_verify   bit flips in tensor data, NaN/Inf values, a step past the
+                run, a non-hex rng_state, trailing bytes: each refused by
+                name before any step; a file without checksums loads
+  ckpt_fallback latest.safetensors damaged before the restart: the group
+                falls back to previous.safetensors, says so, and ends with
+                the uninterrupted run's final checkpoint
+  no_strict     --no-strict into a deeper model: the tensors not in the
+                checkpoint keep their fresh initialisation (the model
+                trains), and the run lists what was loaded and what not
+  outputs       a checkpoint_dir that is a file is refused before training;
+                a metrics file on /dev/full or on a full tmpfs, and a
+                checkpoint on a full tmpfs, are reported and fail the run
+  bad_inputs    a directory, FIFO or /dev/zero as --config, --data_path or
+                --resume is refused by kind; an empty CSV says so; a model
+                too large says how much memory it needs
 Exit 0 pass, 1 fail, 77 skip.
 """
 import argparse
@@ -92,17 +109,18 @@ class Env:
         self.build = args.build_dir
         self.device = args.device
 
-    def launch(self, nproc, train_args, max_restarts=0, expect_ok=True):
+    def launch(self, nproc, train_args, max_restarts=0, expect_ok=True, timeout=RUN_TIMEOUT,
+               worker=None):
         cmd = [self.launcher, "--standalone", "--nproc_per_node=%d" % nproc,
-               "--max_restarts=%d" % max_restarts, "--grace_period=5",
-               self.trainer] + train_args + ["--device", self.device]
-        return self._run(cmd, expect_ok)
+               "--max_restarts=%d" % max_restarts, "--grace_period=5"] + (
+                   worker or [self.trainer]) + train_args + ["--device", self.device]
+        return self._run(cmd, expect_ok, timeout)
 
-    def _run(self, cmd, expect_ok):
+    def _run(self, cmd, expect_ok, timeout=RUN_TIMEOUT):
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", DDP_TIMEOUT_MS="60000")
         t0 = time.monotonic()
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=RUN_TIMEOUT, env=env)
+                           timeout=timeout, env=env)
         p.wall = time.monotonic() - t0
         if expect_ok and p.returncode != 0:
             raise Fail("command failed (%d): %s\nstdout:\n%s\nstderr:\n%s" % (
@@ -376,6 +394,16 @@ assert acc >= 0.95, acc
 """
 
 
+VENV_RESAVE = r"""
+import sys
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+with safe_open(sys.argv[1], framework="pt") as f:
+    meta = {k: v for k, v in f.metadata().items() if not k.startswith("xxh3_64:")}
+save_file(load_file(sys.argv[1]), sys.argv[2], metadata=meta)
+"""
+
+
 def ensure_venv(env):
     venv = os.path.join(env.build, "safetensors-venv")
     py = os.path.join(venv, "bin", "python")
@@ -409,13 +437,240 @@ def case_real_client(env, args):
     r = subprocess.run([py, "-c", VENV_CHECK, final, digits, json.dumps(expect)],
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 0, "the safetensors/torch reader failed:\n" + r.stdout + r.stderr)
-    print("real_client: safetensors and torch read %d tensors; %s" % (len(expect),
-                                                                     r.stdout.strip()))
+    torch_said = r.stdout.strip()
+    # Written back by PyTorch's safetensors (its own layout, no checksums):
+    # ddp-train resumes from it and says it could not verify it.
+    resaved = os.path.join(env.tmp, "resaved.safetensors")
+    r = subprocess.run([py, "-c", VENV_RESAVE, final, resaved], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0, "safetensors.torch could not re-save:\n" + r.stdout + r.stderr)
+    step = int(read_st(final)[1]["step"])
+    p = env.launch(2, digits_args(env, os.path.join(env.tmp, "again"), [
+        "--resume", resaved, "--max_steps", str(step + 20)]))
+    check("no checksums" in p.stderr and "not verified" in p.stderr and
+          "done: 20 steps" in p.stderr,
+          "a file PyTorch wrote did not resume as unverified:\n" + p.stderr[-2000:])
+    print("real_client: safetensors and torch read %d tensors; %s; the file safetensors.torch "
+          "wrote back resumes, unverified" % (len(expect), torch_said))
+
+
+def no_sums(meta):
+    """The metadata without the per-tensor checksums (as a file another tool
+    wrote would have it)."""
+    return {k: v for k, v in meta.items() if not k.startswith("xxh3_64:")}
+
+
+def refused(env, ckpt, args, *words, extra=("--max_steps", "80")):
+    """--resume ckpt must fail before the first step, with every word in
+    the message."""
+    p = env.launch(1, digits_args(env, os.path.join(env.tmp, "r"), list(extra) + [
+        "--resume", ckpt]), expect_ok=False, timeout=60)
+    check(p.returncode != 0, "'%s' was accepted:\n%s" % (ckpt, p.stderr[-2000:]))
+    check("done:" not in p.stderr and "epoch " not in p.stdout,
+          "training ran on '%s':\n%s" % (ckpt, (p.stdout + p.stderr)[-2000:]))
+    for w in words:
+        check(w in p.stderr, "the refusal of '%s' lacks %r:\n%s" % (ckpt, w, p.stderr[-2000:]))
+    return p
+
+
+def case_ckpt_verify(env, args):
+    seed = args.seed if args.seed is not None else time.time_ns() % 1000000
+    rng = random.Random(seed)
+    base = os.path.join(env.tmp, "base")
+    extra = ["--max_steps", "40"]
+    env.launch(1, digits_args(env, base, extra))
+    final = os.path.join(base, "final.safetensors")
+    raw = open(final, "rb").read()
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    tensors, meta = read_st(final)
+    offsets = json.loads(raw[8:8 + hlen])
+    # 1. Bit flips anywhere in the tensors' bytes: refused naming the tensor.
+    for i in range(15):
+        pos = rng.randrange(8 + hlen, len(raw))
+        name = next(k for k, h in offsets.items() if k != "__metadata__"
+                    and h["data_offsets"][0] <= pos - 8 - hlen < h["data_offsets"][1])
+        flipped = bytearray(raw)
+        flipped[pos] ^= 1 << rng.randrange(8)
+        bad = os.path.join(env.tmp, "flip%d.safetensors" % i)
+        open(bad, "wb").write(flipped)
+        refused(env, bad, args, "'%s'" % name, "checksum", "corrupt")
+    # 2. NaN / Inf values, in a file whose checksums match (rewritten by a
+    # tool): refused naming the tensor.
+    for value, name in ((np.nan, "3.weight"), (np.inf, "optimizer.0.bias.momentum_buffer")):
+        t = dict(tensors)
+        t[name] = np.array(t[name], copy=True)
+        t[name].flat[7] = value
+        bad = os.path.join(env.tmp, "nonfinite.safetensors")
+        write_st(bad, t, no_sums(meta))
+        refused(env, bad, args, "'%s'" % name, "NaN or infinite")
+    bad = os.path.join(env.tmp, "allnan.safetensors")
+    write_st(bad, {k: np.full(v.shape, np.nan, np.float32) for k, v in tensors.items()},
+             no_sums(meta))
+    refused(env, bad, args, "'0.weight'", "NaN or infinite")
+    # 3. Metadata out of range: a step past the run, a non-hex rng_state.
+    for key, value, words in (("step", "1000", ("step 1000", "past this run's 80 steps")),
+                              ("step", "-5", ("'step' = '-5'",)),
+                              ("rng_state", "zz" * 32, ("rng_state",)),
+                              ("rng_state", "0" * 64, ("rng_state",))):
+        bad = os.path.join(env.tmp, "meta.safetensors")
+        write_st(bad, tensors, dict(meta, **{key: value}))
+        refused(env, bad, args, *words)
+    # 4. Trailing bytes after the last tensor.
+    bad = os.path.join(env.tmp, "junk.safetensors")
+    open(bad, "wb").write(raw + b"trailing junk")
+    refused(env, bad, args, "after the last tensor", "trailing")
+    # 5. Without checksums the file loads (not verified, and it says so).
+    plain = os.path.join(env.tmp, "plain.safetensors")
+    write_st(plain, tensors, no_sums(meta))
+    p = env.launch(1, digits_args(env, os.path.join(env.tmp, "p"), ["--max_steps", "60",
+                                                                    "--resume", plain]))
+    check("no checksums" in p.stderr and "not verified" in p.stderr,
+          "a file without checksums loaded without saying so:\n" + p.stderr[-2000:])
+    print("ckpt_verify: 15 bit flips, NaN/Inf, step/rng_state out of range and trailing "
+          "bytes refused by name (--seed %d); a file without checksums loads, unverified"
+          % seed)
+
+
+CORRUPT_THEN_EXEC = r"""
+import os, sys
+ck = sys.argv[1]
+if os.environ.get("TORCHELASTIC_RESTART_COUNT") == "1" and os.environ.get("RANK") == "0":
+    with open(ck, "r+b") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 0x10]))
+    print("test: flipped a bit of %s" % ck, flush=True)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def case_ckpt_fallback(env, args):
+    steps, every, kill = 150, 10, 55
+    base, faulty = os.path.join(env.tmp, "base"), os.path.join(env.tmp, "faulty")
+    extra = ["--max_steps", str(steps), "--checkpoint_every", str(every)]
+    env.launch(2, digits_args(env, base, extra))
+    check(os.path.exists(os.path.join(base, "previous.safetensors")),
+          "no previous.safetensors kept beside latest")
+    latest = os.path.join(faulty, "latest.safetensors")
+    wrapper = ["/usr/bin/python3", "-c", CORRUPT_THEN_EXEC, latest, env.trainer]
+    p = env.launch(2, digits_args(env, faulty, extra + [
+        "--fault_kill_step", str(kill), "--fault_rank", "1"]), max_restarts=1, worker=wrapper)
+    out = p.stdout + p.stderr
+    check("test: flipped a bit" in out, "the checkpoint was not damaged:\n" + out[-2000:])
+    check("checksum" in out and "falling back" in out and
+          "resumed from '%s' at step 40" % os.path.join(faulty, "previous.safetensors") in out,
+          "the restart did not fall back to previous.safetensors:\n" + out[-3000:])
+    a = open(os.path.join(base, "final.safetensors"), "rb").read()
+    b = open(os.path.join(faulty, "final.safetensors"), "rb").read()
+    check(a == b, "the final checkpoint after the fallback differs from the uninterrupted run's")
+    print("ckpt_fallback: latest damaged before the restart; resumed from previous at step "
+          "40; final checkpoint identical")
+
+
+def held_out_accuracy(metrics):
+    return [json.loads(line) for line in open(metrics) if '"eval"' in line][-1]["accuracy"]
+
+
+def case_no_strict(env, args):
+    base = os.path.join(env.tmp, "base")
+    env.launch(1, digits_args(env, base, ["--max_steps", "200"]))
+    metrics = os.path.join(env.tmp, "deeper.jsonl")
+    p = env.launch(1, digits_args(env, os.path.join(env.tmp, "deeper"), [
+        "--hidden", "256,256,64", "--resume", os.path.join(base, "final.safetensors"),
+        "--no-strict", "--max_steps", "400", "--metrics", metrics]))
+    acc = held_out_accuracy(metrics)
+    out = p.stdout + p.stderr
+    for w in ("loaded: 0.weight, 0.bias", "missing from the checkpoint: 7.weight",
+              "dtype/shape mismatch: 6.weight", "keep their values"):
+        check(w in out, "the non-strict load does not say %r:\n%s" % (w, out[-3000:]))
+    check(acc >= 0.8, "held-out accuracy %.4f after a non-strict resume into a deeper model "
+          "(the tensors not loaded must keep their initialisation)" % acc)
+    print("no_strict: 256,256 -> 256,256,64, held-out accuracy %.2f%%" % (100 * acc))
+
+
+def case_outputs(env, args):
+    afile = os.path.join(env.tmp, "afile")
+    open(afile, "w").close()
+    p = env.launch(1, digits_args(env, afile, ["--max_steps", "2000", "--checkpoint_every", "0"]),
+                   expect_ok=False, timeout=60)
+    check(p.returncode != 0 and "checkpoint_dir '%s' is a regular file" % afile in p.stderr
+          and "epoch " not in p.stdout,
+          "a checkpoint_dir that is a file was not refused before training:\n" + p.stderr[-2000:])
+    p = env.launch(1, digits_args(env, os.path.join(env.tmp, "full"), [
+        "--max_steps", "40", "--log_every", "10", "--metrics", "/dev/full"]), expect_ok=False)
+    check(p.returncode != 0 and "metrics file '/dev/full': 5 of 5 record(s) lost" in p.stderr
+          and "No space left on device" in p.stderr,
+          "lost metrics records on /dev/full were not reported:\n" + p.stderr[-2000:])
+    if os.geteuid() != 0:
+        print("outputs: not root, the tmpfs part is skipped")
+        return
+    mnt = os.path.join(env.tmp, "tmpfs")
+    os.mkdir(mnt)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt], check=True)
+    try:
+        # Fill the file system, then write the metrics file there.
+        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"x" * 512) > 0:
+                pass
+        except OSError:
+            pass
+        os.close(fd)
+        metrics = os.path.join(mnt, "metrics.jsonl")
+        p = env.launch(1, digits_args(env, os.path.join(env.tmp, "ok"), [
+            "--max_steps", "40", "--log_every", "1", "--metrics", metrics]), expect_ok=False)
+        check(p.returncode != 0 and "metrics file '%s':" % metrics in p.stderr
+              and "record(s) lost" in p.stderr,
+              "a metrics file on a full disk did not fail the run:\n" + p.stderr[-2000:])
+        os.unlink(os.path.join(mnt, "filler"))
+        # A checkpoint larger than the file system (1.3 MB in 64 KiB).
+        p = env.launch(1, digits_args(env, os.path.join(mnt, "ck"), ["--max_steps", "20"]),
+                       expect_ok=False)
+        check(p.returncode != 0 and "cannot write checkpoint" in p.stderr
+              and "No space left on device" in p.stderr,
+              "a checkpoint on a full disk did not fail the run:\n" + p.stderr[-2000:])
+        check(not os.path.exists(os.path.join(mnt, "ck", "final.safetensors.tmp")),
+              "a failed checkpoint write left its temporary file")
+    finally:
+        subprocess.run(["umount", mnt], check=False)
+    print("outputs: checkpoint_dir as a file refused at start; lost metrics records and a "
+          "checkpoint on a full disk fail the run")
+
+
+def case_bad_inputs(env, args):
+    d = os.path.join(env.tmp, "adir")
+    os.mkdir(d)
+    fifo = os.path.join(env.tmp, "fifo")
+    os.mkfifo(fifo)
+    empty = os.path.join(env.tmp, "empty.csv")
+    open(empty, "w").close()
+    kinds = ((d, "a directory"), (fifo, "a FIFO"), ("/dev/zero", "a device"))
+    cases = []
+    for path, kind in kinds:
+        cases += [(["--config", path], "'%s' is %s" % (path, kind)),
+                  (["--data_path", path], "'%s' is %s" % (path, kind)),
+                  (["--resume", path], "'%s': %s, not a safetensors file" % (path, kind))]
+    cases += [(["--data_path", empty], "holds no samples"),
+              (["--hidden", "100000,100000"], "the model is too large")]
+    for extra, want in cases:
+        argv = (extra if extra[0] == "--config" else
+                ["--config", os.path.join(env.source, "configs", "digits.ini")] + extra)
+        t0 = time.monotonic()
+        p = env.launch(1, argv + ["--max_steps", "10"], expect_ok=False, timeout=30)
+        wall = time.monotonic() - t0
+        check(p.returncode != 0 and want in p.stderr and "epoch " not in p.stdout,
+              "%s was not refused with %r (%.1f s):\n%s" % (" ".join(extra), want, wall,
+                                                          p.stderr[-2000:]))
+    check("GiB" in p.stderr, "the too-large model does not say how much it asked for")
+    print("bad_inputs: %d refusals, each naming the path and what it is" % len(cases))
 
 
 CASES = {"digits": case_digits, "equivalence": case_equivalence, "resume": case_resume,
          "resume_external": case_resume_external,
-         "pitfalls": case_pitfalls, "real_client": case_real_client}
+         "pitfalls": case_pitfalls, "real_client": case_real_client,
+         "ckpt_verify": case_ckpt_verify, "ckpt_fallback": case_ckpt_fallback,
+         "no_strict": case_no_strict, "outputs": case_outputs, "bad_inputs": case_bad_inputs}
 
 
 def main():
