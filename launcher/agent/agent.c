@@ -497,6 +497,9 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 	}
 	rc = agent_setup(&ag);
 	if (rc == 0) {
+		/* Names the Python in the summary if a worker lacks a module. */
+		summary_set_interpreter(&ag.summary, ag.argv[0],
+					worker_env_get(environ_in, "PATH"));
 		agent_init_handles(&ag);
 		agent_start_attempt(&ag);
 	} else {

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <log.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,73 @@ void summary_release(struct summary *s)
 		free(s->recs[i].stderr_tail);
 	}
 	free(s->recs);
+	free(s->interpreter);
 	memset(s, 0, sizeof(*s));
+}
+
+/* The first executable `name` in the colon-separated `path`, malloc'ed, or
+ * NULL. */
+static char *path_lookup(const char *name, const char *path)
+{
+	while (path && *path) {
+		const char *end = strchr(path, ':');
+		size_t dlen = end ? (size_t)(end - path) : strlen(path);
+		char *full = NULL;
+
+		if (dlen && asprintf(&full, "%.*s/%s", (int)dlen, path, name) >= 0) {
+			if (access(full, X_OK) == 0)
+				return full;
+			free(full);
+		}
+		path = end ? end + 1 : NULL;
+	}
+	return NULL;
+}
+
+int summary_set_interpreter(struct summary *s, const char *argv0, const char *path)
+{
+	const char *base = argv0 ? strrchr(argv0, '/') : NULL;
+	char *found = NULL;
+
+	base = base ? base + 1 : argv0;
+	if (!base || strncmp(base, "python", 6) != 0)
+		return 0;
+	if (!strchr(argv0, '/'))
+		found = path_lookup(argv0, path);
+	free(s->interpreter);
+	s->interpreter_from_path = !strchr(argv0, '/');
+	s->interpreter = found ? found : strdup(argv0);
+	return s->interpreter ? 0 : -ENOMEM;
+}
+
+bool summary_missing_module_hint(const struct summary *s, const struct summary_rec *r, char *buf,
+				 size_t len)
+{
+	static const char mark[] = "ModuleNotFoundError: No module named '";
+	const char *p = r->stderr_tail ? strstr(r->stderr_tail, mark) : NULL;
+	const char *end;
+	char ran[PATH_MAX + 64];
+
+	if (!p)
+		return false;
+	p += sizeof(mark) - 1;
+	end = strchr(p, '\'');
+	if (!end || end == p)
+		return false;
+	if (!s->interpreter)
+		snprintf(ran, sizeof(ran), "ran under a Python interpreter");
+	else if (s->interpreter_from_path)
+		snprintf(ran, sizeof(ran), "ran under %s (the first %s on PATH)", s->interpreter,
+			 strrchr(s->interpreter, '/') ? strrchr(s->interpreter, '/') + 1
+						      : s->interpreter);
+	else
+		snprintf(ran, sizeof(ran), "ran under %s", s->interpreter);
+	snprintf(buf, len,
+		 "rank %d %s, which cannot import '%.*s'; choose the interpreter with "
+		 "PYTHON_EXEC=/path/to/python, or activate the virtual environment that has "
+		 "'%.*s' so that its python comes first on PATH",
+		 r->rank, ran, (int)(end - p), p, (int)(end - p), p);
+	return true;
 }
 
 static int dup_or_null(const char *in, char **out)
@@ -90,10 +157,11 @@ static void format_time(int64_t ms, char *buf, size_t len)
 		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
-static void print_first(const struct summary_rec *r, int max_restarts)
+static void print_first(const struct summary *s, const struct summary_rec *r, int max_restarts)
 {
 	char how[64], when[64];
 	const char *p, *nl;
+	char hint[PATH_MAX + 512];
 
 	format_time(r->time_ms, when, sizeof(when));
 	log_error("first failure: rank %d (local rank %d, pid %d) %s at %s, attempt %d of %d",
@@ -110,6 +178,8 @@ static void print_first(const struct summary_rec *r, int max_restarts)
 		if (!nl)
 			break;
 	}
+	if (summary_missing_module_hint(s, r, hint, sizeof(hint)))
+		log_error("  %s", hint);
 }
 
 void summary_print(const struct summary *s, int attempt, int max_restarts)
@@ -119,7 +189,7 @@ void summary_print(const struct summary *s, int attempt, int max_restarts)
 
 	if (!first)
 		return;
-	print_first(first, max_restarts);
+	print_first(s, first, max_restarts);
 	for (size_t i = 0; i < s->n; i++) {
 		const struct summary_rec *r = &s->recs[i];
 

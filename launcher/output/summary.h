@@ -26,10 +26,26 @@ struct summary_rec {
 struct summary {
 	struct summary_rec *recs;
 	size_t n, cap;
+	char *interpreter;	    /* the Python the workers ran under, or NULL */
+	bool interpreter_from_path; /* found on PATH (not given as a path) */
 };
 
 void summary_init(struct summary *s);
 void summary_release(struct summary *s);
+
+/* Notes the program the workers run as argv[0] (`argv0`), when it is a
+ * Python interpreter (its name starts with "python"): a bare name is looked
+ * up in `path` (the workers' PATH; NULL: not looked up). The failure summary
+ * then names it when a worker died of a missing module. Returns 0 or
+ * -ENOMEM (then nothing is noted). */
+int summary_set_interpreter(struct summary *s, const char *argv0, const char *path);
+
+/* When the record's stderr tail ends a Python traceback with
+ * "ModuleNotFoundError: No module named 'M'", writes into buf a line saying
+ * which interpreter ran the worker and how to choose another (PYTHON_EXEC, an
+ * activated virtual environment) and returns true; else false. */
+bool summary_missing_module_hint(const struct summary *s, const struct summary_rec *r, char *buf,
+				 size_t len);
 
 /* Copies *rec (and its strings). Returns 0 or -ENOMEM. */
 int summary_add(struct summary *s, const struct summary_rec *rec);
