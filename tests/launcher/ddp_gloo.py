@@ -1,6 +1,8 @@
 """A 2-rank gloo DDP job for the launcher's torch tests: a small nn.Linear,
 DistributedSampler, a few SGD steps; checks that every rank ends with the
-same parameters and that the sampler split the data without overlap."""
+same parameters and that the sampler split the data without overlap.
+With --allreduce_only: just an all-reduce (checked), the --fail_once_rank
+exit right after it, a second all-reduce and a barrier (the restart test)."""
 import argparse
 import os
 import sys
@@ -11,12 +13,28 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
+def allreduce_only(rank, world, attempt, fail_rank):
+    for step in range(2):
+        t = torch.tensor([float(rank + 1)])
+        dist.all_reduce(t)
+        assert t.item() == world * (world + 1) / 2, t
+        if step == 0 and rank == fail_rank and attempt == "0":
+            print("rank %d failing on purpose after the first all-reduce" % rank,
+                  file=sys.stderr, flush=True)
+            os._exit(13)
+    dist.barrier()
+    print("rank %d ok world=%d steps=2 attempt=%s port=%s" % (
+        rank, world, attempt, os.environ["MASTER_PORT"]), flush=True)
+    dist.destroy_process_group()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--local_rank", type=int, default=None)  # legacy launch
     p.add_argument("--require_local_rank", action="store_true")
     p.add_argument("--fail_once_rank", type=int, default=-1)
     p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--allreduce_only", action="store_true")
     args = p.parse_args()
     if args.require_local_rank:
         assert args.local_rank == int(os.environ["LOCAL_RANK"]), (args.local_rank,
@@ -24,6 +42,9 @@ def main():
     dist.init_process_group("gloo")  # env://, the agent's store
     rank, world = dist.get_rank(), dist.get_world_size()
     attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+    if args.allreduce_only:
+        allreduce_only(rank, world, attempt, args.fail_once_rank)
+        return
     torch.manual_seed(100 + rank)  # different initial weights: DDP syncs rank 0's
     model = DDP(torch.nn.Linear(8, 2))
     g = torch.Generator().manual_seed(0)

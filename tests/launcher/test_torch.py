@@ -1,6 +1,10 @@
-"""Torch tests: Debian's PyTorch 1.13 (gloo, CPU) under the real ddplaunch,
-and the worker environment compared with torchrun's."""
+"""Torch tests: PyTorch (gloo, CPU) under the real ddplaunch, and the worker
+environment compared with torchrun's. They run under the interpreter that
+runs this file (tests/rendezvous/with_torch.sh picks Debian's torch 1.13 or
+the torch 2.x venv), which is also the workers' PYTHON_EXEC. PythonWorkers
+needs no torch: a worker whose Python lacks it, and what the summary says."""
 import errno
+import importlib.metadata
 import os
 import re
 import socket
@@ -9,8 +13,13 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launchtest import HELPER, HERE, PYTHON, LaunchCase, free_port, read_env, run  # noqa
+from launchtest import HELPER, HERE, LaunchCase, free_port, read_env, run  # noqa
 
+PYTHON = sys.executable  # the interpreter with the torch under test
+try:
+    TORCH_MAJOR = int(importlib.metadata.version("torch").split(".")[0])
+except importlib.metadata.PackageNotFoundError:  # PythonWorkers needs none
+    TORCH_MAJOR = 0
 SCRIPT = os.path.join(HERE, "ddp_gloo.py")
 TORCH_ENV = {"PYTHON_EXEC": PYTHON, "PYTHONPATH": HERE, "OMP_NUM_THREADS": "1"}
 OK = re.compile(r"^\[rank (\d)\]: rank \1 ok world=2 steps=(\d+) attempt=(\d+) port=(\d+)$",
@@ -86,8 +95,34 @@ ALLOWED = {
     "MASTER_PORT": "each launcher binds its own store port",
     "TORCHELASTIC_ERROR_FILE": "a per-run temporary directory (same attempt_N/RANK/error.json)",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "torch 2.x's name; torchrun 1.13 sets only the old one",
+    "NCCL_ASYNC_ERROR_HANDLING": "torch 1.13's name; torchrun 2.x sets only the new one "
+                                 "(ddplaunch sets both, for either torch)",
     "LC_CTYPE": "Python 3.11 coerces the C locale in torchrun's own process (PEP 538)",
+    "DDP_JOB_TAG": "ddplaunch's own: the tag in libddp's /dev/shm names, which it sweeps",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE": "torchrun 2.x's setting for its own agent process "
+                                      "(the signals it handles); workers inherit it but do "
+                                      "not read it",
 }
+
+
+class TorchRestarts(LaunchCase):
+    RUNS = 10
+
+    def test_gloo_restart_after_first_allreduce(self):
+        # Rank 1 exits right after the first all-reduce of attempt 0; the
+        # restarted group must rendezvous afresh. torch 2.x workers key the
+        # store without an attempt prefix, so a store that kept attempt 0's
+        # keys fails here about half the time (stale gloo addresses).
+        for run_no in range(self.RUNS):
+            r = self.launch(["--nproc_per_node=2", "--master_port=0", "--max_restarts=1",
+                             SCRIPT, "--allreduce_only", "--fail_once_rank=1"], timeout=120,
+                            env=TORCH_ENV)
+            self.assertEqual(r.returncode, 0, "run %d of %d failed:\n%s" % (
+                run_no + 1, self.RUNS, r.stderr[-3000:]))
+            found = OK.findall(r.stdout)
+            self.assertEqual(sorted(f[0] for f in found), ["0", "1"], r.stdout)
+            self.assertTrue(all(f[2] == "1" for f in found), found)
+            self.assertIn("restarting the worker group: restart 1 of 1", r.stderr)
 
 
 class TorchrunEnv(LaunchCase):
@@ -108,6 +143,8 @@ class TorchrunEnv(LaunchCase):
     def test_same_environment_as_torchrun(self):
         port = free_port()
         base = {"PYTHONDONTWRITEBYTECODE": "1"}
+        # -r/-t 9:1 (a local rank that does not exist) work around 1.13's
+        # torchrun crashing on its defaults under Python 3.11.
         theirs = self.dump([PYTHON, "-m", "torch.distributed.run", "-r", "9:1", "-t", "9:1",
                             "--nproc_per_node=2", "--master_port=%d" % port, "--no_python"],
                            self.path("torchrun"), base)
@@ -126,7 +163,56 @@ class TorchrunEnv(LaunchCase):
             self.assertTrue(t["TORCHELASTIC_ERROR_FILE"].endswith("/attempt_0/%d/error.json"
                                                                   % rank))
             self.assertEqual(o["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
+            if TORCH_MAJOR >= 2:  # what the ALLOWED entry is about
+                self.assertEqual(t.get("TORCHELASTIC_SIGNALS_TO_HANDLE"),
+                                 "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
             self.assertEqual(o["RANK"], str(rank))
+
+
+class PythonWorkers(LaunchCase):
+    """A .py program runs under python3 from PATH, or PYTHON_EXEC; a worker
+    that cannot import torch gets a summary naming that interpreter and how
+    to choose another."""
+
+    def fake_python(self):
+        # A python3 that cannot import torch: the system Python without its
+        # site directories (where Debian's python3-torch lives).
+        d = self.path("bin")
+        os.mkdir(d)
+        py = os.path.join(d, "python3")
+        with open(py, "w") as f:
+            f.write("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n")
+        os.chmod(py, 0o755)
+        script = self.path("train.py")
+        with open(script, "w") as f:
+            f.write("import sys\nprint('python', sys.executable, flush=True)\nimport torch\n")
+        return d, py, script
+
+    def test_missing_torch_names_the_interpreter(self):
+        d, py, script = self.fake_python()
+        env = {"PATH": d + os.pathsep + os.environ.get("PATH", "")}
+        r = self.launch(["--nproc_per_node=2", script], timeout=60, env=env)
+        self.assertEqual(r.returncode, 1, r.stderr[-3000:])
+        self.assertIn("ModuleNotFoundError: No module named 'torch'", r.stderr)
+        self.assertRegex(r.stderr, r"rank \d ran under %s \(the first python3 on PATH\), "
+                         r"which cannot import 'torch'; choose the interpreter with "
+                         r"PYTHON_EXEC=/path/to/python, or activate the virtual environment "
+                         r"that has 'torch'" % re.escape(py))
+
+    def test_missing_torch_under_python_exec(self):
+        d, py, script = self.fake_python()
+        r = self.launch(["--nproc_per_node=1", script], timeout=60, env={"PYTHON_EXEC": py})
+        self.assertEqual(r.returncode, 1, r.stderr[-3000:])
+        self.assertIn("rank 0 ran under %s, which cannot import 'torch'" % py, r.stderr)
+
+    def test_other_failures_get_no_hint(self):
+        d, py, script = self.fake_python()
+        with open(script, "w") as f:
+            f.write("raise SystemExit('plain failure')\n")
+        r = self.launch(["--nproc_per_node=1", script], timeout=60, env={"PYTHON_EXEC": py})
+        self.assertEqual(r.returncode, 1, r.stderr[-3000:])
+        self.assertIn("plain failure", r.stderr)
+        self.assertNotIn("cannot import", r.stderr)
 
 
 if __name__ == "__main__":
