@@ -105,7 +105,7 @@ static int cgroup_write(const char *dir, const char *name, const char *text)
  * may hold spaces and parentheses), or -1. */
 static pid_t proc_ppid(const char *pid)
 {
-	char path[64], buf[512];
+	char path[300], buf[512];
 	const char *p;
 	ssize_t n;
 	int fd;
@@ -196,9 +196,13 @@ static void kill_descendants(void)
 static void end_tree(pid_t worker, int *status)
 {
 	for (;;) {
+		siginfo_t si;
 		pid_t c;
 		int st;
 
+		/* No child, no descendant: the usual end costs no /proc walk. */
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD)
+			return;
 		kill_descendants();
 		c = waitpid(-1, &st, 0);
 		if (c < 0 && errno == EINTR)

@@ -1,7 +1,8 @@
 /*
  * worker_env.h - builds one worker's environment: the launcher's own
  * environment, then the job file's [env], then torchrun's variables
- * (RANK, LOCAL_RANK, WORLD_SIZE, ..., TORCHELASTIC_*), which always win.
+ * (RANK, LOCAL_RANK, WORLD_SIZE, ..., TORCHELASTIC_*) and DDP_JOB_TAG,
+ * which always win.
  * Pure module.
  */
 #ifndef DDP_LAUNCHER_WORKER_ENV_H

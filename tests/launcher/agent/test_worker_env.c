@@ -29,6 +29,7 @@ static struct worker_env_spec spec(void)
 	    .max_restarts = 3,
 	    .run_id = "none",
 	    .error_file = "/tmp/x/attempt_2/5/error.json",
+	    .job_tag = "0123456789abcdef",
 	    .set_omp = true,
 	};
 	return s;
@@ -36,7 +37,7 @@ static struct worker_env_spec spec(void)
 
 static void test_torchrun_vars(void **state)
 {
-	char *base[] = {"PATH=/usr/bin", "HOME=/root", "RANK=99", NULL};
+	char *base[] = {"PATH=/usr/bin", "HOME=/root", "RANK=99", "DDP_JOB_TAG=stale", NULL};
 	struct worker_env_spec s = spec();
 	char **env;
 	const char *expect[][2] = {
@@ -56,6 +57,7 @@ static void test_torchrun_vars(void **state)
 	    {"TORCHELASTIC_RUN_ID", "none"},
 	    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
 	    {"TORCHELASTIC_ERROR_FILE", "/tmp/x/attempt_2/5/error.json"},
+	    {"DDP_JOB_TAG", "0123456789abcdef"},
 	    {"NCCL_ASYNC_ERROR_HANDLING", "1"},
 	    {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
 	    {"OMP_NUM_THREADS", "1"},
