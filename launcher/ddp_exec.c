@@ -16,8 +16,8 @@
  * (every descendant, found in /proc) and ends the same way (same exit code,
  * or same signal). If ddplaunch dies, even by SIGKILL, ddp-exec kills every
  * descendant, removes the job's shared-memory names (/dev/shm/ddp-TAG-*,
- * TAG from DDP_JOB_TAG) and, in a cgroup, kills the whole job's cgroup, so
- * nothing of the job survives its launcher.
+ * TAG from DDP_JOB_TAG) and, in a cgroup, kills what is left in the job's
+ * cgroup and removes it, so nothing of the job survives its launcher.
  *
  * Signals sent by ddplaunch go to the whole group and so reach the worker
  * directly; a signal sent to ddp-exec alone by someone else is passed on.
@@ -25,15 +25,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PID_FD	3
@@ -241,6 +245,67 @@ static void remove_job_shm(void)
 	closedir(d);
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether the cgroup DIR still holds a process. */
+static bool cgroup_populated(const char *dir)
+{
+	char path[4096], buf[256];
+	bool populated = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(buf, sizeof(buf), f))
+		if (!strcmp(buf, "populated 1\n"))
+			populated = true;
+	fclose(f);
+	return populated;
+}
+
+/* The job's cgroup, when ddplaunch can no longer remove it: ddp-exec
+ * moves out of it (to its parent), kills what is left in it (the other
+ * guards too; whichever is last removes it), waits a second at most for it
+ * to empty (cgroup.events changes when it does) and removes it. */
+static void cgroup_end(const char *dir)
+{
+	char parent[4096], pid[24], ev[1024];
+	int fd = inotify_init1(IN_CLOEXEC);
+	int64_t start = now_ms();
+	char *slash;
+
+	snprintf(parent, sizeof(parent), "%s", dir);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+		cgroup_write(parent, "cgroup.procs", pid);
+	}
+	if (fd >= 0) {
+		snprintf(ev, sizeof(ev), "%s/cgroup.events", dir);
+		inotify_add_watch(fd, ev, IN_MODIFY);
+	}
+	cgroup_write(dir, "cgroup.kill", "1");
+	while (cgroup_populated(dir)) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		int left = 1000 - (int)(now_ms() - start);
+
+		if (fd < 0 || left <= 0 || poll(&pfd, 1, left) <= 0 || read(fd, ev, sizeof(ev)) < 0)
+			break;
+	}
+	rmdir(dir);
+	if (fd >= 0)
+		close(fd);
+}
+
 /* ddplaunch died: nothing of the job may outlive it. */
 static void launcher_died(pid_t worker, const char *cgroup)
 {
@@ -249,9 +314,9 @@ static void launcher_died(pid_t worker, const char *cgroup)
 	end_tree(worker, &status);
 	remove_job_shm();
 	/* What escaped the tree (a guard killed by someone) is still in the
-	 * job's cgroup; this kills ddp-exec too. */
+	 * job's cgroup. */
 	if (cgroup)
-		cgroup_write(cgroup, "cgroup.kill", "1");
+		cgroup_end(cgroup);
 	kill(0, SIGKILL);
 	_exit(137);
 }

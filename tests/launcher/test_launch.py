@@ -360,6 +360,11 @@ class Leftovers(LaunchCase):
                 out, err = p.communicate(timeout=30)
                 wait_none_left(m)
                 self.check_mode(mode, err)
+                # The guards remove the job's cgroup when no launcher can.
+                cg = re.search(r"the workers run in cgroup '([^']+)'", err)
+                if cg:
+                    wait_for(lambda: not os.path.exists(cg.group(1)), 10,
+                             "the job's cgroup to go")
 
     def test_group_restart(self):
         for mode in self.MODES:
