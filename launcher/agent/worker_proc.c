@@ -214,11 +214,27 @@ static linebuf_emit_fn proc_emit(int i)
 	return i == 0 ? emit_out : i == 1 ? emit_err : emit_pid;
 }
 
+static void quiet_arm(struct worker_proc *p, int s);
+
 static void quiet_cb(uv_timer_t *t)
 {
 	struct worker_proc *p = t->data;
 	int s = t == &p->quiet[1];
+	uv_os_fd_t fd;
+	ssize_t n = -1;
 
+	/* Bytes may be waiting that the loop has not read yet (ddplaunch itself
+	 * was not scheduled for a while): then the stream was not quiet. */
+	if (uv_fileno((uv_handle_t *)proc_pipe(p, s), &fd) == 0)
+		n = read(fd, worker_readbuf, sizeof(worker_readbuf));
+	if (n > 0) {
+		linebuf_feed(proc_lb(p, s), worker_readbuf, (size_t)n, proc_emit(s), p);
+		/* Shown anyway once it waited WORKER_PROC_SHOW_MS. */
+		if (!p->pending[s] || uv_now(t->loop) < p->pending_since[s] + WORKER_PROC_SHOW_MS) {
+			quiet_arm(p, s);
+			return;
+		}
+	}
 	p->pending[s] = false;
 	linebuf_show(proc_lb(p, s), proc_emit(s), p);
 }
