@@ -135,9 +135,6 @@ static int open_tmp(struct rundir *rd, const char *tmpdir, bool keep)
 {
 	int rc;
 
-	if (!tmpdir || !*tmpdir)
-		tmpdir = "/tmp";
-	each_entry(tmpdir, remove_if_dead);
 	snprintf(rd->path, sizeof(rd->path), "%s/" TMP_PREFIX "XXXXXX", tmpdir);
 	if (!mkdtemp(rd->path)) {
 		rc = -errno;
@@ -216,6 +213,9 @@ int rundir_open(struct rundir *rd, const char *log_dir, const char *run_id, cons
 	rd->path[0] = '\0';
 	rd->is_tmp = false;
 	rd->lock_fd = -1;
+	if (!tmpdir || !*tmpdir)
+		tmpdir = "/tmp";
+	each_entry(tmpdir, remove_if_dead);
 	if (log_dir)
 		return open_in_log_dir(rd, log_dir, run_id ? run_id : "run");
 	return open_tmp(rd, tmpdir, keep);

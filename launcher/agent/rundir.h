@@ -30,9 +30,9 @@ struct rundir {
 	int lock_fd; /* the held lock of a temporary one, else -1 */
 };
 
-/* Makes the run's directory (see above): under `log_dir` when given (made
- * if missing), else under `tmpdir` (NULL or "": /tmp), first removing
- * what dead runs left there. `keep` (log files in it) makes a directory
+/* First removes what dead runs left in `tmpdir` (NULL or "": /tmp), then
+ * makes the run's directory (see above): under `log_dir` when given (made
+ * if missing), else under `tmpdir`. `keep` (log files in it) makes a directory
  * under tmpdir stay at the end. Returns 0 or -errno, with the reason
  * reported. */
 int rundir_open(struct rundir *rd, const char *log_dir, const char *run_id, const char *tmpdir,

@@ -417,7 +417,9 @@ class Leftovers(LaunchCase):
             p.kill()
             p.wait()
             self.assertTrue(os.path.isdir(os.path.join(dead, "attempt_0", "0")))
-            r = self.launch(["--nproc_per_node=1", HELPER, "exit", "0"])
+            # A run with --log_dir cleans the temporary directory as well.
+            r = self.launch(["--nproc_per_node=1", "--log_dir", self.path("logs"), HELPER,
+                             "exit", "0"])
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertFalse(os.path.exists(dead))
             self.assertEqual(sorted(glob.glob(self.path("ddplaunch_*"))),
