@@ -450,11 +450,11 @@ class SharedMemory(LaunchCase):
     the group ends."""
 
     def sweep(self):
-        # Rank 1 and rank 0 in turn, every 0.25 ms over the first 12 ms of
+        # Rank 1 and rank 0 in turn, every 0.25 ms over the first 8 ms of
         # their life (ddp_init's store exchange, the segment's creation and
         # mapping, the arenas, the all-reduce, the exit: a few ms on an idle
-        # machine), then every 8 ms up to 160 ms (a loaded one).
-        delays = list(range(0, 12000, 250)) + list(range(12000, 160000, 8000))
+        # machine), then every 16 ms up to 160 ms (a loaded one).
+        delays = list(range(0, 8000, 250)) + list(range(8000, 160000, 16000))
         return [(rank, us) for us in delays for rank in (1, 0)]
 
     def argv(self, rank, us, note_dir):
