@@ -43,7 +43,10 @@ static const char *const op_patterns[PROTO_OP_COUNT] = {
     [PROTO_OP_DELETE_KEY] = "k",  [PROTO_OP_APPEND] = "kv",    [PROTO_OP_MULTI_GET] = "Nk",
     [PROTO_OP_MULTI_SET] = "Nkv", [PROTO_OP_CANCEL_WAIT] = "", [PROTO_OP_PING] = "u",
     [PROTO_OP_QUEUE_PUSH] = "kv", [PROTO_OP_QUEUE_POP] = "k",  [PROTO_OP_QUEUE_LEN] = "k",
-    [PROTO_OP_LIST_KEYS] = "",	  [PROTO_OP_BARRIER] = "ki",
+    [PROTO_OP_LIST_KEYS] = "",	  [PROTO_OP_BARRIER] = "ki",   [PROTO_OP_S_HELLO] = "iv",
+    [PROTO_OP_S_AUTH] = "v",	  [PROTO_OP_S_GET] = "Nk",     [PROTO_OP_S_CAS] = "kivv",
+    [PROTO_OP_S_ADD] = "ki",	  [PROTO_OP_S_SET] = "kv",     [PROTO_OP_S_SET_SESSION] = "kv",
+    [PROTO_OP_S_WATCH] = "k",	  [PROTO_OP_S_UNWATCH] = "k",  [PROTO_OP_S_PING] = "u",
 };
 
 static const char *const op_names[PROTO_OP_COUNT] = {
@@ -67,10 +70,27 @@ static const char *const op_names[PROTO_OP_COUNT] = {
     [PROTO_OP_QUEUE_LEN] = "queue_len",
     [PROTO_OP_LIST_KEYS] = "list_keys",
     [PROTO_OP_BARRIER] = "barrier",
+    [PROTO_OP_S_HELLO] = "session_hello",
+    [PROTO_OP_S_AUTH] = "session_auth",
+    [PROTO_OP_S_GET] = "session_get",
+    [PROTO_OP_S_CAS] = "session_cas",
+    [PROTO_OP_S_ADD] = "session_add",
+    [PROTO_OP_S_SET] = "session_set",
+    [PROTO_OP_S_SET_SESSION] = "session_set_session",
+    [PROTO_OP_S_WATCH] = "session_watch",
+    [PROTO_OP_S_UNWATCH] = "session_unwatch",
+    [PROTO_OP_S_PING] = "session_ping",
 };
+
+/* Agent-session codes: PROTO_SESSION_CODE_FIRST + (op - PROTO_OP_S_HELLO),
+ * V2 only, far above anything torch numbers. */
+#define SESSION_OPS (PROTO_OP_COUNT - PROTO_OP_S_HELLO)
 
 int proto_op_code(enum proto_gen gen, enum proto_op op)
 {
+	if (op >= PROTO_OP_S_HELLO && op < PROTO_OP_COUNT)
+		return gen == PROTO_GEN_V2 ? PROTO_SESSION_CODE_FIRST + (int)(op - PROTO_OP_S_HELLO)
+					   : -1;
 	const int8_t *table = gen == PROTO_GEN_V2 ? v2_ops : v1_ops;
 	size_t n = gen == PROTO_GEN_V2 ? sizeof(v2_ops) : sizeof(v1_ops);
 	for (size_t i = 0; i < n; i++)
@@ -81,6 +101,9 @@ int proto_op_code(enum proto_gen gen, enum proto_op op)
 
 int proto_op_from_code(enum proto_gen gen, uint8_t code)
 {
+	if (gen == PROTO_GEN_V2 && code >= PROTO_SESSION_CODE_FIRST &&
+	    code < PROTO_SESSION_CODE_FIRST + SESSION_OPS)
+		return PROTO_OP_S_HELLO + (code - PROTO_SESSION_CODE_FIRST);
 	if (gen == PROTO_GEN_V2)
 		return code < sizeof(v2_ops) ? v2_ops[code] : -1;
 	return code < sizeof(v1_ops) ? v1_ops[code] : -1;

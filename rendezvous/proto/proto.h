@@ -11,6 +11,10 @@
  *   PROTO_GEN_V2  torch 2.x: VALIDATE=0 ... QUEUE_LEN=16, LIST_KEYS=17,
  *                 BARRIER=18; such a client always opens with VALIDATE
  *                 (00 CE F7 85 3C).
+ * Agent sessions (our own extension, never sent by torch) use the V2
+ * numbering plus the codes PROTO_SESSION_CODE_FIRST.. (PROTO_OP_S_*), and
+ * their replies are framed (a tag byte, then an i64 status); see
+ * docs/protocol.md, "Agent sessions".
  * The decoder tells a connection's generation from its first bytes: a first
  * byte other than 0, or a 0 not followed by the magic, is V1 (a V1 SET whose
  * key length starts CE F7 85 3C would announce a key of over 1 GB, far over
@@ -55,6 +59,17 @@ enum proto_op {
 	PROTO_OP_QUEUE_LEN,   /* key; reply i64 */
 	PROTO_OP_LIST_KEYS,   /* nothing; reply i64 n, then n keys (V2 only) */
 	PROTO_OP_BARRIER,     /* key, i64 world size; reply u8 STOP_WAITING (V2 only) */
+	/* Agent sessions (V2 numbering only; replies: docs/protocol.md). */
+	PROTO_OP_S_HELLO,	/* i64 server idle timeout (ms), client nonce */
+	PROTO_OP_S_AUTH,	/* client proof */
+	PROTO_OP_S_GET,		/* u64 n, n keys */
+	PROTO_OP_S_CAS,		/* key, i64 has_expected, expected, desired */
+	PROTO_OP_S_ADD,		/* key, i64 delta */
+	PROTO_OP_S_SET,		/* key, value */
+	PROTO_OP_S_SET_SESSION, /* key, value: deleted when the session ends */
+	PROTO_OP_S_WATCH,	/* key */
+	PROTO_OP_S_UNWATCH,	/* key */
+	PROTO_OP_S_PING,	/* u32 nonce */
 	PROTO_OP_COUNT,
 };
 
@@ -67,6 +82,17 @@ enum proto_op {
 #define PROTO_WATCH_KEY_CREATED		1
 #define PROTO_WATCH_KEY_DELETED		2
 #define PROTO_WATCH_CALLBACK_REGISTERED 3
+
+/* Agent sessions: the wire code of PROTO_OP_S_HELLO (the others follow in
+ * enum order), the tag byte before each server message, the handshake's
+ * sizes and the HELLO reply's auth byte. */
+#define PROTO_SESSION_CODE_FIRST 0xA0
+#define PROTO_SESSION_REPLY	 0
+#define PROTO_SESSION_EVENT	 1
+#define PROTO_SESSION_NONCE_LEN	 32
+#define PROTO_SESSION_PROOF_LEN	 32
+#define PROTO_SESSION_AUTH_NONE	 0 /* the store has no token */
+#define PROTO_SESSION_AUTH_TOKEN 1 /* a challenge follows */
 
 /* Limits checked against every announced length before allocating. */
 struct proto_limits {

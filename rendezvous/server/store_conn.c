@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_agent.h"
 
 /* libuv buffers hold an unsigned int length: larger replies go in pieces. */
 #define CONN_WRITE_PIECE ((size_t)1 << 30)
@@ -25,6 +26,7 @@ static void conn_forget(struct store_conn *conn)
 	struct store *store = conn->server->store;
 	size_t dropped = store_owner_cancel(store, &conn->owner);
 	store_owner_unwatch(store, &conn->owner);
+	store_agent_forget(conn); /* after unwatch: its own deletions go to others only */
 	if (dropped)
 		log_debug("store: client gone; dropped %zu pending wait(s)", dropped);
 }
@@ -167,13 +169,18 @@ void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change c
 	if (conn->state == CONN_CLOSING)
 		return;
 	conn->server->in_callback++;
-	int rc = proto_put_u8(&conn->out, (uint8_t)change);
-	if (rc == 0)
-		rc = proto_put_bytes(&conn->out, key.data, key.len);
-	if (rc == 0)
-		rc = proto_put_bytes(&conn->out, old_value.data, old_value.len);
-	if (rc == 0)
-		rc = proto_put_bytes(&conn->out, new_value.data, new_value.len);
+	int rc;
+	if (conn->agent) {
+		rc = store_agent_event(conn, change, key, new_value);
+	} else {
+		rc = proto_put_u8(&conn->out, (uint8_t)change);
+		if (rc == 0)
+			rc = proto_put_bytes(&conn->out, key.data, key.len);
+		if (rc == 0)
+			rc = proto_put_bytes(&conn->out, old_value.data, old_value.len);
+		if (rc == 0)
+			rc = proto_put_bytes(&conn->out, new_value.data, new_value.len);
+	}
 	if (rc < 0)
 		store_conn_close(conn);
 	else
@@ -278,6 +285,8 @@ void store_conn_accept(struct store_server *server)
 			  server->limits.max_connections);
 		rc = -EMFILE;
 	}
+	if (rc == 0)
+		rc = store_access_admit(conn);
 	if (rc == 0) {
 		uv_tcp_nodelay(&conn->tcp, 1);
 		/* A peer whose machine died without a FIN is found and its

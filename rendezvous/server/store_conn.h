@@ -34,6 +34,16 @@ enum conn_state {
 	CONN_CLOSING,
 };
 
+/* What a connection may do (store_access.h): be served as a TCPStore
+ * client, or only open an agent session and pass the token handshake. */
+enum conn_access {
+	CONN_ACCESS_OPEN,
+	CONN_ACCESS_PROOF,
+};
+
+struct store_agent;  /* an agent session's state (store_agent.h) */
+struct store_access; /* the server's token and allowed addresses */
+
 struct store_conn {
 	uv_tcp_t tcp; /* first: the handle's address is the connection's */
 	struct store_server *server;
@@ -45,6 +55,8 @@ struct store_conn {
 	struct bytebuf stash; /* PAUSED: received bytes not yet decoded */
 	size_t inflight;      /* bytes in the uv_write in progress (0: none) */
 	enum conn_state state;
+	enum conn_access access;
+	struct store_agent *agent; /* NULL unless the client opened a session */
 };
 
 struct store_server {
@@ -55,6 +67,7 @@ struct store_server {
 	struct store *store;
 	struct store_conn *conns;
 	size_t nconns;
+	struct store_access *access; /* NULL: no token, every address served */
 	int port;
 	bool closing;
 	int in_callback; /* > 0 while a store callback runs */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "store_agent.h"
 #include "store_conn.h"
 
 static int exec_multi_get(struct store_conn *conn, const struct proto_request *req)
@@ -122,6 +123,8 @@ int store_conn_execute(struct store_conn *conn, const struct proto_request *req)
 	struct store *store = conn->server->store;
 	struct bytebuf *out = &conn->out;
 	int rc;
+	if (conn->agent || conn->access != CONN_ACCESS_OPEN || req->op >= PROTO_OP_S_HELLO)
+		return store_agent_execute(conn, req);
 	switch (req->op) {
 	case PROTO_OP_VALIDATE:
 		return 0;

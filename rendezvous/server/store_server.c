@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_agent.h"
 #include "store_conn.h"
 
 /* listen() backlog: the kernel caps it at net.core.somaxconn, so asking for
@@ -178,6 +179,7 @@ void store_server_conn_gone(struct store_server *server)
 		return;
 	void (*done)(void *) = server->done;
 	void *arg = server->done_arg;
+	store_access_free(server->access);
 	store_free(server->store);
 	free(server);
 	if (done)
@@ -199,6 +201,7 @@ void store_server_close(struct store_server *server, void (*done)(void *arg), vo
 	server->closing = true;
 	server->done = done;
 	server->done_arg = arg;
+	store_access_close(server);
 	for (struct store_conn *c = server->conns; c; c = c->next)
 		store_conn_close(c);
 	if (server->listener)

@@ -15,8 +15,9 @@
  * The session object is allocated by store_session_connect() and freed by
  * the library after store_session_close() (once libuv has closed its
  * handles: keep the loop running) or after on_connect reported a failure /
- * on_close ran (the callback is its last use; calling store_session_close()
- * from it or later is allowed and does nothing more).
+ * on_close ran (the callback is its last use: calling store_session_close()
+ * from inside it is allowed and does nothing more; after it returns the
+ * pointer is invalid).
  *
  * Connecting: the host is resolved (a name or an IPv4/IPv6 literal) and
  * connected to, retried with backoff (50 ms doubling to 1 s) until
@@ -51,12 +52,13 @@
  * integer), -ERANGE (add: out of int64); -ENOMEM (the store ran out of
  * memory); any other negative errno the store answered.
  *
- * Liveness: TCP keep-alive is on, and every ping_interval_ms a ping is sent;
- * when one is not answered within ping_timeout_ms the connection is
- * declared lost (on_close with -ETIMEDOUT): with the defaults a dead or
- * frozen store host, or a partition, is noticed within 2 s even when the
- * session is otherwise silent. A closed connection (the store process died,
- * or the store closed it) is noticed at once (-ECONNRESET).
+ * Liveness: TCP keep-alive is on, a ping goes out every ping_interval_ms
+ * (one at a time), and when nothing at all has come from the store for
+ * ping_timeout_ms while a ping waits, the connection is declared lost
+ * (on_close with -ETIMEDOUT): with the defaults a dead or frozen store
+ * host, or a partition, is noticed 1.5 s after the store's last word, even
+ * when the session is otherwise silent. A closed connection (the store
+ * process died, or the store closed it) is noticed at once (-ECONNRESET).
  *
  * Not thread-safe: one session belongs to one loop and is used from that
  * loop's thread only.
@@ -74,7 +76,7 @@
 #define STORE_SESSION_MAX_VALUE (16 * 1024 * 1024)
 #define STORE_SESSION_MAX_KEYS	(64 * 1024)
 #define STORE_SESSION_MAX_TOKEN 4096
-#define STORE_SESSION_MSG_MAX	320 /* room for any message given to a callback */
+#define STORE_SESSION_MSG_MAX	768 /* room for any message given to a callback */
 
 /* A byte string (same layout as struct rdzv_bytes). */
 struct store_session_bytes {
@@ -99,7 +101,8 @@ struct store_session_opts {
 	int64_t connect_timeout_ms;	 /* retry until this long after the call (the
 					    join deadline); 0 means one attempt */
 	uint32_t ping_interval_ms;	 /* 0: no pings (TCP keep-alive only) */
-	uint32_t ping_timeout_ms;	 /* a ping unanswered this long: lost */
+	uint32_t ping_timeout_ms;	 /* nothing heard this long while a ping
+					    waits: lost (must exceed the interval) */
 	uint32_t server_idle_timeout_ms; /* asks the store to end this session
 					    when it hears nothing from it this
 					    long (its session keys go with it;

@@ -73,6 +73,7 @@ static int entry_assign(struct store *s, struct store_entry *e, const void *data
 			return -ENOMEM;
 		memcpy(v, data, len);
 	}
+	store_entry_unbind(e);
 	s->bytes = s->bytes - e->value_len + len;
 	old->data = e->value;
 	old->len = e->value_len;
@@ -199,6 +200,7 @@ int store_delete(struct store *store, struct byteview key)
 	struct store_entry *e = store_table_find(&store->table, key);
 	if (!e || !e->present)
 		return 0;
+	store_entry_unbind(e);
 	uint8_t *old = e->value;
 	size_t old_len = e->value_len;
 	store->bytes -= e->value_len;
@@ -238,6 +240,7 @@ int store_append(struct store *store, struct byteview key, struct byteview value
 		return -ENOMEM;
 	}
 	memcpy(v + e->value_len, value.data, value.len);
+	store_entry_unbind(e);
 	struct byteview old = {keep, e->value_len};
 	e->value = v;
 	e->value_len += value.len;
@@ -269,6 +272,7 @@ static int entry_clear(struct store *s, struct store_entry *e)
 {
 	bool had = e->present || e->qlen > 0;
 	if (e->present) {
+		store_entry_unbind(e);
 		uint8_t *old = e->value;
 		size_t old_len = e->value_len;
 		s->bytes -= e->value_len;

@@ -35,6 +35,7 @@ struct store;
 struct store_waiter;
 
 struct store_watch;
+struct store_entry;
 
 /* The pending waits and the watches of one client (embed one per
  * connection). Initialise with STORE_OWNER_INIT or zeroes; cancel and unwatch
@@ -42,11 +43,12 @@ struct store_watch;
 struct store_owner {
 	struct store_waiter *waiters;
 	struct store_watch *watches;
+	struct store_entry *bound; /* keys bound to this session (store_lease.h) */
 };
 
 #define STORE_OWNER_INIT                                                                           \
 	{                                                                                          \
-		NULL, NULL                                                                         \
+		NULL, NULL, NULL                                                                   \
 	}
 
 /* What happened to a watched key (the values are torch 1.13's

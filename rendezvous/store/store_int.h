@@ -76,6 +76,10 @@ void store_entry_wake(struct store *s, struct store_entry *e, bool one);
 void store_entry_notify(struct store *s, struct store_entry *e, enum store_change change,
 			struct byteview old_value, struct byteview new_value);
 
+/* Unbinds the entry from its session, if bound (every write or deletion
+ * does this first; store_lease.c). */
+void store_entry_unbind(struct store_entry *e);
+
 /* Frees every waiter and watch of the entry without callbacks (store_free). */
 void store_entry_drop_waits(struct store_entry *e);
 

@@ -14,6 +14,7 @@
 struct store_link;
 struct store_watch;
 struct store_item;
+struct store_owner;
 
 /* One key. It lives while it has a value, a non-empty queue, waiters or
  * watchers. */
@@ -28,6 +29,9 @@ struct store_entry {
 	struct store_item *qhead;    /* queue, oldest first */
 	struct store_item *qtail;
 	size_t qlen;
+	struct store_owner *bound; /* the session that owns it (store_lease.h) */
+	struct store_entry *bprev; /* that owner's list of bound keys */
+	struct store_entry *bnext;
 	size_t key_len;
 	uint8_t key[];
 };

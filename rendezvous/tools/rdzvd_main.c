@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "cli_util.h"
 #include "log.h"
+#include "store_access.h"
 #include "store_server.h"
 
 struct rdzvd {
@@ -22,6 +24,9 @@ struct rdzvd {
 	uv_signal_t sigterm;
 	uv_signal_t sigint;
 	const char *port_file;
+	const char *token_file;
+	const char **allow; /* --allow addresses */
+	size_t nallow;
 };
 
 /* 65536 -> "64K": sizes as the flags accept them. */
@@ -47,7 +52,8 @@ static void usage(FILE *f)
 	store_limits_default(&d);
 	fprintf(
 	    f,
-	    "usage: ddp-rdzvd [--host ADDR] [--port N] [--port-file PATH] [limits] [-v]\n"
+	    "usage: ddp-rdzvd [--host ADDR] [--port N] [--port-file PATH] [--token-file FILE]\n"
+	    "                 [--allow ADDR]... [limits] [-v]\n"
 	    "\n"
 	    "Hosts a rendezvous key-value store that speaks PyTorch's c10d TCPStore\n"
 	    "protocol (torch 1.13 and 2.x clients at once): the store torchrun's agent\n"
@@ -56,12 +62,25 @@ static void usage(FILE *f)
 	    "TORCHELASTIC_USE_AGENT_STORE=True; ddp-store talks to it from a shell.\n"
 	    "\n"
 	    "  --host ADDR        address to listen on (default 127.0.0.1); 0.0.0.0 or ::\n"
-	    "                     listen on every interface - the store has no\n"
-	    "                     authentication, so only do that on a trusted network\n"
+	    "                     listen on every interface - without a token anyone who\n"
+	    "                     reaches the port can use the store, so only do that with\n"
+	    "                     --token-file or on a trusted network\n"
 	    "  --port N           port to listen on (default 29500, torchrun's default\n"
 	    "                     MASTER_PORT); 0 lets the kernel choose a free one\n"
 	    "  --port-file PATH   write the bound port to PATH (atomically, as\n"
 	    "                     \"PORT\\n\"); removed again on a clean exit\n"
+	    "  --token-file FILE  the job's token (the file's bytes, less a final newline;\n"
+	    "                     or the environment variable DDP_RDZV_TOKEN): ddplaunch\n"
+	    "                     agents must prove they know it (HMAC-SHA-256\n"
+	    "                     challenge-response; the token never crosses the network)\n"
+	    "                     and check that the store knows it too. Clients that cannot\n"
+	    "                     prove it (torch workers, ddp-store) are served only from\n"
+	    "                     127.0.0.1/::1, from --allow addresses and from the\n"
+	    "                     addresses of agents that proved it; any other client is\n"
+	    "                     disconnected and logged\n"
+	    "  --allow ADDR       serve clients from ADDR (an IPv4 or IPv6 address; may be\n"
+	    "                     repeated) without the token; without a token, --allow\n"
+	    "                     refuses every other address except 127.0.0.1 and ::1\n"
 	    "  -v, --verbose      debug output: why each client was disconnected, ...\n"
 	    "  -h, --help         show this help\n"
 	    "\n"
@@ -82,7 +101,11 @@ static void usage(FILE *f)
 	    "  node0$ ddp-rdzvd --host 0.0.0.0 --port 29500\n"
 	    "  each$  MASTER_ADDR=node0 MASTER_PORT=29500 TORCHELASTIC_USE_AGENT_STORE=True \\\n"
 	    "         TORCHELASTIC_RESTART_COUNT=0 RANK=... WORLD_SIZE=... python train.py\n"
-	    "  any$   ddp-store --addr node0:29500 keys\n",
+	    "  any$   ddp-store --addr node0:29500 keys\n"
+	    "\n"
+	    "example: a store for ddplaunch agents on other nodes\n"
+	    "  node0$ head -c 32 /dev/urandom | base64 > ~/.rdzv-token; chmod 600 ~/.rdzv-token\n"
+	    "  node0$ ddp-rdzvd --host 0.0.0.0 --port 29400 --token-file ~/.rdzv-token\n",
 	    size_text(d.max_key_len, a, sizeof(a)), size_text(d.max_value_len, b, sizeof(b)),
 	    d.max_keys_per_request, size_text(d.max_total_bytes, c, sizeof(c)), d.max_connections,
 	    d.max_barrier_world, d.max_list_keys);
@@ -90,6 +113,8 @@ static void usage(FILE *f)
 
 enum {
 	OPT_PORT_FILE = 256,
+	OPT_TOKEN_FILE,
+	OPT_ALLOW,
 	OPT_MAX_KEY,
 	OPT_MAX_VALUE,
 	OPT_MAX_KEYS,
@@ -103,6 +128,8 @@ static const struct option long_opts[] = {
     {"host", required_argument, NULL, 'H'},
     {"port", required_argument, NULL, 'p'},
     {"port-file", required_argument, NULL, OPT_PORT_FILE},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"allow", required_argument, NULL, OPT_ALLOW},
     {"max-key-len", required_argument, NULL, OPT_MAX_KEY},
     {"max-value-len", required_argument, NULL, OPT_MAX_VALUE},
     {"max-keys-per-request", required_argument, NULL, OPT_MAX_KEYS},
@@ -137,8 +164,18 @@ static size_t *limit_slot(struct store_limits *l, int opt)
 	}
 }
 
+/* --allow's check, before any server exists. */
+static int allow_check(const char *addr)
+{
+	struct sockaddr_in6 sa;
+	return uv_ip4_addr(addr, 0, (struct sockaddr_in *)&sa) == 0 ||
+		       uv_ip6_addr(addr, 0, &sa) == 0
+		   ? 0
+		   : -EINVAL;
+}
+
 /* Returns 0, 1 for --help, or -1 on a usage error (reported). */
-static int parse_args(int argc, char **argv, const char **host, int *port, const char **port_file,
+static int parse_args(int argc, char **argv, const char **host, int *port, struct rdzvd *d,
 		      struct store_limits *limits, int *verbose)
 {
 	int opt;
@@ -163,7 +200,17 @@ static int parse_args(int argc, char **argv, const char **host, int *port, const
 			}
 			break;
 		case OPT_PORT_FILE:
-			*port_file = optarg;
+			d->port_file = optarg;
+			break;
+		case OPT_TOKEN_FILE:
+			d->token_file = optarg;
+			break;
+		case OPT_ALLOW:
+			if (allow_check(optarg) < 0) {
+				log_error("--allow: '%s' is not an IPv4 or IPv6 address", optarg);
+				return -1;
+			}
+			d->allow[d->nallow++] = optarg;
 			break;
 		case 'v':
 			(*verbose)++;
@@ -179,6 +226,36 @@ static int parse_args(int argc, char **argv, const char **host, int *port, const
 		log_error("unexpected argument '%s' (run 'ddp-rdzvd --help')", argv[optind]);
 		return -1;
 	}
+	return 0;
+}
+
+/* Reads a token file: its bytes less a final "\n" or "\r\n". Returns 0 or
+ * -EINVAL (reported). */
+static int rdzvd_read_token(const char *path, char *buf, size_t cap, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		log_error("cannot read the token file '%s': %s", path, strerror(errno));
+		return -EINVAL;
+	}
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+		log_warn("the token file '%s' can be read by others (chmod 600 it)", path);
+	size_t n = fread(buf, 1, cap, f);
+	fclose(f);
+	if (n >= cap) {
+		log_error("the token file '%s' holds over %d bytes", path, STORE_TOKEN_MAX);
+		return -EINVAL;
+	}
+	if (n && buf[n - 1] == '\n')
+		n--;
+	if (n && buf[n - 1] == '\r')
+		n--;
+	if (n == 0) {
+		log_error("the token file '%s' is empty", path);
+		return -EINVAL;
+	}
+	*len = n;
 	return 0;
 }
 
@@ -200,6 +277,49 @@ static void rdzvd_on_signal(uv_signal_t *sig, int signum)
 		store_server_close(d->server, rdzvd_closed, d);
 }
 
+/* The token from --token-file or DDP_RDZV_TOKEN, and the --allow list. */
+static int rdzvd_access(struct rdzvd *d, const char *host)
+{
+	char token[STORE_TOKEN_MAX + 2];
+	size_t len = 0;
+	const char *from = d->token_file;
+	if (from) {
+		int rc = rdzvd_read_token(from, token, sizeof(token), &len);
+		if (rc < 0)
+			return rc;
+	} else if (getenv("DDP_RDZV_TOKEN") && getenv("DDP_RDZV_TOKEN")[0]) {
+		from = "DDP_RDZV_TOKEN";
+		len = strlen(getenv("DDP_RDZV_TOKEN"));
+		if (len > STORE_TOKEN_MAX) {
+			log_error("DDP_RDZV_TOKEN is over %d bytes", STORE_TOKEN_MAX);
+			return -EINVAL;
+		}
+		memcpy(token, getenv("DDP_RDZV_TOKEN"), len);
+	}
+	if (len && store_server_set_token(d->server, token, len) < 0) {
+		log_error("cannot use the token from %s", from);
+		return -EINVAL;
+	}
+	explicit_bzero(token, sizeof(token));
+	for (size_t i = 0; i < d->nallow; i++)
+		if (store_server_allow(d->server, d->allow[i]) < 0)
+			return -ENOMEM;
+	if (d->nallow && !len)
+		store_server_restrict(d->server);
+	if (len)
+		log_info("token from %s: agents must prove it; other clients are served from "
+			 "127.0.0.1, ::1%s and the agents' addresses only",
+			 from, d->nallow ? ", the --allow addresses" : "");
+	else if (d->nallow)
+		log_info("no token: clients are served from 127.0.0.1, ::1 and the --allow "
+			 "addresses only");
+	else if (strcmp(host, "127.0.0.1") != 0 && strcmp(host, "::1") != 0 &&
+		 strcmp(host, "localhost") != 0)
+		log_warn("no token: anyone who reaches %s can use the store (give --token-file)",
+			 host);
+	return 0;
+}
+
 /* Thousands of clients need thousands of descriptors. */
 static void raise_fd_limit(void)
 {
@@ -214,6 +334,8 @@ static int rdzvd_start(struct rdzvd *d, const char *host, int port,
 		       const struct store_limits *limits)
 {
 	int rc = store_server_new(d->loop, limits, &d->server);
+	if (rc == 0 && rdzvd_access(d, host) < 0)
+		return -EINVAL;
 	if (rc == 0)
 		rc = store_server_listen(d->server, host, port);
 	if (rc < 0) {
@@ -248,7 +370,9 @@ int main(int argc, char **argv)
 
 	log_init("ddp-rdzvd", LOG_INFO);
 	store_limits_default(&limits);
-	int rc = parse_args(argc, argv, &host, &port, &d.port_file, &limits, &verbose);
+	const char *allow[argc > 0 ? argc : 1];
+	d.allow = allow;
+	int rc = parse_args(argc, argv, &host, &port, &d, &limits, &verbose);
 	if (rc != 0) {
 		if (rc > 0)
 			usage(stdout);

@@ -1,0 +1,45 @@
+/*
+ * proto_auth.h - the agent-session handshake's cryptography (libsodium),
+ * shared by the store server and the session client. docs/protocol.md,
+ * "Agent sessions", describes the exchange:
+ *
+ *   client -> HELLO   Nc (32 random bytes)
+ *   server -> Ns (32 random bytes), Ps = HMAC-SHA-256(token, "ddp-rdzv/1 server" Nc Ns)
+ *   client    checks Ps (else the store does not know the token: leave)
+ *   client -> AUTH    Pc = HMAC-SHA-256(token, "ddp-rdzv/1 client" Nc Ns)
+ *   server    checks Pc (else refuse and close)
+ *
+ * The labels keep a proof of one side from ever being a valid proof of the
+ * other; fresh nonces on both sides keep recorded proofs from being
+ * replayed. The token never crosses the network; the traffic after the
+ * handshake is not encrypted (the token authenticates who may join, it
+ * does not hide what they say).
+ */
+#ifndef DDP_RENDEZVOUS_PROTO_AUTH_H
+#define DDP_RENDEZVOUS_PROTO_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+/* Initialises libsodium (idempotent, thread-safe). Returns 0 or -EIO. */
+int proto_auth_init(void);
+
+/* Fills out with PROTO_SESSION_NONCE_LEN random bytes (randombytes_buf;
+ * call proto_auth_init first). */
+void proto_auth_nonce(uint8_t out[PROTO_SESSION_NONCE_LEN]);
+
+/* The proof of the server side (server true) or the client side over the
+ * two nonces, keyed with the token. */
+void proto_auth_proof(const void *token, size_t token_len, bool server,
+		      const uint8_t client_nonce[PROTO_SESSION_NONCE_LEN],
+		      const uint8_t server_nonce[PROTO_SESSION_NONCE_LEN],
+		      uint8_t out[PROTO_SESSION_PROOF_LEN]);
+
+/* Constant-time comparison of two proofs. */
+bool proto_auth_equal(const uint8_t a[PROTO_SESSION_PROOF_LEN],
+		      const uint8_t b[PROTO_SESSION_PROOF_LEN]);
+
+#endif

@@ -1,0 +1,309 @@
+/*
+ * store_access.c - the server's token and allowed addresses (store_access.h),
+ * the rule applied at accept, rate-limited refusal logs, and the sweep that
+ * ends agent sessions silent past their idle timeout.
+ */
+#include "store_access.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proto_auth.h"
+#include "store_agent.h"
+
+#define ACCESS_LOG_GAP_MS 1000 /* at most one refusal line per second */
+#define ACCESS_SWEEP_MS	  100
+
+/* Addresses as 16 bytes: IPv6, IPv4 as its mapped form ::ffff:a.b.c.d. */
+typedef uint8_t access_addr[16];
+
+struct store_access {
+	uint8_t *token;
+	size_t token_len;
+	bool restricted;
+	access_addr *allow; /* sorted */
+	size_t nallow;
+	size_t allow_cap;
+	size_t refused;
+	size_t suppressed;
+	uint64_t last_log_ms;
+	bool logged;
+	uv_timer_t *sweep;
+};
+
+static struct store_access *access_get(struct store_server *server)
+{
+	if (!server->access)
+		server->access = calloc(1, sizeof(*server->access));
+	return server->access;
+}
+
+static int addr_key(const struct sockaddr *sa, access_addr out)
+{
+	if (sa->sa_family == AF_INET) {
+		memset(out, 0, 10);
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+static bool addr_loopback(const access_addr a)
+{
+	static const access_addr v4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+	static const access_addr v6 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	return memcmp(a, v4, 16) == 0 || memcmp(a, v6, 16) == 0;
+}
+
+/* Index of the first entry >= a. */
+static size_t allow_find(const struct store_access *acc, const access_addr a)
+{
+	size_t lo = 0, hi = acc->nallow;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (memcmp(acc->allow[mid], a, 16) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int allow_add(struct store_access *acc, const access_addr a)
+{
+	size_t i = allow_find(acc, a);
+	if (i < acc->nallow && memcmp(acc->allow[i], a, 16) == 0)
+		return 0;
+	if (acc->nallow == acc->allow_cap) {
+		size_t cap = acc->allow_cap ? acc->allow_cap * 2 : 16;
+		access_addr *n = realloc(acc->allow, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		acc->allow = n;
+		acc->allow_cap = cap;
+	}
+	memmove(acc->allow + i + 1, acc->allow + i, (acc->nallow - i) * sizeof(*acc->allow));
+	memcpy(acc->allow[i], a, 16);
+	acc->nallow++;
+	return 0;
+}
+
+int store_server_set_token(struct store_server *server, const void *token, size_t len)
+{
+	if (!token || len == 0 || len > STORE_TOKEN_MAX || proto_auth_init() < 0)
+		return -EINVAL;
+	struct store_access *acc = access_get(server);
+	uint8_t *copy = acc ? malloc(len) : NULL;
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, token, len);
+	free(acc->token);
+	acc->token = copy;
+	acc->token_len = len;
+	return 0;
+}
+
+int store_server_allow_sockaddr(struct store_server *server, const struct sockaddr *addr)
+{
+	access_addr a;
+	int rc = addr_key(addr, a);
+	if (rc < 0)
+		return rc;
+	struct store_access *acc = access_get(server);
+	return acc ? allow_add(acc, a) : -ENOMEM;
+}
+
+int store_server_allow(struct store_server *server, const char *addr)
+{
+	struct sockaddr_storage ss;
+	if (!addr)
+		return -EINVAL;
+	if (uv_ip4_addr(addr, 0, (struct sockaddr_in *)&ss) != 0 &&
+	    uv_ip6_addr(addr, 0, (struct sockaddr_in6 *)&ss) != 0)
+		return -EINVAL;
+	return store_server_allow_sockaddr(server, (const struct sockaddr *)&ss);
+}
+
+void store_server_restrict(struct store_server *server)
+{
+	struct store_access *acc = access_get(server);
+	if (acc)
+		acc->restricted = true;
+	else
+		log_debug("store: out of memory restricting access");
+}
+
+static bool access_allowed(const struct store_access *acc, const access_addr a)
+{
+	if (addr_loopback(a))
+		return true;
+	size_t i = allow_find(acc, a);
+	return i < acc->nallow && memcmp(acc->allow[i], a, 16) == 0;
+}
+
+bool store_server_allowed(const struct store_server *server, const struct sockaddr *addr)
+{
+	const struct store_access *acc = server->access;
+	access_addr a;
+	if (addr_key(addr, a) < 0)
+		return false;
+	if (!acc || (!acc->token && !acc->restricted))
+		return true;
+	return access_allowed(acc, a);
+}
+
+size_t store_server_refused_count(const struct store_server *server)
+{
+	return server->access ? server->access->refused : 0;
+}
+
+const uint8_t *store_access_token(const struct store_server *server, size_t *len)
+{
+	const struct store_access *acc = server->access;
+	*len = acc && acc->token ? acc->token_len : 0;
+	return *len ? acc->token : NULL;
+}
+
+/* "10.0.0.5:41234" (or "?" when the peer is unknown). */
+static void peer_text(struct store_conn *conn, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	int n = sizeof(ss);
+	char host[64] = "?";
+	int port = 0;
+	if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&ss, &n) == 0) {
+		if (ss.ss_family == AF_INET) {
+			uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof(host));
+			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof(host));
+			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		}
+	}
+	snprintf(buf, len, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+void store_access_refused(struct store_conn *conn, const char *why)
+{
+	struct store_access *acc = conn->server->access;
+	if (!acc)
+		return;
+	acc->refused++;
+	uint64_t now = uv_now(conn->server->loop);
+	if (acc->logged && now - acc->last_log_ms < ACCESS_LOG_GAP_MS) {
+		acc->suppressed++;
+		return;
+	}
+	char peer[96];
+	peer_text(conn, peer, sizeof(peer));
+	if (acc->suppressed)
+		log_warn("store: refused a client from %s: %s (and %zu more refusal(s) since the "
+			 "last report)",
+			 peer, why, acc->suppressed);
+	else
+		log_warn("store: refused a client from %s: %s", peer, why);
+	acc->suppressed = 0;
+	acc->last_log_ms = now;
+	acc->logged = true;
+}
+
+int store_access_admit(struct store_conn *conn)
+{
+	struct store_access *acc = conn->server->access;
+	conn->access = CONN_ACCESS_OPEN;
+	if (!acc || (!acc->token && !acc->restricted))
+		return 0;
+	struct sockaddr_storage ss;
+	int n = sizeof(ss);
+	access_addr a;
+	if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&ss, &n) == 0 &&
+	    addr_key((struct sockaddr *)&ss, a) == 0 && access_allowed(acc, a))
+		return 0;
+	if (acc->token) {
+		conn->access = CONN_ACCESS_PROOF;
+		return 0;
+	}
+	store_access_refused(conn, "its address is not allowed (ddp-rdzvd --allow, or a token)");
+	return -EACCES;
+}
+
+void store_access_joined(struct store_conn *conn)
+{
+	struct sockaddr_storage ss;
+	int n = sizeof(ss);
+	struct store_access *acc = conn->server->access;
+	access_addr a;
+	if (!acc || uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&ss, &n) < 0 ||
+	    addr_key((struct sockaddr *)&ss, a) < 0)
+		return;
+	if (allow_add(acc, a) < 0)
+		log_debug("store: out of memory allowing a joined node's address");
+}
+
+static void access_sweep(uv_timer_t *timer)
+{
+	struct store_server *server = timer->data;
+	uint64_t now = uv_now(server->loop);
+	for (struct store_conn *c = server->conns; c; c = c->next) {
+		struct store_agent *ag = c->agent;
+		if (c->state == CONN_CLOSING || !ag || ag->idle_ms == 0 ||
+		    now - ag->last_ms <= ag->idle_ms)
+			continue;
+		log_debug("store: an agent session was silent for over %llu ms; ending it",
+			  (unsigned long long)ag->idle_ms);
+		store_conn_close(c);
+	}
+}
+
+void store_access_watch_idle(struct store_server *server)
+{
+	struct store_access *acc = access_get(server);
+	if (!acc || acc->sweep || server->closing)
+		return;
+	uv_timer_t *t = malloc(sizeof(*t));
+	if (!t || uv_timer_init(server->loop, t) < 0) {
+		free(t);
+		return;
+	}
+	t->data = server;
+	uv_timer_start(t, access_sweep, ACCESS_SWEEP_MS, ACCESS_SWEEP_MS);
+	uv_unref((uv_handle_t *)t); /* never keeps the loop alive by itself */
+	acc->sweep = t;
+}
+
+static void access_timer_closed(uv_handle_t *handle)
+{
+	free(handle);
+}
+
+void store_access_close(struct store_server *server)
+{
+	struct store_access *acc = server->access;
+	if (!acc || !acc->sweep)
+		return;
+	uv_close((uv_handle_t *)acc->sweep, access_timer_closed);
+	acc->sweep = NULL;
+}
+
+void store_access_free(struct store_access *access)
+{
+	if (!access)
+		return;
+	if (access->sweep)
+		uv_close((uv_handle_t *)access->sweep, access_timer_closed);
+	if (access->token)
+		explicit_bzero(access->token, access->token_len);
+	free(access->token);
+	free(access->allow);
+	free(access);
+}

@@ -1,0 +1,66 @@
+/*
+ * store_agent.h - the server side of agent sessions (internal to the
+ * server): the handshake, the session queries, watch events, session-key
+ * expiry (store_agent.c), and the access rule applied to every connection
+ * (store_access.c; its public half is store_access.h).
+ */
+#ifndef DDP_RENDEZVOUS_STORE_AGENT_H
+#define DDP_RENDEZVOUS_STORE_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "store_conn.h"
+
+enum agent_phase {
+	AGENT_CHALLENGED, /* HELLO answered with a challenge; AUTH must follow */
+	AGENT_READY,	  /* every session query is served */
+};
+
+struct store_agent {
+	enum agent_phase phase;
+	uint64_t idle_ms; /* the client's idle timeout (0: none) */
+	uint64_t last_ms; /* uv_now() of its last request */
+	uint8_t client_nonce[PROTO_SESSION_NONCE_LEN];
+	uint8_t server_nonce[PROTO_SESSION_NONCE_LEN];
+};
+
+/* Runs a request of a connection that opened (or must open) an agent
+ * session, or a session query on any connection. Returns 0, or a negative
+ * errno after which the connection is closed. */
+int store_agent_execute(struct store_conn *conn, const struct proto_request *req);
+
+/* Encodes a watch event (tag, key, present, value) for an agent session.
+ * Returns 0 or -ENOMEM. */
+int store_agent_event(struct store_conn *conn, enum store_change change, struct byteview key,
+		      struct byteview value);
+
+/* The connection is going: its session keys are deleted (watchers told)
+ * and the session state freed. Must not run inside a store callback. */
+void store_agent_forget(struct store_conn *conn);
+
+/* At accept: decides conn->access. Returns 0, or -EACCES when the client
+ * is refused at once (logged). */
+int store_access_admit(struct store_conn *conn);
+
+/* Logs (rate-limited) and counts the refusal of a connection. */
+void store_access_refused(struct store_conn *conn, const char *why);
+
+/* The server's token, or NULL (*len 0) when it has none. */
+const uint8_t *store_access_token(const struct store_server *server, size_t *len);
+
+/* An agent session passed the handshake: its address is allowed from now
+ * on (its node joined). */
+void store_access_joined(struct store_conn *conn);
+
+/* Makes sure idle agent sessions are looked for (a sweep every 100 ms). */
+void store_access_watch_idle(struct store_server *server);
+
+/* Stops the sweep (store_server_close). */
+void store_access_close(struct store_server *server);
+
+/* Frees the server's access state (NULL allowed). */
+void store_access_free(struct store_access *access);
+
+#endif

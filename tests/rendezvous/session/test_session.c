@@ -1,0 +1,727 @@
+/*
+ * test_session.c - the agent session client (rendezvous/session) against
+ * the store server in the same libuv loop, on loopback, port 0: every
+ * primitive, watches, session keys deleted when their session ends, the
+ * token handshake both ways, strangers' addresses refused (127.0.0.2 and up
+ * are other "nodes"; only 127.0.0.1 is loopback to the store), connect
+ * retries, and a real ddp-rdzvd (DDP_RDZVD) frozen or killed: on_close
+ * within 2 s.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cmocka.h>
+
+#include "proto.h"
+#include "store_access.h"
+#include "store_server.h"
+#include "store_session.h"
+
+#define TOKEN "job-token-0123456789"
+
+static struct store_session_bytes B(const char *s) {
+	return (struct store_session_bytes){(const uint8_t *)s, strlen(s)};
+}
+
+static uint64_t
+now_ms(void)
+{
+	return uv_hrtime() / 1000000;
+}
+
+/* ---- the loop ---- */
+
+struct waiter {
+	bool expired;
+};
+
+static void on_expire(uv_timer_t *t)
+{
+	((struct waiter *)t->data)->expired = true;
+}
+
+/* Runs the loop until *flag >= want; fails the test after timeout_ms. */
+static void run_until(uv_loop_t *loop, const int *flag, int want, uint64_t timeout_ms)
+{
+	struct waiter w = {false};
+	uv_timer_t t;
+	uv_timer_init(loop, &t);
+	t.data = &w;
+	uv_timer_start(&t, on_expire, timeout_ms, 0);
+	while (*flag < want && !w.expired)
+		uv_run(loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+	assert_false(w.expired);
+}
+
+/* ---- server and sessions ---- */
+
+struct fx {
+	uv_loop_t loop;
+	struct store_server *server;
+	int port;
+};
+
+static void fx_init(struct fx *f, const char *token, bool restrict_)
+{
+	assert_int_equal(uv_loop_init(&f->loop), 0);
+	assert_int_equal(store_server_new(&f->loop, NULL, &f->server), 0);
+	if (token)
+		assert_int_equal(store_server_set_token(f->server, token, strlen(token)), 0);
+	if (restrict_)
+		store_server_restrict(f->server);
+	/* 0.0.0.0: reachable on every 127.x address, like a node's interface. */
+	assert_int_equal(store_server_listen(f->server, "0.0.0.0", 0), 0);
+	f->port = store_server_port(f->server);
+}
+
+static void count_done(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+static void fx_release(struct fx *f)
+{
+	int done = 0;
+	store_server_close(f->server, count_done, &done);
+	run_until(&f->loop, &done, 1, 5000);
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+struct sess {
+	struct store_session *s;
+	int connected; /* callbacks seen */
+	int status;
+	char msg[STORE_SESSION_MSG_MAX];
+	int closed;
+	int close_status;
+	char close_msg[STORE_SESSION_MSG_MAX];
+	uint64_t closed_at;
+};
+
+static void on_connect(struct store_session *s, void *arg, int status, const char *msg)
+{
+	struct sess *x = arg;
+	x->connected++;
+	x->status = status;
+	snprintf(x->msg, sizeof(x->msg), "%s", msg);
+	if (status < 0)
+		x->s = NULL; /* freed after this callback */
+}
+
+static void on_close(struct store_session *s, void *arg, int status, const char *msg)
+{
+	struct sess *x = arg;
+	x->closed++;
+	x->close_status = status;
+	x->closed_at = now_ms();
+	snprintf(x->close_msg, sizeof(x->close_msg), "%s", msg);
+	x->s = NULL;
+}
+
+static void sess_open(uv_loop_t *loop, struct sess *x, int port, const char *token,
+		      const char *bind, int64_t timeout_ms)
+{
+	memset(x, 0, sizeof(*x));
+	struct store_session_opts o;
+	store_session_opts_default(&o);
+	o.host = "127.0.0.1";
+	o.port = (uint16_t)port;
+	o.token = token;
+	o.token_len = token ? strlen(token) : 0;
+	o.bind_addr = bind;
+	o.connect_timeout_ms = timeout_ms;
+	assert_int_equal(store_session_connect(loop, &o, on_connect, on_close, x, &x->s), 0);
+	assert_int_equal(x->connected, 0); /* never from inside the call */
+	run_until(loop, &x->connected, 1, 10000);
+}
+
+/* ---- request results ---- */
+
+struct res {
+	int n; /* callbacks */
+	int seq;
+	int status;
+	bool swapped;
+	int64_t num;
+	size_t nvals;
+	bool present[4];
+	char val[4][64];
+};
+
+static int seq_counter;
+
+static void copy_val(struct res *r, size_t i, const struct store_session_value *v)
+{
+	r->present[i] = v->present;
+	snprintf(r->val[i], sizeof(r->val[i]), "%.*s", (int)v->bytes.len,
+		 (const char *)v->bytes.data);
+}
+
+static void done_cb(void *arg, uint64_t tag, int status)
+{
+	struct res *r = arg;
+	r->n++;
+	r->seq = ++seq_counter;
+	r->status = status;
+}
+
+static void get_cb(void *arg, uint64_t tag, int status, const struct store_session_value *vals,
+		   size_t n)
+{
+	struct res *r = arg;
+	r->n++;
+	r->seq = ++seq_counter;
+	r->status = status;
+	r->nvals = n;
+	for (size_t i = 0; i < n && i < 4; i++)
+		copy_val(r, i, &vals[i]);
+}
+
+static void cas_cb(void *arg, uint64_t tag, int status, bool swapped,
+		   struct store_session_value cur)
+{
+	struct res *r = arg;
+	r->n++;
+	r->seq = ++seq_counter;
+	r->status = status;
+	r->swapped = swapped;
+	copy_val(r, 0, &cur);
+}
+
+static void add_cb(void *arg, uint64_t tag, int status, int64_t value)
+{
+	struct res *r = arg;
+	r->n++;
+	r->seq = ++seq_counter;
+	r->status = status;
+	r->num = value;
+}
+
+/* Watch events: the last few values seen. */
+struct events {
+	int n;
+	int status;
+	bool present;
+	char val[64];
+};
+
+static void event_cb(void *arg, uint64_t id, int status, struct store_session_value v)
+{
+	struct events *e = arg;
+	e->n++;
+	e->status = status;
+	e->present = v.present;
+	snprintf(e->val, sizeof(e->val), "%.*s", (int)v.bytes.len, (const char *)v.bytes.data);
+}
+
+/* ---- tests ---- */
+
+static void test_primitives(void **state)
+{
+	struct fx f;
+	struct sess a;
+	fx_init(&f, NULL, false);
+	sess_open(&f.loop, &a, f.port, NULL, NULL, 5000);
+	assert_int_equal(a.status, 0);
+	char local[64];
+	assert_int_equal(store_session_local_addr(a.s, local, sizeof(local)), 0);
+	assert_string_equal(local, "127.0.0.1");
+
+	struct res r[12];
+	memset(r, 0, sizeof(r));
+	struct store_session *s = a.s;
+	assert_int_equal(store_session_set(s, B("a"), B("1"), done_cb, &r[0], 1), 0);
+	struct store_session_bytes keys[2] = {B("a"), B("missing")};
+	assert_int_equal(store_session_get(s, keys, 2, get_cb, &r[1], 2), 0);
+	assert_int_equal(store_session_cas(s, B("c"), false, B(""), B("x"), cas_cb, &r[2], 3), 0);
+	assert_int_equal(store_session_cas(s, B("c"), false, B(""), B("z"), cas_cb, &r[3], 4), 0);
+	assert_int_equal(store_session_cas(s, B("c"), true, B("x"), B("y"), cas_cb, &r[4], 5), 0);
+	assert_int_equal(store_session_cas(s, B("c"), true, B("zz"), B("y"), cas_cb, &r[5], 6), 0);
+	assert_int_equal(store_session_set(s, B("e"), B(""), done_cb, &r[6], 7), 0);
+	assert_int_equal(store_session_cas(s, B("e"), false, B(""), B("q"), cas_cb, &r[7], 8), 0);
+	assert_int_equal(store_session_add(s, B("n"), 5, add_cb, &r[8], 9), 0);
+	assert_int_equal(store_session_add(s, B("n"), -2, add_cb, &r[9], 10), 0);
+	assert_int_equal(store_session_set(s, B("t"), B("abc"), done_cb, &r[10], 11), 0);
+	assert_int_equal(store_session_add(s, B("t"), 1, add_cb, &r[11], 12), 0);
+	assert_int_equal(store_session_pending(s), 12);
+	run_until(&f.loop, &r[11].n, 1, 5000);
+	for (int i = 0; i < 12; i++) {
+		assert_int_equal(r[i].n, 1);
+		assert_int_equal(r[i].seq, r[0].seq + i); /* in order */
+	}
+	assert_int_equal(r[0].status, 0);
+	assert_int_equal(r[1].nvals, 2);
+	assert_true(r[1].present[0]);
+	assert_string_equal(r[1].val[0], "1");
+	assert_false(r[1].present[1]);
+	assert_true(r[2].swapped && r[2].present[0]);
+	assert_string_equal(r[2].val[0], "x");
+	assert_false(r[3].swapped); /* not absent any more */
+	assert_string_equal(r[3].val[0], "x");
+	assert_true(r[4].swapped);
+	assert_string_equal(r[4].val[0], "y");
+	assert_false(r[5].swapped);
+	assert_string_equal(r[5].val[0], "y");
+	/* An empty value is present: "absent" does not match it. */
+	assert_false(r[7].swapped);
+	assert_true(r[7].present[0]);
+	assert_string_equal(r[7].val[0], "");
+	assert_int_equal(r[8].num, 5);
+	assert_int_equal(r[9].num, 3);
+	assert_int_equal(r[11].status, -EINVAL); /* the session goes on */
+	struct res after = {0};
+	assert_int_equal(store_session_get(s, keys, 1, get_cb, &after, 13), 0);
+	run_until(&f.loop, &after.n, 1, 5000);
+	assert_string_equal(after.val[0], "1");
+	assert_int_equal(store_session_pending(s), 0);
+
+	/* Bad arguments: no callback ever. */
+	assert_int_equal(store_session_set(s, B(""), B("v"), done_cb, &r[0], 0), -EINVAL);
+	assert_int_equal(store_session_get(s, keys, 0, get_cb, &r[0], 0), -EINVAL);
+	assert_int_equal(store_session_add(s, B("k"), 1, NULL, NULL, 0), -EINVAL);
+	assert_int_equal(store_session_unwatch(s, 12345), -ENOENT);
+
+	store_session_close(a.s);
+	store_session_close(NULL);
+	fx_release(&f);
+}
+
+static void test_watch(void **state)
+{
+	struct fx f;
+	struct sess a, b;
+	fx_init(&f, NULL, false);
+	sess_open(&f.loop, &a, f.port, NULL, NULL, 5000);
+	sess_open(&f.loop, &b, f.port, NULL, NULL, 5000);
+	struct events e1 = {0}, e2 = {0};
+	uint64_t id1, id2;
+	assert_int_equal(store_session_watch(a.s, B("w"), event_cb, &e1, &id1), 0);
+	run_until(&f.loop, &e1.n, 1, 5000);
+	assert_false(e1.present); /* the current value first: missing */
+	struct res r = {0};
+	assert_int_equal(store_session_set(b.s, B("w"), B("1"), done_cb, &r, 0), 0);
+	run_until(&f.loop, &e1.n, 2, 5000);
+	assert_true(e1.present);
+	assert_string_equal(e1.val, "1");
+	/* A second watch of the key: its own first value, then both hear. */
+	assert_int_equal(store_session_watch(a.s, B("w"), event_cb, &e2, &id2), 0);
+	run_until(&f.loop, &e2.n, 1, 5000);
+	assert_string_equal(e2.val, "1");
+	assert_int_not_equal(id1, id2);
+	struct res c = {0};
+	assert_int_equal(store_session_cas(b.s, B("w"), true, B("1"), B("2"), cas_cb, &c, 0), 0);
+	run_until(&f.loop, &e2.n, 2, 5000);
+	run_until(&f.loop, &e1.n, 3, 5000);
+	assert_string_equal(e1.val, "2");
+	assert_string_equal(e2.val, "2");
+	/* After unwatch: never called again; the other watch still is. */
+	assert_int_equal(store_session_unwatch(a.s, id1), 0);
+	assert_int_equal(store_session_unwatch(a.s, id1), -ENOENT);
+	int n1 = e1.n;
+	struct res add = {0};
+	assert_int_equal(store_session_add(b.s, B("w"), 5, add_cb, &add, 0), 0);
+	run_until(&f.loop, &e2.n, 3, 5000);
+	assert_string_equal(e2.val, "7");
+	assert_int_equal(e1.n, n1);
+	/* Unwatching the last: no more events, the session still works. */
+	assert_int_equal(store_session_unwatch(a.s, id2), 0);
+	int n2 = e2.n;
+	struct res s2 = {0}, g = {0};
+	assert_int_equal(store_session_set(b.s, B("w"), B("x"), done_cb, &s2, 0), 0);
+	run_until(&f.loop, &s2.n, 1, 5000);
+	struct store_session_bytes k = B("w");
+	assert_int_equal(store_session_get(a.s, &k, 1, get_cb, &g, 0), 0);
+	run_until(&f.loop, &g.n, 1, 5000);
+	assert_string_equal(g.val[0], "x");
+	assert_int_equal(e2.n, n2);
+	assert_int_equal(e1.n, n1);
+	store_session_close(a.s);
+	store_session_close(b.s);
+	fx_release(&f);
+}
+
+static void test_session_keys(void **state)
+{
+	struct fx f;
+	struct sess a, b;
+	fx_init(&f, NULL, false);
+	sess_open(&f.loop, &a, f.port, NULL, NULL, 5000);
+	sess_open(&f.loop, &b, f.port, NULL, NULL, 5000);
+	struct res r1 = {0}, r2 = {0}, r3 = {0};
+	assert_int_equal(store_session_set_session(a.s, B("m/a"), B("alive"), done_cb, &r1, 0), 0);
+	assert_int_equal(store_session_set_session(a.s, B("m/x"), B("mine"), done_cb, &r2, 0), 0);
+	run_until(&f.loop, &r2.n, 1, 5000);
+	assert_int_equal(r1.status, 0);
+	/* A plain write by another session unbinds the key: it stays. */
+	assert_int_equal(store_session_set(b.s, B("m/x"), B("yours"), done_cb, &r3, 0), 0);
+	run_until(&f.loop, &r3.n, 1, 5000);
+	struct events ea = {0}, ex = {0};
+	uint64_t ida, idx;
+	assert_int_equal(store_session_watch(b.s, B("m/a"), event_cb, &ea, &ida), 0);
+	assert_int_equal(store_session_watch(b.s, B("m/x"), event_cb, &ex, &idx), 0);
+	run_until(&f.loop, &ex.n, 1, 5000);
+	assert_true(ea.present);
+	assert_string_equal(ea.val, "alive");
+	/* A closes: its key is deleted and the watcher told. */
+	store_session_close(a.s);
+	run_until(&f.loop, &ea.n, 2, 5000);
+	assert_false(ea.present);
+	struct store_session_bytes keys[2] = {B("m/a"), B("m/x")};
+	struct res g = {0};
+	assert_int_equal(store_session_get(b.s, keys, 2, get_cb, &g, 0), 0);
+	run_until(&f.loop, &g.n, 1, 5000);
+	assert_false(g.present[0]);
+	assert_true(g.present[1]);
+	assert_string_equal(g.val[1], "yours");
+	assert_int_equal(ex.n, 1);
+	store_session_close(b.s);
+	fx_release(&f);
+}
+
+static void test_close_fails_pending(void **state)
+{
+	struct fx f;
+	struct sess a;
+	fx_init(&f, NULL, false);
+	/* Requests issued before the session is ready are kept and sent. */
+	memset(&a, 0, sizeof(a));
+	struct store_session_opts o;
+	store_session_opts_default(&o);
+	o.host = "127.0.0.1";
+	o.port = (uint16_t)f.port;
+	assert_int_equal(store_session_connect(&f.loop, &o, on_connect, on_close, &a, &a.s), 0);
+	struct res early = {0};
+	assert_int_equal(store_session_add(a.s, B("early"), 2, add_cb, &early, 0), 0);
+	run_until(&f.loop, &early.n, 1, 5000);
+	assert_int_equal(a.connected, 1);
+	assert_int_equal(early.status, 0);
+	assert_int_equal(early.num, 2);
+	struct res r1 = {0}, r2 = {0};
+	struct events e = {0};
+	uint64_t id;
+	assert_int_equal(store_session_watch(a.s, B("k"), event_cb, &e, &id), 0);
+	assert_int_equal(store_session_set(a.s, B("k"), B("v"), done_cb, &r1, 0), 0);
+	assert_int_equal(store_session_add(a.s, B("n"), 1, add_cb, &r2, 0), 0);
+	store_session_close(a.s);
+	assert_int_equal(r1.n, 1);
+	assert_int_equal(r1.status, -ECANCELED);
+	assert_int_equal(r2.status, -ECANCELED);
+	assert_int_equal(e.n, 1);
+	assert_int_equal(e.status, -ECANCELED);
+	assert_int_equal(a.closed, 0);
+	fx_release(&f);
+}
+
+static void test_auth(void **state)
+{
+	struct fx f;
+	struct sess a;
+	fx_init(&f, TOKEN, false);
+	sess_open(&f.loop, &a, f.port, TOKEN, NULL, 5000);
+	assert_int_equal(a.status, 0);
+	struct res r = {0};
+	assert_int_equal(store_session_set(a.s, B("k"), B("v"), done_cb, &r, 0), 0);
+	run_until(&f.loop, &r.n, 1, 5000);
+	assert_int_equal(r.status, 0);
+	store_session_close(a.s);
+
+	/* A wrong token: the client sees the store's proof fail first. */
+	sess_open(&f.loop, &a, f.port, "another-jobs-token", NULL, 5000);
+	assert_int_equal(a.status, -EACCES);
+	assert_non_null(strstr(a.msg, "does not know this job's token"));
+	assert_non_null(strstr(a.msg, "127.0.0.1:"));
+	/* No token at a store that has one. */
+	sess_open(&f.loop, &a, f.port, NULL, NULL, 5000);
+	assert_int_equal(a.status, -EACCES);
+	assert_non_null(strstr(a.msg, "requires the job's token"));
+	fx_release(&f);
+
+	/* A token at a store without one: not this job's store. */
+	fx_init(&f, NULL, false);
+	sess_open(&f.loop, &a, f.port, TOKEN, NULL, 5000);
+	assert_int_equal(a.status, -EACCES);
+	assert_non_null(strstr(a.msg, "has no token"));
+	fx_release(&f);
+}
+
+/* A client that cannot authenticate (like a torch worker): connects from
+ * `bind`, sends VALIDATE and a 2.x GET, and reads until the 8-byte reply or
+ * the end of the connection. */
+struct raw {
+	uv_tcp_t tcp;
+	uv_connect_t creq;
+	uv_write_t wreq;
+	uint8_t req[64];
+	size_t reqlen;
+	uint8_t buf[64];
+	size_t got;
+	int finished;
+	bool eof;
+};
+
+static void raw_alloc(uv_handle_t *h, size_t s, uv_buf_t *buf)
+{
+	struct raw *r = h->data;
+	*buf = uv_buf_init((char *)r->buf + r->got, (unsigned)(sizeof(r->buf) - r->got));
+}
+
+static void raw_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+	struct raw *r = st->data;
+	if (n < 0) {
+		r->eof = true;
+		r->finished = 1;
+		uv_read_stop(st);
+		return;
+	}
+	r->got += (size_t)n;
+	if (r->got >= 8) {
+		r->finished = 1;
+		uv_read_stop(st);
+	}
+}
+
+static void raw_written(uv_write_t *w, int status)
+{
+}
+
+static void raw_connected(uv_connect_t *c, int status)
+{
+	struct raw *r = c->data;
+	if (status < 0) {
+		r->eof = true;
+		r->finished = 1;
+		return;
+	}
+	uv_buf_t b = uv_buf_init((char *)r->req, (unsigned)r->reqlen);
+	uv_write(&r->wreq, (uv_stream_t *)&r->tcp, &b, 1, raw_written);
+	uv_read_start((uv_stream_t *)&r->tcp, raw_alloc, raw_read);
+}
+
+/* Returns true when the client was served (a GET reply came). */
+static bool raw_served(uv_loop_t *loop, int port, const char *bind)
+{
+	struct raw r;
+	memset(&r, 0, sizeof(r));
+	const uint8_t frame[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, /* VALIDATE */
+				 0x03, 1,    0,	   0,	 0,    0, 0, 0, 0, 'k'};
+	memcpy(r.req, frame, sizeof(frame));
+	r.reqlen = sizeof(frame);
+	uv_tcp_init(loop, &r.tcp);
+	r.tcp.data = &r;
+	r.creq.data = &r;
+	struct sockaddr_in b, to;
+	uv_ip4_addr(bind, 0, &b);
+	uv_ip4_addr("127.0.0.1", port, &to);
+	assert_int_equal(uv_tcp_bind(&r.tcp, (struct sockaddr *)&b, 0), 0);
+	assert_int_equal(uv_tcp_connect(&r.creq, &r.tcp, (struct sockaddr *)&to, raw_connected), 0);
+	run_until(loop, &r.finished, 1, 5000);
+	uv_close((uv_handle_t *)&r.tcp, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+	return !r.eof && r.got >= 8;
+}
+
+static void test_strangers(void **state)
+{
+	struct fx f;
+	struct sess a;
+	fx_init(&f, TOKEN, false);
+	/* Loopback (127.0.0.1) is served as today; 127.0.0.2 is another node. */
+	assert_true(raw_served(&f.loop, f.port, "127.0.0.1"));
+	assert_int_equal(store_server_refused_count(f.server), 0);
+	assert_false(raw_served(&f.loop, f.port, "127.0.0.2"));
+	assert_int_equal(store_server_refused_count(f.server), 1);
+	/* A session from there without the token is refused too. */
+	sess_open(&f.loop, &a, f.port, NULL, "127.0.0.2", 5000);
+	assert_int_equal(a.status, -EACCES);
+	/* With the token it joins, and its address is then allowed. */
+	sess_open(&f.loop, &a, f.port, TOKEN, "127.0.0.2", 5000);
+	assert_int_equal(a.status, 0);
+	char local[64];
+	assert_int_equal(store_session_local_addr(a.s, local, sizeof(local)), 0);
+	assert_string_equal(local, "127.0.0.2");
+	assert_true(raw_served(&f.loop, f.port, "127.0.0.2"));
+	/* An address allowed by the API. */
+	assert_false(raw_served(&f.loop, f.port, "127.0.0.3"));
+	assert_int_equal(store_server_allow(f.server, "127.0.0.3"), 0);
+	assert_true(raw_served(&f.loop, f.port, "127.0.0.3"));
+	assert_int_equal(store_server_allow(f.server, "not-an-address"), -EINVAL);
+	store_session_close(a.s);
+	fx_release(&f);
+
+	/* Restricted without a token: strangers are closed at once; the
+	 * session client retries until its deadline and says what happened. */
+	fx_init(&f, NULL, true);
+	assert_true(raw_served(&f.loop, f.port, "127.0.0.1"));
+	assert_false(raw_served(&f.loop, f.port, "127.0.0.4"));
+	uint64_t t0 = now_ms();
+	sess_open(&f.loop, &a, f.port, NULL, "127.0.0.4", 300);
+	assert_int_equal(a.status, -ETIMEDOUT);
+	assert_true(now_ms() - t0 < 2000);
+	assert_non_null(strstr(a.msg, "within 0.3 s"));
+	assert_non_null(strstr(a.msg, "closed the connection during the handshake"));
+	fx_release(&f);
+}
+
+static void start_later(uv_timer_t *t)
+{
+	struct fx *f = t->data;
+	assert_int_equal(store_server_listen(f->server, "127.0.0.1", f->port), 0);
+}
+
+static void test_connect_retries(void **state)
+{
+	struct fx f;
+	struct sess a;
+	/* A port with nothing behind it: refused until the deadline. */
+	fx_init(&f, NULL, false);
+	int port = f.port;
+	fx_release(&f);
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	uint64_t t0 = now_ms();
+	sess_open(&loop, &a, port, NULL, NULL, 400);
+	uint64_t took = now_ms() - t0;
+	assert_int_equal(a.status, -ETIMEDOUT);
+	assert_true(took >= 300 && took < 2000);
+	char want[96];
+	snprintf(want, sizeof(want), "cannot reach the store at 127.0.0.1:%d within 0.4 s: ", port);
+	assert_non_null(strstr(a.msg, want));
+	assert_non_null(strstr(a.msg, "refused"));
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+
+	/* The store comes up while the client retries. */
+	assert_int_equal(uv_loop_init(&f.loop), 0);
+	assert_int_equal(store_server_new(&f.loop, NULL, &f.server), 0);
+	f.port = port;
+	uv_timer_t t;
+	uv_timer_init(&f.loop, &t);
+	t.data = &f;
+	uv_timer_start(&t, start_later, 200, 0);
+	sess_open(&f.loop, &a, port, NULL, NULL, 5000);
+	assert_int_equal(a.status, 0);
+	uv_close((uv_handle_t *)&t, NULL);
+	store_session_close(a.s);
+	fx_release(&f);
+}
+
+/* ---- a real ddp-rdzvd, frozen and killed ---- */
+
+static pid_t spawn_rdzvd(int *port)
+{
+	const char *bin = getenv("DDP_RDZVD");
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execl(bin, bin, "--port", "0", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	char line[32] = {0};
+	size_t n = 0;
+	while (n < sizeof(line) - 1) {
+		ssize_t k = read(fds[0], line + n, 1);
+		if (k <= 0 || line[n] == '\n')
+			break;
+		n++;
+	}
+	close(fds[0]);
+	*port = atoi(line);
+	assert_true(*port > 0);
+	return pid;
+}
+
+static void test_host_lost(void **state)
+{
+	if (!getenv("DDP_RDZVD")) {
+		fprintf(stderr, "# DDP_RDZVD not set; skipping the daemon part\n");
+		return;
+	}
+	uv_loop_t loop;
+	struct sess a;
+	int port;
+	assert_int_equal(uv_loop_init(&loop), 0);
+
+	/* Frozen (SIGSTOP): its kernel still acknowledges, nothing answers;
+	 * the pings (every 500 ms, lost after 1.5 s of silence) notice it
+	 * within 2 s. */
+	pid_t pid = spawn_rdzvd(&port);
+	sess_open(&loop, &a, port, NULL, NULL, 5000);
+	assert_int_equal(a.status, 0);
+	struct res r = {0};
+	assert_int_equal(store_session_set_session(a.s, B("hb"), B("1"), done_cb, &r, 0), 0);
+	run_until(&loop, &r.n, 1, 5000);
+	struct events e = {0};
+	uint64_t id;
+	assert_int_equal(store_session_watch(a.s, B("state"), event_cb, &e, &id), 0);
+	run_until(&loop, &e.n, 1, 5000);
+	uint64_t t0 = now_ms();
+	kill(pid, SIGSTOP);
+	run_until(&loop, &a.closed, 1, 5000);
+	uint64_t took = a.closed_at - t0;
+	fprintf(stderr, "# frozen store noticed after %llu ms: %s\n", (unsigned long long)took,
+		a.close_msg);
+	assert_int_equal(a.close_status, -ETIMEDOUT);
+	assert_true(took <= 2000); /* 1.5 s after its last answer */
+	assert_int_equal(e.n, 2);
+	assert_int_equal(e.status, -ECONNRESET);
+	char want[64];
+	snprintf(want, sizeof(want), "lost the store at 127.0.0.1:%d: ", port);
+	assert_non_null(strstr(a.close_msg, want));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+
+	/* Killed: the kernel closes its sockets, noticed at once. */
+	pid = spawn_rdzvd(&port);
+	sess_open(&loop, &a, port, NULL, NULL, 5000);
+	assert_int_equal(a.status, 0);
+	struct res pend = {0};
+	t0 = now_ms();
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	run_until(&loop, &a.closed, 1, 5000);
+	took = a.closed_at - t0;
+	fprintf(stderr, "# killed store noticed after %llu ms: %s\n", (unsigned long long)took,
+		a.close_msg);
+	assert_int_equal(a.close_status, -ECONNRESET);
+	assert_true(took < 1000);
+	assert_int_equal(store_session_add(a.s, B("x"), 1, add_cb, &pend, 0), -ENOTCONN);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_primitives),
+	    cmocka_unit_test(test_watch),
+	    cmocka_unit_test(test_session_keys),
+	    cmocka_unit_test(test_close_fails_pending),
+	    cmocka_unit_test(test_auth),
+	    cmocka_unit_test(test_strangers),
+	    cmocka_unit_test(test_connect_retries),
+	    cmocka_unit_test(test_host_lost),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
