@@ -1,5 +1,6 @@
 #include "dryrun.h"
 #include "command.h"
+#include "opts_rdzv.h"
 #include "signames.h"
 
 #include <errno.h>
@@ -21,7 +22,10 @@ static void print_launch(const struct launch_opts *o, FILE *out)
 {
 	fprintf(out, "nproc_per_node = %s\n", o->nproc_spec);
 	fprintf(out, "nnodes = %d:%d\n", o->nnodes_min, o->nnodes_max);
-	fprintf(out, "node_rank = %d\n", o->node_rank);
+	if (o->node_rank >= 0)
+		fprintf(out, "node_rank = %d\n", o->node_rank);
+	else
+		fprintf(out, "node_rank = not given\n");
 	fprintf(out, "master_addr = %s\n", o->master_addr);
 	if (o->master_port >= 0)
 		fprintf(out, "master_port = %d\n", o->master_port);
@@ -54,10 +58,14 @@ static void print_launch(const struct launch_opts *o, FILE *out)
 
 int dryrun_print(const struct launch_opts *o, const char *python, FILE *out)
 {
-	char **argv;
+	char **argv, err[OPTS_ERR_LEN];
+	struct opts_rdzv r;
 	size_t argc;
 
 	print_launch(o, out);
+	/* agent_check resolved it already: a dry run refuses what a run does. */
+	if (opts_rdzv_resolve(o, getenv(OPTS_RDZV_TOKEN_ENV), &r, err, sizeof(err)) == 0)
+		opts_rdzv_print(&r, out);
 	if (o->program) {
 		if (command_build(o, python, &argv, &argc))
 			return -ENOMEM;

@@ -55,6 +55,7 @@ int opts_init(struct launch_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->nnodes_min = o->nnodes_max = 1;
+	o->node_rank = -1;
 	o->master_port = -1;
 	o->monitor_interval = 5.0;
 	o->grace_period = 30.0;
@@ -84,11 +85,15 @@ int opts_init(struct launch_opts *o)
 
 void opts_release(struct launch_opts *o)
 {
-	char **strs[] = {&o->nproc_spec, &o->master_addr, &o->rdzv_backend, &o->rdzv_endpoint,
-			 &o->rdzv_id,	 &o->rdzv_conf,	  &o->log_dir,	    &o->local_ranks_filter,
-			 &o->role,	 &o->local_addr,  &o->start_method, &o->prefix,
-			 &o->config,	 &o->program};
+	char **strs[] = {&o->nproc_spec,    &o->master_addr, &o->rdzv_backend,
+			 &o->rdzv_endpoint, &o->rdzv_id,     &o->rdzv_conf,
+			 &o->rdzv_token,    &o->log_dir,     &o->local_ranks_filter,
+			 &o->role,	    &o->local_addr,  &o->start_method,
+			 &o->prefix,	    &o->config,	     &o->program};
 
+	/* The job's secret does not linger in freed memory. */
+	if (o->rdzv_token)
+		explicit_bzero(o->rdzv_token, strlen(o->rdzv_token));
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
 		free(*strs[i]);
 		*strs[i] = NULL;

@@ -56,11 +56,12 @@ struct launch_opts {
 	/* the launch */
 	char *nproc_spec; /* "4", "gpu", "cpu", "auto" */
 	int nnodes_min, nnodes_max;
-	int node_rank;
+	int node_rank; /* -1: not given (static: 0, see opts_rdzv.h) */
 	char *master_addr;
 	int master_port; /* -1: not given (29500 if free) */
 	bool standalone;
 	char *rdzv_backend, *rdzv_endpoint, *rdzv_id, *rdzv_conf;
+	char *rdzv_token; /* never printed (opts_rdzv.h) */
 	int max_restarts;
 	double monitor_interval; /* accepted; supervision is event-driven */
 	char *log_dir;

@@ -294,6 +294,7 @@ static const struct settings_def opts_defs[] = {
     OPT_STR("rdzv_endpoint", NULL, rdzv_endpoint),
     OPT_STR("rdzv_id", "run_id", rdzv_id),
     OPT_STR("rdzv_conf", NULL, rdzv_conf),
+    OPT_STR("rdzv_token", NULL, rdzv_token),
     OPT_INT("max_restarts", max_restarts, 0, 1 << 20),
     OPT_REAL("monitor_interval", monitor_interval),
     OPT_STR("log_dir", NULL, log_dir),

@@ -86,7 +86,7 @@ static void test_accepted_torchrun_flags(void **state)
 			"--rdzv_endpoint=h:29400",
 			"--rdzv-backend=c10d",
 			"--rdzv_conf",
-			"join_timeout=5,x=y",
+			"join_timeout=5,close_timeout=2",
 			"--role=trainer",
 			"--log-dir=/x",
 			"--tee=0:3",
@@ -103,7 +103,7 @@ static void test_accepted_torchrun_flags(void **state)
 	assert_string_equal(o.local_addr, "127.0.0.2");
 	assert_string_equal(o.rdzv_endpoint, "h:29400");
 	assert_string_equal(o.rdzv_backend, "c10d");
-	assert_string_equal(o.rdzv_conf, "join_timeout=5,x=y");
+	assert_string_equal(o.rdzv_conf, "join_timeout=5,close_timeout=2");
 	assert_string_equal(o.role, "trainer");
 	assert_string_equal(o.log_dir, "/x");
 	assert_int_equal(opts_streams_mask(&o.tee, 0), 3);

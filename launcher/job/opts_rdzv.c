@@ -1,0 +1,361 @@
+/*
+ * opts_rdzv.c - the rendezvous options resolved (opts_rdzv.h): --rdzv_conf
+ * through a small settings table of its own (so its keys get the same
+ * messages and "did you mean" as flags), endpoints, the mode.
+ */
+#include "opts_rdzv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c)
+{
+	c->join_timeout = 600;
+	c->last_call_timeout = 30;
+	c->close_timeout = 30;
+	c->keep_alive_interval = 5;
+	c->keep_alive_max_attempt = 3;
+	c->is_host = -1;
+}
+
+/* Seconds, more than 0 (a timer of 0 would fire before anything happens),
+ * at most 30 days. */
+static int conf_seconds(void *obj, const struct settings_def *def, const char *s)
+{
+	double v;
+
+	if (settings_parse_real(s, &v) || v <= 0 || v > 30 * 86400.0)
+		return -EINVAL;
+	*(double *)((char *)obj + def->offset) = v;
+	return 0;
+}
+
+/* last_call_timeout may be 0: close as soon as MIN nodes are in. */
+static int conf_seconds0(void *obj, const struct settings_def *def, const char *s)
+{
+	double v;
+
+	if (settings_parse_real(s, &v) || v > 30 * 86400.0)
+		return -EINVAL;
+	*(double *)((char *)obj + def->offset) = v;
+	return 0;
+}
+
+static int conf_bool(void *obj, const struct settings_def *def, const char *s)
+{
+	bool b;
+
+	if (settings_parse_bool(s, &b))
+		return -EINVAL;
+	*(int *)((char *)obj + def->offset) = b;
+	return 0;
+}
+
+/* torchrun's keys that mean nothing here: checked for a value only. */
+static int conf_ignored(void *obj, const struct settings_def *def, const char *s)
+{
+	return *s ? 0 : -EINVAL;
+}
+
+#define CONF_OFF(f) offsetof(struct opts_rdzv_conf, f)
+#define CONF_SECS(n, a, f, fn, what)                                                               \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_CUSTOM, .offset = CONF_OFF(f),             \
+		.parse = fn, .expect = what                                                        \
+	}
+
+static const struct settings_def conf_defs[] = {
+    CONF_SECS("join_timeout", "timeout", join_timeout, conf_seconds, "seconds, more than 0"),
+    CONF_SECS("last_call_timeout", NULL, last_call_timeout, conf_seconds0, "seconds, 0 or more"),
+    CONF_SECS("close_timeout", NULL, close_timeout, conf_seconds, "seconds, more than 0"),
+    CONF_SECS("keep_alive_interval", NULL, keep_alive_interval, conf_seconds,
+	      "seconds, more than 0"),
+    {.name = "keep_alive_max_attempt",
+     .type = SETTINGS_INT,
+     .offset = CONF_OFF(keep_alive_max_attempt),
+     .min = 1,
+     .max = 1000},
+    CONF_SECS("is_host", NULL, is_host, conf_bool, "true or false"),
+    CONF_SECS("read_timeout", NULL, is_host, conf_ignored, "seconds"),
+    CONF_SECS("use_libuv", NULL, is_host, conf_ignored, "true or false"),
+};
+
+static const struct settings_table conf_table = {conf_defs,
+						 sizeof(conf_defs) / sizeof(conf_defs[0])};
+
+/* One "k=v" item (len bytes at p, trimmed) into c. */
+static int conf_item(const char *p, size_t len, struct opts_rdzv_conf *c, char *err, size_t errlen)
+{
+	char item[256], msg[256];
+	char *eq, *val;
+	int i;
+
+	if (len >= sizeof(item)) {
+		snprintf(err, errlen, "--rdzv_conf: the item '%.40s...' is too long", p);
+		return -EINVAL;
+	}
+	memcpy(item, p, len);
+	item[len] = '\0';
+	eq = strchr(item, '=');
+	if (!eq || eq == item) {
+		snprintf(err, errlen, "--rdzv_conf: '%s' is not KEY=VALUE (e.g. join_timeout=60)",
+			 item);
+		return -EINVAL;
+	}
+	*eq = '\0';
+	val = eq + 1;
+	while (eq > item && eq[-1] == ' ')
+		*--eq = '\0';
+	while (*val == ' ')
+		val++;
+	i = settings_find(&conf_table, item);
+	if (i < 0) {
+		settings_unknown(&conf_table, "key", item, " in --rdzv_conf", err, errlen);
+		return -EINVAL;
+	}
+	if (settings_apply(&conf_table, (size_t)i, c, val, msg, sizeof(msg))) {
+		snprintf(err, errlen, "--rdzv_conf: %s", msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int opts_rdzv_conf_parse(const char *text, struct opts_rdzv_conf *c, char *err, size_t errlen)
+{
+	const char *p = text ? text : "";
+
+	while (*p) {
+		size_t len;
+
+		p += strspn(p, " ");
+		len = strcspn(p, ",");
+		while (len && p[len - 1] == ' ')
+			len--;
+		if (len && conf_item(p, len, c, err, errlen))
+			return -EINVAL;
+		p += strcspn(p, ",");
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+int opts_endpoint_parse(const char *text, int default_port, char *host, size_t hostlen, int *port,
+			char *err, size_t errlen)
+{
+	const char *h = text, *end, *colon;
+	size_t n;
+	long long v = default_port;
+
+	if (!text || !*text)
+		goto bad;
+	if (*h == '[') {
+		end = strchr(h, ']');
+		if (!end || end == h + 1)
+			goto bad;
+		n = (size_t)(end - h - 1);
+		h++;
+		colon = end[1] == ':' ? end + 1 : NULL;
+		if (end[1] && !colon)
+			goto bad;
+	} else {
+		colon = strrchr(h, ':');
+		if (colon && strchr(h, ':') != colon) /* a bare IPv6 address */
+			colon = NULL;
+		n = colon ? (size_t)(colon - h) : strlen(h);
+	}
+	if (n == 0 || n >= hostlen || memchr(h, ' ', n))
+		goto bad;
+	if (colon && settings_parse_ll(colon + 1, 0, 65535, &v))
+		goto bad;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	*port = (int)v;
+	return 0;
+bad:
+	snprintf(err, errlen, "bad --rdzv_endpoint '%s' (expected HOST, HOST:PORT or [IPV6]:PORT)",
+		 text ? text : "");
+	return -EINVAL;
+}
+
+const char *opts_rdzv_mode_name(enum opts_rdzv_mode mode)
+{
+	switch (mode) {
+	case OPTS_RDZV_STATIC:
+		return "static";
+	case OPTS_RDZV_C10D:
+		return "c10d";
+	default:
+		return "local";
+	}
+}
+
+/* Printable ASCII without spaces or '/', 1..max bytes (the rendezvous'
+ * keys are made of it). */
+static bool word_ok(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (s[n] <= ' ' || s[n] > '~' || s[n] == '/')
+			return false;
+	return n >= 1 && n <= max && strcmp(s, "-") != 0;
+}
+
+static int check_backend(const struct launch_opts *o, char *err, size_t errlen)
+{
+	const char *b = o->rdzv_backend;
+
+	if (!strcmp(b, "static") || !strcmp(b, "c10d"))
+		return 0;
+	if (!strcmp(b, "etcd") || !strcmp(b, "etcd-v2")) {
+		snprintf(err, errlen,
+			 "--rdzv_backend=%s is not supported by this ddplaunch yet; use "
+			 "--rdzv_backend=c10d (a ddplaunch agent or ddp-rdzvd hosts the store)",
+			 b);
+		return -ENOTSUP;
+	}
+	snprintf(err, errlen, "unknown --rdzv_backend '%s' (use c10d or static)", b);
+	return -EINVAL;
+}
+
+static int resolve_static(const struct launch_opts *o, struct opts_rdzv *r, char *err,
+			  size_t errlen)
+{
+	r->mode = OPTS_RDZV_STATIC;
+	if (o->nnodes_min != o->nnodes_max) {
+		snprintf(err, errlen,
+			 "--nnodes=%d:%d needs --rdzv_backend=c10d and --rdzv_endpoint (the "
+			 "static rendezvous has a fixed node count: use --nnodes=N)",
+			 o->nnodes_min, o->nnodes_max);
+		return -EINVAL;
+	}
+	if (r->node_rank < 0)
+		r->node_rank = 0; /* torchrun's default */
+	if (o->rdzv_endpoint)
+		return opts_endpoint_parse(o->rdzv_endpoint, OPTS_STATIC_PORT, r->host,
+					   sizeof(r->host), &r->port, err, errlen);
+	if (strlen(o->master_addr) >= sizeof(r->host) || !*o->master_addr) {
+		snprintf(err, errlen, "--master_addr '%.40s' is too long", o->master_addr);
+		return -EINVAL;
+	}
+	strcpy(r->host, o->master_addr);
+	r->port = o->master_port >= 0 ? o->master_port : OPTS_STATIC_PORT;
+	return 0;
+}
+
+static int resolve_c10d(const struct launch_opts *o, struct opts_rdzv *r, char *err, size_t errlen)
+{
+	r->mode = OPTS_RDZV_C10D;
+	if (!o->rdzv_endpoint) {
+		snprintf(err, errlen,
+			 "--rdzv_backend=c10d needs --rdzv_endpoint=HOST:PORT (where the "
+			 "rendezvous store runs: one of the nodes, or a ddp-rdzvd)");
+		return -EINVAL;
+	}
+	return opts_endpoint_parse(o->rdzv_endpoint, OPTS_C10D_PORT, r->host, sizeof(r->host),
+				   &r->port, err, errlen);
+}
+
+static int resolve_token(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
+			 char *err, size_t errlen)
+{
+	r->token = o->rdzv_token;
+	r->token_from = "--rdzv_token";
+	if (!r->token && env_token && *env_token) {
+		r->token = env_token;
+		r->token_from = OPTS_RDZV_TOKEN_ENV;
+	}
+	if (!r->token) {
+		r->token_from = NULL;
+		return 0;
+	}
+	if (strlen(r->token) > OPTS_RDZV_TOKEN_MAX) {
+		snprintf(err, errlen, "the token from %s is longer than %d bytes", r->token_from,
+			 OPTS_RDZV_TOKEN_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
+		      char *err, size_t errlen)
+{
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->min_nodes = o->nnodes_min;
+	r->max_nodes = o->nnodes_max;
+	r->node_rank = o->node_rank;
+	r->run_id = o->rdzv_id;
+	r->local_addr = o->local_addr;
+	opts_rdzv_conf_defaults(&r->conf);
+	if ((rc = check_backend(o, err, errlen)) < 0)
+		return rc;
+	if ((rc = opts_rdzv_conf_parse(o->rdzv_conf, &r->conf, err, errlen)) < 0)
+		return rc;
+	if ((rc = resolve_token(o, env_token, r, err, errlen)) < 0)
+		return rc;
+	if (r->node_rank >= r->max_nodes) {
+		snprintf(err, errlen,
+			 "--node_rank=%d is out of range for --nnodes=%d (use 0 to %d)",
+			 r->node_rank, r->max_nodes, r->max_nodes - 1);
+		return -EINVAL;
+	}
+	/* One node needs no rendezvous, unless c10d is asked for with an
+	 * endpoint (a one-node job that meets through a shared store). */
+	if (o->standalone ||
+	    (o->nnodes_max == 1 && (strcmp(o->rdzv_backend, "c10d") || !o->rdzv_endpoint))) {
+		r->mode = OPTS_RDZV_LOCAL;
+		return 0;
+	}
+	if (!word_ok(r->run_id, 128)) {
+		snprintf(err, errlen,
+			 "--rdzv_id '%s' must be 1 to 128 printable characters without spaces or "
+			 "'/'",
+			 r->run_id);
+		return -EINVAL;
+	}
+	if (r->local_addr && !word_ok(r->local_addr, OPTS_RDZV_HOST_MAX)) {
+		snprintf(err, errlen, "--local_addr '%s' is not an address or host name",
+			 r->local_addr);
+		return -EINVAL;
+	}
+	rc = !strcmp(o->rdzv_backend, "c10d") ? resolve_c10d(o, r, err, errlen)
+					      : resolve_static(o, r, err, errlen);
+	return rc;
+}
+
+void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
+{
+	const struct opts_rdzv_conf *c = &r->conf;
+
+	fprintf(out, "rdzv = %s\n", opts_rdzv_mode_name(r->mode));
+	if (r->mode == OPTS_RDZV_LOCAL)
+		return;
+	fprintf(out, "rdzv_store = %s%s%s:%d (%s)\n", strchr(r->host, ':') ? "[" : "", r->host,
+		strchr(r->host, ':') ? "]" : "", r->port,
+		r->mode == OPTS_RDZV_STATIC
+		    ? "hosted by node 0"
+		    : (c->is_host == 1	 ? "hosted by this node"
+		       : c->is_host == 0 ? "hosted by another node or ddp-rdzvd"
+					 : "hosted by the node with this address, or ddp-rdzvd"));
+	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
+	if (r->node_rank >= 0)
+		fprintf(out, "rdzv_node_rank = %d\n", r->node_rank);
+	else
+		fprintf(out, "rdzv_node_rank = any\n");
+	fprintf(out, "rdzv_local_addr = %s\n",
+		r->local_addr ? r->local_addr : "the interface that reaches the store");
+	fprintf(out,
+		"rdzv_conf = join_timeout=%g,last_call_timeout=%g,close_timeout=%g,"
+		"keep_alive_interval=%g,keep_alive_max_attempt=%d\n",
+		c->join_timeout, c->last_call_timeout, c->close_timeout, c->keep_alive_interval,
+		c->keep_alive_max_attempt);
+	if (r->token)
+		fprintf(out, "rdzv_token = set (from %s; not shown)\n", r->token_from);
+	else
+		fprintf(out, "rdzv_token = none\n");
+}

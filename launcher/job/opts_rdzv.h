@@ -1,0 +1,99 @@
+/*
+ * opts_rdzv.h - how this node meets the others: the rendezvous options
+ * (--nnodes, --node_rank, --master_addr/--master_port, --rdzv_backend,
+ * --rdzv_endpoint, --rdzv_id, --rdzv_conf, --local_addr, --rdzv_token /
+ * DDP_RDZV_TOKEN) resolved into one description that the agent runs and
+ * --dry_run prints, so that both refuse the same jobs with the same words.
+ *
+ * Pure module: no I/O (the token comes in as an argument, names are not
+ * resolved here).
+ *
+ * Modes:
+ *  - local:  one node (--nnodes=1, or --standalone): the agent's own store,
+ *            no rendezvous;
+ *  - static: --nnodes=N (N > 1) with the static backend (the default):
+ *            node --node_rank=0 hosts the store at --master_addr:
+ *            --master_port (default 29500; --rdzv_endpoint overrides both);
+ *            the others connect to it;
+ *  - c10d:   --rdzv_backend=c10d --rdzv_endpoint=HOST[:PORT] (default port
+ *            29400) with --nnodes=N or MIN:MAX: the agent whose address is
+ *            HOST hosts the store (or a ddp-rdzvd there does).
+ */
+#ifndef DDP_LAUNCHER_OPTS_RDZV_H
+#define DDP_LAUNCHER_OPTS_RDZV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "opts.h"
+
+#define OPTS_RDZV_HOST_MAX  255
+#define OPTS_STATIC_PORT    29500 /* torchrun's --master_port default */
+#define OPTS_C10D_PORT	    29400 /* torchrun's --rdzv_endpoint port default */
+#define OPTS_RDZV_TOKEN_ENV "DDP_RDZV_TOKEN"
+#define OPTS_RDZV_TOKEN_MAX 4096
+
+/* --rdzv_conf, in seconds (torchrun's names and defaults). */
+struct opts_rdzv_conf {
+	double join_timeout;	    /* 600: until this node is in a round */
+	double last_call_timeout;   /* 30: window after MIN nodes are in */
+	double close_timeout;	    /* 30: to close a round / to leave */
+	double keep_alive_interval; /* 5: heartbeat period */
+	int keep_alive_max_attempt; /* 3: missed heartbeats that mean dead */
+	int is_host;		    /* -1: by address; 0, 1: as given (is_host=) */
+};
+
+enum opts_rdzv_mode {
+	OPTS_RDZV_LOCAL = 0,
+	OPTS_RDZV_STATIC,
+	OPTS_RDZV_C10D,
+};
+
+struct opts_rdzv {
+	enum opts_rdzv_mode mode;
+	char host[OPTS_RDZV_HOST_MAX + 1]; /* the store's host (not for local) */
+	int port;			   /* its port; 0 only for the hosting node */
+	int min_nodes, max_nodes;
+	int node_rank; /* -1: not given (c10d); static: 0 when not given */
+	const char *run_id;
+	const char *local_addr; /* --local_addr or NULL */
+	struct opts_rdzv_conf conf;
+	const char *token;	/* --rdzv_token, else DDP_RDZV_TOKEN, or NULL */
+	const char *token_from; /* "--rdzv_token" or "DDP_RDZV_TOKEN" (for messages) */
+};
+
+/* torchrun's defaults (join 600 s, last call 30 s, close 30 s, keep-alive
+ * 5 s x 3, is_host by address). */
+void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c);
+
+/* Parses "k=v,k=v" (spaces around items allowed; "" is the defaults) into
+ * *c, which holds the defaults or earlier values. Keys: join_timeout,
+ * last_call_timeout, close_timeout, keep_alive_interval (seconds, > 0;
+ * last_call_timeout >= 0), keep_alive_max_attempt (1..1000), is_host
+ * (a boolean), and torchrun's timeout (join_timeout's older name) and
+ * read_timeout, use_libuv (accepted, meaningless here). Returns 0, or
+ * -EINVAL with err naming the item and the fix ("did you mean" for a near
+ * key); *c is then partly updated. */
+int opts_rdzv_conf_parse(const char *text, struct opts_rdzv_conf *c, char *err, size_t errlen);
+
+/* Parses "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" (PORT 0..65535;
+ * default_port when absent). Returns 0 or -EINVAL (err filled). */
+int opts_endpoint_parse(const char *text, int default_port, char *host, size_t hostlen, int *port,
+			char *err, size_t errlen);
+
+/* Resolves o's rendezvous options; `env_token` is DDP_RDZV_TOKEN from the
+ * launcher's environment (NULL when unset). Strings in *r point into o or
+ * env_token. Returns 0, or -EINVAL/-ENOTSUP with err naming the option and
+ * the fix (e.g. an unknown backend, MIN:MAX with the static backend, c10d
+ * without an endpoint). */
+int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
+		      char *err, size_t errlen);
+
+/* "local", "static" or "c10d". */
+const char *opts_rdzv_mode_name(enum opts_rdzv_mode mode);
+
+/* Prints the resolved rendezvous for --dry_run ("rdzv = ..." lines; the
+ * token is never shown, only where it came from). */
+void opts_rdzv_print(const struct opts_rdzv *r, FILE *out);
+
+#endif
