@@ -577,6 +577,56 @@ static void test_strangers(void **state)
 	fx_release(&f);
 }
 
+/* A session that asked for an idle timeout is ended by the store when it
+ * goes silent (its keys go with it); pings keep it alive. */
+static void test_idle_timeout(void **state)
+{
+	struct fx f;
+	struct sess quiet, pinging, watcher;
+	fx_init(&f, NULL, false);
+	struct store_session_opts o;
+	store_session_opts_default(&o);
+	o.host = "127.0.0.1";
+	o.port = (uint16_t)f.port;
+	o.server_idle_timeout_ms = 300;
+	o.ping_interval_ms = 0;
+	memset(&quiet, 0, sizeof(quiet));
+	assert_int_equal(store_session_connect(&f.loop, &o, on_connect, on_close, &quiet, &quiet.s),
+			 0);
+	o.ping_interval_ms = 100;
+	o.ping_timeout_ms = 1000;
+	memset(&pinging, 0, sizeof(pinging));
+	assert_int_equal(
+	    store_session_connect(&f.loop, &o, on_connect, on_close, &pinging, &pinging.s), 0);
+	run_until(&f.loop, &quiet.connected, 1, 5000);
+	run_until(&f.loop, &pinging.connected, 1, 5000);
+	struct res r1 = {0}, r2 = {0};
+	assert_int_equal(store_session_set_session(quiet.s, B("q"), B("1"), done_cb, &r1, 0), 0);
+	assert_int_equal(store_session_set_session(pinging.s, B("p"), B("1"), done_cb, &r2, 0), 0);
+	run_until(&f.loop, &r2.n, 1, 5000);
+	run_until(&f.loop, &r1.n, 1, 5000);
+	sess_open(&f.loop, &watcher, f.port, NULL, NULL, 5000);
+	struct events eq = {0};
+	uint64_t id;
+	assert_int_equal(store_session_watch(watcher.s, B("q"), event_cb, &eq, &id), 0);
+	uint64_t t0 = now_ms();
+	run_until(&f.loop, &quiet.closed, 1, 5000);
+	assert_int_equal(quiet.close_status, -ECONNRESET);
+	assert_true(quiet.closed_at - t0 < 1500);
+	run_until(&f.loop, &eq.n, 2, 5000);
+	assert_false(eq.present);
+	/* Meanwhile the pinging session lives on, its key with it. */
+	assert_int_equal(pinging.closed, 0);
+	struct store_session_bytes k = B("p");
+	struct res g = {0};
+	assert_int_equal(store_session_get(watcher.s, &k, 1, get_cb, &g, 0), 0);
+	run_until(&f.loop, &g.n, 1, 5000);
+	assert_true(g.present[0]);
+	store_session_close(pinging.s);
+	store_session_close(watcher.s);
+	fx_release(&f);
+}
+
 static void start_later(uv_timer_t *t)
 {
 	struct fx *f = t->data;
@@ -721,6 +771,7 @@ int main(void)
 	    cmocka_unit_test(test_auth),
 	    cmocka_unit_test(test_strangers),
 	    cmocka_unit_test(test_connect_retries),
+	    cmocka_unit_test(test_idle_timeout),
 	    cmocka_unit_test(test_host_lost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
