@@ -9,7 +9,9 @@
  * both owners are gone, no wait is left; a listing names exactly the keys
  * counted. When A disconnects, the store is cleared as between two worker
  * groups (keys starting with "k" kept) while B may still wait. Watches
- * (torch 1.13 WATCH_KEY) are exercised too.
+ * (torch 1.13 WATCH_KEY) are exercised too, and so are the agent-session
+ * queries: session keys (expired when their owner goes), the exact
+ * compare-and-set, per-key watch and unwatch.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 
 #include "proto.h"
 #include "store.h"
+#include "store_lease.h"
 
 #define FUZZ_MAX_BYTES 4096
 
@@ -95,6 +98,39 @@ static int fuzz_exec_more(struct store *s, const struct proto_request *r)
 	return rc;
 }
 
+/* The agent-session queries (their semantics, not the server's framing). */
+static int fuzz_exec_session(struct store *s, struct fuzz_conn *c, const struct proto_request *r)
+{
+	struct byteview v = {NULL, 0};
+	bool swapped, present;
+	int64_t n = 0;
+	switch (r->op) {
+	case PROTO_OP_S_GET:
+		for (size_t i = 0; i < r->nfields; i++)
+			store_get(s, r->fields[i], &v);
+		return 0;
+	case PROTO_OP_S_CAS:
+		return store_cas(s, r->fields[0], r->integer != 0, r->fields[1], r->fields[2],
+				 &swapped, &present, &v);
+	case PROTO_OP_S_ADD:
+		store_add(s, r->fields[0], r->integer, &n); /* errors are in-band */
+		return 0;
+	case PROTO_OP_S_SET:
+		return store_set(s, r->fields[0], r->fields[1]);
+	case PROTO_OP_S_SET_SESSION:
+		return store_set_bound(s, &c->owner, r->fields[0], r->fields[1]);
+	case PROTO_OP_S_WATCH:
+		return store_watching(s, &c->owner, r->fields[0])
+			   ? 0
+			   : store_watch(s, &c->owner, r->fields[0]);
+	case PROTO_OP_S_UNWATCH:
+		store_unwatch(s, &c->owner, r->fields[0]);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
 static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_request *r)
 {
 	struct byteview v = {NULL, 0};
@@ -139,7 +175,7 @@ static int fuzz_exec(struct store *s, struct fuzz_conn *c, const struct proto_re
 		rc = store_barrier(s, &c->owner, r->fields[0], r->integer, &n);
 		break;
 	default:
-		rc = fuzz_exec_more(s, r);
+		rc = r->op >= PROTO_OP_S_HELLO ? fuzz_exec_session(s, c, r) : fuzz_exec_more(s, r);
 		break;
 	}
 	if (store_bytes_used(s) > FUZZ_MAX_BYTES)
@@ -165,6 +201,7 @@ static void fuzz_feed(struct store *s, struct fuzz_conn *c, const uint8_t *p, si
 			c->dead = 1;
 			store_owner_cancel(s, &c->owner);
 			store_owner_unwatch(s, &c->owner);
+			store_owner_expire(s, &c->owner);
 		}
 	}
 	if (!c->dead && proto_decoder_idle(&c->dec))
@@ -206,12 +243,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			conns[0].dead = 1; /* A disconnects half-way */
 			store_owner_cancel(s, &conns[0].owner);
 			store_owner_unwatch(s, &conns[0].owner);
+			store_owner_expire(s, &conns[0].owner);
 			store_clear(s, fuzz_keep, NULL);
 		}
 	}
 	for (int i = 0; i < 2; i++) {
 		store_owner_cancel(s, &conns[i].owner);
 		store_owner_unwatch(s, &conns[i].owner);
+		store_owner_expire(s, &conns[i].owner);
 		proto_decoder_release(&conns[i].dec);
 		bytebuf_release(&conns[i].out);
 	}
