@@ -58,7 +58,7 @@ bool rdzv_token_ok(const char *s, size_t max)
  * tokens separated by single spaces. *line_len gets the bytes consumed. */
 static int split_line(const uint8_t *data, size_t len, struct tok *toks, size_t n, size_t *line_len)
 {
-	const uint8_t *nl = memchr(data, '\n', len);
+	const uint8_t *nl = len ? memchr(data, '\n', len) : NULL;
 	if (!nl)
 		return -EINVAL;
 	size_t end = (size_t)(nl - data), start = 0, k = 0;

@@ -94,8 +94,10 @@ int rdzv_ring_event(struct rdzv_machine *m, int64_t now, struct rdzv_value v)
 		return 0;
 	}
 	size_t keep = v.bytes.len < sizeof(m->ring_last) ? v.bytes.len : sizeof(m->ring_last);
-	if (v.bytes.len != m->ring_last_len || memcmp(m->ring_last, v.bytes.data, keep) != 0) {
-		memcpy(m->ring_last, v.bytes.data, keep);
+	if (v.bytes.len != m->ring_last_len ||
+	    (keep && memcmp(m->ring_last, v.bytes.data, keep) != 0)) {
+		if (keep)
+			memcpy(m->ring_last, v.bytes.data, keep);
 		m->ring_last_len = v.bytes.len;
 		m->ring_deadline = now + stale_span(m);
 	}
@@ -115,9 +117,6 @@ static int eval_run(struct rdzv_machine *m, int64_t now)
 	const struct rdzv_state *s = &m->st;
 	if (m->stop_req)
 		return rdzv_op_trigger(m, RDZV_WHY_LEFT, m->node_id);
-	if (m->exit_req)
-		return m->exit_req == 1 ? rdzv_op_done(m)
-					: rdzv_op_trigger(m, RDZV_WHY_RESTART, m->node_id);
 	if (!m->st_present)
 		return rdzv_end(m, RDZV_ACT_FAILED,
 				"the rendezvous state of run id '%s' vanished from the store",
@@ -131,8 +130,13 @@ static int eval_run(struct rdzv_machine *m, int64_t now)
 		return rdzv_end(m, RDZV_ACT_FAILED, "%s", s->msg);
 	if (s->phase == RDZV_FINISHED)
 		return rdzv_end(m, RDZV_ACT_FINISHED, "the job of run id '%s' finished", m->run_id);
+	/* A round that is over already absorbs the workers' exit: everyone
+	 * restarts anyway, and nothing is counted twice. */
 	if (s->round > m->mem_round)
 		return round_over(m, now);
+	if (m->exit_req)
+		return m->exit_req == 1 ? rdzv_op_done(m)
+					: rdzv_op_trigger(m, RDZV_WHY_RESTART, m->node_id);
 	if (m->ring_dead && !m->ring_off)
 		return rdzv_op_trigger(m, RDZV_WHY_DEAD, m->world.members[m->ring_target].id);
 	return ring_setup(m, now);

@@ -111,6 +111,8 @@ static void act_free(struct rdzv_act *a)
 /* Frees the actions handed out before this entry point was called. */
 static void acts_gc(struct rdzv_machine *m)
 {
+	if (!m->acts_head)
+		return;
 	for (size_t i = 0; i < m->acts_head; i++)
 		act_free(&m->acts[i]);
 	memmove(m->acts, m->acts + m->acts_head, (m->acts_len - m->acts_head) * sizeof(*m->acts));
@@ -518,6 +520,8 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now)
 	acts_gc(m);
 	if (m->mode == MODE_END || m->stop_req)
 		return settle(m, now, 0);
+	if (m->mode == MODE_IDLE)
+		return settle(m, now, rdzv_end(m, RDZV_ACT_LEFT, "stopped before joining"));
 	m->stop_req = true;
 	m->stop_deadline = now + m->cfg.close_timeout_ms;
 	return settle(m, now, 0);

@@ -591,9 +591,15 @@ bool fake_run(struct fake_net *net, bool (*pred)(struct fake_net *, void *), voi
 	      int64_t max_ms)
 {
 	int64_t limit = net->now + max_ms;
-	while (!(pred && pred(net, ctx)))
+	uint64_t steps = 0;
+	while (!(pred && pred(net, ctx))) {
 		if (!step(net, limit))
 			break;
+		/* Agents that keep talking without the clock moving are stuck. */
+		if (++steps > 20000000)
+			fail_msg("no progress after %" PRIu64 " steps at t=%" PRId64 " ms", steps,
+				 net->now);
+	}
 	return pred ? pred(net, ctx) : true;
 }
 

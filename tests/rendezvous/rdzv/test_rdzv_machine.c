@@ -21,6 +21,11 @@
 
 #define SEEDS 12
 
+/* The scheduler's seed for the single-net tests; RDZV_SEEDS=N runs the
+ * whole group N times with seeds RDZV_SEED (1) .. RDZV_SEED + N - 1 (a
+ * local stress run). */
+static uint64_t g_seed = 1;
+
 static struct fake_net *net_of(void **state)
 {
 	return *state;
@@ -28,7 +33,7 @@ static struct fake_net *net_of(void **state)
 
 static int setup(void **state)
 {
-	*state = fake_net_new(1);
+	*state = fake_net_new(g_seed);
 	return 0;
 }
 
@@ -126,24 +131,24 @@ static void formation(uint32_t n, uint64_t seed)
 static void test_form_2(void **unused)
 {
 	for (uint64_t s = 1; s <= SEEDS; s++)
-		formation(2, s);
+		formation(2, s + 1000 * g_seed);
 }
 
 static void test_form_4(void **unused)
 {
 	for (uint64_t s = 1; s <= SEEDS; s++)
-		formation(4, s);
+		formation(4, s + 1000 * g_seed);
 }
 
 static void test_form_8(void **unused)
 {
 	for (uint64_t s = 1; s <= SEEDS; s++)
-		formation(8, s);
+		formation(8, s + 1000 * g_seed);
 }
 
 static void test_form_512(void **unused)
 {
-	formation(512, 7);
+	formation(512, 7 + g_seed);
 }
 
 static void test_last_call(void **state)
@@ -201,7 +206,7 @@ static void death(uint64_t seed)
 static void test_death(void **unused)
 {
 	for (uint64_t s = 1; s <= SEEDS; s++)
-		death(s);
+		death(s + 1000 * g_seed);
 }
 
 static void test_leave(void **state)
@@ -300,8 +305,8 @@ static void test_static_missing_ranks(void **state)
 	for (int i = 0; i < 2; i++) {
 		struct fake_agent *a = fake_agent(net, i);
 		assert_int_equal(a->ended_at, 30000);
-		if (!strstr(a->end_text, "timed out after 30 s: 2 of 4 nodes joined ('job-n0'") ||
-		    !strstr(a->end_text, "'job-n1'") ||
+		if (!strstr(a->end_text, "timed out after 30 s: 2 of 4 nodes joined (") ||
+		    !strstr(a->end_text, "'job-n0'") || !strstr(a->end_text, "'job-n1'") ||
 		    !strstr(a->end_text, "), 2 missing: node ranks 1, 3 never came"))
 			fail_msg("message: %s", a->end_text);
 	}
@@ -527,6 +532,153 @@ static void test_config_check(void **unused)
 	assert_int_equal(rdzv_machine_new(&c, &m), -EINVAL);
 }
 
+static void test_static_node_comes_back(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 3, 3);
+	for (int i = 0; i < 3; i++)
+		fake_agent(net, i)->cfg.node_rank = i;
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_kill(net, fake_agent(net, 1));
+	/* A fixed-size job waits for the node (until the join deadline). */
+	fake_run(net, NULL, NULL, 60000);
+	assert_false(fake_agent(net, 0)->in_round);
+	assert_true(fake_agent(net, 0)->running);
+	struct fake_agent *back = fake_add(net, "job", 3, 3);
+	back->cfg.node_rank = 1;
+	fake_start(net, back);
+	assert_true(run_to_round(net, 2, 1000));
+	for (int i = 0; i < 4; i++)
+		if (i != 1)
+			assert_int_equal(fake_agent(net, i)->rank, i == 3 ? 1 : i);
+	assert_int_equal(fake_agent(net, 0)->restarts, 0);
+}
+
+static void test_stop_while_joining(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 1, 3, 3);
+	start_range(net, 0, 1);
+	fake_run(net, NULL, NULL, 1000);
+	fake_stop(net, fake_agent(net, 0));
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	assert_int_equal(fake_agent(net, 0)->ended, RDZV_ACT_LEFT);
+}
+
+/* One machine driven by hand: the exact requests of a one-node job, and
+ * TCPStore's answer for a CAS on an absent key. */
+static bool pop(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *key,
+		struct rdzv_action *a)
+{
+	do
+		assert_true(rdzv_next_action(m, a));
+	while (a->kind == RDZV_ACT_TIMER && kind != RDZV_ACT_TIMER);
+	if (a->kind != kind)
+		fail_msg("action %d, wanted %d", a->kind, kind);
+	if (key && (a->key.len != strlen(key) || memcmp(a->key.data, key, a->key.len) != 0))
+		fail_msg("key %.*s, wanted %s", (int)a->key.len, (const char *)a->key.data, key);
+	return true;
+}
+
+static struct rdzv_value val(const char *s)
+{
+	struct rdzv_value v = {s != NULL, {(const uint8_t *)s, s ? strlen(s) : 0}};
+	return v;
+}
+
+static struct rdzv_machine *one_node(void)
+{
+	struct rdzv_config c;
+	struct rdzv_machine *m;
+	rdzv_config_defaults(&c);
+	c.run_id = "r";
+	c.node_id = "n0";
+	c.addr = "10.0.0.1";
+	c.port = 4000;
+	assert_int_equal(rdzv_machine_new(&c, &m), 0);
+	return m;
+}
+
+static void test_one_node_by_hand(void **unused)
+{
+	struct rdzv_machine *m = one_node();
+	struct rdzv_action a;
+	uint64_t watch, id;
+	assert_int_equal(rdzv_start(m, 0), 0);
+	pop(m, RDZV_ACT_WATCH, "ddprdzv/r/state", &a);
+	watch = a.id;
+	pop(m, RDZV_ACT_SET_SESSION, "ddprdzv/r/a/n0", &a);
+	assert_int_equal(a.value.len, 1);
+	id = a.id;
+	pop(m, RDZV_ACT_TIMER, NULL, &a);
+	assert_int_equal(a.at_ms, 5000); /* the first heartbeat */
+	assert_int_equal(rdzv_on_key(m, 0, watch, val(NULL)), 0);
+	assert_false(rdzv_next_action(m, &a)); /* the heartbeat key first */
+	assert_int_equal(rdzv_on_done(m, 0, id, 0), 0);
+	pop(m, RDZV_ACT_CAS, "ddprdzv/r/state", &a);
+	assert_false(a.has_expected);
+	const char *open1 = "rdzv1 1 1 open 1 1 1 0 0 0 start - - 0\n";
+	assert_int_equal(a.value.len, strlen(open1));
+	assert_memory_equal(a.value.data, open1, a.value.len);
+	assert_int_equal(rdzv_on_cas(m, 0, a.id, 0, true, val(open1)), 0);
+	pop(m, RDZV_ACT_ADD, "ddprdzv/r/c/1.1", &a);
+	assert_int_equal(a.delta, 1);
+	assert_int_equal(rdzv_on_add(m, 0, a.id, 0, 1), 0);
+	pop(m, RDZV_ACT_SET, "ddprdzv/r/s/1", &a);
+	const char *slot = "rdzvs1 1 1 n0 10.0.0.1 4000 1 - 0 0\n";
+	assert_memory_equal(a.value.data, slot, strlen(slot));
+	assert_int_equal(rdzv_on_done(m, 0, a.id, 0), 0);
+	/* Ticket 1 of 1: close at once. */
+	pop(m, RDZV_ACT_GET, NULL, &a);
+	assert_int_equal(a.nkeys, 1);
+	struct rdzv_value one = val("1");
+	assert_int_equal(rdzv_on_get(m, 0, a.id, 0, &one, 1), 0);
+	pop(m, RDZV_ACT_GET, NULL, &a);
+	assert_int_equal(a.nkeys, 1);
+	struct rdzv_value sv = val(slot);
+	assert_int_equal(rdzv_on_get(m, 0, a.id, 0, &sv, 1), 0);
+	pop(m, RDZV_ACT_GET, NULL, &a);
+	assert_memory_equal(a.keys[0].data, "ddprdzv/r/a/n0", a.keys[0].len);
+	assert_int_equal(rdzv_on_get(m, 0, a.id, 0, &one, 1), 0);
+	pop(m, RDZV_ACT_CAS, "ddprdzv/r/w/1.1", &a);
+	assert_false(a.has_expected);
+	const char *world = "rdzvw1 1 1 1 4000\nn0 10.0.0.1 1\n";
+	assert_memory_equal(a.value.data, world, strlen(world));
+	assert_int_equal(rdzv_on_cas(m, 0, a.id, 0, true, val(world)), 0);
+	pop(m, RDZV_ACT_CAS, "ddprdzv/r/state", &a);
+	assert_true(a.has_expected);
+	id = a.id;
+	/* A TCPStore-style answer for an absent key (it echoes `expected`) must
+	 * read as "absent", and the state then be created anew. */
+	char expected[128];
+	memcpy(expected, a.expected.data, a.expected.len);
+	expected[a.expected.len] = '\0';
+	assert_int_equal(rdzv_on_cas(m, 0, id, 0, false, val(expected)), 0);
+	assert_null(rdzv_machine_state(m));
+	pop(m, RDZV_ACT_CAS, "ddprdzv/r/state", &a);
+	assert_false(a.has_expected);
+	rdzv_machine_free(m);
+}
+
+static void test_store_error_fails(void **unused)
+{
+	struct rdzv_machine *m = one_node();
+	struct rdzv_action a;
+	assert_int_equal(rdzv_start(m, 0), 0);
+	pop(m, RDZV_ACT_WATCH, NULL, &a);
+	pop(m, RDZV_ACT_SET_SESSION, NULL, &a);
+	assert_int_equal(rdzv_on_done(m, 0, a.id, -ECONNRESET), 0);
+	pop(m, RDZV_ACT_FAILED, NULL, &a);
+	assert_non_null(strstr(a.text, "a request to the rendezvous store failed"));
+	/* Ended: everything after is ignored, and stop says nothing more. */
+	assert_int_equal(rdzv_on_timer(m, 100000), 0);
+	assert_int_equal(rdzv_stop(m, 100000), 0);
+	while (rdzv_next_action(m, &a))
+		assert_int_equal(a.kind, RDZV_ACT_TIMER);
+	rdzv_machine_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -554,8 +706,17 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failure_after_finish, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_state_in_store, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_nnodes_mismatch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_static_node_comes_back, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stop_while_joining, setup, teardown),
+	    cmocka_unit_test(test_one_node_by_hand),
+	    cmocka_unit_test(test_store_error_fails),
 	};
 	if (getenv("RDZV_TEST")) /* e.g. RDZV_TEST='test_form_*' */
 		cmocka_set_test_filter(getenv("RDZV_TEST"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int runs = getenv("RDZV_SEEDS") ? atoi(getenv("RDZV_SEEDS")) : 1, rc = 0;
+	int first = getenv("RDZV_SEED") ? atoi(getenv("RDZV_SEED")) : 1;
+	for (g_seed = (uint64_t)first; g_seed < (uint64_t)first + (runs > 0 ? runs : 1) && rc == 0;
+	     g_seed++)
+		rc = cmocka_run_group_tests(tests, NULL, NULL);
+	return rc;
 }
