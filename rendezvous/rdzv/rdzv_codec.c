@@ -38,9 +38,19 @@ const char *rdzv_reason_name(enum rdzv_reason reason)
 	return reason >= RDZV_WHY_START && reason <= RDZV_WHY_REFORM ? reason_names[reason] : "?";
 }
 
+/* Bytes allowed in ids and addresses: printable ASCII but space and '/'
+ * (a table: every agent checks every byte of the world once per round). */
+#define TOK_OK(c)   ((c) > 0x20 && (c) < 0x7f && (c) != '/')
+#define TOK_OK4(c)  TOK_OK(c), TOK_OK(c + 1), TOK_OK(c + 2), TOK_OK(c + 3)
+#define TOK_OK16(c) TOK_OK4(c), TOK_OK4(c + 4), TOK_OK4(c + 8), TOK_OK4(c + 12)
+static const bool tok_table[256] = {
+    TOK_OK16(0x00), TOK_OK16(0x10), TOK_OK16(0x20), TOK_OK16(0x30),
+    TOK_OK16(0x40), TOK_OK16(0x50), TOK_OK16(0x60), TOK_OK16(0x70),
+};
+
 static bool tok_char_ok(uint8_t c)
 {
-	return c > 0x20 && c < 0x7f && c != '/';
+	return tok_table[c];
 }
 
 bool rdzv_token_ok(const char *s, size_t max)
@@ -320,51 +330,44 @@ void rdzv_world_data_release(struct rdzv_world_data *w)
 	memset(w, 0, sizeof(*w));
 }
 
-static int cmp_str(const void *a, const void *b)
+/* One token of a world row ending in a space, NUL-terminated in place.
+ * Returns its length, or 0 when malformed. */
+static size_t row_token(uint8_t **pos, const uint8_t *end, size_t max)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	uint8_t *start = *pos, *q = start;
+	while (q < end && tok_char_ok(*q))
+		q++;
+	size_t n = (size_t)(q - start);
+	if (q == end || *q != ' ' || n == 0 || n > max || (n == 1 && start[0] == '-'))
+		return 0;
+	*q = '\0';
+	*pos = q + 1;
+	return n;
 }
 
-/* Every id distinct: sorts a copy of the id pointers. */
-static int world_ids_unique(const struct rdzv_world_data *w)
-{
-	const char **ids = malloc(w->size * sizeof(*ids));
-	if (!ids)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < w->size; i++)
-		ids[i] = w->members[i].id;
-	qsort(ids, w->size, sizeof(*ids), cmp_str);
-	int rc = 0;
-	for (uint32_t i = 1; i < w->size && rc == 0; i++)
-		if (strcmp(ids[i - 1], ids[i]) == 0)
-			rc = -EINVAL;
-	free(ids);
-	return rc;
-}
-
-/* Parses the rows of w->raw from `pos`, NUL-terminating each field in place. */
+/* Parses the rows of w->raw from `pos` in one pass, NUL-terminating the id
+ * and address of each in place. */
 static int world_rows(struct rdzv_world_data *w, size_t pos)
 {
+	uint8_t *p = w->raw + pos;
+	const uint8_t *end = w->raw + w->raw_len;
 	for (uint32_t i = 0; i < w->size; i++) {
-		struct tok t[ROW_FIELDS];
-		size_t line;
-		uint8_t *row = w->raw + pos;
-		size_t left = w->raw_len - pos;
-		if (split_line(row, left > RDZV_WORLD_ROW_MAX ? RDZV_WORLD_ROW_MAX : left, t,
-			       ROW_FIELDS, &line) < 0)
+		struct rdzv_member *m = &w->members[i];
+		m->id = (const char *)p;
+		if (!row_token(&p, end, RDZV_ID_MAX))
 			return -EINVAL;
-		char scratch[RDZV_ADDR_MAX + 1];
-		if (tok_str(t[0], scratch, RDZV_ID_MAX, false) < 0 ||
-		    tok_str(t[1], scratch, RDZV_ADDR_MAX, false) < 0 ||
-		    tok_u32(t[2], 1, RDZV_NPROC_MAX, &w->members[i].nproc) < 0)
+		m->addr = (const char *)p;
+		if (!row_token(&p, end, RDZV_ADDR_MAX))
 			return -EINVAL;
-		row[t[0].len] = '\0';
-		row[t[0].len + 1 + t[1].len] = '\0';
-		w->members[i].id = (const char *)t[0].p;
-		w->members[i].addr = (const char *)t[1].p;
-		pos += line;
+		const uint8_t *nl = memchr(p, '\n', (size_t)(end - p) < 8 ? (size_t)(end - p) : 8);
+		uint64_t nproc;
+		if (!nl || rdzv_parse_u64(p, (size_t)(nl - p), RDZV_NPROC_MAX, &nproc) < 0 ||
+		    nproc < 1)
+			return -EINVAL;
+		m->nproc = (uint32_t)nproc;
+		p = (uint8_t *)nl + 1;
 	}
-	return pos == w->raw_len ? 0 : -EINVAL;
+	return p == end ? 0 : -EINVAL;
 }
 
 int rdzv_world_decode(const uint8_t *data, size_t len, uint32_t max_size,
@@ -397,7 +400,7 @@ int rdzv_world_decode(const uint8_t *data, size_t len, uint32_t max_size,
 	}
 	memcpy(out->raw, data, len);
 	out->raw_len = len;
-	if ((rc = world_rows(out, line)) < 0 || (rc = world_ids_unique(out)) < 0)
+	if ((rc = world_rows(out, line)) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -123,9 +123,12 @@ int rdzv_slot_encode(const struct rdzv_slot *slot, char *buf, size_t cap);
 int rdzv_state_decode(const uint8_t *data, size_t len, struct rdzv_state *out);
 int rdzv_slot_decode(const uint8_t *data, size_t len, struct rdzv_slot *out);
 
-/* Decodes a world of at most max_size members (max_size <= RDZV_NODES_MAX).
- * Every id must be distinct. Returns 0, -EINVAL, or -ENOMEM. Release with
- * rdzv_world_data_release (also after a failure; zeroed is released). */
+/* Decodes a world of at most max_size members (max_size <= RDZV_NODES_MAX)
+ * in one linear pass (every agent decodes it once per round). Ids are not
+ * checked for being distinct: the closer writes distinct ones, and a reader
+ * that finds its own id twice refuses the world. Returns 0, -EINVAL, or
+ * -ENOMEM. Release with rdzv_world_data_release (also after a failure;
+ * zeroed is released). */
 int rdzv_world_decode(const uint8_t *data, size_t len, uint32_t max_size,
 		      struct rdzv_world_data *out);
 void rdzv_world_data_release(struct rdzv_world_data *w);

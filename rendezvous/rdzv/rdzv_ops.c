@@ -170,9 +170,22 @@ static int world_got(struct rdzv_machine *m, int64_t now, struct rdzv_value v)
 				round, m->run_id);
 	}
 	rdzv_op_reset(m);
-	for (uint32_t i = 0; i < wd.size; i++)
-		if (strcmp(wd.members[i].id, m->node_id) == 0)
-			return rdzv_become_member(m, &wd, i);
+	uint32_t rank = UINT32_MAX;
+	for (uint32_t i = 0; i < wd.size; i++) {
+		if (strcmp(wd.members[i].id, m->node_id) != 0)
+			continue;
+		if (rank != UINT32_MAX) {
+			rdzv_world_data_release(&wd);
+			return rdzv_end(
+			    m, RDZV_ACT_FAILED,
+			    "round %u of run id '%s' lists node id '%s' twice; give every "
+			    "node its own id",
+			    round, m->run_id, m->node_id);
+		}
+		rank = i;
+	}
+	if (rank != UINT32_MAX)
+		return rdzv_become_member(m, &wd, rank);
 	rdzv_world_data_release(&wd);
 	return rdzv_op_join(m, gen, round + 1); /* left out: wait for the next round */
 }
