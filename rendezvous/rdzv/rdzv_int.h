@@ -1,6 +1,7 @@
 /*
  * rdzv_int.h - the rendezvous machine's insides, shared by its files:
- *   rdzv_machine.c  life cycle, the action queue, entry points, timers
+ *   rdzv_machine.c  life cycle, entry points, the state held, the timer
+ *   rdzv_actions.c  the queue of actions handed to the driver
  *   rdzv_eval.c     what to do next, from the latest state and local facts
  *   rdzv_ops.c      the short request sequences: create, join, world,
  *                   trigger a new round, record done
@@ -137,7 +138,9 @@ struct rdzv_machine {
 	int exit_req; /* 0, 1 success, 2 failure */
 };
 
-/* rdzv_machine.c */
+/* rdzv_actions.c */
+void rdzv_acts_gc(struct rdzv_machine *m); /* frees the actions handed out */
+void rdzv_acts_release(struct rdzv_machine *m);
 int rdzv_push_kv(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *key,
 		 const void *value, size_t vlen, uint64_t *id);
 int rdzv_push_cas(struct rdzv_machine *m, const char *key, const void *expected, size_t elen,
@@ -150,8 +153,12 @@ int rdzv_push_get(struct rdzv_machine *m, size_t n,
 		  void (*fill)(const struct rdzv_machine *, void *, size_t, char *), void *ctx,
 		  uint64_t *id);
 int rdzv_push_get1(struct rdzv_machine *m, const char *key, uint64_t *id);
+void rdzv_unwatch(struct rdzv_machine *m, uint64_t *watch); /* and zeroes *watch */
+/* Writes the run's prefix followed by fmt into buf (RDZV_KEY_MAX bytes). */
 void rdzv_key(const struct rdzv_machine *m, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* rdzv_machine.c */
 /* Ends the machine with FAILED / FINISHED / LEFT and a message. */
 int rdzv_end(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -159,11 +166,6 @@ int rdzv_end(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *fmt
  * than the one held. Returns 0, or what rdzv_end returns. */
 int rdzv_take_state(struct rdzv_machine *m, struct rdzv_value v);
 int rdzv_take_state_struct(struct rdzv_machine *m, const struct rdzv_state *st);
-/* CAS the state from the one held to *ns (kept in m->new_st), and take
- * the answer: the new state when swapped, else the current one. */
-int rdzv_state_cas(struct rdzv_machine *m, const struct rdzv_state *ns);
-int rdzv_state_cas_answer(struct rdzv_machine *m, bool swapped, struct rdzv_value cur);
-void rdzv_unwatch(struct rdzv_machine *m, uint64_t *watch);
 
 /* rdzv_eval.c */
 int rdzv_evaluate(struct rdzv_machine *m, int64_t now);
@@ -173,6 +175,10 @@ void rdzv_timer_check(struct rdzv_machine *m, int64_t now);
 int64_t rdzv_next_deadline(const struct rdzv_machine *m);
 
 /* rdzv_ops.c */
+/* CAS the state from the one held to *ns (kept in m->new_st), and take
+ * the answer: the new state when swapped, else the current one. */
+int rdzv_state_cas(struct rdzv_machine *m, const struct rdzv_state *ns);
+int rdzv_state_cas_answer(struct rdzv_machine *m, bool swapped, struct rdzv_value cur);
 int rdzv_op_create(struct rdzv_machine *m);
 int rdzv_op_join(struct rdzv_machine *m, uint64_t gen, uint32_t round);
 int rdzv_op_world(struct rdzv_machine *m, int64_t now);

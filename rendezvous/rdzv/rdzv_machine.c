@@ -102,31 +102,11 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	return 0;
 }
 
-static void act_free(struct rdzv_act *a)
-{
-	free(a->keys);
-	free(a->buf);
-}
-
-/* Frees the actions handed out before this entry point was called. */
-static void acts_gc(struct rdzv_machine *m)
-{
-	if (!m->acts_head)
-		return;
-	for (size_t i = 0; i < m->acts_head; i++)
-		act_free(&m->acts[i]);
-	memmove(m->acts, m->acts + m->acts_head, (m->acts_len - m->acts_head) * sizeof(*m->acts));
-	m->acts_len -= m->acts_head;
-	m->acts_head = 0;
-}
-
 void rdzv_machine_free(struct rdzv_machine *m)
 {
 	if (!m)
 		return;
-	for (size_t i = 0; i < m->acts_len; i++)
-		act_free(&m->acts[i]);
-	free(m->acts);
+	rdzv_acts_release(m);
 	rdzv_census_release(&m->census);
 	rdzv_world_data_release(&m->trig_world);
 	rdzv_world_data_release(&m->wd);
@@ -136,183 +116,6 @@ void rdzv_machine_free(struct rdzv_machine *m)
 	free(m->node_id);
 	free(m->addr);
 	free(m);
-}
-
-static struct rdzv_act *act_push(struct rdzv_machine *m, enum rdzv_action_kind kind)
-{
-	if (m->acts_len == m->acts_cap) {
-		size_t cap = m->acts_cap ? 2 * m->acts_cap : 16;
-		struct rdzv_act *v = realloc(m->acts, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		m->acts = v;
-		m->acts_cap = cap;
-	}
-	struct rdzv_act *a = &m->acts[m->acts_len++];
-	memset(a, 0, sizeof(*a));
-	a->a.kind = kind;
-	a->a.at_ms = -1;
-	return a;
-}
-
-bool rdzv_next_action(struct rdzv_machine *m, struct rdzv_action *out)
-{
-	if (m->acts_head == m->acts_len)
-		return false;
-	*out = m->acts[m->acts_head++].a;
-	return true;
-}
-
-/* Copies key, expected and value into one buffer owned by the action. */
-static int act_fill(struct rdzv_act *a, const char *key, const void *e, size_t elen, const void *v,
-		    size_t vlen)
-{
-	size_t klen = key ? strlen(key) : 0;
-	a->buf = malloc(klen + elen + vlen + 1);
-	if (!a->buf)
-		return -ENOMEM;
-	memcpy(a->buf, key, klen);
-	if (elen)
-		memcpy(a->buf + klen, e, elen);
-	if (vlen)
-		memcpy(a->buf + klen + elen, v, vlen);
-	a->buf[klen + elen + vlen] = '\0';
-	a->a.key = (struct rdzv_bytes){a->buf, klen};
-	a->a.expected = (struct rdzv_bytes){a->buf + klen, elen};
-	a->a.value = (struct rdzv_bytes){a->buf + klen + elen, vlen};
-	return 0;
-}
-
-static int push_req(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *key,
-		    const void *e, size_t elen, bool has_e, const void *v, size_t vlen,
-		    int64_t delta, uint64_t *id)
-{
-	struct rdzv_act *a = act_push(m, kind);
-	if (!a)
-		return -ENOMEM;
-	if (act_fill(a, key, e, elen, v, vlen) < 0) {
-		m->acts_len--;
-		return -ENOMEM;
-	}
-	a->a.id = m->next_id++;
-	a->a.has_expected = has_e;
-	a->a.delta = delta;
-	if (id)
-		*id = a->a.id;
-	return 0;
-}
-
-int rdzv_push_kv(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *key,
-		 const void *value, size_t vlen, uint64_t *id)
-{
-	return push_req(m, kind, key, NULL, 0, false, value, vlen, 0, id);
-}
-
-int rdzv_push_cas(struct rdzv_machine *m, const char *key, const void *expected, size_t elen,
-		  bool has_expected, const void *value, size_t vlen, uint64_t *id)
-{
-	return push_req(m, RDZV_ACT_CAS, key, expected, has_expected ? elen : 0, has_expected,
-			value, vlen, 0, id);
-}
-
-int rdzv_push_add(struct rdzv_machine *m, const char *key, int64_t delta, uint64_t *id)
-{
-	return push_req(m, RDZV_ACT_ADD, key, NULL, 0, false, NULL, 0, delta, id);
-}
-
-int rdzv_push_simple(struct rdzv_machine *m, enum rdzv_action_kind kind, int64_t at_ms,
-		     uint64_t watch, const char *text)
-{
-	struct rdzv_act *a = act_push(m, kind);
-	if (!a)
-		return -ENOMEM;
-	a->a.at_ms = at_ms;
-	a->a.watch = watch;
-	if (text) {
-		if (!(a->buf = (uint8_t *)strdup(text))) {
-			m->acts_len--;
-			return -ENOMEM;
-		}
-		a->a.text = (const char *)a->buf;
-	}
-	return 0;
-}
-
-/* Appends one key to a GET's buffer; offsets stand in for pointers until
- * the buffer stops moving. */
-static int get_append(struct rdzv_act *a, size_t *cap, size_t i, const char *key)
-{
-	size_t kl = strlen(key);
-	if (a->buf_len + kl > *cap) {
-		size_t ncap = 2 * (a->buf_len + kl);
-		uint8_t *b = realloc(a->buf, ncap);
-		if (!b)
-			return -ENOMEM;
-		a->buf = b;
-		*cap = ncap;
-	}
-	memcpy(a->buf + a->buf_len, key, kl);
-	a->keys[i] = (struct rdzv_bytes){(const uint8_t *)(uintptr_t)a->buf_len, kl};
-	a->buf_len += kl;
-	return 0;
-}
-
-int rdzv_push_get(struct rdzv_machine *m, size_t n,
-		  void (*fill)(const struct rdzv_machine *, void *, size_t, char *), void *ctx,
-		  uint64_t *id)
-{
-	struct rdzv_act *a = act_push(m, RDZV_ACT_GET);
-	char key[RDZV_KEY_MAX];
-	size_t cap = n * 48 + 64;
-	int rc = 0;
-	if (!a)
-		return -ENOMEM;
-	a->keys = calloc(n ? n : 1, sizeof(*a->keys));
-	a->buf = malloc(cap);
-	if (!a->keys || !a->buf)
-		rc = -ENOMEM;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		fill(m, ctx, i, key);
-		rc = get_append(a, &cap, i, key);
-	}
-	if (rc < 0) {
-		act_free(a);
-		m->acts_len--;
-		return rc;
-	}
-	for (size_t i = 0; i < n; i++)
-		a->keys[i].data = a->buf + (uintptr_t)a->keys[i].data;
-	a->a.keys = a->keys;
-	a->a.nkeys = n;
-	a->a.id = m->next_id++;
-	*id = a->a.id;
-	return 0;
-}
-
-static void copy_key(const struct rdzv_machine *m, void *ctx, size_t i, char *key)
-{
-	snprintf(key, RDZV_KEY_MAX, "%s", (const char *)ctx);
-}
-
-int rdzv_push_get1(struct rdzv_machine *m, const char *key, uint64_t *id)
-{
-	return rdzv_push_get(m, 1, copy_key, (void *)key, id);
-}
-
-void rdzv_key(const struct rdzv_machine *m, char *buf, const char *fmt, ...)
-{
-	va_list ap;
-	size_t n = strlen(m->prefix);
-	memcpy(buf, m->prefix, n);
-	va_start(ap, fmt);
-	vsnprintf(buf + n, RDZV_KEY_MAX - n, fmt, ap);
-	va_end(ap);
-}
-
-void rdzv_unwatch(struct rdzv_machine *m, uint64_t *watch)
-{
-	if (*watch && rdzv_push_simple(m, RDZV_ACT_UNWATCH, -1, *watch, NULL) == 0)
-		*watch = 0;
 }
 
 int rdzv_end(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *fmt, ...)
@@ -410,7 +213,7 @@ static bool fail_status(struct rdzv_machine *m, int status, int *rc)
 int rdzv_start(struct rdzv_machine *m, int64_t now)
 {
 	char key[RDZV_KEY_MAX];
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (m->mode != MODE_IDLE)
 		return 0;
 	m->mode = MODE_JOIN;
@@ -418,7 +221,7 @@ int rdzv_start(struct rdzv_machine *m, int64_t now)
 	m->hb_next = now + m->cfg.keep_alive_interval_ms;
 	m->hb_count = 1;
 	rdzv_key(m, key, "state");
-	int rc = push_req(m, RDZV_ACT_WATCH, key, NULL, 0, false, NULL, 0, 0, &m->st_watch);
+	int rc = rdzv_push_kv(m, RDZV_ACT_WATCH, key, NULL, 0, &m->st_watch);
 	if (rc == 0) {
 		rdzv_key(m, key, "a/%s", m->node_id);
 		m->op = OP_ALIVE;
@@ -431,7 +234,7 @@ int rdzv_on_get(struct rdzv_machine *m, int64_t now, uint64_t id, int status,
 		const struct rdzv_value *vals, size_t nvals)
 {
 	int rc = 0;
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
 		rc = rdzv_ops_on_get(m, now, vals, nvals);
 	return settle(m, now, rc);
@@ -441,7 +244,7 @@ int rdzv_on_cas(struct rdzv_machine *m, int64_t now, uint64_t id, int status, bo
 		struct rdzv_value current)
 {
 	int rc = 0;
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
 		rc = rdzv_ops_on_cas(m, now, swapped, current);
 	return settle(m, now, rc);
@@ -450,7 +253,7 @@ int rdzv_on_cas(struct rdzv_machine *m, int64_t now, uint64_t id, int status, bo
 int rdzv_on_add(struct rdzv_machine *m, int64_t now, uint64_t id, int status, int64_t value)
 {
 	int rc = 0;
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
 		rc = rdzv_ops_on_add(m, now, value);
 	return settle(m, now, rc);
@@ -459,7 +262,7 @@ int rdzv_on_add(struct rdzv_machine *m, int64_t now, uint64_t id, int status, in
 int rdzv_on_done(struct rdzv_machine *m, int64_t now, uint64_t id, int status)
 {
 	int rc = 0;
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (!fail_status(m, status, &rc) && m->mode != MODE_END && id == m->req && id)
 		rc = rdzv_ops_on_done(m, now);
 	return settle(m, now, rc);
@@ -468,7 +271,7 @@ int rdzv_on_done(struct rdzv_machine *m, int64_t now, uint64_t id, int status)
 int rdzv_on_key(struct rdzv_machine *m, int64_t now, uint64_t watch, struct rdzv_value v)
 {
 	int rc = 0;
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (m->mode == MODE_END || !watch)
 		return settle(m, now, 0);
 	if (watch == m->st_watch) {
@@ -498,7 +301,7 @@ static int heartbeat(struct rdzv_machine *m, int64_t now)
 
 int rdzv_on_timer(struct rdzv_machine *m, int64_t now)
 {
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	m->timer_armed = -1; /* it fired: whatever is due next must be armed again */
 	if (m->mode == MODE_END || m->mode == MODE_IDLE)
 		return settle(m, now, 0);
@@ -517,7 +320,7 @@ int rdzv_on_timer(struct rdzv_machine *m, int64_t now)
 
 int rdzv_stop(struct rdzv_machine *m, int64_t now)
 {
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (m->mode == MODE_END || m->stop_req)
 		return settle(m, now, 0);
 	if (m->mode == MODE_IDLE)
@@ -529,7 +332,7 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now)
 
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)
 {
-	acts_gc(m);
+	rdzv_acts_gc(m);
 	if (m->mode == MODE_RUN && !m->exit_req)
 		m->exit_req = success ? 1 : 2;
 	return settle(m, now, 0);

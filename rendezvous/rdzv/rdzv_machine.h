@@ -73,11 +73,16 @@ struct rdzv_config {
 	int32_t node_rank;	       /* --node_rank, or -1 */
 	uint32_t max_restarts;	       /* --max_restarts, for the whole job */
 	/* --rdzv_conf, in milliseconds (torchrun's names; defaults in brackets) */
-	int64_t join_timeout_ms;	 /* [600 s] until this node is in a round */
-	int64_t last_call_timeout_ms;	 /* [30 s] window after MIN nodes are in */
-	int64_t close_timeout_ms;	 /* [30 s] see below */
+	int64_t join_timeout_ms;	 /* [600 s] until this node is in a round; a
+					    spare of a full job waits without it */
+	int64_t last_call_timeout_ms;	 /* [30 s] window after MIN nodes are in, or
+					    after a node asked to join a running job */
+	int64_t close_timeout_ms;	 /* [30 s] a closer's wait for slots being
+					    written; when later tickets take over a
+					    close that did not happen; a leaving
+					    node's try to tell the others */
 	int64_t keep_alive_interval_ms;	 /* [5 s] heartbeat period */
-	uint32_t keep_alive_max_attempt; /* [3] missed heartbeats that mean dead */
+	uint32_t keep_alive_max_attempt; /* [3] missed heartbeats: dead */
 };
 
 /* Fills torchrun's defaults: 1:1 nodes, 1 worker, no node rank, 0 restarts,

@@ -283,6 +283,12 @@ static void exec(struct fake_net *net, int ai, struct msg *m)
 		exec_add(net, m);
 		break;
 	case RDZV_ACT_SET:
+		if (nd->a.die_before_slot) { /* between its ticket and its slot */
+			msg_free(m);
+			fake_kill(net, &nd->a);
+			return;
+		}
+		/* fall through */
 	case RDZV_ACT_SET_SESSION:
 		put(net, lookup(net, m->keys[0], true), m->val, m->vlen,
 		    m->kind == RDZV_ACT_SET_SESSION ? ai : -1);
@@ -374,6 +380,10 @@ static void drain(struct fake_net *net, struct node *nd)
 		case RDZV_ACT_ROUND_OVER:
 			a->round_overs++;
 			a->in_round = false;
+			if (a->port_step) { /* a fresh worker store for the next round */
+				a->cfg.port = (uint16_t)(a->cfg.port + a->port_step);
+				rdzv_set_port(a->m, a->cfg.port);
+			}
 			continue;
 		case RDZV_ACT_LEFT:
 		case RDZV_ACT_FINISHED:
@@ -630,6 +640,13 @@ const uint8_t *fake_get(struct fake_net *net, const char *key, size_t *len)
 void fake_set(struct fake_net *net, const char *key, const void *value, size_t len)
 {
 	put(net, lookup(net, key, true), value, len, -1);
+}
+
+void fake_del(struct fake_net *net, const char *key)
+{
+	struct entry *e = lookup(net, key, false);
+	if (e)
+		del(net, e);
 }
 
 size_t fake_keys(const struct fake_net *net)

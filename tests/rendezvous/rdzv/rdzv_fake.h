@@ -45,6 +45,9 @@ struct fake_agent {
 	uint16_t master_port;
 	char key_prefix[256];
 	int64_t timer_at;
+	/* test knobs */
+	bool die_before_slot; /* dies when its next slot SET reaches the store */
+	uint16_t port_step;   /* on ROUND_OVER: rdzv_set_port(port + port_step) */
 	/* store traffic this agent caused */
 	uint64_t requests, bytes_in;
 };
@@ -79,6 +82,7 @@ int fake_count(const struct fake_net *net);
 /* Store access for tests: value of a key (NULL if missing; *len set). */
 const uint8_t *fake_get(struct fake_net *net, const char *key, size_t *len);
 void fake_set(struct fake_net *net, const char *key, const void *value, size_t len);
+void fake_del(struct fake_net *net, const char *key);
 /* Keys in the store; total requests served. */
 size_t fake_keys(const struct fake_net *net);
 uint64_t fake_requests(const struct fake_net *net);

@@ -566,6 +566,111 @@ static void test_stop_while_joining(void **state)
 	assert_int_equal(fake_agent(net, 0)->ended, RDZV_ACT_LEFT);
 }
 
+static void test_dies_between_ticket_and_slot(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 4, 3, 4);
+	fake_agent(net, 1)->die_before_slot = true;
+	start_range(net, 0, 4);
+	/* The closer waits close_timeout for the slot that never comes; when
+	 * the dead node held the last ticket, the last call comes first. */
+	assert_true(run_to_round(net, 1, 120000));
+	assert_true(fake_agent(net, 1)->killed);
+	assert_world(net, 1, 3);
+	assert_true(fake_now(net) == 30000 || fake_now(net) == 60000);
+}
+
+static void test_reform_when_too_few_alive(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 4, 3, 3);
+	start_range(net, 0, 2);
+	fake_run(net, NULL, NULL, 100);
+	fake_kill(net, fake_agent(net, 1)); /* took ticket 2 and died */
+	start_range(net, 2, 3);		    /* ticket 3 = EXPECT, but 2 alive */
+	fake_run(net, NULL, NULL, 100);
+	const struct rdzv_state *st = rdzv_machine_state(fake_agent(net, 0)->m);
+	assert_int_equal(st->round, 2);
+	assert_int_equal(st->reason, RDZV_WHY_REFORM);
+	start_range(net, 3, 4);
+	assert_true(run_to_round(net, 2, 1000));
+	assert_world(net, 2, 3);
+}
+
+static void test_overflow_at_formation(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 2, 2);
+	start_range(net, 0, 3);
+	fake_run(net, NULL, NULL, 1000);
+	int in = 0, waiting = 0;
+	for (int i = 0; i < 3; i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		assert_true(a->running);
+		if (a->in_round)
+			in++;
+		else
+			waiting++;
+	}
+	assert_int_equal(in, 2);
+	assert_int_equal(waiting, 1);
+	/* The job finishes: the spare has nothing to wait for. */
+	for (int i = 0; i < 3; i++)
+		if (fake_agent(net, i)->in_round)
+			fake_workers_exit(net, fake_agent(net, i), true);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fake_agent(net, i)->ended, RDZV_ACT_FINISHED);
+}
+
+static void test_death_while_finishing(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 2, 3);
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 60000));
+	fake_workers_exit(net, with_rank(net, 0), true);
+	fake_run(net, NULL, NULL, 100);
+	/* A node goes while the job finishes: taken as finishing, no new round. */
+	struct fake_agent *r1 = with_rank(net, 1), *r2 = with_rank(net, 2);
+	fake_kill(net, r1);
+	fake_run(net, NULL, NULL, 60000);
+	assert_true(r2->in_round);
+	assert_int_equal(r2->rounds, 1);
+	fake_workers_exit(net, r2, true);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	assert_int_equal(r2->ended, RDZV_ACT_FINISHED);
+}
+
+static void test_fresh_port_each_round(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_four(net);
+	for (int i = 0; i < 4; i++)
+		fake_agent(net, i)->port_step = 100;
+	struct fake_agent *r0 = with_rank(net, 0);
+	uint16_t before = r0->master_port;
+	fake_kill(net, with_rank(net, 3));
+	assert_true(run_to_round(net, 2, 1000));
+	assert_int_equal(r0->rank, 0);
+	assert_int_equal(r0->master_port, before + 100);
+	assert_world(net, 2, 3);
+}
+
+static void test_state_vanishes(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_del(net, "ddprdzv/job/state");
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(fake_agent(net, i)->ended, RDZV_ACT_FAILED);
+		assert_non_null(strstr(fake_agent(net, i)->end_text, "vanished"));
+	}
+}
+
 /* One machine driven by hand: the exact requests of a one-node job, and
  * TCPStore's answer for a CAS on an absent key. */
 static bool pop(struct rdzv_machine *m, enum rdzv_action_kind kind, const char *key,
@@ -708,6 +813,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_nnodes_mismatch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_static_node_comes_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stop_while_joining, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dies_between_ticket_and_slot, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reform_when_too_few_alive, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_overflow_at_formation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_death_while_finishing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fresh_port_each_round, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_vanishes, setup, teardown),
 	    cmocka_unit_test(test_one_node_by_hand),
 	    cmocka_unit_test(test_store_error_fails),
 	};
