@@ -18,15 +18,12 @@
 
 #include "store_server.h"
 
-static void agent_start_attempt(struct agent *ag);
-static void agent_finish(struct agent *ag);
-
 static bool worker_failed(const struct agent_worker *w)
 {
 	return w->term_signal > 0 || w->exit_code != 0;
 }
 
-static void agent_kill_all(struct agent *ag)
+void agent_kill_all(struct agent *ag)
 {
 	for (int i = 0; i < ag->nproc; i++)
 		worker_proc_kill_group(&ag->w[i].proc);
@@ -44,7 +41,7 @@ static void on_grace(uv_timer_t *t)
 /* Sends `sig` to every running worker's process group, then the grace
  * period, then SIGKILL. SIGCONT follows `sig`: a stopped worker (SIGSTOP,
  * a debugger's ^Z) acts on it at once instead of costing the grace. */
-static void agent_stop_group(struct agent *ag, int sig)
+void agent_stop_group(struct agent *ag, int sig)
 {
 	uint64_t grace_ms = (uint64_t)(ag->o->grace_period * 1000.0 + 0.5);
 
@@ -209,6 +206,10 @@ static void agent_group_ended(struct agent *ag)
 
 	uv_timer_stop(&ag->drain);
 	agent_record_attempt(ag);
+	if (rdzv_multinode(ag->rdzv)) {
+		agent_multi_group_ended(ag); /* the job's policy is the rendezvous' */
+		return;
+	}
 	switch (policy_decide(&p, ag->attempt, ag->failed, ag->stop_signal > 0)) {
 	case POLICY_SUCCEEDED:
 		ag->exit_status = 0;
@@ -354,7 +355,7 @@ static void on_joined(void *arg, int status, const struct rdzv_round *r)
 }
 
 /* One attempt: join a rendezvous round, then spawn the group. */
-static void agent_start_attempt(struct agent *ag)
+void agent_start_attempt(struct agent *ag)
 {
 	int rc;
 
@@ -367,6 +368,8 @@ static void agent_start_attempt(struct agent *ag)
 	if (ag->attempt > 0 && ag->store)
 		store_server_reset(ag->store, NULL, 0);
 	rc = rdzv_join(ag->rdzv, ag->attempt, on_joined, ag);
+	if (rc == -ECANCELED)
+		return; /* the rendezvous ended: its event finishes the agent */
 	if (rc) {
 		log_error("cannot join rendezvous round %d: %s", ag->attempt, strerror(-rc));
 		ag->exit_status = 1;
@@ -404,6 +407,10 @@ static void on_signal(uv_signal_t *h, int sig)
 		agent_forward(ag, sig);
 		return;
 	}
+	if (rdzv_multinode(ag->rdzv)) {
+		agent_multi_signal(ag, sig);
+		return;
+	}
 	if (!again)
 		ag->stop_signal = sig;
 	log_warn("got %s; %s", signame_name(sig),
@@ -426,7 +433,7 @@ static void handle_free_noop(uv_handle_t *h)
 {
 }
 
-static void agent_finish(struct agent *ag)
+void agent_finish(struct agent *ag)
 {
 	char path[PATH_MAX + 16];
 
@@ -447,6 +454,7 @@ static void agent_finish(struct agent *ag)
 	if (ag->store)
 		store_server_close(ag->store, NULL, NULL);
 	ag->store = NULL;
+	rdzv_shutdown(ag->rdzv, ag->exit_status);
 }
 
 /* Whether one of ag's signal handlers is for sig already. */
@@ -486,7 +494,8 @@ static void agent_init_handles(struct agent *ag)
 int agent_run(const struct launch_opts *o, char **environ_in)
 {
 	uv_loop_t loop;
-	struct agent ag = {.loop = &loop, .o = o, .environ_in = environ_in, .exit_status = 1};
+	struct agent ag = {
+	    .loop = &loop, .o = o, .environ_in = environ_in, .exit_status = 1, .rdzv_end = -1};
 	int rc;
 
 	summary_init(&ag.summary);
@@ -506,6 +515,7 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 		ag.exit_status = rc;
 		if (ag.store)
 			store_server_close(ag.store, NULL, NULL);
+		rdzv_shutdown(ag.rdzv, rc);
 	}
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);

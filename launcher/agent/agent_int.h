@@ -79,8 +79,24 @@ struct agent {
 	struct rundir rd;
 	struct footprint fp; /* the job's cgroup and shared-memory names */
 	bool files;	     /* per-rank log files */
+	/* multi-node (agent_multi.c) */
+	bool round_over; /* the group was stopped because its round is over */
+	int rdzv_end;	 /* enum rdzv_outcome once the rendezvous ended, else -1 */
 	int64_t last_fail_ns;
 };
+
+/* agent.c: steps the multi-node glue (agent_multi.c) shares. */
+void agent_start_attempt(struct agent *ag);
+void agent_finish(struct agent *ag);
+void agent_kill_all(struct agent *ag);
+/* Sends sig to the running workers, then the grace period, then SIGKILL. */
+void agent_stop_group(struct agent *ag, int sig);
+
+/* agent_multi.c: the rendezvous' events, and the group's end and stop
+ * signals across nodes. */
+extern const struct rdzv_events agent_rdzv_events;
+void agent_multi_group_ended(struct agent *ag);
+void agent_multi_signal(struct agent *ag, int sig);
 
 /* Set-up before the first attempt: the number of workers, ddp-exec, the
  * worker command line, the store socket, the rendezvous, the run directory,

@@ -197,7 +197,8 @@ int agent_worker_env(struct agent_worker *w, char ***env)
 	    .role_name = ag->o->role,
 	    .master_addr = ag->round.master_addr,
 	    .master_port = ag->round.master_port,
-	    .restart_count = ag->attempt,
+	    .restart_count = ag->round.restart_count,
+	    .local_addr = ag->round.local_addr,
 	    .max_restarts = ag->o->max_restarts,
 	    .run_id = ag->o->rdzv_id,
 	    .error_file = w->error_file,
@@ -263,7 +264,7 @@ int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_
 
 	if (nproc < 0)
 		return nproc;
-	rc = rdzv_new(o, nproc, o->master_addr, 0, &r, err, errlen);
+	rc = rdzv_new(o, environ_in, nproc, o->master_addr, 0, &r, err, errlen);
 	rdzv_free(r);
 	return rc;
 }
@@ -284,18 +285,27 @@ int agent_setup(struct agent *ag)
 	if (!ag->w || agent_find_shim(ag) || agent_build_argv(ag))
 		return 1;
 	/* Fail on an unsupported rendezvous before taking any port. */
-	rc = rdzv_new(ag->o, ag->nproc, ag->o->master_addr, 0, &ag->rdzv, err, sizeof(err));
+	rc = rdzv_new(ag->o, ag->environ_in, ag->nproc, ag->o->master_addr, 0, &ag->rdzv, err,
+		      sizeof(err));
 	if (rc) {
 		log_error("%s", err);
 		return 2;
 	}
-	rdzv_free(ag->rdzv);
-	ag->rdzv = NULL;
-	rc = agent_bind_store(ag);
-	if (rc)
-		return ag->o->strict_port && rc == UV_EADDRINUSE ? 2 : 1;
-	if (rdzv_new(ag->o, ag->nproc, ag->o->master_addr, ag->port, &ag->rdzv, err, sizeof(err)))
-		return 1;
+	if (rdzv_multinode(ag->rdzv)) {
+		/* Across nodes the rendezvous hosts the stores (rdzv_multi.h). */
+		rc = rdzv_attach(ag->rdzv, ag->loop, &agent_rdzv_events, ag);
+		if (rc)
+			return rc == -EADDRINUSE ? 2 : 1;
+	} else {
+		rdzv_free(ag->rdzv);
+		ag->rdzv = NULL;
+		rc = agent_bind_store(ag);
+		if (rc)
+			return ag->o->strict_port && rc == UV_EADDRINUSE ? 2 : 1;
+		if (rdzv_new(ag->o, ag->environ_in, ag->nproc, ag->o->master_addr, ag->port,
+			     &ag->rdzv, err, sizeof(err)))
+			return 1;
+	}
 	if (agent_prepare_run_dir(ag))
 		return 1;
 	cg = worker_env_get(ag->environ_in, "DDPLAUNCH_CGROUP");

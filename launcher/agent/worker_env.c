@@ -116,6 +116,9 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	rc |= env_put(e, "TORCHELASTIC_ERROR_FILE", s->error_file);
 	if (s->job_tag)
 		rc |= env_put(e, "DDP_JOB_TAG", s->job_tag);
+	/* libddp's TCP transports publish this address to the other nodes. */
+	if (s->local_addr)
+		rc |= env_put(e, "DDP_LOCAL_ADDR", s->local_addr);
 	if (!worker_env_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
 		rc |= env_put(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (!worker_env_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))

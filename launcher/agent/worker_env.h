@@ -20,6 +20,8 @@ struct worker_env_spec {
 	int master_port;
 	int restart_count, max_restarts;
 	const char *run_id;
+	const char *local_addr; /* DDP_LOCAL_ADDR: this node's address for the other
+				   nodes (multi-node), or NULL */
 	const char *error_file;
 	const char *job_tag; /* DDP_JOB_TAG (see footprint.h), or NULL */
 	bool set_omp;	     /* add OMP_NUM_THREADS=1 (see worker_env_needs_omp) */

@@ -57,9 +57,9 @@ class Basics(LaunchCase):
         r = self.launch(["--nproc_per_node=x", HELPER])
         self.assertEqual(r.returncode, 2)
         self.assertIn("bad value 'x' for 'nproc_per_node'", r.stderr)
-        r = self.launch(["--nnodes=2", "--master_port=0", HELPER, "exit", "0"])
+        r = self.launch(["--nnodes=2", "--rdzv_backend=c10d", HELPER, "exit", "0"])
         self.assertEqual(r.returncode, 2)
-        self.assertIn("multi-node", r.stderr)
+        self.assertIn("--rdzv_backend=c10d needs --rdzv_endpoint", r.stderr)
         r = self.launch(["--help"])
         self.assertEqual(r.returncode, 0)
         self.assertIn("--nproc_per_node", r.stdout)
@@ -661,7 +661,8 @@ class JobFiles(LaunchCase):
 
 
     def test_dry_run_refuses_what_the_run_refuses(self):
-        for flags in (["--nnodes=1:2"], ["--nnodes=2", "--node_rank=1"]):
+        for flags in (["--nnodes=1:2"], ["--nnodes=2", "--rdzv_backend=c10d"],
+                      ["--nnodes=2", "--node_rank=2"], ["--nnodes=2", "--rdzv_conf=bogus=1"]):
             with self.subTest(flags=flags):
                 dry = self.launch(["--dry_run"] + flags + [HELPER, "exit", "0"])
                 real = self.launch(flags + [HELPER, "exit", "0"])

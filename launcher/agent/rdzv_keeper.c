@@ -1,0 +1,199 @@
+/*
+ * rdzv_keeper.c - the stores a multi-node agent hosts (rdzv_multi_int.h):
+ * the rendezvous store when this node is its host, kept at the end for the
+ * agents still connected to it, and each round's workers' store.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <log.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rdzv_host.h"
+#include "rdzv_multi_int.h"
+#include "store_access.h"
+#include "store_server.h"
+
+/* The end: how often the hosted store's clients are counted, and how long
+ * they may stay before this process hands the store to a child of its own
+ * (the agents of this job close their sessions within milliseconds of
+ * FINISHED; whoever stays longer is running: another job's agents, or this
+ * job's nodes whose workers have not finished). */
+#define KEEPER_TICK_MS	     20
+#define KEEPER_HANDOFF_MS    300
+#define KEEPER_CHILD_TICK_MS 100
+
+static void keeper_store_close(struct store_server **s)
+{
+	if (*s)
+		store_server_close(*s, NULL, NULL);
+	*s = NULL;
+}
+
+static void keeper_refuse_taken(struct rdzv_multi *d)
+{
+	char owner[160];
+
+	rdzv_port_owner(d->c.port, owner, sizeof(owner));
+	log_error("port %d on %s is in use by %s; node 0 hosts the job's rendezvous store "
+		  "there, so the other nodes would meet a stranger: stop that process or give "
+		  "every node another --master_port",
+		  d->c.port, d->bind_lit, owner);
+}
+
+int keeper_host(struct rdzv_multi *d)
+{
+	int rc = store_server_new(d->loop, NULL, &d->rstore);
+
+	if (rc < 0)
+		return rc;
+	if (d->token)
+		rc = store_server_set_token(d->rstore, d->token, strlen(d->token));
+	if (rc == 0)
+		rc = store_server_listen(d->rstore, d->bind_lit, d->c.port);
+	if (rc == UV_EADDRINUSE && d->c.mode == OPTS_RDZV_C10D) {
+		char owner[160];
+
+		rdzv_port_owner(d->c.port, owner, sizeof(owner));
+		log_info("the rendezvous port %s:%d is taken (by %s); joining the store there",
+			 d->bind_lit, d->c.port, owner);
+		keeper_store_close(&d->rstore);
+		return 0;
+	}
+	if (rc == UV_EADDRINUSE)
+		keeper_refuse_taken(d);
+	else if (rc < 0)
+		log_error("cannot listen on %s:%d for the rendezvous store: %s (check %s)",
+			  d->bind_lit, d->c.port, uv_strerror(rc),
+			  d->c.mode == OPTS_RDZV_STATIC ? "--master_addr and --master_port"
+							: "--rdzv_endpoint and --local_addr");
+	if (rc < 0) {
+		keeper_store_close(&d->rstore);
+		return rc;
+	}
+	d->c.port = store_server_port(d->rstore);
+	log_info("hosting the rendezvous store at %s%s%s:%d for run id '%s'%s",
+		 strchr(d->bind_lit, ':') ? "[" : "", d->bind_lit,
+		 strchr(d->bind_lit, ':') ? "]" : "", d->c.port, d->run_id,
+		 d->token ? " (agents prove the job's token)"
+			  : "; no token, so any process that reaches this address may use it (set "
+			    "DDP_RDZV_TOKEN on every node to keep strangers out)");
+	return 0;
+}
+
+int keeper_new_wstore(struct rdzv_multi *d)
+{
+	struct store_server *s;
+	int rc = store_server_new(d->loop, NULL, &s);
+
+	if (rc < 0)
+		return rc;
+	/* With a token, only the round's nodes (and loopback) may connect. */
+	if (d->token)
+		store_server_restrict(s);
+	rc = store_server_listen(s, d->addr, 0);
+	if (rc < 0) {
+		store_server_close(s, NULL, NULL);
+		return rc;
+	}
+	/* Two stores live at a time: the running round's, and the next's. */
+	keeper_store_close(&d->wold);
+	d->wold = d->wstore;
+	d->wstore = s;
+	return store_server_port(s);
+}
+
+void keeper_round(struct rdzv_multi *d, const struct rdzv_world *w)
+{
+	/* The store of the round before has no client left that matters: the
+	 * agent asks for a round only once its workers have gone. */
+	if (!d->wstore || !d->token)
+		return;
+	for (uint32_t i = 0; i < w->size; i++)
+		if (store_server_allow(d->wstore, w->members[i].addr) < 0)
+			log_debug("the workers' store cannot allow '%s' (not an address literal)",
+				  w->members[i].addr);
+}
+
+static void keeper_handles_close(struct rdzv_multi *d)
+{
+	if (!d->handles)
+		return;
+	d->handles = false;
+	uv_close((uv_handle_t *)&d->timer, NULL);
+	uv_close((uv_handle_t *)&d->linger, NULL);
+}
+
+/* This process stays to serve the store's last clients; its parent exits
+ * with the agent's status. The child has no terminal and no pipe of the
+ * agent's (whoever waits for the agent's output is not kept waiting). */
+static void keeper_hand_off(struct rdzv_multi *d)
+{
+	pid_t pid;
+	int fd;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		log_warn("cannot fork to keep the rendezvous store for its %zu clients: %s; "
+			 "staying until they leave",
+			 store_server_connection_count(d->rstore), strerror(errno));
+		d->kept = true;
+		return;
+	}
+	if (pid > 0) {
+		log_info("the rendezvous store at %s:%d stays up in process %d for %zu agents "
+			 "still connected; it ends when the last one leaves",
+			 d->bind_lit, d->c.port, (int)pid,
+			 store_server_connection_count(d->rstore));
+		fflush(NULL);
+		_exit(d->exit_status);
+	}
+	d->kept = true;
+	setsid();
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+	if (uv_loop_fork(d->loop) < 0)
+		_exit(1);
+}
+
+static void keeper_tick(uv_timer_t *t)
+{
+	struct rdzv_multi *d = t->data;
+
+	if (store_server_connection_count(d->rstore) == 0) {
+		keeper_store_close(&d->rstore);
+		keeper_handles_close(d);
+		return;
+	}
+	if (!d->kept && uv_hrtime() / 1000000u - d->linger_since >= KEEPER_HANDOFF_MS) {
+		keeper_hand_off(d);
+		uv_timer_stop(&d->linger);
+		uv_timer_start(&d->linger, keeper_tick, KEEPER_CHILD_TICK_MS, KEEPER_CHILD_TICK_MS);
+	}
+}
+
+void keeper_close_all(struct rdzv_multi *d)
+{
+	d->ops->close(d->be);
+	d->be = NULL;
+	if (d->handles)
+		uv_timer_stop(&d->timer);
+	keeper_store_close(&d->wstore);
+	keeper_store_close(&d->wold);
+	if (!d->rstore) {
+		keeper_handles_close(d);
+		return;
+	}
+	/* Our own session's connection may still be counted: it closes on the
+	 * next turns of the loop, so the first look comes a tick later. */
+	d->linger_since = uv_hrtime() / 1000000u;
+	uv_timer_start(&d->linger, keeper_tick, KEEPER_TICK_MS, KEEPER_TICK_MS);
+}

@@ -1,0 +1,503 @@
+/*
+ * rdzv_multi.c - the multi-node driver (rdzv_multi.h): the machine's
+ * actions performed over the backend, its answers fed back, its timer, and
+ * its rounds told to the agent.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <log.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rdzv_host.h"
+#include "rdzv_multi_int.h"
+
+static void drv_drain(struct rdzv_multi *d);
+
+int64_t drv_now(void)
+{
+	return (int64_t)(uv_hrtime() / 1000000u);
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+	char *c = s ? strdup(s) : NULL;
+
+	if (s && !c)
+		*oom = true;
+	return c;
+}
+
+int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
+		   struct rdzv_multi **out, char *err, size_t errlen)
+{
+	struct rdzv_multi *d = calloc(1, sizeof(*d));
+	bool oom = !d, self = false;
+	int rc;
+
+	if (oom)
+		return -ENOMEM;
+	d->c = *cfg;
+	d->run_id = dup_or_null(cfg->run_id, &oom);
+	d->token = dup_or_null(cfg->token, &oom);
+	d->local_addr = dup_or_null(cfg->local_addr, &oom);
+	d->c.run_id = d->run_id;
+	d->c.token = d->token;
+	d->c.local_addr = d->local_addr;
+	d->nproc = nproc;
+	d->max_restarts = max_restarts;
+	d->ops = &rdzv_prims_session;
+	if (oom) {
+		rdzv_multi_free(d);
+		return -ENOMEM;
+	}
+	/* The host's address as a literal, to bind; a name that does not
+	 * resolve only matters to the node that must bind it (the others'
+	 * sessions keep trying until the join deadline). */
+	rc = rdzv_host_is_self(cfg->host, cfg->local_addr, &self, d->bind_lit, sizeof(d->bind_lit),
+			       err, errlen);
+	if (cfg->mode == OPTS_RDZV_STATIC)
+		d->is_host = cfg->node_rank == 0;
+	else
+		d->is_host = cfg->conf.is_host >= 0 ? cfg->conf.is_host == 1 : self;
+	if (rc < 0 && d->is_host) {
+		rdzv_multi_free(d);
+		return rc;
+	}
+	if (!d->bind_lit[0])
+		snprintf(d->bind_lit, sizeof(d->bind_lit), "%s", cfg->host);
+	*out = d;
+	return 0;
+}
+
+void rdzv_multi_free(struct rdzv_multi *d)
+{
+	if (!d)
+		return;
+	rdzv_machine_free(d->m);
+	if (d->token)
+		explicit_bzero(d->token, strlen(d->token));
+	free(d->run_id);
+	free(d->token);
+	free(d->local_addr);
+	free(d);
+}
+
+/* ---- ending ---- */
+
+static void drv_end(struct rdzv_multi *d, enum rdzv_outcome how, const char *msg)
+{
+	if (d->phase == DRV_ENDED)
+		return;
+	d->phase = DRV_ENDED;
+	d->join_cb = NULL;
+	if (!d->shutdown && d->ev)
+		d->ev->ended(d->ev_arg, how, msg);
+	if (d->shutdown)
+		keeper_close_all(d);
+}
+
+void drv_fail(struct rdzv_multi *d, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	drv_end(d, RDZV_OUT_FAILED, msg);
+}
+
+/* An entry point of the machine returned rc: -ENOMEM leaves it unusable. */
+static void drv_after(struct rdzv_multi *d, int rc)
+{
+	if (rc < 0)
+		drv_fail(d, "the rendezvous ran out of memory");
+	else
+		drv_drain(d);
+}
+
+/* ---- rounds ---- */
+
+static void drv_deliver(struct rdzv_multi *d)
+{
+	rdzv_joined_fn cb = d->join_cb;
+
+	d->join_cb = NULL;
+	d->have_round = false;
+	cb(d->join_arg, 0, &d->round);
+}
+
+static void drv_round(struct rdzv_multi *d)
+{
+	const struct rdzv_world *w = rdzv_machine_world(d->m);
+
+	if (!w)
+		return;
+	snprintf(d->master_addr, sizeof(d->master_addr), "%s", w->master_addr);
+	d->round = (struct rdzv_round){
+	    .round = (int)w->round,
+	    .restart_count = (int)w->restarts,
+	    .group_rank = (int)w->rank,
+	    .group_world_size = (int)w->size,
+	    .rank_base = (int)w->first_proc,
+	    .world_size = (int)w->world_procs,
+	    .master_addr = d->master_addr,
+	    .master_port = w->master_port,
+	    .local_addr = d->addr,
+	};
+	d->have_round = true;
+	keeper_round(d, w);
+	log_info("round %" PRIu32 " of run id '%s': node %" PRIu32 " of %" PRIu32 " (ranks %" PRIu64
+		 " to %" PRIu64 " of %" PRIu64 "), master %s:%u",
+		 w->round, d->run_id, w->rank, w->size, w->first_proc,
+		 w->first_proc + (uint64_t)d->nproc - 1, w->world_procs, w->master_addr,
+		 w->master_port);
+	if (d->join_cb && !d->shutdown)
+		drv_deliver(d);
+}
+
+static void drv_round_over(struct rdzv_multi *d, const char *why)
+{
+	int port;
+
+	d->have_round = false;
+	/* The next round's workers get a store of their own; the machine
+	 * writes this node's slot (with the port) only after its ticket
+	 * comes back, so the port set now is the one published. */
+	port = keeper_new_wstore(d);
+	if (port < 0) {
+		drv_fail(d, "cannot open a store for the next round's workers: %s",
+			 strerror(-port));
+		return;
+	}
+	rdzv_set_port(d->m, (uint16_t)port);
+	if (!d->shutdown && d->ev)
+		d->ev->round_over(d->ev_arg, why);
+}
+
+/* ---- the machine's actions ---- */
+
+static void drv_timer_cb(uv_timer_t *t)
+{
+	struct rdzv_multi *d = t->data;
+
+	if (d->phase == DRV_ON)
+		drv_after(d, rdzv_on_timer(d->m, drv_now()));
+}
+
+static void drv_arm(struct rdzv_multi *d, int64_t at)
+{
+	int64_t now = drv_now();
+
+	uv_timer_stop(&d->timer);
+	if (at >= 0)
+		uv_timer_start(&d->timer, drv_timer_cb, (uint64_t)(at > now ? at - now : 0), 0);
+}
+
+/* Performs one request; returns the backend's code. */
+static int drv_request(struct rdzv_multi *d, const struct rdzv_action *a)
+{
+	switch (a->kind) {
+	case RDZV_ACT_GET:
+		return d->ops->get(d->be, a->id, a->keys, a->nkeys);
+	case RDZV_ACT_CAS:
+		return d->ops->cas(d->be, a->id, a->key, a->has_expected, a->expected, a->value);
+	case RDZV_ACT_ADD:
+		return d->ops->add(d->be, a->id, a->key, a->delta);
+	case RDZV_ACT_SET:
+	case RDZV_ACT_SET_SESSION:
+		return d->ops->set(d->be, a->id, a->key, a->value, a->kind == RDZV_ACT_SET_SESSION);
+	case RDZV_ACT_WATCH:
+		return d->ops->watch(d->be, a->id, a->key);
+	case RDZV_ACT_UNWATCH:
+		d->ops->unwatch(d->be, a->watch);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void drv_action(struct rdzv_multi *d, const struct rdzv_action *a)
+{
+	int rc;
+
+	switch (a->kind) {
+	case RDZV_ACT_TIMER:
+		drv_arm(d, a->at_ms);
+		break;
+	case RDZV_ACT_ROUND:
+		drv_round(d);
+		break;
+	case RDZV_ACT_ROUND_OVER:
+		log_debug("%s", a->text);
+		drv_round_over(d, a->text);
+		break;
+	case RDZV_ACT_LEFT:
+		drv_end(d, RDZV_OUT_LEFT, a->text);
+		break;
+	case RDZV_ACT_FINISHED:
+		drv_end(d, RDZV_OUT_FINISHED, a->text);
+		break;
+	case RDZV_ACT_FAILED:
+		drv_end(d, RDZV_OUT_FAILED, a->text);
+		break;
+	default:
+		rc = drv_request(d, a);
+		if (rc < 0)
+			drv_fail(d, "a request to the rendezvous store at %s failed: %s", d->peer,
+				 strerror(-rc));
+	}
+}
+
+/* Performs what the machine asks until nothing is due. Re-entered (an
+ * event handler of the agent calling back), it leaves the work to the
+ * outer loop. */
+static void drv_drain(struct rdzv_multi *d)
+{
+	struct rdzv_action a;
+
+	if (d->draining || !d->m)
+		return;
+	d->draining = true;
+	while (d->phase == DRV_ON && rdzv_next_action(d->m, &a))
+		drv_action(d, &a);
+	d->draining = false;
+}
+
+/* ---- answers ---- */
+
+/* A request that failed because the session is going is not the
+ * machine's business: lost() follows with the real reason. */
+static bool drv_gone(struct rdzv_multi *d, int status)
+{
+	return d->phase != DRV_ON || status == -ECONNRESET || status == -ECANCELED;
+}
+
+static void sink_got(void *p, uint64_t tag, int status, const struct rdzv_value *v, size_t n)
+{
+	struct rdzv_multi *d = p;
+
+	if (!drv_gone(d, status))
+		drv_after(d, rdzv_on_get(d->m, drv_now(), tag, status, v, n));
+}
+
+static void sink_cased(void *p, uint64_t tag, int status, bool swapped, struct rdzv_value cur)
+{
+	struct rdzv_multi *d = p;
+
+	if (!drv_gone(d, status))
+		drv_after(d, rdzv_on_cas(d->m, drv_now(), tag, status, swapped, cur));
+}
+
+static void sink_added(void *p, uint64_t tag, int status, int64_t value)
+{
+	struct rdzv_multi *d = p;
+
+	if (!drv_gone(d, status))
+		drv_after(d, rdzv_on_add(d->m, drv_now(), tag, status, value));
+}
+
+static void sink_done(void *p, uint64_t tag, int status)
+{
+	struct rdzv_multi *d = p;
+
+	if (!drv_gone(d, status))
+		drv_after(d, rdzv_on_done(d->m, drv_now(), tag, status));
+}
+
+static void sink_event(void *p, uint64_t watch, int status, struct rdzv_value v)
+{
+	struct rdzv_multi *d = p;
+
+	if (drv_gone(d, status))
+		return;
+	if (status < 0) {
+		drv_fail(d, "the rendezvous store at %s stopped a watch: %s", d->peer,
+			 strerror(-status));
+		return;
+	}
+	drv_after(d, rdzv_on_key(d->m, drv_now(), watch, v));
+}
+
+static void sink_lost(void *p, int status, const char *msg)
+{
+	struct rdzv_multi *d = p;
+
+	d->be = NULL; /* the backend freed itself */
+	if (d->phase == DRV_ENDED)
+		return;
+	drv_fail(d, "%s; run id '%s' cannot go on without its rendezvous store (hosted by %s)", msg,
+		 d->run_id,
+		 d->c.mode == OPTS_RDZV_STATIC ? "node 0's agent" : "the endpoint's host");
+}
+
+/* A node id that is unique per agent: its address and process id. */
+static void drv_node_id(struct rdzv_multi *d)
+{
+	char pid[24];
+	int n = snprintf(pid, sizeof(pid), ":%d", (int)getpid());
+	size_t keep = strlen(d->addr);
+
+	if (keep + (size_t)n > RDZV_ID_MAX)
+		keep = RDZV_ID_MAX - (size_t)n;
+	snprintf(d->node_id, sizeof(d->node_id), "%.*s%s", (int)keep, d->addr, pid);
+}
+
+static int drv_machine_new(struct rdzv_multi *d, int port)
+{
+	const struct opts_rdzv_conf *c = &d->c.conf;
+	struct rdzv_config cfg;
+	char msg[256];
+
+	rdzv_config_defaults(&cfg);
+	cfg.run_id = d->run_id;
+	cfg.node_id = d->node_id;
+	cfg.addr = d->addr;
+	cfg.port = (uint16_t)port;
+	cfg.nproc = (uint32_t)d->nproc;
+	cfg.min_nodes = (uint32_t)d->c.min_nodes;
+	cfg.max_nodes = (uint32_t)d->c.max_nodes;
+	cfg.node_rank = d->c.node_rank;
+	cfg.max_restarts = (uint32_t)d->max_restarts;
+	cfg.join_timeout_ms = (int64_t)(c->join_timeout * 1000.0 + 0.5);
+	cfg.last_call_timeout_ms = (int64_t)(c->last_call_timeout * 1000.0 + 0.5);
+	cfg.close_timeout_ms = (int64_t)(c->close_timeout * 1000.0 + 0.5);
+	cfg.keep_alive_interval_ms = (int64_t)(c->keep_alive_interval * 1000.0 + 0.5);
+	cfg.keep_alive_max_attempt = (uint32_t)c->keep_alive_max_attempt;
+	if (rdzv_config_check(&cfg, msg, sizeof(msg)) < 0) {
+		drv_fail(d, "%s", msg);
+		return -EINVAL;
+	}
+	return rdzv_machine_new(&cfg, &d->m);
+}
+
+static void sink_connected(void *p, int status, const char *msg)
+{
+	struct rdzv_multi *d = p;
+	int port;
+
+	if (status < 0) {
+		d->be = NULL;
+		drv_fail(d, "%s", msg);
+		return;
+	}
+	if (d->local_addr)
+		snprintf(d->addr, sizeof(d->addr), "%s", d->local_addr);
+	else if (d->ops->local_addr(d->be, d->addr, sizeof(d->addr)) < 0)
+		snprintf(d->addr, sizeof(d->addr), "%s", d->bind_lit);
+	drv_node_id(d);
+	port = keeper_new_wstore(d);
+	if (port < 0) {
+		drv_fail(d, "cannot open a store for this node's workers: %s", strerror(-port));
+		return;
+	}
+	if (drv_machine_new(d, port) < 0) {
+		if (d->phase != DRV_ENDED)
+			drv_fail(d, "the rendezvous ran out of memory");
+		return;
+	}
+	log_debug("joining run id '%s' at %s as '%s'", d->run_id, d->peer, d->node_id);
+	d->phase = DRV_ON;
+	drv_after(d, rdzv_start(d->m, drv_now()));
+}
+
+static const struct rdzv_prims_sink drv_sink = {
+    .connected = sink_connected,
+    .lost = sink_lost,
+    .got = sink_got,
+    .cased = sink_cased,
+    .added = sink_added,
+    .done = sink_done,
+    .event = sink_event,
+};
+
+/* ---- the agent's calls ---- */
+
+int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_events *ev,
+		      void *arg)
+{
+	const struct opts_rdzv_conf *c = &d->c.conf;
+	struct rdzv_prims_config pc = {
+	    .loop = loop,
+	    .token = d->token,
+	    .token_len = d->token ? strlen(d->token) : 0,
+	    .connect_timeout_ms = (int64_t)(c->join_timeout * 1000.0),
+	    .idle_timeout_ms =
+		(uint32_t)(c->keep_alive_interval * 1000.0 * (double)c->keep_alive_max_attempt),
+	};
+	int rc;
+
+	d->loop = loop;
+	d->ev = ev;
+	d->ev_arg = arg;
+	uv_timer_init(loop, &d->timer);
+	uv_timer_init(loop, &d->linger);
+	d->timer.data = d->linger.data = d;
+	d->handles = true;
+	if (d->is_host && (rc = keeper_host(d)) < 0)
+		return rc;
+	if (d->c.port == 0) {
+		log_error("the rendezvous store's port is 0: only its host may choose one; give "
+			  "the port that host reported");
+		return -EINVAL;
+	}
+	/* The host talks to its own store at the address it bound. */
+	pc.host = d->rstore ? d->bind_lit : d->c.host;
+	pc.port = (uint16_t)d->c.port;
+	pc.bind_addr = d->local_addr && rdzv_host_is_literal(d->local_addr) ? d->local_addr : NULL;
+	snprintf(d->peer, sizeof(d->peer), "%s%s%s:%d", strchr(pc.host, ':') ? "[" : "", pc.host,
+		 strchr(pc.host, ':') ? "]" : "", d->c.port);
+	rc = d->ops->open(&pc, &drv_sink, d, &d->be);
+	if (rc < 0) {
+		log_error("cannot connect to the rendezvous store at %s: %s", d->peer,
+			  strerror(-rc));
+		return rc;
+	}
+	d->phase = DRV_CONNECTING;
+	return 0;
+}
+
+int rdzv_multi_join(struct rdzv_multi *d, rdzv_joined_fn done, void *arg)
+{
+	if (d->phase == DRV_ENDED || d->phase == DRV_IDLE)
+		return -ECANCELED;
+	d->join_cb = done;
+	d->join_arg = arg;
+	if (d->have_round)
+		drv_deliver(d);
+	return 0;
+}
+
+void rdzv_multi_group_exited(struct rdzv_multi *d, bool success)
+{
+	if (d->phase == DRV_ON)
+		drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
+}
+
+void rdzv_multi_leave(struct rdzv_multi *d)
+{
+	if (d->phase == DRV_ON)
+		drv_after(d, rdzv_stop(d->m, drv_now()));
+	else if (d->phase == DRV_CONNECTING)
+		drv_end(d, RDZV_OUT_LEFT, "left before reaching the rendezvous store");
+}
+
+void rdzv_multi_shutdown(struct rdzv_multi *d, int exit_status)
+{
+	if (d->shutdown)
+		return;
+	d->shutdown = true;
+	d->exit_status = exit_status;
+	d->join_cb = NULL;
+	if (d->phase == DRV_ON) {
+		/* Leave first (the others re-form at once); LEFT closes. */
+		drv_after(d, rdzv_stop(d->m, drv_now()));
+		return;
+	}
+	d->phase = DRV_ENDED;
+	keeper_close_all(d);
+}

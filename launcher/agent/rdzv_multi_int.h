@@ -1,0 +1,88 @@
+/*
+ * rdzv_multi_int.h - the multi-node driver's state, shared by its files:
+ *   rdzv_multi.c   life cycle, the machine's actions and answers, rounds
+ *   rdzv_keeper.c  the stores this node hosts: the rendezvous store (and
+ *                  keeping it for the agents still connected at the end)
+ *                  and each round's workers' store
+ */
+#ifndef DDP_LAUNCHER_RDZV_MULTI_INT_H
+#define DDP_LAUNCHER_RDZV_MULTI_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "rdzv_machine.h"
+#include "rdzv_multi.h"
+#include "rdzv_prims.h"
+
+struct store_server;
+
+enum drv_phase {
+	DRV_IDLE,	/* before rdzv_multi_attach */
+	DRV_CONNECTING, /* the session is being opened */
+	DRV_ON,		/* the machine runs */
+	DRV_ENDED,	/* FINISHED, LEFT or FAILED was reported */
+};
+
+struct rdzv_multi {
+	struct opts_rdzv c; /* its strings point into the copies below */
+	char *run_id, *token, *local_addr;
+	int nproc, max_restarts;
+	bool is_host;
+	char bind_lit[OPTS_RDZV_HOST_MAX +
+		      1]; /* the store host's address (a literal when it resolves) */
+	char peer[OPTS_RDZV_HOST_MAX + 16];
+
+	uv_loop_t *loop;
+	const struct rdzv_events *ev;
+	void *ev_arg;
+	const struct rdzv_prims_ops *ops;
+	void *be;
+	struct rdzv_machine *m;
+	enum drv_phase phase;
+	bool draining, shutdown;
+	int exit_status;
+
+	uv_timer_t timer; /* the machine's one timer */
+	bool handles;	  /* timer and linger are initialised */
+	char addr[RDZV_ADDR_MAX + 1];
+	char node_id[RDZV_ID_MAX + 1];
+
+	/* the next round, once formed, until the agent asks for it */
+	rdzv_joined_fn join_cb;
+	void *join_arg;
+	bool have_round;
+	struct rdzv_round round;
+	char master_addr[RDZV_ADDR_MAX + 1];
+
+	/* the stores this node hosts */
+	struct store_server *rstore;	    /* the rendezvous store, or NULL */
+	struct store_server *wstore, *wold; /* workers' store: next/current round, previous */
+	uv_timer_t linger;		    /* the end: waits for the rstore's clients */
+	uint64_t linger_since;
+	bool kept; /* this process is the child that keeps the store */
+};
+
+/* rdzv_multi.c */
+int64_t drv_now(void);
+/* Ends the rendezvous with a failure (once): `ended` unless shut down. */
+void drv_fail(struct rdzv_multi *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* rdzv_keeper.c */
+/* Hosts the rendezvous store at bind_lit:c.port (updates c.port when 0).
+ * Returns 0 (d->rstore may be NULL: c10d found the port taken and joins
+ * the store there), -EADDRINUSE (static: refused, the owner named) or
+ * another error, reported. */
+int keeper_host(struct rdzv_multi *d);
+/* A fresh workers' store for the next round on this node's address; its
+ * port. Returns the port or a negative errno (reported). */
+int keeper_new_wstore(struct rdzv_multi *d);
+/* The round starts: only this round's nodes (and loopback) may use the
+ * workers' store when the job has a token; the previous round's store goes. */
+void keeper_round(struct rdzv_multi *d, const struct rdzv_world *w);
+/* Everything the driver holds closes; a hosted store waits for its
+ * clients (see rdzv_shutdown). */
+void keeper_close_all(struct rdzv_multi *d);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * rdzv_prims.h - the store primitives the rendezvous machine runs over
+ * (rendezvous/rdzv/rdzv_machine.h), as an ops table, so that one driver
+ * (rdzv_multi.c) runs the machine over any backend that has them: our
+ * store through an agent session (rdzv_prims_session.c) today, etcd v3
+ * (lease, watch, transaction) later.
+ *
+ * A backend answers every request it accepted exactly once through the
+ * sink, from the loop (never from inside the call that made the request),
+ * and in the order the requests were made; writes reach the store in that
+ * order. Views passed to the sink are valid during the call only. After
+ * close() the sink is never called again.
+ */
+#ifndef DDP_LAUNCHER_RDZV_PRIMS_H
+#define DDP_LAUNCHER_RDZV_PRIMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "rdzv_machine.h"
+
+/* Messages given to the sink fit in this. */
+#define RDZV_PRIMS_MSG_MAX 320
+
+/* What the driver hears; `drv` is the pointer given to open(). */
+struct rdzv_prims_sink {
+	/* The session is ready (status 0) or could not be opened (msg says why,
+	 * naming host:port; nothing more follows). */
+	void (*connected)(void *drv, int status, const char *msg);
+	/* The open session ended by itself (the store's host died, froze or was
+	 * cut off); every pending request failed before. msg names the peer. */
+	void (*lost)(void *drv, int status, const char *msg);
+	void (*got)(void *drv, uint64_t tag, int status, const struct rdzv_value *vals, size_t n);
+	void (*cased)(void *drv, uint64_t tag, int status, bool swapped, struct rdzv_value cur);
+	void (*added)(void *drv, uint64_t tag, int status, int64_t value);
+	void (*done)(void *drv, uint64_t tag, int status);
+	/* A watched key's value (first its current one); status < 0: the watch
+	 * ended (then nothing more for it). */
+	void (*event)(void *drv, uint64_t watch, int status, struct rdzv_value v);
+};
+
+struct rdzv_prims_config {
+	uv_loop_t *loop;
+	const char *host; /* the store: a name or a literal */
+	uint16_t port;
+	const void *token; /* the job's token, or NULL */
+	size_t token_len;
+	const char *bind_addr;	    /* connect from this literal, or NULL */
+	int64_t connect_timeout_ms; /* keep trying this long */
+	uint32_t idle_timeout_ms;   /* the store ends a session silent this long (0: never) */
+};
+
+/* Every request returns 0 (the sink will be called) or a negative errno
+ * (-EINVAL, -ENOTCONN, -ENOMEM; the sink will not be called for it). */
+struct rdzv_prims_ops {
+	const char *name; /* for messages: "store", "etcd" */
+	/* Starts opening a session; *be is the backend's handle. */
+	int (*open)(const struct rdzv_prims_config *cfg, const struct rdzv_prims_sink *sink,
+		    void *drv, void **be);
+	/* The local address the session uses (a literal), for other nodes to
+	 * reach this one. Valid after connected(0). */
+	int (*local_addr)(void *be, char *buf, size_t len);
+	/* "host:port" of the store, for messages. */
+	const char *(*peer)(void *be);
+	int (*get)(void *be, uint64_t tag, const struct rdzv_bytes *keys, size_t n);
+	int (*cas)(void *be, uint64_t tag, struct rdzv_bytes key, bool has_expected,
+		   struct rdzv_bytes expected, struct rdzv_bytes value);
+	int (*add)(void *be, uint64_t tag, struct rdzv_bytes key, int64_t delta);
+	/* session: the key lives as long as this session (etcd: a lease). */
+	int (*set)(void *be, uint64_t tag, struct rdzv_bytes key, struct rdzv_bytes value,
+		   bool session);
+	/* `watch` is the caller's id for it (events carry it). */
+	int (*watch)(void *be, uint64_t watch, struct rdzv_bytes key);
+	void (*unwatch)(void *be, uint64_t watch);
+	/* Ends the session (its session keys go) and frees the backend once
+	 * its handles are closed (keep the loop running). NULL-safe. */
+	void (*close)(void *be);
+};
+
+/* Our store, through an agent session (store_session.h). */
+extern const struct rdzv_prims_ops rdzv_prims_session;
+
+#endif
