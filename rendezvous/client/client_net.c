@@ -101,7 +101,7 @@ void client_net_backoff(uint64_t *delay_ms, uint64_t deadline_ms)
 	*delay_ms = *delay_ms * 2 > 1000 ? 1000 : *delay_ms * 2;
 }
 
-int client_net_connect(const char *host, int port, uint64_t deadline_ms)
+int client_net_connect(const char *host, int port, uint64_t deadline_ms, int *gai_err)
 {
 	char service[16];
 	snprintf(service, sizeof(service), "%d", port);
@@ -111,6 +111,8 @@ int client_net_connect(const char *host, int port, uint64_t deadline_ms)
 	for (;;) {
 		struct addrinfo *res = NULL;
 		int gai = getaddrinfo(host, service, &hints, &res);
+		if (gai_err)
+			*gai_err = gai;
 		if (gai != 0) {
 			rc = -EHOSTUNREACH;
 		} else {

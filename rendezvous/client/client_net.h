@@ -12,12 +12,14 @@
 #include "bytes.h"
 
 /* Opens a TCP connection to host:port (TCP_NODELAY on, blocking), retrying
- * refused, unreachable or reset attempts with exponential backoff (10 ms
- * doubling to 1 s, each delay jittered to 50-100%) until deadline_ms (a
+ * refused, unreachable or reset attempts, and names that do not resolve
+ * (yet: a cluster's DNS may lag), with exponential backoff (10 ms doubling
+ * to 1 s, each delay jittered to 50-100%) until deadline_ms (a
  * time_now_ms() value). Returns the fd, or -ECONNREFUSED (or the last
  * error) once the deadline passes, -EHOSTUNREACH when the name never
- * resolved. */
-int client_net_connect(const char *host, int port, uint64_t deadline_ms);
+ * resolved; then *gai_err (if not NULL) holds getaddrinfo's last error
+ * (0 when the name resolved). */
+int client_net_connect(const char *host, int port, uint64_t deadline_ms, int *gai_err);
 
 /* True for errors worth another connect attempt. */
 int client_net_retryable(int err);

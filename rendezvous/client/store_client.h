@@ -10,7 +10,10 @@
  *   -ETIMEDOUT     a deadline passed (store_client_error() names the key(s)
  *                  still missing, or the operation)
  *   -ECONNREFUSED  nobody listens at the address (the message names it)
- *   -ECONNRESET / -EPIPE  the server closed the connection
+ *   -ECONNRESET / -EPIPE  the server closed the connection: it does so at a
+ *                  query it refuses (over a limit, an add to a non-number;
+ *                  torch's protocol has no error reply), so the message
+ *                  names that query and what the server refuses there
  *   -EPROTO        the server sent something that is not a valid reply
  *   -EINVAL        bad arguments (e.g. a key or value over the wire limits)
  *   -ENOMEM
@@ -61,7 +64,19 @@ const char *store_client_error(const struct store_client *client);
  * called with timeout_ms == 0: 300 s. */
 #define STORE_CLIENT_DEFAULT_TIMEOUT_MS 300000u
 
+/* Sends a SET. The protocol has no reply to it (nor to append, multi_set),
+ * so 0 means sent, not stored: a server that refuses the write (a key or
+ * value over its limits) closes the connection, and the next call that reads
+ * a reply fails with -ECONNRESET naming this write. To know at once, follow
+ * with store_client_confirm(). */
 int store_client_set(struct store_client *client, const char *key, const void *value, size_t len);
+
+/* One round trip (ping; num_keys in torch 1.13 framing) that returns 0 only
+ * once the server has run every query sent before it, so the writes before
+ * it were stored. -ECONNRESET / -EPIPE when the server closed the connection
+ * instead (store_client_error() names the last write and what the server
+ * refuses). */
+int store_client_confirm(struct store_client *client);
 
 /* Waits until `key` exists (up to timeout_ms; 0 = default), then returns a
  * malloc'ed copy of its value in *value (NUL-terminated for convenience;

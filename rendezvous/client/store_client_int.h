@@ -17,15 +17,27 @@
 /* How long a cancelled wait may take to be acknowledged. */
 #define CLIENT_CANCEL_GRACE_MS 10000
 
+/* What a query is about, kept for the messages of a closed connection. */
+struct client_query {
+	enum proto_op op;
+	size_t nkeys;	  /* keys named so far */
+	size_t key_len;	  /* the first key's length */
+	size_t value_len; /* its value's (set, append, queue_push, compare_set) */
+	char key[48];	  /* the first key, printable and shortened */
+};
+
 struct store_client {
 	int fd;
-	enum proto_gen gen;   /* framing spoken: PROTO_GEN_V2, or V1 for torch 1.13 */
-	bool broken;	      /* V1 after a timed-out wait: replies out of step */
-	bool bad_op;	      /* the request being built has no code in gen */
-	uint64_t rcvtimeo_ms; /* SO_RCVTIMEO set on fd (0: none yet) */
-	struct bytebuf tx;    /* the request being built */
-	struct bytebuf rx;    /* reply bytes received, not yet consumed */
-	char addr[280];	      /* "host:port", for messages */
+	enum proto_gen gen;	     /* framing spoken: PROTO_GEN_V2, or V1 for torch 1.13 */
+	bool broken;		     /* V1 after a timed-out wait: replies out of step */
+	bool bad_op;		     /* the request being built has no code in gen */
+	uint64_t rcvtimeo_ms;	     /* SO_RCVTIMEO set on fd (0: none yet) */
+	struct bytebuf tx;	     /* the request being built */
+	struct bytebuf rx;	     /* reply bytes received, not yet consumed */
+	struct client_query cur;     /* the query being sent or answered */
+	struct client_query written; /* the last reply-less write not yet confirmed */
+	size_t unconfirmed;	     /* reply-less writes sent since the last answer */
+	char addr[280];		     /* "host:port", for messages */
 	char err[512];
 };
 
@@ -40,7 +52,14 @@ uint64_t client_op_deadline(uint64_t timeout_ms);
 void client_req_begin(struct store_client *c, enum proto_op op);
 /* Appends a key; -EINVAL for NULL. */
 int client_req_key(struct store_client *c, const char *key);
-/* Sends c->tx unless rc < 0 (bad arguments). Returns 0 or -errno. */
+/* Appends a value (NULL allowed when len is 0, else -EINVAL) and notes its
+ * size for messages. */
+int client_req_value(struct store_client *c, const void *value, size_t len);
+/* Sends c->tx unless rc < 0 (bad arguments). Returns 0 or -errno. A query
+ * that has no reply (set, append, multi_set, queue_push) is remembered as
+ * unconfirmed until a reply arrives: the server runs a connection's queries
+ * in order and closes it at one it refuses, so any later answer confirms it,
+ * and a close before that answer is reported as that write's refusal. */
 int client_req_send(struct store_client *c, int rc);
 
 /* Reply readers: wait for and consume one field, parsed with the codec's

@@ -15,11 +15,20 @@ int store_client_set(struct store_client *c, const char *key, const void *value,
 {
 	client_req_begin(c, PROTO_OP_SET);
 	int rc = client_req_key(c, key);
-	if (rc == 0 && (value || len == 0))
-		rc = proto_put_bytes(&c->tx, value, len);
-	else if (rc == 0)
-		rc = -EINVAL;
+	if (rc == 0)
+		rc = client_req_value(c, value, len);
 	return client_req_send(c, rc);
+}
+
+int store_client_confirm(struct store_client *c)
+{
+	/* Any answer will do: the server runs queries in order, so it has run
+	 * every earlier one by the time it answers this. */
+	if (c->gen == PROTO_GEN_V1) {
+		int64_t n;
+		return store_client_num_keys(c, &n);
+	}
+	return store_client_ping(c);
 }
 
 /* Sends a query naming nkeys keys after a u64 count. */
@@ -33,22 +42,68 @@ static int client_req_keys(struct store_client *c, enum proto_op op, const char 
 	return client_req_send(c, rc);
 }
 
-/* After a timed-out wait: names the keys still missing in c->err. */
-static void wait_report(struct store_client *c, const char *const *keys, size_t n,
-			uint64_t timeout_ms)
+/* CHECKs sent before their answers are read, at most: their answers (a
+ * byte each) always fit in the socket buffers, so neither side blocks. */
+#define CLIENT_CHECK_BATCH 4096
+
+/* One round trip of single-key CHECKs for keys[0..n): bit i of ready[] set
+ * when keys[i] exists. 0 or -errno. */
+static int check_batch(struct store_client *c, const char *const *keys, size_t n, uint8_t *ready)
+{
+	struct bytebuf all = {0};
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		client_req_begin(c, PROTO_OP_CHECK);
+		rc = proto_put_u64(&c->tx, 1);
+		if (rc == 0)
+			rc = client_req_key(c, keys[i]);
+		if (rc == 0)
+			rc = bytebuf_append(&all, c->tx.data, c->tx.len);
+	}
+	struct bytebuf one = c->tx;
+	c->tx = all;
+	rc = client_req_send(c, rc);
+	c->tx = one;
+	bytebuf_release(&all);
+	uint64_t deadline = client_op_deadline(0);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		uint8_t r = 0;
+		rc = client_rx_u8(c, &r, deadline);
+		if (rc == 0 && r > PROTO_CHECK_NOT_READY)
+			rc = client_fail(c, -EPROTO, "store %s: unexpected check reply %u", c->addr,
+					 r);
+		if (rc == 0 && r == PROTO_CHECK_READY)
+			ready[i / 8] |= (uint8_t)(1u << (i % 8));
+	}
+	return rc;
+}
+
+/* After a timed-out wait: names the keys still missing in c->err. The
+ * checks go out in batches (a round trip per key made 20,000 keys take
+ * seconds). */
+static int wait_report(struct store_client *c, const char *const *keys, size_t n,
+		       uint64_t timeout_ms)
 {
 	char list[400] = "";
 	size_t used = 0, missing = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (store_client_check(c, &keys[i], 1) != 0)
-			continue;
-		if (missing++ < 8 && used < sizeof(list))
-			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s'%s'",
-						 used ? ", " : "", keys[i]);
+	uint8_t ready[CLIENT_CHECK_BATCH / 8];
+	for (size_t at = 0; at < n; at += CLIENT_CHECK_BATCH) {
+		size_t k = n - at < CLIENT_CHECK_BATCH ? n - at : CLIENT_CHECK_BATCH;
+		memset(ready, 0, sizeof(ready));
+		int rc = check_batch(c, keys + at, k, ready);
+		if (rc < 0)
+			return rc;
+		for (size_t i = 0; i < k; i++) {
+			if (ready[i / 8] & (1u << (i % 8)))
+				continue;
+			if (missing++ < 8 && used < sizeof(list))
+				used += (size_t)snprintf(list + used, sizeof(list) - used, "%s'%s'",
+							 used ? ", " : "", keys[at + i]);
+		}
 	}
-	snprintf(c->err, sizeof(c->err),
-		 "store %s: timed out after %llu ms waiting for %zu of %zu key(s): %s%s", c->addr,
-		 (unsigned long long)timeout_ms, missing, n, list, missing > 8 ? ", ..." : "");
+	return client_fail(
+	    c, -ETIMEDOUT, "store %s: timed out after %llu ms waiting for %zu of %zu key(s): %s%s",
+	    c->addr, (unsigned long long)timeout_ms, missing, n, list, missing > 8 ? ", ..." : "");
 }
 
 /* The wait timed out: cancel it on the server so the stream stays in step
@@ -72,10 +127,11 @@ int store_client_wait(struct store_client *c, const char *const *keys, size_t nk
 		      uint64_t timeout_ms)
 {
 	uint64_t t = timeout_ms ? timeout_ms : STORE_CLIENT_DEFAULT_TIMEOUT_MS;
+	uint64_t deadline = client_op_deadline(t); /* sending many keys counts too */
 	int rc = client_req_keys(c, PROTO_OP_WAIT, keys, nkeys);
 	uint8_t r = 0;
 	if (rc == 0)
-		rc = client_rx_u8(c, &r, client_op_deadline(t));
+		rc = client_rx_u8(c, &r, deadline);
 	if (rc == -ETIMEDOUT && c->gen == PROTO_GEN_V1) {
 		/* torch 1.13 cannot cancel: its late STOP_WAITING would be read as
 		 * the reply to a later query. */
@@ -91,8 +147,7 @@ int store_client_wait(struct store_client *c, const char *const *keys, size_t nk
 		if (rc < 0)
 			return client_fail(c, rc, "store %s: cancelling a timed-out wait failed",
 					   c->addr);
-		wait_report(c, keys, nkeys, t);
-		return -ETIMEDOUT;
+		return wait_report(c, keys, nkeys, t);
 	}
 	if (rc == 0 && r != PROTO_WAIT_STOP_WAITING)
 		return client_fail(c, -EPROTO, "store %s: unexpected wait reply %u", c->addr, r);
@@ -148,12 +203,12 @@ int store_client_compare_set(struct store_client *c, const char *key, const void
 {
 	client_req_begin(c, PROTO_OP_COMPARE_SET);
 	int rc = client_req_key(c, key);
-	if (rc == 0 && ((!expected && expected_len) || (!desired && desired_len)))
+	if (rc == 0 && (!expected && expected_len))
 		rc = -EINVAL;
 	if (rc == 0)
 		rc = proto_put_bytes(&c->tx, expected, expected_len);
 	if (rc == 0)
-		rc = proto_put_bytes(&c->tx, desired, desired_len);
+		rc = client_req_value(c, desired, desired_len);
 	rc = client_req_send(c, rc);
 	if (rc == 0)
 		rc = client_rx_bytes(c, current, current_len, client_op_deadline(0));
@@ -199,7 +254,7 @@ int store_client_append(struct store_client *c, const char *key, const void *val
 	client_req_begin(c, PROTO_OP_APPEND);
 	int rc = client_req_key(c, key);
 	if (rc == 0)
-		rc = (value || len == 0) ? proto_put_bytes(&c->tx, value, len) : -EINVAL;
+		rc = client_req_value(c, value, len);
 	return client_req_send(c, rc);
 }
 
@@ -258,9 +313,7 @@ int store_client_multi_set(struct store_client *c, const char *const *keys,
 	for (size_t i = 0; i < nkeys && rc == 0; i++) {
 		rc = client_req_key(c, keys[i]);
 		if (rc == 0)
-			rc = (values[i] || lens[i] == 0)
-				 ? proto_put_bytes(&c->tx, values[i], lens[i])
-				 : -EINVAL;
+			rc = client_req_value(c, values[i], lens[i]);
 	}
 	return client_req_send(c, rc);
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,13 +69,39 @@ struct cli {
 	struct store_client *client;
 };
 
+/* After the store closed the connection: does it still take new ones? (If
+ * not, it stopped, rather than refused the query.) */
+static bool cli_store_answers(const struct cli *cli)
+{
+	struct store_client *c = NULL;
+	int rc = store_client_connect_proto(cli->host, cli->port, 1000, cli->proto, &c, NULL, 0);
+	store_client_free(c);
+	return rc == 0;
+}
+
 static int cli_status(struct cli *cli, int rc)
 {
 	if (rc >= 0)
 		return EXIT_OK;
+	if ((rc == -ECONNRESET || rc == -EPIPE) && !cli_store_answers(cli)) {
+		log_error("the store at %s:%d closed the connection and no longer answers (it "
+			  "stopped?); what this command sent may not have been done",
+			  cli->host, cli->port);
+		return EXIT_ERROR;
+	}
 	log_error("%s", store_client_error(cli->client)[0] ? store_client_error(cli->client)
 							   : strerror(-rc));
 	return rc == -ETIMEDOUT ? EXIT_TIMEOUT : EXIT_ERROR;
+}
+
+/* A set is confirmed by a round trip (the protocol has no reply to it): the
+ * store closes the connection on a write it refuses. */
+static int cmd_set(struct cli *cli, char **args)
+{
+	int rc = store_client_set(cli->client, args[0], args[1], strlen(args[1]));
+	if (rc == 0)
+		rc = store_client_confirm(cli->client);
+	return cli_status(cli, rc);
 }
 
 static int cmd_get(struct cli *cli, char **args)
@@ -90,6 +117,38 @@ static int cmd_get(struct cli *cli, char **args)
 	return cli_status(cli, rc);
 }
 
+/* True when the value at `key` is one the store cannot add to (not a
+ * decimal integer in the int64 range, read as the store reads it): then says
+ * so, naming the value. Asked on a new connection, since the store closed
+ * the one that asked to add. */
+static bool add_refused_value(const struct cli *cli, const char *key)
+{
+	struct store_client *c = NULL;
+	void *value = NULL;
+	size_t len = 0;
+	bool refused = false, range = false;
+	if (store_client_connect_proto(cli->host, cli->port, 1000, cli->proto, &c, NULL, 0) == 0 &&
+	    store_client_check(c, &key, 1) == 1 &&
+	    store_client_get(c, key, 1000, &value, &len) == 0) {
+		const char *p = value;
+		while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+			p++;
+		char *end = NULL;
+		errno = 0;
+		(void)strtoll(p, &end, 10);
+		range = errno == ERANGE;
+		refused = end == p || range;
+	}
+	if (refused)
+		log_error("add: key '%s' holds '%.40s%s', which is not a %s, so the store refused "
+			  "to add to it (set it to a number, or delete it, first)",
+			  key, (const char *)value, len > 40 ? "..." : "",
+			  range ? "64-bit integer" : "decimal integer");
+	free(value);
+	store_client_free(c);
+	return refused;
+}
+
 static int cmd_add(struct cli *cli, char **args)
 {
 	char *end = NULL;
@@ -103,6 +162,8 @@ static int cmd_add(struct cli *cli, char **args)
 	int rc = store_client_add(cli->client, args[0], delta, &result);
 	if (rc == 0)
 		printf("%" PRId64 "\n", result);
+	if (rc == -ECONNRESET && add_refused_value(cli, args[0]))
+		return EXIT_ERROR;
 	return cli_status(cli, rc);
 }
 
@@ -122,8 +183,7 @@ static int cmd_run(struct cli *cli, const char *cmd, char **args, int nargs)
 	int rc;
 	int64_t n = 0;
 	if (strcmp(cmd, "set") == 0)
-		return cli_status(cli,
-				  store_client_set(cli->client, args[0], args[1], strlen(args[1])));
+		return cmd_set(cli, args);
 	if (strcmp(cmd, "get") == 0)
 		return cmd_get(cli, args);
 	if (strcmp(cmd, "add") == 0)

@@ -346,6 +346,55 @@ static void test_limits_close_connection(void **state)
 	assert_int_equal(store_client_ping(f->c), 0);
 }
 
+/* A set has no reply: store_client_confirm() tells whether it was stored,
+ * and a refused write is named by whatever call finds the connection
+ * closed. */
+static void test_refused_write_confirmed(void **state)
+{
+	struct fx *f = *state;
+	char err[256], val[65];
+	memset(val, 'v', sizeof(val));
+	struct store_client *c;
+	assert_int_equal(store_client_connect("127.0.0.1", f->d.port, 5000, &c, err, sizeof(err)),
+			 0);
+	assert_int_equal(store_client_set(c, "ok", "v", 1), 0);
+	assert_int_equal(store_client_confirm(c), 0);
+	assert_int_equal(store_client_set(c, "k", val, sizeof(val)), 0); /* sent, not stored */
+	int rc = store_client_confirm(c);
+	assert_true(rc == -ECONNRESET || rc == -EPIPE);
+	print_message("%s\n", store_client_error(c));
+	assert_non_null(strstr(store_client_error(c), "instead of confirming set of 'k' (a 1-byte "
+						      "key, a 65-byte value)"));
+	assert_non_null(strstr(store_client_error(c), "--max-value-len"));
+	store_client_free(c);
+
+	/* A get pipelined behind a refused set names the set. */
+	assert_int_equal(store_client_connect("127.0.0.1", f->d.port, 5000, &c, err, sizeof(err)),
+			 0);
+	assert_int_equal(store_client_set(c, "0123456789abcdefX", "v", 1), 0);
+	void *v = NULL;
+	size_t len = 0;
+	rc = store_client_get(c, "ok", 1000, &v, &len);
+	assert_true(rc == -ECONNRESET || rc == -EPIPE);
+	assert_non_null(strstr(store_client_error(c), "set of '0123456789abcdefX' (a 17-byte key"));
+	store_client_free(c);
+
+	/* A query refused itself is named as such. */
+	assert_int_equal(store_client_connect("127.0.0.1", f->d.port, 5000, &c, err, sizeof(err)),
+			 0);
+	const char *keys[] = {"a", "b", "c", "d", "e"};
+	rc = store_client_check(c, keys, 5);
+	assert_true(rc == -ECONNRESET || rc == -EPIPE);
+	assert_non_null(strstr(store_client_error(c), "at check of 'a' and more (a 1-byte key, 5 "
+						      "keys)"));
+	assert_non_null(strstr(store_client_error(c), "--max-keys-per-request"));
+	store_client_free(c);
+	v = NULL;
+	assert_int_equal(store_client_get(f->c, "ok", 1000, &v, &len), 0);
+	free(v);
+	assert_int_equal(store_client_check(f->c, (const char *[]){"k"}, 1), 0);
+}
+
 static void test_connection_limit(void **state)
 {
 	struct fx *f = *state;
@@ -632,6 +681,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_torch113_frames, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_torch113_watch_key, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_limits_close_connection, setup_limits, teardown),
+	    cmocka_unit_test_setup_teardown(test_refused_write_confirmed, setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(test_connection_limit, setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(test_half_frame_does_not_stall, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_slow_reader_is_paced, setup, teardown),
