@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,12 @@ static size_t *limit_slot(struct store_limits *l, int opt)
 	}
 }
 
+/* Whether a limit flag counts bytes (else things: keys, connections). */
+static bool limit_is_bytes(int opt)
+{
+	return opt == OPT_MAX_KEY || opt == OPT_MAX_VALUE || opt == OPT_MAX_TOTAL;
+}
+
 /* --allow's check, before any server exists. */
 static int allow_check(const char *addr)
 {
@@ -178,13 +185,16 @@ static int allow_check(const char *addr)
 static int parse_args(int argc, char **argv, const char **host, int *port, struct rdzvd *d,
 		      struct store_limits *limits, int *verbose)
 {
-	int opt;
-	while ((opt = getopt_long(argc, argv, "vh", long_opts, NULL)) != -1) {
+	int opt, idx = -1;
+	while ((opt = getopt_long(argc, argv, "vh", long_opts, &idx)) != -1) {
 		size_t *slot = limit_slot(limits, opt);
 		if (slot) {
+			/* getopt sets idx for long options, and these are long only. */
 			if (cli_parse_size(optarg, slot) < 0 || *slot == 0) {
-				log_error("%s: '%s' is not a positive size", argv[optind - 1],
-					  optarg);
+				log_error("--%s: '%s' is not a positive %s (e.g. %s)",
+					  long_opts[idx].name, optarg,
+					  limit_is_bytes(opt) ? "size" : "number",
+					  limit_is_bytes(opt) ? "64K, 8M or 1G" : "1024 or 64K");
 				return -1;
 			}
 			continue;
@@ -345,19 +355,23 @@ static int rdzvd_start(struct rdzvd *d, const char *host, int port,
 					      : "");
 		return rc;
 	}
-	port = store_server_port(d->server);
-	if (d->port_file && cli_write_file_atomic(d->port_file, port) < 0) {
-		log_error("cannot write the port file '%s': %s", d->port_file, strerror(errno));
-		return -errno;
-	}
-	printf("%d\n", port);
-	fflush(stdout);
-	log_info("listening on %s:%d", host, port);
+	/* Before the port is told: whoever reads it may send SIGTERM at once. */
 	uv_signal_init(d->loop, &d->sigterm);
 	uv_signal_init(d->loop, &d->sigint);
 	d->sigterm.data = d->sigint.data = d;
 	uv_signal_start(&d->sigterm, rdzvd_on_signal, SIGTERM);
 	uv_signal_start(&d->sigint, rdzvd_on_signal, SIGINT);
+	port = store_server_port(d->server);
+	if (d->port_file && cli_write_file_atomic(d->port_file, port) < 0) {
+		rc = -errno;
+		log_error("cannot write the port file '%s': %s", d->port_file, strerror(-rc));
+		uv_close((uv_handle_t *)&d->sigterm, NULL);
+		uv_close((uv_handle_t *)&d->sigint, NULL);
+		return rc;
+	}
+	printf("%d\n", port);
+	fflush(stdout);
+	log_info("listening on %s:%d", host, port);
 	return 0;
 }
 
