@@ -191,8 +191,10 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now_ms);
  * called for workers stopped because of ROUND_OVER. */
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now_ms, bool success);
 
-/* This node's store port for the next round it joins (a fresh worker store
- * per round). */
+/* This node's workers' store port for the next slot it writes (a fresh
+ * worker store per round). The slot of a rejoin is written after the
+ * answer to its ticket's ADD, so calling this while handling ROUND_OVER
+ * is in time. */
 void rdzv_set_port(struct rdzv_machine *m, uint16_t port);
 
 /* Valid after RDZV_ACT_ROUND (see struct rdzv_world); NULL otherwise. */
