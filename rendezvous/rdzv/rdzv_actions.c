@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv_int.h"
+#include "rdzv_machine_int.h"
 
 static void act_free(struct rdzv_act *a)
 {

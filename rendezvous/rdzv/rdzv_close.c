@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv_int.h"
+#include "rdzv_machine_int.h"
 
 #define NAMES_SHOWN 8
 #define RANKS_SHOWN 16

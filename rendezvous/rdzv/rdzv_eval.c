@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rdzv_int.h"
+#include "rdzv_machine_int.h"
 
 static int64_t stale_span(const struct rdzv_machine *m)
 {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv_int.h"
+#include "rdzv_machine_int.h"
 
 void rdzv_op_reset(struct rdzv_machine *m)
 {

@@ -1,5 +1,5 @@
 /*
- * rdzv_int.h - the rendezvous machine's insides, shared by its files:
+ * rdzv_machine_int.h - the rendezvous machine's insides, shared by its files:
  *   rdzv_machine.c  life cycle, entry points, the state held, the timer
  *   rdzv_actions.c  the queue of actions handed to the driver
  *   rdzv_eval.c     what to do next, from the latest state and local facts
