@@ -4,6 +4,8 @@ interpreter), and against ddp-rdzvd in 2.x framing; a torch client reads what
 the C client stored. ddp-store looks into the store torch hosts."""
 import datetime
 import os
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -39,11 +41,61 @@ def store_cli(port, *args):
     return r.returncode, r.stdout, r.stderr
 
 
+def check_reply_order(port, v2):
+    """docs/protocol.md: a WAIT whose key is missing is answered when the key
+    appears; queries pipelined behind it are run and answered at once (a
+    SET behind it is stored at once). Raw frames, the same for torch's
+    servers and ours."""
+    op = dict(SET=1, GET=3, WAIT=6, NUM=7) if v2 else dict(SET=0, GET=2, WAIT=5, NUM=6)
+
+    def bs(b):
+        return struct.pack("<Q", len(b)) + b
+
+    def conn():
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if v2:
+            c.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE))
+        return c
+
+    def recv_exact(c, n):
+        out = b""
+        while len(out) < n:
+            d = c.recv(n - len(out))
+            assert d, "the server closed the connection"
+            out += d
+        return out
+
+    tag = os.urandom(4).hex().encode()
+    w, a, s = b"/order_w_" + tag, b"/order_a_" + tag, b"/order_s_" + tag
+    other = conn()
+    other.sendall(bytes([op["SET"]]) + bs(a) + bs(b"AAA"))
+    c = conn()
+    c.sendall(bytes([op["WAIT"]]) + struct.pack("<Q", 1) + bs(w) + bytes([op["GET"]]) + bs(a) +
+              bytes([op["SET"]]) + bs(s) + bs(b"S") + bytes([op["GET"]]) + bs(s) +
+              bytes([op["NUM"]]))
+    # The GETs and GETNUMKEYS come first, the SET behind the wait is stored.
+    assert recv_exact(c, 8 + 3) == bs(b"AAA")
+    assert recv_exact(c, 8 + 1) == bs(b"S")
+    recv_exact(c, 8)
+    c.settimeout(0.2)
+    try:
+        early = c.recv(1)
+    except socket.timeout:
+        early = None
+    assert early is None, f"the wait was answered before its key was set: {early!r}"
+    c.settimeout(10)
+    other.sendall(bytes([op["SET"]]) + bs(w) + bs(b"x"))
+    assert recv_exact(c, 1) == b"\x00"  # STOP_WAITING
+    c.close()
+    other.close()
+
+
 def main():
     timeout = datetime.timedelta(seconds=30)
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                            timeout=timeout)
     run_probe(master.port, TORCH_PROTO, master)
+    check_reply_order(master.port, V2)
 
     # ddp-store looking into a store hosted by torch itself.
     assert store_cli(master.port, "ping")[0] == 0
@@ -62,6 +114,8 @@ def main():
     with Rdzvd() as d:
         s = dist.TCPStore("127.0.0.1", d.port, is_master=False, timeout=timeout)
         run_probe(d.port, "v2", s)
+        check_reply_order(d.port, True)
+        check_reply_order(d.port, False)
     print("C client against torch %s's server and ddp-rdzvd: passed" % torch.__version__)
 
 
