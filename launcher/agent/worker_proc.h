@@ -39,7 +39,7 @@
 #define WORKER_PROC_TAIL_LINES 10  /* stderr lines kept for the summary */
 #define WORKER_PROC_TAIL_LEN   240 /* bytes kept of each, with the NUL */
 #define WORKER_PROC_MAX_LINE   65536
-#define WORKER_PROC_PREFIX_LEN 64
+#define WORKER_PROC_PREFIX_LEN (LINEBUF_PREFIX_MAX + 1)
 #define WORKER_PROC_QUIET_MS   100  /* a partial line is shown after this quiet time */
 #define WORKER_PROC_SHOW_MS    1000 /* and at the latest this long after it began */
 

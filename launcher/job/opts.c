@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linebuf.h"
+
 /* The string defaults, through the table like any other value. */
 static const char *const opts_default_strs[][2] = {
     {"nproc_per_node", "1"},   {"master_addr", "127.0.0.1"}, {"rdzv_backend", "static"},
@@ -189,6 +191,14 @@ int opts_check(const struct launch_opts *o, char *err, size_t errlen)
 	}
 	if (o->standalone && o->nnodes_max > 1) {
 		snprintf(err, errlen, "--standalone runs one node; drop --nnodes or --standalone");
+		return -EINVAL;
+	}
+	if (!o->no_prefix && o->prefix && linebuf_prefix_max(o->prefix) > LINEBUF_PREFIX_MAX) {
+		snprintf(
+		    err, errlen,
+		    "--prefix is too long: it can make a prefix of %zu characters (%%r and %%l "
+		    "count as 10), over the %d a line can have; shorten it",
+		    linebuf_prefix_max(o->prefix), LINEBUF_PREFIX_MAX);
 		return -EINVAL;
 	}
 	if (o->node_rank >= o->nnodes_max) {

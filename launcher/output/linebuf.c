@@ -153,3 +153,21 @@ size_t linebuf_prefix(const char *fmt, int rank, int local_rank, char *out, size
 	out[n] = '\0';
 	return n;
 }
+
+size_t linebuf_prefix_max(const char *fmt)
+{
+	size_t n = 0;
+
+	for (; fmt && *fmt; fmt++) {
+		if (fmt[0] == '%' && (fmt[1] == 'r' || fmt[1] == 'l')) {
+			n += 10; /* INT_MAX's digits */
+			fmt++;
+		} else if (fmt[0] == '%' && fmt[1] == '%') {
+			n++;
+			fmt++;
+		} else {
+			n++;
+		}
+	}
+	return n;
+}

@@ -57,4 +57,11 @@ void linebuf_show(struct linebuf *lb, linebuf_emit_fn emit, void *arg);
  * sign) into out (always NUL-terminated). Returns its length. */
 size_t linebuf_prefix(const char *fmt, int rank, int local_rank, char *out, size_t outlen);
 
+/* The longest prefix a line is given, in bytes; a format that can expand
+ * to more (linebuf_prefix_max) is refused where it is read (--prefix). */
+#define LINEBUF_PREFIX_MAX 255
+
+/* The longest prefix `fmt` expands to, for any rank (ranks of 10 digits). */
+size_t linebuf_prefix_max(const char *fmt);
+
 #endif

@@ -142,6 +142,19 @@ class Output(LaunchCase):
         r = self.launch(["--nproc_per_node=1", "--no_prefix", HELPER, "burst", "1", "3"])
         self.assertEqual(r.stdout, "R0:0:aaa\n")
 
+    def test_long_prefix(self):
+        # A prefix over 63 characters was cut there, silently: now every
+        # prefix that fits is whole, and one that cannot fit is refused.
+        long = "P" * 200 + "<%r> "
+        r = self.launch(["--nproc_per_node=1", "--prefix", long, HELPER, "burst", "1", "3"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "P" * 200 + "<0> R0:0:aaa\n")
+        r = self.launch(["--nproc_per_node=1", "--prefix", "P" * 250 + "%r", HELPER, "burst",
+                         "1", "3"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--prefix is too long", r.stderr)
+        self.assertIn("shorten it", r.stderr)
+
     def test_tee_without_log_dir(self):
         # -t copies to files and keeps the console; without --log_dir the
         # files go to a directory that ddplaunch names.

@@ -142,6 +142,9 @@ static void test_prefix(void **state)
 	assert_true(strlen(buf) < 8);
 	linebuf_prefix("", 1, 1, buf, sizeof(buf));
 	assert_string_equal(buf, "");
+	assert_int_equal(linebuf_prefix_max("[rank %r]: "), 19);
+	assert_int_equal(linebuf_prefix_max("%l/%r %% %x"), 26);
+	assert_int_equal(linebuf_prefix_max(""), 0);
 }
 
 int main(void)
