@@ -455,8 +455,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		else
 			attempt_failed(s, nread == UV_EOF
 					      ? "the store closed the connection during "
-						"the handshake (is this node's address "
-						"allowed there?)"
+						"the handshake (this node's address may "
+						"not be allowed there, or it is not a "
+						"ddp-rdzvd or ddplaunch store)"
 					      : why);
 		sess_maybe_free(s);
 		return;

@@ -98,7 +98,8 @@ struct store_session {
 	/* requests and watches */
 	struct sess_req *head;
 	struct sess_req *tail;
-	size_t pending;
+	size_t pending;	 /* requests in the FIFO */
+	size_t internal; /* of which pings and unwatches */
 	struct sess_watch *watches;
 	uint64_t next_watch_id;
 	struct store_session_value *scratch; /* S_GET results */

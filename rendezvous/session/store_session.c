@@ -91,7 +91,23 @@ int store_session_local_addr(const struct store_session *s, char *buf, size_t le
 
 size_t store_session_pending(const struct store_session *s)
 {
-	return s->pending;
+	return s->pending - s->internal;
+}
+
+/* Pings and unwatches: the session's own, not counted for the caller. */
+static bool req_internal(enum proto_op op)
+{
+	return op == PROTO_OP_S_PING || op == PROTO_OP_S_UNWATCH;
+}
+
+/* Unlinks the oldest request. */
+static void pop_head(struct store_session *s, struct sess_req *r)
+{
+	s->head = r->next;
+	if (!s->head)
+		s->tail = NULL;
+	s->pending--;
+	s->internal -= req_internal(r->op);
 }
 
 struct bytebuf *sess_outbuf(struct store_session *s)
@@ -130,6 +146,7 @@ static int push_req(struct store_session *s, enum proto_op op, void *fn, void *a
 		s->head = r;
 	s->tail = r;
 	s->pending++;
+	s->internal += req_internal(op);
 	if (out)
 		*out = r;
 	return 0;
@@ -147,6 +164,7 @@ static void pop_tail(struct store_session *s, struct sess_req *r)
 	*pp = NULL;
 	s->tail = prev;
 	s->pending--;
+	s->internal -= req_internal(r->op);
 	free(r);
 }
 
@@ -414,10 +432,7 @@ void sess_fail_all(struct store_session *s, int status)
 	s->dispatching++;
 	while (s->head) {
 		struct sess_req *r = s->head;
-		s->head = r->next;
-		if (!s->head)
-			s->tail = NULL;
-		s->pending--;
+		pop_head(s, r);
 		if (r->watch) {
 			r->watch->waiting = false;
 			watch_fail(r->watch, status);
@@ -610,10 +625,7 @@ static int parse_one(struct store_session *s, const uint8_t *p, size_t len, size
 			return rc;
 	}
 	*used = c.off;
-	s->head = r->next;
-	if (!s->head)
-		s->tail = NULL;
-	s->pending--;
+	pop_head(s, r);
 	complete(s, r, (int)status, flag, num, val);
 	free(r);
 	return 1;
@@ -634,7 +646,8 @@ int sess_parse(struct store_session *s)
 		done += used;
 	}
 	s->dispatching--;
-	if (done)
+	/* A callback that closed the session emptied s->in already. */
+	if (done && s->phase != SESS_DEAD)
 		bytebuf_consume(&s->in, done);
 	watch_gc(s);
 	return rc < 0 ? rc : 0;

@@ -426,6 +426,39 @@ static void test_close_fails_pending(void **state)
 	fx_release(&f);
 }
 
+/* Closing from inside a callback, with more replies in the same read. */
+struct closer {
+	struct store_session *s;
+	int n;
+	int status[4];
+};
+
+static void close_in_cb(void *arg, uint64_t tag, int status)
+{
+	struct closer *c = arg;
+	c->n++;
+	c->status[tag] = status;
+	if (tag == 0)
+		store_session_close(c->s);
+}
+
+static void test_close_from_callback(void **state)
+{
+	struct fx f;
+	struct sess a;
+	fx_init(&f, NULL, false);
+	sess_open(&f.loop, &a, f.port, NULL, NULL, 5000);
+	struct closer c = {a.s, 0, {1, 1, 1, 1}};
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(store_session_set(a.s, B("k"), B("v"), close_in_cb, &c, i), 0);
+	run_until(&f.loop, &c.n, 4, 5000);
+	assert_int_equal(c.status[0], 0);
+	for (int i = 1; i < 4; i++)
+		assert_int_equal(c.status[i], -ECANCELED);
+	assert_int_equal(a.closed, 0);
+	fx_release(&f);
+}
+
 static void test_auth(void **state)
 {
 	struct fx f;
@@ -764,15 +797,11 @@ int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_primitives),
-	    cmocka_unit_test(test_watch),
-	    cmocka_unit_test(test_session_keys),
-	    cmocka_unit_test(test_close_fails_pending),
-	    cmocka_unit_test(test_auth),
-	    cmocka_unit_test(test_strangers),
-	    cmocka_unit_test(test_connect_retries),
-	    cmocka_unit_test(test_idle_timeout),
-	    cmocka_unit_test(test_host_lost),
+	    cmocka_unit_test(test_primitives),		cmocka_unit_test(test_watch),
+	    cmocka_unit_test(test_session_keys),	cmocka_unit_test(test_close_fails_pending),
+	    cmocka_unit_test(test_close_from_callback), cmocka_unit_test(test_auth),
+	    cmocka_unit_test(test_strangers),		cmocka_unit_test(test_connect_retries),
+	    cmocka_unit_test(test_idle_timeout),	cmocka_unit_test(test_host_lost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
