@@ -75,7 +75,9 @@ void sess_maybe_free(struct store_session *s)
 	bytebuf_release(&s->queued);
 	bytebuf_release(&s->in);
 	free(s->scratch);
-	explicit_bzero(s->token, sizeof(s->token));
+	if (s->token)
+		explicit_bzero(s->token, s->opts.token_len);
+	free(s->token);
 	free(s);
 }
 

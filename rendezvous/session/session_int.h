@@ -68,7 +68,7 @@ struct store_session {
 	char bind[64];
 	char peer[300]; /* "host:port" */
 	char local[64];
-	uint8_t token[STORE_SESSION_MAX_TOKEN];
+	uint8_t *token; /* a copy of opts->token (malloc'ed), or NULL */
 	store_session_connect_fn on_connect;
 	store_session_close_fn on_close;
 	void *arg;

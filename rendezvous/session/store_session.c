@@ -59,6 +59,11 @@ int store_session_connect(uv_loop_t *loop, const struct store_session_opts *opts
 		s->opts.bind_addr = s->bind;
 	}
 	if (opts->token) {
+		s->token = malloc(opts->token_len);
+		if (!s->token) {
+			free(s);
+			return -ENOMEM;
+		}
 		memcpy(s->token, opts->token, opts->token_len);
 		s->opts.token = s->token;
 	}
