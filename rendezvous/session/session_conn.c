@@ -1,7 +1,8 @@
 /*
  * session_conn.c - the agent session's connection: resolving and
- * connecting with retries until the deadline, the token handshake, reading
- * and writing, pings, and the end of the session (lost, failed or closed).
+ * connecting with retries until the deadline, reading and writing, and the
+ * end of the session (lost, failed or closed). The handshake and the pings
+ * are in session_hello.c.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -20,9 +21,7 @@
 #define SESS_ATTEMPT_MAX_MS   5000 /* one attempt: connect and handshake */
 #define SESS_READ_CHUNK	      16384
 
-/* Deadlines use the real clock: the loop's cached time may be old when a
- * call comes from outside a callback. */
-static uint64_t now_ms(void)
+uint64_t sess_now_ms(void)
 {
 	return uv_hrtime() / 1000000;
 }
@@ -138,7 +137,7 @@ void sess_lost(struct store_session *s, int status, const char *why)
 
 /* ---- retries ---- */
 
-static void seconds_text(uint64_t ms, char *buf, size_t len)
+void sess_seconds_text(uint64_t ms, char *buf, size_t len)
 {
 	if (ms % 1000 == 0)
 		snprintf(buf, len, "%llu s", (unsigned long long)(ms / 1000));
@@ -152,7 +151,7 @@ static void attempt_failed(struct store_session *s, const char *why)
 	snprintf(s->last_error, sizeof(s->last_error), "%s", why);
 	link_drop(s);
 	s->phase = SESS_CONNECTING;
-	uint64_t now = now_ms();
+	uint64_t now = sess_now_ms();
 	if (now + s->backoff < s->deadline) {
 		uv_timer_start(&s->timer, first_attempt, s->backoff, 0);
 		s->backoff =
@@ -160,7 +159,7 @@ static void attempt_failed(struct store_session *s, const char *why)
 		return;
 	}
 	char msg[STORE_SESSION_MSG_MAX], t[32];
-	seconds_text((uint64_t)s->opts.connect_timeout_ms, t, sizeof(t));
+	sess_seconds_text((uint64_t)s->opts.connect_timeout_ms, t, sizeof(t));
 	if (s->opts.connect_timeout_ms > 0)
 		snprintf(msg, sizeof(msg), "cannot reach the store at %s within %s: %s", s->peer, t,
 			 s->last_error);
@@ -184,7 +183,7 @@ static void attempt_timeout(uv_timer_t *t)
 /* Arms the attempt's deadline (the overall deadline or SESS_ATTEMPT_MAX_MS). */
 static void attempt_arm(struct store_session *s)
 {
-	uint64_t now = now_ms();
+	uint64_t now = sess_now_ms();
 	uint64_t left = s->deadline > now ? s->deadline - now : 0;
 	if (left > SESS_ATTEMPT_MAX_MS || s->opts.connect_timeout_ms == 0)
 		left = SESS_ATTEMPT_MAX_MS;
@@ -235,201 +234,6 @@ void sess_flush(struct store_session *s)
 		bytebuf_release(&l->wbuf);
 }
 
-/* ---- pings ---- */
-
-static void ping_tick(uv_timer_t *t)
-{
-	struct store_session *s = t->data;
-	if (s->phase != SESS_READY)
-		return;
-	uint64_t now = now_ms();
-	if (!s->ping_out) {
-		s->ping_nonce++;
-		if (sess_push_ping(s) < 0) {
-			uv_timer_start(&s->ping, ping_tick, s->opts.ping_interval_ms, 0);
-			return;
-		}
-		s->ping_out = true;
-		s->ping_sent = now;
-	}
-	/* Lost when nothing at all was heard for the timeout while a ping
-	 * waits: a store frozen just after its last word is noticed
-	 * ping_timeout_ms later, not an interval more. */
-	uint64_t deadline = s->last_heard + s->opts.ping_timeout_ms;
-	if (now < deadline) {
-		uv_timer_start(&s->ping, ping_tick, deadline - now, 0);
-		return;
-	}
-	char why[96], secs[32];
-	seconds_text(s->opts.ping_timeout_ms, secs, sizeof(secs));
-	snprintf(why, sizeof(why), "no answer for %s", secs);
-	sess_lost(s, -ETIMEDOUT, why);
-	sess_maybe_free(s);
-}
-
-void sess_ping_answered(struct store_session *s)
-{
-	uint64_t now = now_ms();
-	uint64_t next = s->ping_sent + s->opts.ping_interval_ms;
-	s->ping_out = false;
-	uv_timer_start(&s->ping, ping_tick, next > now ? next - now : 0, 0);
-}
-
-/* ---- the handshake ---- */
-
-static void become_ready(struct store_session *s)
-{
-	uv_timer_stop(&s->timer);
-	s->phase = SESS_READY;
-	s->last_heard = now_ms();
-	if (s->queued.len) {
-		/* Requests issued while connecting, in their order. */
-		if (bytebuf_append(&s->out, s->queued.data, s->queued.len) < 0) {
-			sess_connect_failed(s, -ENOMEM, "out of memory");
-			return;
-		}
-		bytebuf_release(&s->queued);
-	}
-	sess_flush(s);
-	if (s->opts.ping_interval_ms)
-		uv_timer_start(&s->ping, ping_tick, s->opts.ping_interval_ms, 0);
-	s->dispatching++;
-	s->on_connect(s, s->arg, 0, "");
-	s->dispatching--;
-}
-
-static int send_hello(struct store_session *s)
-{
-	proto_auth_nonce(s->client_nonce);
-	int rc = proto_put_op(&s->out, PROTO_GEN_V2, PROTO_OP_VALIDATE);
-	if (rc == 0)
-		rc = proto_put_u32(&s->out, PROTO_VALIDATE_MAGIC);
-	if (rc == 0)
-		rc = proto_put_op(&s->out, PROTO_GEN_V2, PROTO_OP_S_HELLO);
-	if (rc == 0)
-		rc = proto_put_i64(&s->out, s->opts.server_idle_timeout_ms);
-	if (rc == 0)
-		rc = proto_put_bytes(&s->out, s->client_nonce, sizeof(s->client_nonce));
-	if (rc == 0)
-		s->phase = SESS_HELLO;
-	sess_flush(s);
-	return rc;
-}
-
-static void refuse(struct store_session *s, const char *fmt)
-{
-	char msg[STORE_SESSION_MSG_MAX];
-	snprintf(msg, sizeof(msg), fmt, s->peer);
-	sess_connect_failed(s, -EACCES, msg);
-}
-
-/* The HELLO reply: authenticate the store, answer its challenge. */
-static int on_hello(struct store_session *s, uint8_t auth, struct byteview nonce,
-		    struct byteview proof)
-{
-	if (auth == PROTO_SESSION_AUTH_NONE) {
-		if (s->opts.token) {
-			refuse(s, "the store at %s has no token, so it cannot be this job's store "
-				  "(start it with the job's token, or run without one)");
-			return 0;
-		}
-		become_ready(s);
-		return 0;
-	}
-	if (auth != PROTO_SESSION_AUTH_TOKEN || nonce.len != PROTO_SESSION_NONCE_LEN ||
-	    proof.len != PROTO_SESSION_PROOF_LEN)
-		return -EPROTO;
-	if (!s->opts.token) {
-		refuse(s, "the store at %s requires the job's token (set --rdzv_token or "
-			  "DDP_RDZV_TOKEN)");
-		return 0;
-	}
-	uint8_t want[PROTO_SESSION_PROOF_LEN], mine[PROTO_SESSION_PROOF_LEN];
-	proto_auth_proof(s->opts.token, s->opts.token_len, true, s->client_nonce, nonce.data, want);
-	if (!proto_auth_equal(want, proof.data)) {
-		refuse(s, "the store at %s does not know this job's token (it belongs to another "
-			  "job, or the tokens differ: check --rdzv_token or DDP_RDZV_TOKEN)");
-		return 0;
-	}
-	proto_auth_proof(s->opts.token, s->opts.token_len, false, s->client_nonce, nonce.data,
-			 mine);
-	int rc = proto_put_op(&s->out, PROTO_GEN_V2, PROTO_OP_S_AUTH);
-	if (rc == 0)
-		rc = proto_put_bytes(&s->out, mine, sizeof(mine));
-	if (rc < 0)
-		return rc;
-	s->phase = SESS_AUTH;
-	sess_flush(s);
-	return 0;
-}
-
-/* Parses the handshake reply in s->in: 1 handled (consumed), 0 more bytes
- * needed, < 0 malformed. */
-static int handshake_step(struct store_session *s)
-{
-	const uint8_t *p = s->in.data;
-	size_t len = s->in.len, off = 0, n;
-	uint8_t tag, auth = 0;
-	int64_t status;
-	struct byteview nonce = {NULL, 0}, proof = {NULL, 0};
-	int rc = proto_take_u8(p, len, &tag, &n);
-	if (rc != 1)
-		return rc;
-	off += n;
-	rc = proto_take_i64(p + off, len - off, &status, &n);
-	if (rc != 1)
-		return rc;
-	off += n;
-	if (tag != PROTO_SESSION_REPLY)
-		return -EPROTO;
-	if (s->phase == SESS_HELLO && status == 0) {
-		rc = proto_take_u8(p + off, len - off, &auth, &n);
-		off += rc == 1 ? n : 0;
-		if (rc == 1)
-			rc = proto_take_bytes(p + off, len - off, 64, &nonce, &n);
-		off += rc == 1 ? n : 0;
-		if (rc == 1)
-			rc = proto_take_bytes(p + off, len - off, 64, &proof, &n);
-		off += rc == 1 ? n : 0;
-		if (rc != 1)
-			return rc < 0 ? -EPROTO : 0;
-	}
-	/* The views point into s->in: act on them before consuming. */
-	if (s->phase == SESS_HELLO && status != 0)
-		rc = -EPROTO;
-	else if (s->phase == SESS_HELLO)
-		rc = on_hello(s, auth, nonce, proof);
-	else if (status == -EACCES)
-		refuse(s, "the store at %s refused this node's proof of the token");
-	else if (status != 0)
-		rc = -EPROTO;
-	else
-		become_ready(s);
-	if (rc < 0)
-		return rc;
-	if (s->phase != SESS_DEAD)
-		bytebuf_consume(&s->in, off);
-	return 1;
-}
-
-static void on_bytes(struct store_session *s)
-{
-	int rc = 1;
-	while (rc == 1 && (s->phase == SESS_HELLO || s->phase == SESS_AUTH) && s->in.len)
-		rc = handshake_step(s);
-	if (rc < 0) {
-		char msg[STORE_SESSION_MSG_MAX];
-		snprintf(msg, sizeof(msg),
-			 "the server at %s does not speak the agent-session protocol (is it a "
-			 "ddp-rdzvd or ddplaunch store?)",
-			 s->peer);
-		sess_connect_failed(s, -EPROTO, msg);
-		return;
-	}
-	if (s->phase == SESS_READY && s->in.len && sess_parse(s) < 0)
-		sess_lost(s, -EPROTO, "it sent bytes that are not a session reply");
-}
-
 /* ---- reading ---- */
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -465,9 +269,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	s->in.len += (size_t)nread;
-	s->last_heard = now_ms();
+	s->last_heard = sess_now_ms();
 	s->dispatching++;
-	on_bytes(s);
+	sess_on_bytes(s);
 	s->dispatching--;
 	if (s->phase != SESS_DEAD && s->in.len == 0 && s->in.cap > 4 * SESS_READ_CHUNK)
 		bytebuf_release(&s->in);
@@ -521,7 +325,7 @@ static void on_connected(uv_connect_t *req, int status)
 	note_local(s, l);
 	int rc = uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
 	if (rc == 0)
-		rc = send_hello(s);
+		rc = sess_send_hello(s);
 	if (rc < 0)
 		attempt_failed(s, rc == -ENOMEM ? "out of memory" : uv_strerror(rc));
 	sess_maybe_free(s);
@@ -645,7 +449,7 @@ void sess_conn_start(struct store_session *s)
 	s->handles = 2;
 	s->init_error = proto_auth_init() < 0;
 	s->backoff = SESS_BACKOFF_FIRST_MS;
-	s->deadline = now_ms() + (uint64_t)s->opts.connect_timeout_ms;
+	s->deadline = sess_now_ms() + (uint64_t)s->opts.connect_timeout_ms;
 	/* From the loop, so that on_connect never runs inside the call. */
 	uv_timer_start(&s->timer, first_attempt, 0, 0);
 }

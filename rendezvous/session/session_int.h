@@ -1,7 +1,8 @@
 /*
  * session_int.h - the agent session client's internals, shared by
- * store_session.c (requests, replies, watches) and session_conn.c
- * (connecting, the handshake, reading and writing, pings, closing).
+ * store_session.c (requests, watches), session_reply.c (the store's
+ * replies and events) and session_conn.c (connecting, the handshake,
+ * reading and writing, pings, closing).
  */
 #ifndef DDP_RENDEZVOUS_SESSION_INT_H
 #define DDP_RENDEZVOUS_SESSION_INT_H
@@ -138,10 +139,43 @@ void sess_release(struct store_session *s);
  * After it, s may be gone: callers return at once. */
 void sess_maybe_free(struct store_session *s);
 
+/* Deadlines use the real clock (ms): the loop's cached time may be old
+ * when a call comes from outside a callback. */
+uint64_t sess_now_ms(void);
+
+/* "1.5 s", "60 s". */
+void sess_seconds_text(uint64_t ms, char *buf, size_t len);
+
+/* session_hello.c */
+
+/* Sends VALIDATE and HELLO on a fresh connection. 0 or -ENOMEM. */
+int sess_send_hello(struct store_session *s);
+
+/* Bytes arrived: the handshake's replies, then (READY) everything else. */
+void sess_on_bytes(struct store_session *s);
+
 /* The ping's answer arrived. */
 void sess_ping_answered(struct store_session *s);
 
 /* store_session.c */
+
+/* The buffer a request frame goes to: out (READY) or queued (before). */
+struct bytebuf *sess_outbuf(struct store_session *s);
+
+/* Sends a ping (s->ping_nonce) as an internal request. 0 or -ENOMEM. */
+int sess_push_ping(struct store_session *s);
+
+/* Pings and unwatches: the session's own requests, not the caller's. */
+bool sess_req_internal(enum proto_op op);
+
+/* Whether w watches key. */
+bool sess_watch_is(const struct sess_watch *w, const uint8_t *key, size_t len);
+
+/* Frees watches that can no longer be told anything (not while callbacks
+ * run: a caller may be walking the list). */
+void sess_watch_gc(struct store_session *s);
+
+/* session_reply.c */
 
 /* Parses and dispatches every whole message in s->in (READY). Returns 0,
  * or -EPROTO for bytes that make no sense (the caller ends the session). */
@@ -149,11 +183,5 @@ int sess_parse(struct store_session *s);
 
 /* Fails every pending request and watch with status (from the loop). */
 void sess_fail_all(struct store_session *s, int status);
-
-/* Appends a request frame to out (READY) or queued (before). */
-struct bytebuf *sess_outbuf(struct store_session *s);
-
-/* Sends a ping (s->ping_nonce) as an internal request. 0 or -ENOMEM. */
-int sess_push_ping(struct store_session *s);
 
 #endif

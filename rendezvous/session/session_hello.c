@@ -1,0 +1,206 @@
+/*
+ * session_hello.c - the agent session's handshake (HELLO, checking the
+ * store's proof, AUTH: docs/protocol.md, "Agent sessions"), becoming ready,
+ * and the pings that notice a dead or frozen store.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto_auth.h"
+#include "session_int.h"
+
+/* ---- pings ---- */
+
+static void ping_tick(uv_timer_t *t)
+{
+	struct store_session *s = t->data;
+	if (s->phase != SESS_READY)
+		return;
+	uint64_t now = sess_now_ms();
+	if (!s->ping_out) {
+		s->ping_nonce++;
+		if (sess_push_ping(s) < 0) {
+			uv_timer_start(&s->ping, ping_tick, s->opts.ping_interval_ms, 0);
+			return;
+		}
+		s->ping_out = true;
+		s->ping_sent = now;
+	}
+	/* Lost when nothing at all was heard for the timeout while a ping
+	 * waits: a store frozen just after its last word is noticed
+	 * ping_timeout_ms later, not an interval more. */
+	uint64_t deadline = s->last_heard + s->opts.ping_timeout_ms;
+	if (now < deadline) {
+		uv_timer_start(&s->ping, ping_tick, deadline - now, 0);
+		return;
+	}
+	char why[96], secs[32];
+	sess_seconds_text(s->opts.ping_timeout_ms, secs, sizeof(secs));
+	snprintf(why, sizeof(why), "no answer for %s", secs);
+	sess_lost(s, -ETIMEDOUT, why);
+	sess_maybe_free(s);
+}
+
+void sess_ping_answered(struct store_session *s)
+{
+	uint64_t now = sess_now_ms();
+	uint64_t next = s->ping_sent + s->opts.ping_interval_ms;
+	s->ping_out = false;
+	uv_timer_start(&s->ping, ping_tick, next > now ? next - now : 0, 0);
+}
+
+/* ---- the handshake ---- */
+
+static void become_ready(struct store_session *s)
+{
+	uv_timer_stop(&s->timer);
+	s->phase = SESS_READY;
+	s->last_heard = sess_now_ms();
+	if (s->queued.len) {
+		/* Requests issued while connecting, in their order. */
+		if (bytebuf_append(&s->out, s->queued.data, s->queued.len) < 0) {
+			sess_connect_failed(s, -ENOMEM, "out of memory");
+			return;
+		}
+		bytebuf_release(&s->queued);
+	}
+	sess_flush(s);
+	if (s->opts.ping_interval_ms)
+		uv_timer_start(&s->ping, ping_tick, s->opts.ping_interval_ms, 0);
+	s->dispatching++;
+	s->on_connect(s, s->arg, 0, "");
+	s->dispatching--;
+}
+
+int sess_send_hello(struct store_session *s)
+{
+	proto_auth_nonce(s->client_nonce);
+	int rc = proto_put_op(&s->out, PROTO_GEN_V2, PROTO_OP_VALIDATE);
+	if (rc == 0)
+		rc = proto_put_u32(&s->out, PROTO_VALIDATE_MAGIC);
+	if (rc == 0)
+		rc = proto_put_op(&s->out, PROTO_GEN_V2, PROTO_OP_S_HELLO);
+	if (rc == 0)
+		rc = proto_put_i64(&s->out, s->opts.server_idle_timeout_ms);
+	if (rc == 0)
+		rc = proto_put_bytes(&s->out, s->client_nonce, sizeof(s->client_nonce));
+	if (rc == 0)
+		s->phase = SESS_HELLO;
+	sess_flush(s);
+	return rc;
+}
+
+static void refuse(struct store_session *s, const char *fmt)
+{
+	char msg[STORE_SESSION_MSG_MAX];
+	snprintf(msg, sizeof(msg), fmt, s->peer);
+	sess_connect_failed(s, -EACCES, msg);
+}
+
+/* The HELLO reply: authenticate the store, answer its challenge. */
+static int on_hello(struct store_session *s, uint8_t auth, struct byteview nonce,
+		    struct byteview proof)
+{
+	if (auth == PROTO_SESSION_AUTH_NONE) {
+		if (s->opts.token) {
+			refuse(s, "the store at %s has no token, so it cannot be this job's store "
+				  "(start it with the job's token, or run without one)");
+			return 0;
+		}
+		become_ready(s);
+		return 0;
+	}
+	if (auth != PROTO_SESSION_AUTH_TOKEN || nonce.len != PROTO_SESSION_NONCE_LEN ||
+	    proof.len != PROTO_SESSION_PROOF_LEN)
+		return -EPROTO;
+	if (!s->opts.token) {
+		refuse(s, "the store at %s requires the job's token (set --rdzv_token or "
+			  "DDP_RDZV_TOKEN)");
+		return 0;
+	}
+	uint8_t want[PROTO_SESSION_PROOF_LEN], mine[PROTO_SESSION_PROOF_LEN];
+	proto_auth_proof(s->opts.token, s->opts.token_len, true, s->client_nonce, nonce.data, want);
+	if (!proto_auth_equal(want, proof.data)) {
+		refuse(s, "the store at %s does not know this job's token (it belongs to another "
+			  "job, or the tokens differ: check --rdzv_token or DDP_RDZV_TOKEN)");
+		return 0;
+	}
+	proto_auth_proof(s->opts.token, s->opts.token_len, false, s->client_nonce, nonce.data,
+			 mine);
+	int rc = proto_put_op(&s->out, PROTO_GEN_V2, PROTO_OP_S_AUTH);
+	if (rc == 0)
+		rc = proto_put_bytes(&s->out, mine, sizeof(mine));
+	if (rc < 0)
+		return rc;
+	s->phase = SESS_AUTH;
+	sess_flush(s);
+	return 0;
+}
+
+/* Parses the handshake reply in s->in: 1 handled (consumed), 0 more bytes
+ * needed, < 0 malformed. */
+static int handshake_step(struct store_session *s)
+{
+	const uint8_t *p = s->in.data;
+	size_t len = s->in.len, off = 0, n;
+	uint8_t tag, auth = 0;
+	int64_t status;
+	struct byteview nonce = {NULL, 0}, proof = {NULL, 0};
+	int rc = proto_take_u8(p, len, &tag, &n);
+	if (rc != 1)
+		return rc;
+	off += n;
+	rc = proto_take_i64(p + off, len - off, &status, &n);
+	if (rc != 1)
+		return rc;
+	off += n;
+	if (tag != PROTO_SESSION_REPLY)
+		return -EPROTO;
+	if (s->phase == SESS_HELLO && status == 0) {
+		rc = proto_take_u8(p + off, len - off, &auth, &n);
+		off += rc == 1 ? n : 0;
+		if (rc == 1)
+			rc = proto_take_bytes(p + off, len - off, 64, &nonce, &n);
+		off += rc == 1 ? n : 0;
+		if (rc == 1)
+			rc = proto_take_bytes(p + off, len - off, 64, &proof, &n);
+		off += rc == 1 ? n : 0;
+		if (rc != 1)
+			return rc < 0 ? -EPROTO : 0;
+	}
+	/* The views point into s->in: act on them before consuming. */
+	if (s->phase == SESS_HELLO && status != 0)
+		rc = -EPROTO;
+	else if (s->phase == SESS_HELLO)
+		rc = on_hello(s, auth, nonce, proof);
+	else if (status == -EACCES)
+		refuse(s, "the store at %s refused this node's proof of the token");
+	else if (status != 0)
+		rc = -EPROTO;
+	else
+		become_ready(s);
+	if (rc < 0)
+		return rc;
+	if (s->phase != SESS_DEAD)
+		bytebuf_consume(&s->in, off);
+	return 1;
+}
+
+void sess_on_bytes(struct store_session *s)
+{
+	int rc = 1;
+	while (rc == 1 && (s->phase == SESS_HELLO || s->phase == SESS_AUTH) && s->in.len)
+		rc = handshake_step(s);
+	if (rc < 0) {
+		char msg[STORE_SESSION_MSG_MAX];
+		snprintf(msg, sizeof(msg),
+			 "the server at %s does not speak the agent-session protocol (is it a "
+			 "ddp-rdzvd or ddplaunch store?)",
+			 s->peer);
+		sess_connect_failed(s, -EPROTO, msg);
+		return;
+	}
+	if (s->phase == SESS_READY && s->in.len && sess_parse(s) < 0)
+		sess_lost(s, -EPROTO, "it sent bytes that are not a session reply");
+}
