@@ -3,13 +3,15 @@
 malloc'ed buffers, shared memory on ddp_mem_alloc buffers - in place - and
 the TCP ring) against PyTorch's gloo, 2 and 4 ranks on this machine, in the
 same run. Every variant runs under ddplaunch (--standalone, free port); gloo
-workers use Debian's /usr/bin/python3 (torch 1.13) and reach ddplaunch's
-store through env://. Prints a markdown table with ratios and the targets
+workers use --python (default Debian's /usr/bin/python3, torch 1.13; a torch
+2.x venv's python measures gloo 2.x) and reach ddplaunch's store through
+env://. Prints a markdown table with ratios and the targets
 (shm >= 4 GB/s and >= 7x gloo at 64 MiB with 2 ranks; ring >= 1.0 GB/s).
 
   allreduce_bench.py --bench BUILD/tests/bench/allreduce_bench \\
       --ddplaunch BUILD/launcher/ddplaunch --gloo tests/bench/allreduce_gloo.py
-      [--ranks 2,4] [--min 1024] [--max 268435456] [--trials 3] [--out FILE.md]
+      [--python PATH] [--ranks 2,4] [--min 1024] [--max 268435456] [--trials 3]
+      [--out FILE.md]
 """
 import argparse
 import os
@@ -54,10 +56,13 @@ def main():
     a = ap.parse_args()
     base = dict(os.environ, OMP_NUM_THREADS="1", DDP_TIMEOUT_MS="600000", DDP_BACKEND="cpu")
     load0 = os.getloadavg()[0]
+    version = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True).stdout.strip() or "?"
     lines = ["# all-reduce bus bandwidth (GB/s, nccl-tests busbw), float32 sum, best of %d"
              " interleaved trials" % a.trials,
              "", "machine: %s, %d CPUs" % (platform.processor() or platform.machine(),
-                                           os.cpu_count()), ""]
+                                           os.cpu_count()),
+             "gloo: PyTorch %s under %s" % (version, a.python), ""]
     verdict = []
     for n in [int(x) for x in a.ranks.split(",")]:
         launch = [a.ddplaunch, "--standalone", "--nproc_per_node=%d" % n]

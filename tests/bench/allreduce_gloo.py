@@ -1,7 +1,7 @@
 """PyTorch gloo all-reduce bandwidth, the reference for allreduce_bench.c:
 same sizes, same timing rule (warm-up, ~0.25 s of iterations, slowest
 rank), float32 sum. Run under ddplaunch (env:// through its store) with
-Debian's /usr/bin/python3 (torch 1.13). Rank 0 prints RESULT lines."""
+the benchmark's --python (torch 1.13 or 2.x). Rank 0 prints RESULT lines."""
 import sys
 import time
 

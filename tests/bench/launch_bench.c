@@ -1,5 +1,6 @@
 /*
- * launch_bench.c - ddplaunch against torchrun 1.13, in the same run:
+ * launch_bench.c - ddplaunch against torchrun (1.13 or 2.x: the torch of
+ * --python), in the same run:
  * start-to-exit time of `--nproc_per_node=4 /bin/true`, restart latency
  * (a worker's failure to the first restarted worker running) and the
  * launcher's peak RSS.
@@ -278,6 +279,8 @@ int main(int argc, char **argv)
 	}
 	snprintf(cfg.log_path, sizeof(cfg.log_path), "/tmp/launch_bench.%d.log", (int)getpid());
 	printf("launch_bench: launchers' output goes to %s\n", cfg.log_path);
+	if (cfg.python)
+		printf("launch_bench: torchrun is %s -m torch.distributed.run\n", cfg.python);
 	printf("\n== launch: start to exit of %s /bin/true (wall time, fork to reaped)\n",
 	       cfg.nproc_arg);
 	errors += launch_trials(&cfg, 0, &launch[0]) < 0;

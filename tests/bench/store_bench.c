@@ -1,6 +1,7 @@
 /*
- * store_bench.c - the store load generator: ddp-rdzvd against torch 1.13's
- * own TCPStore server, in the same run, on this machine.
+ * store_bench.c - the store load generator: ddp-rdzvd against the TCPStore
+ * server of the torch --python has (1.13's, or 2.x's libuv server), in the
+ * same run, on this machine.
  *
  *   store_bench --rdzvd PATH [--python /usr/bin/python3] [--seconds 2] [--rounds 3]
  *               [--conns 1,16,64,256] [--storm 1024,4000,10000] [--idle 10000]
@@ -47,7 +48,8 @@ static void usage(FILE *f)
 		   "                   [--conns 1,16,64,256] [--storm 1024,4000,10000]\n"
 		   "                   [--idle N] [--storm-timeout S] [--rdzvd-arg ARG]...\n"
 		   "                   [--no-torch] [--strict]\n"
-		   "measures ddp-rdzvd and torch 1.13's TCPStore server in the same run\n");
+		   "measures ddp-rdzvd and the TCPStore server of --python's torch (1.13 or\n"
+		   "2.x) in the same run\n");
 }
 
 static int parse_args(int argc, char **argv, struct sbr_config *cfg)

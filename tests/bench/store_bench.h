@@ -1,16 +1,22 @@
 /*
  * store_bench.h - the store load generator's parts (tests/bench/store_bench*).
  *
- * The generator measures two servers in the same run: ddp-rdzvd and torch
- * 1.13's own TCPStore server. Clients talk in one of three ways:
+ * The generator measures two servers in the same run: ddp-rdzvd and the
+ * TCPStore server of the torch that --python has (1.13's, or 2.x's libuv
+ * server). Clients talk in one of four ways:
  *   SB_WIRE_API   our blocking C client (store_client.h, torch 2.x framing);
- *                 ddp-rdzvd only, torch 1.13's server does not speak it;
+ *                 ddp-rdzvd and torch 2.x's server, not torch 1.13's;
+ *   SB_WIRE_V2    torch 2.x frames from the store's codec over a plain
+ *                 socket (validate and ping first, then one send() per
+ *                 query, as torch 2.x's client sends them); ddp-rdzvd and
+ *                 torch 2.x's server;
  *   SB_WIRE_V113  torch 1.13 frames from the store's codec (proto.h) over a
  *                 plain socket; both servers speak it, so the same bytes
  *                 measure both; each query leaves in one send();
  *   SB_WIRE_V113_SPLIT  the same frames sent as torch 1.13's client sends
  *                 them: the type byte alone, then the rest (two segments
- *                 on the wire, as captured with strace).
+ *                 on the wire, as captured with strace). The 1.13 ways
+ *                 reach ddp-rdzvd and torch 1.13's server.
  * Every function is bounded in time and frees what it opened. Fallible
  * functions return >= 0 or a negative errno.
  */
@@ -27,11 +33,14 @@ enum sb_wire {
 	SB_WIRE_API,
 	SB_WIRE_V113,
 	SB_WIRE_V113_SPLIT,
+	SB_WIRE_V2,
 };
 
 /* A running server: where it listens and its pid (for /proc). */
 struct sb_server {
-	const char *name; /* "ddp-rdzvd" or "torch-1.13" */
+	const char *name; /* "ddp-rdzvd", or "torch-VERSION" (in label) */
+	char label[32];
+	enum proto_gen gen; /* the framing it speaks; UNKNOWN: both (ddp-rdzvd) */
 	pid_t pid;
 	int port;
 	int stdin_fd; /* write end of the child's stdin, or -1 */
@@ -43,8 +52,10 @@ struct sb_server {
  * NULL) and reads the bound port from its --port-file within 10 s. */
 int sb_server_start_rdzvd(const char *rdzvd, const char *const *extra_args, struct sb_server *out);
 
-/* Starts torch's TCPStore(is_master=True) under `python` on 127.0.0.1 port 0;
- * the server lives until its stdin closes. Waits up to 60 s for the port. */
+/* Starts torch's TCPStore(is_master=True) under `python` on 127.0.0.1 port 0
+ * (torch 2.x: its default libuv server); the server lives until its stdin
+ * closes. Waits up to 60 s for the port; names the server by its torch
+ * version and sets its generation. */
 int sb_server_start_torch(const char *python, struct sb_server *out);
 
 /* Ends the server (closes stdin, SIGTERM, 5 s, SIGKILL) and reaps it.
@@ -61,7 +72,7 @@ int64_t sb_proc_status_kib(pid_t pid, const char *field);
  * limit. Children started afterwards inherit it. */
 long sb_raise_nofile(void);
 
-/* --- store_bench_wire.c: one blocking connection, any of the three ways --- */
+/* --- store_bench_wire.c: one blocking connection, any of the four ways --- */
 
 struct sb_conn;
 
@@ -73,7 +84,7 @@ int sb_conn_set(struct sb_conn *conn, const char *key, const void *value, size_t
 int sb_conn_get(struct sb_conn *conn, const char *key, size_t expect_len);
 int sb_conn_add(struct sb_conn *conn, const char *key, int64_t delta, int64_t *result);
 int sb_conn_wait(struct sb_conn *conn, const char *key, uint64_t timeout_ms);
-/* One round trip (API: ping; 1.13: number of keys), so the server surely
+/* One round trip (API: ping; frames: number of keys), so the server surely
  * has accepted the connection. */
 int sb_conn_ping(struct sb_conn *conn);
 

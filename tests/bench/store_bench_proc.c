@@ -21,13 +21,16 @@
 
 #include "timeutil.h"
 
-/* torch 1.13's own server on an ephemeral port; prints the port, then lives
- * until stdin reaches EOF (the generator closes it, or dies). */
+/* torch's own server on an ephemeral port; prints the port and the torch
+ * version, then lives until stdin reaches EOF (the generator closes it, or
+ * dies). */
 static const char torch_server_py[] =
-    "import sys, datetime, torch.distributed as dist\n"
+    "import os, re, sys, datetime\n"
+    "os.environ.setdefault('TORCH_CPP_LOG_LEVEL', 'ERROR')  # no warning per reset client\n"
+    "import torch, torch.distributed as dist\n"
     "s = dist.TCPStore('127.0.0.1', 0, is_master=True, wait_for_workers=False,\n"
     "                  timeout=datetime.timedelta(seconds=900))\n"
-    "print(s.port, flush=True)\n"
+    "print(s.port, re.match(r'[0-9.]*', torch.__version__).group(0), flush=True)\n"
     "sys.stdin.read()\n";
 
 /* stdout_fd: -1 keeps ours; quiet: stdout and stderr go to /dev/null. */
@@ -109,7 +112,8 @@ out:
 	return rc < 0 ? rc : 0;
 }
 
-static int read_line_port(int fd, uint64_t timeout_ms)
+/* Reads "PORT VERSION\n" into *port and version (version_len bytes). */
+static int read_line_port(int fd, uint64_t timeout_ms, int *port, char *version, size_t version_len)
 {
 	uint64_t deadline = time_now_ms() + timeout_ms;
 	char line[64];
@@ -131,8 +135,14 @@ static int read_line_port(int fd, uint64_t timeout_ms)
 			return -EPIPE;
 		used += (size_t)n;
 		line[used] = '\0';
-		if (strchr(line, '\n'))
-			return atoi(line) > 0 ? atoi(line) : -EPROTO;
+		if (strchr(line, '\n')) {
+			char *sp = strchr(line, ' ');
+			*port = atoi(line);
+			if (*port <= 0 || !sp)
+				return -EPROTO;
+			snprintf(version, version_len, "%.*s", (int)strcspn(sp + 1, "\n"), sp + 1);
+			return 0;
+		}
 	}
 	return -EPROTO;
 }
@@ -142,8 +152,11 @@ int sb_server_start_torch(const char *python, struct sb_server *out)
 	char *argv[] = {(char *)python, "-c", (char *)torch_server_py, NULL};
 	int in[2] = {-1, -1}, outp[2] = {-1, -1}, rc;
 
+	char version[24] = "";
+	int port = 0;
+
 	memset(out, 0, sizeof(*out));
-	out->name = "torch-1.13";
+	out->name = "torch";
 	out->stdin_fd = -1;
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0) {
 		rc = -errno;
@@ -156,9 +169,13 @@ int sb_server_start_torch(const char *python, struct sb_server *out)
 	}
 	out->stdin_fd = in[1];
 	in[1] = -1;
-	rc = read_line_port(outp[0], 60000);
-	if (rc > 0)
-		out->port = rc;
+	rc = read_line_port(outp[0], 60000, &port, version, sizeof(version));
+	if (rc == 0) {
+		out->port = port;
+		snprintf(out->label, sizeof(out->label), "torch-%s", version);
+		out->name = out->label;
+		out->gen = version[0] == '1' && version[1] == '.' ? PROTO_GEN_V1 : PROTO_GEN_V2;
+	}
 out:
 	for (int i = 0; i < 2; i++) {
 		if (in[i] >= 0)

@@ -43,9 +43,17 @@ static const char *wire_name(enum sb_wire wire)
 		return "C client";
 	case SB_WIRE_V113:
 		return "1.13 frames";
+	case SB_WIRE_V2:
+		return "2.x frames";
 	default:
 		return "1.13 split";
 	}
+}
+
+/* torch's server is a 2.x one (it speaks 2.x frames and our C client). */
+static int torch_v2(const struct sbr_state *st)
+{
+	return st->torch && st->torch->gen == PROTO_GEN_V2;
 }
 
 static int idle_one(struct sbr_state *st, const struct sb_server *srv, enum sb_wire wire,
@@ -57,7 +65,7 @@ static int idle_one(struct sbr_state *st, const struct sb_server *srv, enum sb_w
 		error(st, srv->name, rc);
 		return rc;
 	}
-	printf("  %-11s %-12s %8d conns  VmRSS %7lld -> %7lld KiB  %8.0f B/conn\n", srv->name,
+	printf("  %-12s %-12s %8d conns  VmRSS %7lld -> %7lld KiB  %8.0f B/conn\n", srv->name,
 	       wire_name(wire), r->connections, (long long)r->rss_before_kib,
 	       (long long)r->rss_with_kib, r->bytes_per_conn);
 	return 0;
@@ -72,7 +80,9 @@ static void run_idle(struct sbr_state *st)
 		return;
 	printf("\n== idle connections: server VmRSS before and with them (/proc/PID/status)\n");
 	rc = idle_one(st, st->ours, SB_WIRE_API, &ours);
-	if (st->torch && idle_one(st, st->torch, SB_WIRE_V113, &theirs) == 0 && rc == 0)
+	if (st->torch &&
+	    idle_one(st, st->torch, torch_v2(st) ? SB_WIRE_V2 : SB_WIRE_V113, &theirs) == 0 &&
+	    rc == 0)
 		printf("  ratio ours/torch bytes per connection: %.3f\n",
 		       ours.bytes_per_conn / theirs.bytes_per_conn);
 	if (rc == 0)
@@ -136,7 +146,7 @@ static int pairs_print(const struct sb_server *srv, enum sb_wire wire, int conns
 {
 	if (!srv || pairs_median(s, m) < 0)
 		return -1;
-	printf("  %5d  %-11s %-12s %10.0f %9.1f %9.1f %9.2f\n", conns, srv->name, wire_name(wire),
+	printf("  %5d  %-12s %-12s %10.0f %9.1f %9.1f %9.2f\n", conns, srv->name, wire_name(wire),
 	       m->ops_per_s, m->p50_us, m->p99_us, m->cpu_ns_per_op / 1e3);
 	return 0;
 }
@@ -144,8 +154,8 @@ static int pairs_print(const struct sb_server *srv, enum sb_wire wire, int conns
 static void pairs_ratio(struct sbr_state *st, int conns, enum sb_wire wire,
 			const struct sb_pairs_result *o, const struct sb_pairs_result *t)
 {
-	printf("  ratio ours/torch, %-12s ops/s %.2fx  cpu/op %.2fx  p99 %.2fx\n", wire_name(wire),
-	       o->ops_per_s / t->ops_per_s, o->cpu_ns_per_op / t->cpu_ns_per_op,
+	printf("  ratio ours/torch, %3d conns, %-12s ops/s %.2fx  cpu/op %.2fx  p99 %.2fx\n", conns,
+	       wire_name(wire), o->ops_per_s / t->ops_per_s, o->cpu_ns_per_op / t->cpu_ns_per_op,
 	       o->p99_us / t->p99_us);
 	if (wire == SB_WIRE_API || (conns != 16 && conns != 64))
 		return;
@@ -159,31 +169,68 @@ static void pairs_ratio(struct sbr_state *st, int conns, enum sb_wire wire,
 		       1);
 }
 
-/* Settings measured for each K; ours and torch's alternate within a round. */
-enum { S_API, S_V1_OURS, S_V1_TORCH, S_SPLIT_OURS, S_SPLIT_TORCH, S_COUNT };
+/* One (server, client) setting of the pairs. */
+struct pairs_setting {
+	const struct sb_server *srv;
+	enum sb_wire wire;
+};
 
+/* The settings measured for each K, ours and torch's on the same client
+ * side by side: torch 1.13's server speaks only 1.13 frames (our C client
+ * is set against its 1.13-frames row), torch 2.x's speaks 2.x frames and
+ * our C client. Returns how many. */
+static int pairs_settings(const struct sbr_state *st, struct pairs_setting *set)
+{
+	int n = 0;
+
+	if (torch_v2(st)) {
+		set[n++] = (struct pairs_setting){st->ours, SB_WIRE_V2};
+		set[n++] = (struct pairs_setting){st->torch, SB_WIRE_V2};
+		set[n++] = (struct pairs_setting){st->ours, SB_WIRE_API};
+		set[n++] = (struct pairs_setting){st->torch, SB_WIRE_API};
+		return n;
+	}
+	set[n++] = (struct pairs_setting){st->ours, SB_WIRE_API};
+	set[n++] = (struct pairs_setting){st->ours, SB_WIRE_V113};
+	set[n++] = (struct pairs_setting){st->torch, SB_WIRE_V113};
+	set[n++] = (struct pairs_setting){st->ours, SB_WIRE_V113_SPLIT};
+	set[n++] = (struct pairs_setting){st->torch, SB_WIRE_V113_SPLIT};
+	return n;
+}
+
+#define MAX_SETTINGS 5
+
+/* Measures every setting for K connections (ours and torch's alternate
+ * within a round), prints them and the ratios of ours to torch's. */
 static void pairs_k(struct sbr_state *st, int k)
 {
-	static const enum sb_wire wire[S_COUNT] = {SB_WIRE_API, SB_WIRE_V113, SB_WIRE_V113,
-						   SB_WIRE_V113_SPLIT, SB_WIRE_V113_SPLIT};
-	const struct sb_server *srv[S_COUNT] = {st->ours, st->ours, st->torch, st->ours, st->torch};
-	struct pairs_series series[S_COUNT];
-	struct sb_pairs_result m[S_COUNT];
-	int ok[S_COUNT];
+	struct pairs_setting set[MAX_SETTINGS];
+	int n = pairs_settings(st, set);
+	struct pairs_series series[MAX_SETTINGS];
+	struct sb_pairs_result m[MAX_SETTINGS];
+	int ok[MAX_SETTINGS];
 
 	memset(series, 0, sizeof(series));
 	for (int r = 0; r < st->cfg->rounds; r++)
-		for (int i = 0; i < S_COUNT; i++)
-			if (srv[i])
-				pairs_measure(st, srv[i], wire[i], k, &series[i]);
-	for (int i = 0; i < S_COUNT; i++)
-		ok[i] = pairs_print(srv[i], wire[i], k, &series[i], &m[i]) == 0;
-	if (ok[S_V1_OURS] && ok[S_V1_TORCH])
-		pairs_ratio(st, k, SB_WIRE_V113, &m[S_V1_OURS], &m[S_V1_TORCH]);
-	if (ok[S_SPLIT_OURS] && ok[S_SPLIT_TORCH])
-		pairs_ratio(st, k, SB_WIRE_V113_SPLIT, &m[S_SPLIT_OURS], &m[S_SPLIT_TORCH]);
-	if (ok[S_API] && ok[S_V1_TORCH])
-		pairs_ratio(st, k, SB_WIRE_API, &m[S_API], &m[S_V1_TORCH]);
+		for (int i = 0; i < n; i++)
+			if (set[i].srv)
+				pairs_measure(st, set[i].srv, set[i].wire, k, &series[i]);
+	for (int i = 0; i < n; i++)
+		ok[i] = pairs_print(set[i].srv, set[i].wire, k, &series[i], &m[i]) == 0;
+	/* ours (i) against torch (j): the same client, else (1.13) the C
+	 * client against torch's 1.13-frames row. */
+	for (int i = 0; i < n; i++) {
+		if (!ok[i] || set[i].srv != st->ours)
+			continue;
+		for (int j = 0; j < n; j++) {
+			int same = set[j].wire == set[i].wire;
+			int api_v113 = set[i].wire == SB_WIRE_API && set[j].wire == SB_WIRE_V113;
+
+			if (ok[j] && set[j].srv == st->torch &&
+			    (same || (!torch_v2(st) && api_v113)))
+				pairs_ratio(st, k, set[i].wire, &m[i], &m[j]);
+		}
+	}
 }
 
 static void run_pairs(struct sbr_state *st)
@@ -192,11 +239,13 @@ static void run_pairs(struct sbr_state *st)
 	       "   alternate within a round); an op is one set or one get; latency is one\n"
 	       "   set+get pair; server CPU is utime+stime from /proc/PID/stat per op;\n"
 	       "   1.13 frames: one send() per query; 1.13 split: type byte, then the rest,\n"
-	       "   as torch 1.13's own client sends them; C client: store_client.h (2.x\n"
-	       "   framing; its get is a plain GET, one round trip for a present key),\n"
-	       "   compared with torch's 1.13-frames row\n",
+	       "   as torch 1.13's own client sends them; 2.x frames: validate + ping,\n"
+	       "   then one send() per query, as torch 2.x's client; C client:\n"
+	       "   store_client.h (2.x framing; its get is a plain GET, one round trip\n"
+	       "   for a present key), set against torch 1.13's 1.13-frames row or torch\n"
+	       "   2.x's C client row\n",
 	       VALUE_LEN, st->cfg->seconds, st->cfg->rounds);
-	printf("  %5s  %-11s %-12s %10s %9s %9s %9s\n", "conns", "server", "client", "ops/s",
+	printf("  %5s  %-12s %-12s %10s %9s %9s %9s\n", "conns", "server", "client", "ops/s",
 	       "p50 us", "p99 us", "cpu us/op");
 	for (int i = 0; i < st->cfg->nconns; i++)
 		pairs_k(st, st->cfg->conns[i]);
@@ -217,7 +266,7 @@ static int storm_one(struct sbr_state *st, const struct sb_server *srv, const ch
 		error(st, srv->name, rc);
 		return rc;
 	}
-	printf("  %6d  %-11s %-20s %8d %9.3f %9.3f %9.2f\n", n, srv->name, how, r->released,
+	printf("  %6d  %-12s %-20s %8d %9.3f %9.3f %9.2f\n", n, srv->name, how, r->released,
 	       r->connect_s, r->seconds, r->cpu_ns_per_op / 1e3);
 	if (r->released < n) {
 		printf("  error: %s released %d of %d clients within %.0f s\n", srv->name,
@@ -232,7 +281,7 @@ static void run_storms(struct sbr_state *st)
 {
 	printf("\n== barrier storm: N clients connect at once, add 1, wait for the release key\n"
 	       "   (set by the N-th adder); time from the first connect to the last release\n");
-	printf("  %6s  %-11s %-20s %8s %9s %9s %9s\n", "N", "server", "client", "released",
+	printf("  %6s  %-12s %-20s %8s %9s %9s %9s\n", "N", "server", "client", "released",
 	       "conn s", "total s", "cpu us/op");
 	for (int i = 0; i < st->cfg->nstorms; i++) {
 		int n = st->cfg->storms[i];
@@ -240,11 +289,13 @@ static void run_storms(struct sbr_state *st)
 		int rc_v2 = storm_one(st, st->ours, "2.x frames", n, &v2);
 		int rc_v1 = storm_one(st, st->ours, "1.13 frames", n, &v1);
 		int rc_api = storm_one(st, st->ours, "C client", n, &api);
-		int rc_t = st->torch ? storm_one(st, st->torch, "1.13 frames", n, &theirs) : -1;
+		const char *tframes = torch_v2(st) ? "2.x frames" : "1.13 frames";
+		int rc_t = st->torch ? storm_one(st, st->torch, tframes, n, &theirs) : -1;
+		int rc_same = torch_v2(st) ? rc_v2 : rc_v1;
 
-		if (rc_v1 == 0 && rc_t == 0)
-			printf("  ratio ours/torch time, same 1.13 frames: %.3fx\n",
-			       v1.seconds / theirs.seconds);
+		if (rc_same == 0 && rc_t == 0)
+			printf("  ratio ours/torch time, same %s: %.3fx\n", tframes,
+			       (torch_v2(st) ? v2.seconds : v1.seconds) / theirs.seconds);
 		if (n == 10000) {
 			if (rc_v2 == 0)
 				target(st, v2.seconds < 2.0,

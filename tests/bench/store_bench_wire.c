@@ -1,11 +1,11 @@
 /*
  * store_bench_wire.c - one blocking benchmark connection, either through our
- * C client (torch 2.x framing) or with torch 1.13 frames encoded here.
+ * C client (torch 2.x framing) or with torch 1.13 or 2.x frames encoded here.
  *
- * The 1.13 path encodes with the store's codec (proto.h), writes each query
- * with one send() and reads the reply with blocking recv(), like torch's
- * client (which sends each field separately; one send is kinder to both
- * servers alike).
+ * The frame paths encode with the store's codec (proto.h), write each query
+ * with one send() and read the reply with blocking recv(), like torch's
+ * clients (1.13's sends each field separately; one send is kinder to both
+ * servers alike; 2.x's sends one buffer, and opens with validate + ping).
  */
 #include "store_bench.h"
 
@@ -24,7 +24,8 @@
 struct sb_conn {
 	enum sb_wire wire;
 	struct store_client *client; /* SB_WIRE_API */
-	int fd;			     /* SB_WIRE_V113 */
+	int fd;			     /* the frame ways */
+	enum proto_gen gen;	     /* their numbering */
 	struct bytebuf out;
 	uint8_t in[512];
 };
@@ -125,7 +126,7 @@ static int recv_all(int fd, void *buf, size_t len, uint64_t timeout_ms)
 	return 0;
 }
 
-static int v113_open(int port, uint64_t timeout_ms, int *out_fd)
+static int raw_open(int port, uint64_t timeout_ms, int *out_fd)
 {
 	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	uint64_t deadline = time_now_ms() + timeout_ms;
@@ -149,6 +150,22 @@ static int v113_open(int port, uint64_t timeout_ms, int *out_fd)
 	return 0;
 }
 
+static int flush_out(struct sb_conn *conn, int rc);
+
+/* torch 2.x's opening: validate, then a ping whose nonce comes back. */
+static int v2_hello(struct sb_conn *conn)
+{
+	uint32_t nonce = (uint32_t)getpid() ^ (uint32_t)time_now_ns();
+	uint8_t echo[4];
+	int rc = flush_out(conn, sb_frame_hello(&conn->out, nonce));
+
+	if (rc == 0)
+		rc = recv_all(conn->fd, echo, 4, 30000);
+	if (rc == 0 && bytes_load_u32(echo) != nonce)
+		rc = -EPROTO;
+	return rc;
+}
+
 int sb_conn_open(enum sb_wire wire, int port, uint64_t timeout_ms, struct sb_conn **out)
 {
 	struct sb_conn *conn = calloc(1, sizeof(*conn));
@@ -159,12 +176,15 @@ int sb_conn_open(enum sb_wire wire, int port, uint64_t timeout_ms, struct sb_con
 		return -ENOMEM;
 	conn->wire = wire;
 	conn->fd = -1;
+	conn->gen = wire == SB_WIRE_V2 ? PROTO_GEN_V2 : PROTO_GEN_V1;
 	if (wire == SB_WIRE_API)
 		rc = store_client_connect("127.0.0.1", port, timeout_ms, &conn->client, NULL, 0);
 	else
-		rc = v113_open(port, timeout_ms, &conn->fd);
+		rc = raw_open(port, timeout_ms, &conn->fd);
+	if (rc == 0 && wire == SB_WIRE_V2)
+		rc = v2_hello(conn);
 	if (rc < 0) {
-		free(conn);
+		sb_conn_free(conn);
 		return rc;
 	}
 	*out = conn;
@@ -199,14 +219,14 @@ int sb_conn_set(struct sb_conn *conn, const char *key, const void *value, size_t
 {
 	if (conn->wire == SB_WIRE_API)
 		return store_client_set(conn->client, key, value, len);
-	return flush_out(conn, sb_frame_set(&conn->out, PROTO_GEN_V1, key, value, len));
+	return flush_out(conn, sb_frame_set(&conn->out, conn->gen, key, value, len));
 }
 
-static int v1_get(struct sb_conn *conn, const char *key, size_t expect_len)
+static int frame_get(struct sb_conn *conn, const char *key, size_t expect_len)
 {
 	uint8_t lenbuf[8];
 	uint64_t len;
-	int rc = flush_out(conn, sb_frame_get(&conn->out, PROTO_GEN_V1, key));
+	int rc = flush_out(conn, sb_frame_get(&conn->out, conn->gen, key));
 
 	if (rc == 0)
 		rc = recv_all(conn->fd, lenbuf, 8, 30000);
@@ -225,7 +245,7 @@ int sb_conn_get(struct sb_conn *conn, const char *key, size_t expect_len)
 	int rc;
 
 	if (conn->wire != SB_WIRE_API)
-		return v1_get(conn, key, expect_len);
+		return frame_get(conn, key, expect_len);
 	rc = store_client_get(conn->client, key, 30000, &value, &len);
 	free(value);
 	if (rc >= 0 && len != expect_len)
@@ -240,7 +260,7 @@ int sb_conn_add(struct sb_conn *conn, const char *key, int64_t delta, int64_t *r
 
 	if (conn->wire == SB_WIRE_API)
 		return store_client_add(conn->client, key, delta, result);
-	rc = flush_out(conn, sb_frame_add(&conn->out, PROTO_GEN_V1, key, delta));
+	rc = flush_out(conn, sb_frame_add(&conn->out, conn->gen, key, delta));
 	if (rc == 0)
 		rc = recv_all(conn->fd, reply, 8, 30000);
 	if (rc == 0)
@@ -256,7 +276,7 @@ int sb_conn_wait(struct sb_conn *conn, const char *key, uint64_t timeout_ms)
 
 	if (conn->wire == SB_WIRE_API)
 		return store_client_wait(conn->client, keys, 1, timeout_ms);
-	rc = flush_out(conn, sb_frame_wait(&conn->out, PROTO_GEN_V1, key));
+	rc = flush_out(conn, sb_frame_wait(&conn->out, conn->gen, key));
 	if (rc == 0)
 		rc = recv_all(conn->fd, &reply, 1, timeout_ms);
 	if (rc == 0 && reply != PROTO_WAIT_STOP_WAITING)
@@ -270,6 +290,6 @@ int sb_conn_ping(struct sb_conn *conn)
 
 	if (conn->wire == SB_WIRE_API)
 		return store_client_ping(conn->client);
-	return flush_out(conn, sb_frame_num_keys(&conn->out, PROTO_GEN_V1))
+	return flush_out(conn, sb_frame_num_keys(&conn->out, conn->gen))
 		   ?: recv_all(conn->fd, reply, 8, 30000);
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Training throughput benchmark: ddp-train (under ddplaunch) against PyTorch
-DDP (Debian python3-torch 1.13, gloo, under torchrun -r 9:1 -t 9:1) on the
-same model and data, in the same run, 1 and 2 ranks, one thread per rank.
+DDP (gloo, under the torchrun of --python: Debian's torch 1.13 by default, or
+a torch 2.x venv; -r 9:1 -t 9:1 work around 1.13's torchrun under Python
+3.11) on the same model and data, in the same run, 1 and 2 ranks, one thread
+per rank.
 
   1. digits: MLP 64-256-256-10 with BatchNorm, batch 32 per rank, SGD with
      momentum, 20 epochs of the training split (80% of 1,797 images).
@@ -15,6 +17,7 @@ samples/s counts the training loop only (both sides exclude start-up and
 the final evaluation). Prints a markdown table (also written to --out).
 
   train_bench.py --ddp-train PATH --ddplaunch PATH --source DIR [--reps 5]
+                 [--python /usr/bin/python3] [--configs digits,synthetic]
 """
 import argparse
 import json
@@ -68,7 +71,7 @@ def run_ours(args, cfg, ranks):
 
 def run_torch(args, cfg, ranks):
     script = os.path.join(args.source, "tests", "bench", "train_torch_ddp.py")
-    cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "-r", "9:1", "-t", "9:1",
+    cmd = [args.python, "-m", "torch.distributed.run", "-r", "9:1", "-t", "9:1",
            "--standalone", "--nproc_per_node", str(ranks), script,
            "--digits", os.path.join(args.source, "data", "digits.csv.gz")] + cfg["torch"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env1())
@@ -90,9 +93,14 @@ def main():
     ap.add_argument("--ddplaunch", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--python", default="/usr/bin/python3",
+                    help="the interpreter whose torch (and torchrun) is the reference")
     ap.add_argument("--configs", default="digits,synthetic")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "train_bench.md"))
     args = ap.parse_args()
+    version = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True).stdout.strip() or "?"
+    print("reference: PyTorch %s DDP (gloo) under %s" % (version, args.python), flush=True)
 
     rows = []
     for name in args.configs.split(","):
@@ -109,7 +117,8 @@ def main():
             print("%s, %d rank(s): ddp-train %s samples/s, torch DDP %s -> best x%.1f"
                   % (name, ranks, [round(r["samples_per_s"]) for r in ours],
                      [round(r["samples_per_s"]) for r in torch], o / t), flush=True)
-    lines = ["| model | ranks | ddp-train samples/s | PyTorch DDP samples/s | ratio | "
+    lines = ["| model | ranks | ddp-train samples/s | PyTorch %s DDP samples/s | ratio | "
+             % version +
              "ddp-train all-reduce wait | held-out acc. ddp-train / PyTorch |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:

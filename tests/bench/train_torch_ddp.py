@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch DDP reference for the training benchmark (run under torchrun with
-Debian's python3-torch 1.13, gloo): the same MLP as ddp-train (Linear,
+torch 1.13 or 2.x, gloo): the same MLP as ddp-train (Linear,
 BatchNorm1d, ReLU per hidden layer), SGD with momentum, cross-entropy,
 DistributedSampler, batch per rank. Prints one JSON line on rank 0:
 samples/s of the training loop, held-out accuracy, all-reduce wait share.
