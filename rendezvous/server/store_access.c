@@ -16,8 +16,9 @@
 #include "proto_auth.h"
 #include "store_agent.h"
 
-#define ACCESS_LOG_GAP_MS 1000 /* at most one refusal line per second */
-#define ACCESS_SWEEP_MS	  100
+#define ACCESS_LOG_GAP_MS   1000 /* at most one refusal line per second */
+#define ACCESS_SWEEP_MS	    100
+#define ACCESS_HANDSHAKE_MS 10000 /* default: a stranger's time to prove the token */
 
 /* Addresses as 16 bytes: IPv6, IPv4 as its mapped form ::ffff:a.b.c.d. */
 typedef uint8_t access_addr[16];
@@ -33,13 +34,17 @@ struct store_access {
 	size_t suppressed;
 	uint64_t last_log_ms;
 	bool logged;
+	uint64_t handshake_ms;
 	uv_timer_t *sweep;
 };
 
 static struct store_access *access_get(struct store_server *server)
 {
-	if (!server->access)
+	if (!server->access) {
 		server->access = calloc(1, sizeof(*server->access));
+		if (server->access)
+			server->access->handshake_ms = ACCESS_HANDSHAKE_MS;
+	}
 	return server->access;
 }
 
@@ -175,7 +180,7 @@ const uint8_t *store_access_token(const struct store_server *server, size_t *len
 }
 
 /* "10.0.0.5:41234" (or "?" when the peer is unknown). */
-static void peer_text(struct store_conn *conn, char *buf, size_t len)
+void store_access_peer_text(struct store_conn *conn, char *buf, size_t len)
 {
 	struct sockaddr_storage ss;
 	int n = sizeof(ss);
@@ -205,7 +210,7 @@ void store_access_refused(struct store_conn *conn, const char *why)
 		return;
 	}
 	char peer[96];
-	peer_text(conn, peer, sizeof(peer));
+	store_access_peer_text(conn, peer, sizeof(peer));
 	if (acc->suppressed)
 		log_warn("store: refused a client from %s: %s (and %zu more refusal(s) since the "
 			 "last report)",
@@ -230,7 +235,16 @@ int store_access_admit(struct store_conn *conn)
 	    addr_key((struct sockaddr *)&ss, a) == 0 && access_allowed(acc, a))
 		return 0;
 	if (acc->token) {
+		/* Its session state now, so that the sweep ends a stranger that
+		 * never finishes (or never starts) the handshake. */
+		struct store_agent *ag = calloc(1, sizeof(*ag));
+		if (!ag)
+			return -ENOMEM;
+		ag->phase = AGENT_NEW;
+		ag->handshake_until = store_access_handshake_deadline(conn->server);
+		conn->agent = ag;
 		conn->access = CONN_ACCESS_PROOF;
+		store_access_watch_idle(conn->server);
 		return 0;
 	}
 	store_access_refused(conn, "its address is not allowed (ddp-rdzvd --allow, or a token)");
@@ -256,13 +270,35 @@ static void access_sweep(uv_timer_t *timer)
 	uint64_t now = uv_now(server->loop);
 	for (struct store_conn *c = server->conns; c; c = c->next) {
 		struct store_agent *ag = c->agent;
-		if (c->state == CONN_CLOSING || !ag || ag->idle_ms == 0 ||
-		    now - ag->last_ms <= ag->idle_ms)
+		if (c->state == CONN_CLOSING || !ag)
+			continue;
+		if (ag->phase != AGENT_READY) {
+			if (ag->handshake_until && now >= ag->handshake_until) {
+				store_access_refused(c,
+						     "it did not pass the token handshake in time");
+				store_conn_close(c);
+			}
+			continue;
+		}
+		if (ag->idle_ms == 0 || now - ag->last_ms <= ag->idle_ms)
 			continue;
 		log_debug("store: an agent session was silent for over %llu ms; ending it",
 			  (unsigned long long)ag->idle_ms);
 		store_conn_close(c);
 	}
+}
+
+uint64_t store_access_handshake_deadline(struct store_server *server)
+{
+	const struct store_access *acc = server->access;
+	return uv_now(server->loop) + (acc ? acc->handshake_ms : ACCESS_HANDSHAKE_MS);
+}
+
+void store_server_set_handshake_timeout(struct store_server *server, unsigned ms)
+{
+	struct store_access *acc = access_get(server);
+	if (acc && ms > 0)
+		acc->handshake_ms = ms;
 }
 
 void store_access_watch_idle(struct store_server *server)

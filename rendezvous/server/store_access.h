@@ -54,6 +54,11 @@ int store_server_allow_sockaddr(struct store_server *server, const struct sockad
  * ddp-rdzvd --allow without --token-file). A token implies it. */
 void store_server_restrict(struct store_server *server);
 
+/* How long a client that must prove the token has to pass the handshake
+ * after it connected (default 10 s); then it is closed and logged, so
+ * strangers cannot hold connections. 0 keeps the current value. */
+void store_server_set_handshake_timeout(struct store_server *server, unsigned ms);
+
 /* Whether a connection from `addr` would be served without the handshake
  * now (for tests and logs). */
 bool store_server_allowed(const struct store_server *server, const struct sockaddr *addr);

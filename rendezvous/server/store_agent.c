@@ -55,7 +55,7 @@ static int agent_hello(struct store_conn *conn, const struct proto_request *req)
 		log_debug("store: session hello with a nonce of %zu bytes", nonce.len);
 		return -EPROTO;
 	}
-	struct store_agent *ag = calloc(1, sizeof(*ag));
+	struct store_agent *ag = conn->agent ? conn->agent : calloc(1, sizeof(*ag));
 	if (!ag)
 		return -ENOMEM;
 	conn->agent = ag;
@@ -84,6 +84,8 @@ static int agent_hello(struct store_conn *conn, const struct proto_request *req)
 	proto_auth_nonce(ag->server_nonce);
 	proto_auth_proof(token, tlen, true, ag->client_nonce, ag->server_nonce, proof);
 	ag->phase = AGENT_CHALLENGED;
+	if (!ag->handshake_until)
+		ag->handshake_until = store_access_handshake_deadline(conn->server);
 	rc = proto_put_u8(&conn->out, PROTO_SESSION_AUTH_TOKEN);
 	if (rc == 0)
 		rc = proto_put_bytes(&conn->out, ag->server_nonce, sizeof(ag->server_nonce));
@@ -109,6 +111,7 @@ static int agent_auth(struct store_conn *conn, const struct proto_request *req)
 		return -EACCES;
 	}
 	ag->phase = AGENT_READY;
+	ag->handshake_until = 0;
 	conn->access = CONN_ACCESS_OPEN;
 	store_access_joined(conn);
 	return reply_head(conn, 0);
@@ -223,7 +226,7 @@ static int agent_first(struct store_conn *conn, const struct proto_request *req)
 int store_agent_execute(struct store_conn *conn, const struct proto_request *req)
 {
 	struct store_agent *ag = conn->agent;
-	if (!ag)
+	if (!ag || ag->phase == AGENT_NEW)
 		return agent_first(conn, req);
 	ag->last_ms = uv_now(conn->server->loop);
 	if (req->op == PROTO_OP_S_AUTH)

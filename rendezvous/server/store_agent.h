@@ -14,14 +14,16 @@
 #include "store_conn.h"
 
 enum agent_phase {
+	AGENT_NEW,	  /* a stranger that must open a session: nothing yet */
 	AGENT_CHALLENGED, /* HELLO answered with a challenge; AUTH must follow */
 	AGENT_READY,	  /* every session query is served */
 };
 
 struct store_agent {
 	enum agent_phase phase;
-	uint64_t idle_ms; /* the client's idle timeout (0: none) */
-	uint64_t last_ms; /* uv_now() of its last request */
+	uint64_t idle_ms;	  /* the client's idle timeout (0: none) */
+	uint64_t handshake_until; /* uv_now() by which AUTH must pass (0: none) */
+	uint64_t last_ms;	  /* uv_now() of its last request */
 	uint8_t client_nonce[PROTO_SESSION_NONCE_LEN];
 	uint8_t server_nonce[PROTO_SESSION_NONCE_LEN];
 };
@@ -40,12 +42,17 @@ int store_agent_event(struct store_conn *conn, enum store_change change, struct 
  * and the session state freed. Must not run inside a store callback. */
 void store_agent_forget(struct store_conn *conn);
 
-/* At accept: decides conn->access. Returns 0, or -EACCES when the client
- * is refused at once (logged). */
+/* At accept: decides conn->access (a stranger that must prove the token
+ * gets its session state at once, with the handshake deadline). Returns 0,
+ * or -EACCES when the client is refused at once (logged), or -ENOMEM. */
 int store_access_admit(struct store_conn *conn);
 
 /* Logs (rate-limited) and counts the refusal of a connection. */
 void store_access_refused(struct store_conn *conn, const char *why);
+
+/* The peer's "10.0.0.5:41234" ("[::1]:41234"; "?:0" when unknown), for
+ * logs. */
+void store_access_peer_text(struct store_conn *conn, char *buf, size_t len);
 
 /* The server's token, or NULL (*len 0) when it has none. */
 const uint8_t *store_access_token(const struct store_server *server, size_t *len);
@@ -54,7 +61,12 @@ const uint8_t *store_access_token(const struct store_server *server, size_t *len
  * on (its node joined). */
 void store_access_joined(struct store_conn *conn);
 
-/* Makes sure idle agent sessions are looked for (a sweep every 100 ms). */
+/* The deadline of the token handshake (uv_now() based) for a connection
+ * accepted or saying HELLO now. */
+uint64_t store_access_handshake_deadline(struct store_server *server);
+
+/* Makes sure idle agent sessions, and handshakes past their deadline, are
+ * looked for (a sweep every 100 ms). */
 void store_access_watch_idle(struct store_server *server);
 
 /* Stops the sweep (store_server_close). */

@@ -541,19 +541,21 @@ static void raw_connected(uv_connect_t *c, int status)
 		return;
 	}
 	uv_buf_t b = uv_buf_init((char *)r->req, (unsigned)r->reqlen);
-	uv_write(&r->wreq, (uv_stream_t *)&r->tcp, &b, 1, raw_written);
+	if (r->reqlen)
+		uv_write(&r->wreq, (uv_stream_t *)&r->tcp, &b, 1, raw_written);
 	uv_read_start((uv_stream_t *)&r->tcp, raw_alloc, raw_read);
 }
 
-/* Returns true when the client was served (a GET reply came). */
-static bool raw_served(uv_loop_t *loop, int port, const char *bind)
+/* Returns true when the client was served (a GET reply came); a silent
+ * client sends nothing and waits for the end of the connection. */
+static bool raw_client(uv_loop_t *loop, int port, const char *bind, bool silent)
 {
 	struct raw r;
 	memset(&r, 0, sizeof(r));
 	const uint8_t frame[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, /* VALIDATE */
 				 0x03, 1,    0,	   0,	 0,    0, 0, 0, 0, 'k'};
 	memcpy(r.req, frame, sizeof(frame));
-	r.reqlen = sizeof(frame);
+	r.reqlen = silent ? 0 : sizeof(frame);
 	uv_tcp_init(loop, &r.tcp);
 	r.tcp.data = &r;
 	r.creq.data = &r;
@@ -566,6 +568,11 @@ static bool raw_served(uv_loop_t *loop, int port, const char *bind)
 	uv_close((uv_handle_t *)&r.tcp, NULL);
 	uv_run(loop, UV_RUN_NOWAIT);
 	return !r.eof && r.got >= 8;
+}
+
+static bool raw_served(uv_loop_t *loop, int port, const char *bind)
+{
+	return raw_client(loop, port, bind, false);
 }
 
 static void test_strangers(void **state)
@@ -593,6 +600,14 @@ static void test_strangers(void **state)
 	assert_int_equal(store_server_allow(f.server, "127.0.0.3"), 0);
 	assert_true(raw_served(&f.loop, f.port, "127.0.0.3"));
 	assert_int_equal(store_server_allow(f.server, "not-an-address"), -EINVAL);
+	/* A stranger that never starts the handshake is closed after the
+	 * handshake timeout, so strangers cannot hold connections. */
+	store_server_set_handshake_timeout(f.server, 200);
+	size_t refused = store_server_refused_count(f.server);
+	uint64_t t1 = now_ms();
+	assert_false(raw_client(&f.loop, f.port, "127.0.0.5", true));
+	assert_true(now_ms() - t1 >= 150 && now_ms() - t1 < 2000);
+	assert_int_equal(store_server_refused_count(f.server), refused + 1);
 	store_session_close(a.s);
 	fx_release(&f);
 
