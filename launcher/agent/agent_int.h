@@ -82,6 +82,7 @@ struct agent {
 	/* multi-node (agent_multi.c) */
 	bool round_over; /* the group was stopped because its round is over */
 	int rdzv_end;	 /* enum rdzv_outcome once the rendezvous ended, else -1 */
+	int fail_status; /* exit status of this node's last failed group, or 0 */
 	int64_t last_fail_ns;
 };
 

@@ -15,8 +15,6 @@
 
 static void agent_multi_finish(struct agent *ag)
 {
-	const struct summary_rec *first = summary_first_failure(&ag->summary, ag->attempt);
-
 	switch (ag->rdzv_end) {
 	case RDZV_OUT_FINISHED:
 		ag->exit_status = 0;
@@ -27,10 +25,7 @@ static void agent_multi_finish(struct agent *ag)
 		break;
 	default:
 		/* This node's own failure gives its code; another's gives 1. */
-		ag->exit_status =
-		    ag->failed && first
-			? policy_exit_status(0, true, first->exit_code, first->term_signal)
-			: 1;
+		ag->exit_status = ag->fail_status ? ag->fail_status : 1;
 		if (ag->stop_signal > 0)
 			ag->exit_status = policy_exit_status(ag->stop_signal, false, 0, 0);
 		break;
@@ -91,6 +86,14 @@ void agent_multi_group_ended(struct agent *ag)
 		return;
 	}
 	ag->round_over = false;
+	if (!stopped_for_round && ag->stop_signal <= 0) {
+		const struct summary_rec *first = summary_first_failure(&ag->summary, ag->attempt);
+
+		ag->fail_status =
+		    ag->failed && first
+			? policy_exit_status(0, true, first->exit_code, first->term_signal)
+			: 0;
+	}
 	/* Waiting for the rendezvous from now on: an end it reports at once
 	 * (the job finished, the budget is spent) finishes the agent. */
 	ag->state = AGENT_JOINING;

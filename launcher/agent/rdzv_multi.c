@@ -194,8 +194,12 @@ static void drv_arm(struct rdzv_multi *d, int64_t at)
 	int64_t now = drv_now();
 
 	uv_timer_stop(&d->timer);
+	/* At least 1 ms: libuv 1.44 runs a timer started with 0 from inside a
+	 * timer callback again in the same pass, before any I/O; a deadline
+	 * already past (one the machine asks for again while it waits for an
+	 * answer) would spin without ever reading the answer. */
 	if (at >= 0)
-		uv_timer_start(&d->timer, drv_timer_cb, (uint64_t)(at > now ? at - now : 0), 0);
+		uv_timer_start(&d->timer, drv_timer_cb, (uint64_t)(at > now + 1 ? at - now : 1), 0);
 }
 
 /* Performs one request; returns the backend's code. */
@@ -221,9 +225,39 @@ static int drv_request(struct rdzv_multi *d, const struct rdzv_action *a)
 	}
 }
 
+static const char *const drv_kind_names[] = {
+    [RDZV_ACT_GET] = "get",
+    [RDZV_ACT_CAS] = "cas",
+    [RDZV_ACT_ADD] = "add",
+    [RDZV_ACT_SET] = "set",
+    [RDZV_ACT_SET_SESSION] = "set_session",
+    [RDZV_ACT_WATCH] = "watch",
+    [RDZV_ACT_UNWATCH] = "unwatch",
+    [RDZV_ACT_TIMER] = "timer",
+    [RDZV_ACT_ROUND] = "round",
+    [RDZV_ACT_ROUND_OVER] = "round_over",
+    [RDZV_ACT_LEFT] = "left",
+    [RDZV_ACT_FINISHED] = "finished",
+    [RDZV_ACT_FAILED] = "failed",
+};
+
+static void drv_trace(const struct rdzv_action *a)
+{
+	int64_t at = a->at_ms >= 0 ? a->at_ms - drv_now() : -1;
+
+	log_debug(
+	    "rdzv %s #%llu %.*s%s%s n=%zu at=%+lld", drv_kind_names[a->kind],
+	    (unsigned long long)(a->kind == RDZV_ACT_UNWATCH ? a->watch : a->id),
+	    (int)(a->kind == RDZV_ACT_GET && a->nkeys ? a->keys[0].len : a->key.len),
+	    (const char *)(a->kind == RDZV_ACT_GET && a->nkeys ? a->keys[0].data : a->key.data),
+	    a->text ? " " : "", a->text ? a->text : "", a->nkeys, (long long)at);
+}
+
 static void drv_action(struct rdzv_multi *d, const struct rdzv_action *a)
 {
 	int rc;
+
+	drv_trace(a);
 
 	switch (a->kind) {
 	case RDZV_ACT_TIMER:
@@ -281,6 +315,8 @@ static void sink_got(void *p, uint64_t tag, int status, const struct rdzv_value 
 {
 	struct rdzv_multi *d = p;
 
+	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
+
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_get(d->m, drv_now(), tag, status, v, n));
 }
@@ -288,6 +324,8 @@ static void sink_got(void *p, uint64_t tag, int status, const struct rdzv_value 
 static void sink_cased(void *p, uint64_t tag, int status, bool swapped, struct rdzv_value cur)
 {
 	struct rdzv_multi *d = p;
+
+	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_cas(d->m, drv_now(), tag, status, swapped, cur));
@@ -297,6 +335,8 @@ static void sink_added(void *p, uint64_t tag, int status, int64_t value)
 {
 	struct rdzv_multi *d = p;
 
+	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
+
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_add(d->m, drv_now(), tag, status, value));
 }
@@ -304,6 +344,8 @@ static void sink_added(void *p, uint64_t tag, int status, int64_t value)
 static void sink_done(void *p, uint64_t tag, int status)
 {
 	struct rdzv_multi *d = p;
+
+	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_done(d->m, drv_now(), tag, status));
