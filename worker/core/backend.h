@@ -89,7 +89,8 @@ struct ddp_backend_params {
 	const char *prefix;
 	uint64_t timeout_ms; /* deadline of init and of every collective */
 	enum ddp_transport transport;
-	const char *master_addr; /* the store's host, to choose a routable address */
+	const char *master_addr; /* the store's host, to choose a routable address;
+				    NULL without one (file://) */
 	/* How messages name rank r of this communicator: as global rank
 	 * rank_name_base + r * rank_name_stride (a sub-communicator of a
 	 * hierarchical backend names the job's ranks). Stride 0 means 1. */

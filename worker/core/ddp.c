@@ -148,7 +148,10 @@ static int ddp_connect_store(struct ddp_ctx *ctx, const char *method, char *host
 	int port;
 
 	if (method && strncmp(method, "file://", 7) == 0) {
-		snprintf(hostbuf, hostlen, "127.0.0.1");
+		/* No store host: the transports find this node's address
+		 * themselves (never loopback by default: the file may be on a
+		 * filesystem that several hosts share). */
+		hostbuf[0] = '\0';
 		return kv_file_new(method + 7, &ctx->kv, err, errlen);
 	}
 	if (method && strncmp(method, "tcp://", 6) == 0) {
@@ -192,7 +195,7 @@ static int ddp_make_backend(struct ddp_ctx *ctx, const struct ddp_options *o, co
 	    .kv = ctx->kv,
 	    .timeout_ms = ctx->timeout_ms,
 	    .transport = o->transport,
-	    .master_addr = host,
+	    .master_addr = host[0] ? host : NULL,
 	};
 	char prefix[320];
 

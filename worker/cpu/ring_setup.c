@@ -29,20 +29,16 @@ struct ring_hello {
 };
 
 /* The local IPv4 address the kernel would use to reach host (a UDP
- * "connect" sends nothing). */
-static int ring_local_addr(const char *host, struct in_addr *out)
+ * "connect" sends nothing). Returns 0 or -EADDRNOTAVAIL. */
+static int ring_route_addr(const char *host, struct in_addr *out)
 {
-	const char *env = getenv("DDP_RING_ADDR");
 	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
 	int fd, rc = -EADDRNOTAVAIL;
 
-	if (env && *env)
-		return inet_pton(AF_INET, env, out) == 1 ? 0 : -EINVAL;
-	out->s_addr = htonl(INADDR_LOOPBACK);
-	if (!host || getaddrinfo(host, "9", &hints, &ai) != 0 || !ai)
-		return 0;
+	if (getaddrinfo(host, "9", &hints, &ai) != 0 || !ai)
+		return rc;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
 	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
@@ -52,8 +48,30 @@ static int ring_local_addr(const char *host, struct in_addr *out)
 	if (fd >= 0)
 		close(fd);
 	freeaddrinfo(ai);
-	/* No route found: loopback (already in *out) serves single-host jobs. */
-	(void)rc;
+	return rc;
+}
+
+/* The address this rank publishes for the others to connect to, in this
+ * order: DDP_RING_ADDR (the user's), DDP_LOCAL_ADDR (the launcher's: this
+ * node's address as the other nodes reach it, e.g. --local_addr), the
+ * interface that reaches the store's host, the interface of the default
+ * route (file:// initialisation has no store host; 192.0.2.1 is a
+ * documentation address, and nothing is sent to it). Loopback only when
+ * none of these exists: then no other host is reachable anyway. */
+static int ring_local_addr(const char *host, struct in_addr *out)
+{
+	const char *env = getenv("DDP_RING_ADDR");
+	const char *node = getenv("DDP_LOCAL_ADDR");
+
+	if (env && *env)
+		return inet_pton(AF_INET, env, out) == 1 ? 0 : -EINVAL;
+	if (node && inet_pton(AF_INET, node, out) == 1)
+		return 0;
+	if (host && *host && ring_route_addr(host, out) == 0)
+		return 0;
+	if (ring_route_addr("192.0.2.1", out) == 0)
+		return 0;
+	out->s_addr = htonl(INADDR_LOOPBACK);
 	return 0;
 }
 

@@ -12,8 +12,10 @@
 
 #include "backend.h"
 
-/* Listens on the address that routes to p->master_addr (DDP_RING_ADDR
- * overrides), publishes it, connects and accepts within p->timeout_ms.
+/* Listens on this node's address for the other nodes (DDP_RING_ADDR, else
+ * the launcher's DDP_LOCAL_ADDR, else the interface that routes to
+ * p->master_addr, else the default route's; see ring_local_addr), publishes
+ * it, connects and accepts within p->timeout_ms.
  * *fd_next (to rank+1) and *fd_prev (from rank-1) come back non-blocking.
  * On failure (-ETIMEDOUT when a rank never arrives or never connects, or
  * another negative errno) errbuf names the rank and no fd is left open. */
