@@ -5,12 +5,14 @@ asserted with its bound (measured from when the agents' lines arrived).
 """
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mnlib import (DDP_RDZVD, ROUND_RE, MultiNodeCase, addr, fast_conf)  # noqa: E402
+from mnlib import (DDP_RDZVD, DDPLAUNCH, ROUND_RE, MultiNodeCase, addr, fast_conf)  # noqa: E402
 
 
 def ranks_of(nodes):
@@ -286,6 +288,77 @@ class Jobs(MultiNodeCase):
                                         name="run%d-node%d" % (attempt, i)) for i in range(2)]
             self.assert_all_exit(nodes)
             self.assertEqual(ranks_of(nodes), [0, 1])
+
+
+def served(host, port, bind):
+    """A torch-2.x-style VALIDATE + GET from `bind`: True when answered (a
+    refused client is disconnected without an answer)."""
+    s = socket.socket()
+    s.bind((bind, 0))
+    s.settimeout(10)
+    s.connect((host, port))
+    s.sendall(bytes([0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x03]) + (1).to_bytes(8, "little") + b"k")
+    data = b""
+    try:
+        while len(data) < 8:
+            chunk = s.recv(64)
+            if not chunk:
+                break
+            data += chunk
+    except ConnectionResetError:
+        pass
+    s.close()
+    return len(data) >= 8
+
+
+class Security(MultiNodeCase):
+    TOKEN = "tok-%d-secret" % os.getpid()
+
+    def test_wrong_token_and_no_token_refused(self):
+        env = {"DDP_RDZV_TOKEN": self.TOKEN}
+        first = self.cluster.agent(0, self.c10d(2, 0, extra=[fast_conf()]), env=env)
+        port = self.host_port(first)
+        for i, other in ((1, {"DDP_RDZV_TOKEN": "not-the-token"}), (2, None)):
+            p = self.cluster.agent(i, self.c10d(2, port, extra=[fast_conf()]), env=other)
+            rc, t_end = p.wait(10)
+            self.assertNotEqual(rc, 0, p.text())
+            self.assertLess(t_end - p.t_start, 3.0, p.text())
+            self.assertIn("token", p.text())
+        right = self.cluster.agent(3, self.c10d(2, port, extra=[fast_conf()]), env=env)
+        self.assert_all_exit([first, right])
+        self.assertEqual(ranks_of([first, right]), [0, 1])
+        for p in self.cluster.procs:
+            self.assertNotIn(self.TOKEN, p.text())
+
+    def test_token_on_the_command_line_and_dry_run(self):
+        r = subprocess.run([DDPLAUNCH, "--dry_run", "--nnodes=2", "--rdzv_token=" + self.TOKEN,
+                            "prog"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("rdzv_token = set (from --rdzv_token; not shown)", r.stdout)
+        self.assertNotIn(self.TOKEN, r.stdout + r.stderr)
+
+    def test_stranger_address_refused(self):
+        env = {"DDP_RDZV_TOKEN": self.TOKEN}
+        first = self.cluster.agent(0, self.c10d(2, 0), ("forever",), env=env)
+        port = self.host_port(first)
+        second = self.cluster.agent(1, self.c10d(2, port), ("forever",), env=env)
+        for p in (first, second):
+            p.wait_line(r"MNW ")
+        mhost, mport = first.workers()[0]["master"].split(":")
+        for host, prt, what in ((addr(0), port, "rendezvous"), (mhost, int(mport), "workers'")):
+            self.assertFalse(served(host, prt, "127.0.0.9"), what)
+            self.assertTrue(served(host, prt, "127.0.0.1"), what)
+            self.assertTrue(served(host, prt, addr(1)), what)
+        self.assertNotIn(self.TOKEN, first.text() + second.text())
+        for p in (first, second):
+            p.signal(signal.SIGTERM)
+            p.wait()
+
+    def test_no_token_says_so(self):
+        first = self.cluster.agent(0, self.c10d(2, 0, extra=[fast_conf(join_timeout=1)]))
+        _, m = first.wait_line(r"hosting the rendezvous store at (\S+)")
+        self.assertIn("no token", m.string)
+        self.assertEqual(m.group(1).rsplit(":", 1)[0], addr(0))  # that address only
 
 
 if __name__ == "__main__":
