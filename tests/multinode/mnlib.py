@@ -20,6 +20,7 @@ import unittest
 DDPLAUNCH = os.environ.get("DDPLAUNCH", "ddplaunch")
 WORKER = os.environ.get("MN_WORKER", "mn_worker")
 DDP_RDZVD = os.environ.get("DDP_RDZVD", "ddp-rdzvd")
+DDP_HELPER = os.environ.get("LAUNCH_DDP_HELPER", "launch_ddp_helper")
 
 KEPT_RE = re.compile(r"stays up in process (\d+)")
 HOST_RE = re.compile(r"hosting the rendezvous store at (\S+):(\d+)")

@@ -12,7 +12,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mnlib import (DDP_RDZVD, DDPLAUNCH, ROUND_RE, MultiNodeCase, addr, fast_conf)  # noqa: E402
+import netns  # noqa: E402
+from mnlib import (DDP_HELPER, DDP_RDZVD, DDPLAUNCH, ROUND_RE, WORKER,  # noqa: E402
+                   MultiNodeCase, addr, fast_conf)
 
 
 def ranks_of(nodes):
@@ -93,6 +95,8 @@ class Formation(MultiNodeCase):
         t_last = nodes[1].t_start
         t_round = max(p.wait_line(ROUND_RE.pattern)[0] for p in nodes)
         self.assertLess(t_round - t_last, 0.1 + 0.4)  # + the agent's own start-up
+        for p in nodes:
+            p.wait_line(r"MNW ")
         for p in nodes:
             p.signal(signal.SIGTERM)
         for p in nodes:
@@ -361,5 +365,74 @@ class Security(MultiNodeCase):
         self.assertEqual(m.group(1).rsplit(":", 1)[0], addr(0))  # that address only
 
 
+class NetnsCase(MultiNodeCase):
+    """Nodes in network namespaces of their own (netns.py)."""
+    NODES = 3
+
+    def setUp(self):
+        super().setUp()
+        self.hosts = netns.Hosts(self.NODES)
+        self.addCleanup(self.hosts.close)
+
+    def ns_agent(self, i, args, worker=("forever",), env=None):
+        argv = [DDPLAUNCH, "--local_addr=" + self.hosts.addr(i)] + list(args)
+        if worker is not None:
+            argv += [WORKER] + list(worker)
+        return self.cluster.start("ns%d" % i, self.hosts.wrap(i, argv), env)
+
+    def ns_c10d(self, nnodes, port, extra=()):
+        return ["--nnodes=%s" % nnodes, "--rdzv_backend=c10d",
+                "--rdzv_endpoint=%s:%d" % (self.hosts.addr(0), port), "--rdzv_id=job"] + list(extra)
+
+
+class Partition(NetnsCase):
+    def test_partition_caught_by_heartbeats(self):
+        conf = fast_conf(keep_alive_interval=0.5, keep_alive_max_attempt=2)
+        first = self.ns_agent(0, self.ns_c10d("2:3", 0, [conf]))
+        port = self.host_port(first)
+        nodes = [first] + [self.ns_agent(i, self.ns_c10d("2:3", port, [conf])) for i in (1, 2)]
+        for p in nodes:
+            p.wait_line(r"MNW .*groups=3")
+        t_cut = time.monotonic()
+        self.hosts.partition(2)
+        # the others: no closed connection tells them; heartbeats do
+        for p in nodes[:2]:
+            t_run, _ = p.wait_line(r"MNW .*groups=2", after=t_cut, timeout=15)
+            self.assertLess(t_run - t_cut, 5.0, p.text())
+        # the cut-off node loses the store and says which
+        rc, t_end = nodes[2].wait(15)
+        self.assertNotEqual(rc, 0)
+        self.assertLess(t_end - t_cut, 3.0, nodes[2].text())
+        self.assertIn("%s:%d" % (self.hosts.addr(0), port), nodes[2].text())
+        for p in nodes[:2]:
+            p.signal(signal.SIGTERM)
+            p.wait()
+
+
+class Transports(NetnsCase):
+    """libddp across hosts that do not share a loopback: the ring and the
+    hierarchical transport must publish the node's own address."""
+    NODES = 2
+
+    def ddp_job(self, transport):
+        env = {"DDP_CPU_TRANSPORT": transport, "DDP_TIMEOUT_MS": "20000"}
+        argv = lambda i, port: ([DDPLAUNCH, "--local_addr=" + self.hosts.addr(i),
+                                 "--nproc_per_node=2"] + self.ns_c10d(2, port) +
+                                [DDP_HELPER])
+        first = self.cluster.start("ns0", self.hosts.wrap(0, argv(0, 0)), env)
+        port = self.host_port(first)
+        second = self.cluster.start("ns1", self.hosts.wrap(1, argv(1, port)), env)
+        self.assert_all_exit([first, second], timeout=60)
+
+    def test_ring_across_hosts(self):
+        self.ddp_job("ring")
+
+    def test_hierarchical_across_hosts(self):
+        self.ddp_job("hier")
+
+
 if __name__ == "__main__":
+    if any(a in ("Partition", "Transports") for a in sys.argv[1:]) and netns.available():
+        print("skipped: " + netns.available())
+        sys.exit(77)
     unittest.main(argv=[sys.argv[0]] + sys.argv[1:], verbosity=2)
