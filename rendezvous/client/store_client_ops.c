@@ -289,7 +289,8 @@ int store_client_multi_get(struct store_client *c, const char *const *keys, size
 	for (; rc == 0 && got < nkeys; got++)
 		rc = client_rx_bytes(c, &values[got], &lens[got], client_op_deadline(0));
 	if (rc < 0) {
-		for (size_t i = 0; i < got && i < nkeys; i++) {
+		/* got counts the value that failed too: it was never set. */
+		for (size_t i = 0; i + 1 < got; i++) {
 			free(values[i]);
 			values[i] = NULL;
 		}
