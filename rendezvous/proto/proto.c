@@ -382,6 +382,14 @@ void proto_decoder_trim(struct proto_decoder *dec)
 	dec->fields_cap = sizeof(dec->inline_fields) / sizeof(dec->inline_fields[0]);
 }
 
+size_t proto_decoder_held(const struct proto_decoder *dec)
+{
+	if (proto_decoder_idle(dec))
+		return 0;
+	size_t fields = dec->fields == dec->inline_fields ? 0 : dec->fields_cap;
+	return dec->data_cap + fields * sizeof(*dec->fields);
+}
+
 void proto_decoder_release(struct proto_decoder *dec)
 {
 	free(dec->data);

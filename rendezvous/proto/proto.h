@@ -166,6 +166,12 @@ bool proto_decoder_idle(const struct proto_decoder *dec);
  * small). No-op in the middle of a frame. */
 void proto_decoder_trim(struct proto_decoder *dec);
 
+/* Heap bytes the decoder holds for the frame in progress (the capacity of
+ * its bytes and of its field table); 0 between frames, when what it keeps
+ * for reuse goes at the next proto_decoder_trim(). For a server's memory
+ * accounting. */
+size_t proto_decoder_held(const struct proto_decoder *dec);
+
 /* Frees everything; the decoder may be initialised again. */
 void proto_decoder_release(struct proto_decoder *dec);
 

@@ -55,6 +55,7 @@ void store_conn_close(struct store_conn *conn)
 	if (conn->state == CONN_CLOSING)
 		return;
 	conn->state = CONN_CLOSING;
+	store_budget_forget(conn);
 	/* At once, so a queue push cannot wake a closing client instead of a
 	 * live one; but a store callback must not change the store under
 	 * itself, so from there it waits for the close callback. */
@@ -73,6 +74,7 @@ static void conn_write_done(uv_write_t *req, int status)
 	bytebuf_release(&w->buf);
 	free(w);
 	conn->inflight = 0;
+	conn->inflight_cap = 0;
 	if (conn->state == CONN_CLOSING)
 		return;
 	if (status < 0) {
@@ -80,6 +82,8 @@ static void conn_write_done(uv_write_t *req, int status)
 		store_conn_close(conn);
 		return;
 	}
+	store_budget_progress(conn);
+	store_budget_recount(conn);
 	conn_flush(conn);
 	conn_resume(conn);
 }
@@ -114,10 +118,13 @@ static void conn_flush(struct store_conn *conn)
 	}
 	if (n < 0)
 		n = 0;
+	if (n > 0)
+		store_budget_progress(conn);
 	bytebuf_consume(&conn->out, (size_t)n);
 	if (conn->out.len == 0) {
 		if (conn->out.cap > 4096)
 			bytebuf_release(&conn->out);
+		store_budget_recount(conn);
 		return;
 	}
 	/* The kernel buffer is full: hand the rest, buffer and all, to libuv. */
@@ -145,6 +152,8 @@ static void conn_flush(struct store_conn *conn)
 		return;
 	}
 	conn->inflight = w->buf.len;
+	conn->inflight_cap = w->buf.cap;
+	store_budget_recount(conn);
 }
 
 void store_conn_wake(void *ctx, struct store_owner *owner)
@@ -154,7 +163,7 @@ void store_conn_wake(void *ctx, struct store_owner *owner)
 	if (conn->state == CONN_CLOSING)
 		return;
 	conn->server->in_callback++;
-	if (proto_put_u8(&conn->out, PROTO_WAIT_STOP_WAITING) < 0)
+	if (proto_put_u8(&conn->out, PROTO_WAIT_STOP_WAITING) < 0 || store_budget_check(conn) < 0)
 		store_conn_close(conn);
 	else
 		conn_flush(conn);
@@ -181,7 +190,8 @@ void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change c
 		if (rc == 0)
 			rc = proto_put_bytes(&conn->out, new_value.data, new_value.len);
 	}
-	if (rc < 0)
+	/* A watcher that does not read is held to its share too. */
+	if (rc < 0 || store_budget_check(conn) < 0)
 		store_conn_close(conn);
 	else
 		conn_flush(conn);
@@ -203,16 +213,24 @@ static void conn_process(struct store_conn *conn, const uint8_t *p, size_t left)
 			rc = store_conn_execute(conn, req);
 		if (rc < 0) {
 			log_debug("store: closing a client: %s",
-				  rc == -EMSGSIZE ? "request over a limit"
-				  : rc == -EPROTO ? "bad or unknown query"
-						  : strerror(-rc));
+				  rc == -EMSGSIZE  ? "request over a limit"
+				  : rc == -EPROTO  ? "bad or unknown query"
+				  : rc == -ENOBUFS ? "a reply over --max-conn-bytes"
+						   : strerror(-rc));
 			store_conn_close(conn);
 			return;
 		}
 		if (conn_over(conn))
 			conn_flush(conn);
+		/* What the query left (a partial frame, a reply the kernel did
+		 * not take) counts before the next one runs. */
+		if (conn->state == CONN_OPEN && store_budget_check(conn) < 0) {
+			store_conn_close(conn);
+			return;
+		}
 		if (conn->state == CONN_OPEN && conn_over(conn)) {
-			if (bytebuf_append(&conn->stash, p, left) < 0) {
+			if (bytebuf_append(&conn->stash, p, left) < 0 ||
+			    store_budget_check(conn) < 0) {
 				store_conn_close(conn);
 				return;
 			}
@@ -225,6 +243,7 @@ static void conn_process(struct store_conn *conn, const uint8_t *p, size_t left)
 		return;
 	if (proto_decoder_idle(&conn->dec))
 		proto_decoder_trim(&conn->dec);
+	store_budget_recount(conn);
 	conn_flush(conn);
 }
 
@@ -253,9 +272,12 @@ static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		store_conn_close(conn);
 		return;
 	}
+	if (nread > 0)
+		store_budget_progress(conn);
 	if (conn->state == CONN_PAUSED) {
 		/* Not expected after uv_read_stop, but never drop bytes. */
-		if (bytebuf_append(&conn->stash, buf->base, (size_t)nread) < 0)
+		if (bytebuf_append(&conn->stash, buf->base, (size_t)nread) < 0 ||
+		    store_budget_check(conn) < 0)
 			store_conn_close(conn);
 		return;
 	}
@@ -268,6 +290,7 @@ void store_conn_accept(struct store_server *server)
 	if (!conn)
 		return;
 	conn->server = server;
+	store_budget_progress(conn);
 	int rc = uv_tcp_init(server->loop, &conn->tcp);
 	if (rc < 0) {
 		free(conn);

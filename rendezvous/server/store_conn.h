@@ -10,7 +10,8 @@
  * dropped at once, or in the close callback when closed from inside a store
  * callback; freed in the close callback). Idle, it holds no buffer: the read
  * buffer is the server's, and the decoder and output buffers are freed
- * whenever no frame is partial.
+ * whenever no frame is partial. What it holds in flight is counted against
+ * the server's limits (store_budget.h), and over them it is closed.
  */
 #ifndef DDP_RENDEZVOUS_STORE_CONN_H
 #define DDP_RENDEZVOUS_STORE_CONN_H
@@ -22,6 +23,7 @@
 #include "bytes.h"
 #include "proto.h"
 #include "store.h"
+#include "store_budget.h"
 #include "store_server.h"
 
 #define CONN_READ_BUF_SIZE (64 * 1024)
@@ -54,9 +56,12 @@ struct store_conn {
 	struct bytebuf out;   /* replies not yet handed to the kernel or uv_write */
 	struct bytebuf stash; /* PAUSED: received bytes not yet decoded */
 	size_t inflight;      /* bytes in the uv_write in progress (0: none) */
+	size_t inflight_cap;  /* the capacity of its buffer (for the budget) */
 	enum conn_state state;
 	enum conn_access access;
 	struct store_agent *agent; /* NULL unless the client opened a session */
+	size_t held;		   /* bytes counted in server->budget (store_budget.h) */
+	uint64_t active;	   /* budget.tick when it last sent or read anything */
 };
 
 struct store_server {
@@ -68,6 +73,7 @@ struct store_server {
 	struct store_conn *conns;
 	size_t nconns;
 	struct store_access *access; /* NULL: no token, every address served */
+	struct store_budget budget;  /* what the connections hold in flight */
 	int port;
 	bool closing;
 	int in_callback; /* > 0 while a store callback runs */

@@ -3,14 +3,28 @@
  * replies, as torch's servers answer them.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "log.h"
 #include "store_agent.h"
 #include "store_conn.h"
 
+/* One query may ask for a reply far larger than what it sent (the same
+ * large key many times): its size is checked against the connection's
+ * limit before it is built. */
 static int exec_multi_get(struct store_conn *conn, const struct proto_request *req)
 {
+	size_t bytes = 0;
+	for (size_t i = 0; i < req->nfields; i++) {
+		struct byteview v = {NULL, 0};
+		store_get(conn->server->store, req->fields[i], &v);
+		bytes += 8 + (v.len < SIZE_MAX / 2 ? v.len : SIZE_MAX / 2);
+		if (bytes > SIZE_MAX / 2)
+			bytes = SIZE_MAX / 2;
+	}
+	if (store_budget_reserve(conn, bytes) < 0)
+		return -ENOBUFS;
 	for (size_t i = 0; i < req->nfields; i++) {
 		struct byteview v = {NULL, 0};
 		store_get(conn->server->store, req->fields[i], &v);
@@ -51,6 +65,12 @@ static int put_key(void *ctx, struct byteview key)
 	return proto_put_bytes(ctx, key.data, key.len);
 }
 
+static int add_key_size(void *ctx, struct byteview key)
+{
+	*(size_t *)ctx += 8 + key.len;
+	return 0;
+}
+
 /* torch 2.x's LIST_KEYS: every key with a value, as a count and the keys
  * (the client strips its "/" and filters its PrefixStore prefix itself). */
 static int exec_list_keys(struct store_conn *conn)
@@ -61,6 +81,10 @@ static int exec_list_keys(struct store_conn *conn)
 			  conn->server->limits.max_list_keys);
 		return -EMSGSIZE;
 	}
+	size_t bytes = 8;
+	store_foreach_key(conn->server->store, add_key_size, &bytes);
+	if (store_budget_reserve(conn, bytes) < 0)
+		return -ENOBUFS;
 	int rc = proto_put_i64(&conn->out, n);
 	if (rc == 0)
 		rc = store_foreach_key(conn->server->store, put_key, &conn->out);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,14 @@ void store_limits_default(struct store_limits *limits)
 	limits->max_barrier_world = 1024 * 1024;
 	/* torch's libuv server takes at most 128 Ki keys in one request. */
 	limits->max_list_keys = 128 * 1024;
+	limits->max_conn_bytes = 0; /* store_conn_bytes_default() */
+}
+
+size_t store_conn_bytes_default(const struct store_limits *limits)
+{
+	size_t v = limits->max_value_len, k = limits->max_key_len;
+	size_t two = v > (SIZE_MAX - k) / 2 ? SIZE_MAX : 2 * v + k;
+	return two > STORE_CONN_BYTES_MIN ? two : STORE_CONN_BYTES_MIN;
 }
 
 int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct store_server **out)
@@ -49,7 +58,12 @@ int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct 
 	server->plimits.max_key_len = server->limits.max_key_len;
 	server->plimits.max_value_len = server->limits.max_value_len;
 	server->plimits.max_keys_per_request = server->limits.max_keys_per_request;
-	server->plimits.max_request_bytes = server->limits.max_total_bytes;
+	struct store_limits *l = &server->limits;
+	if (l->max_conn_bytes == 0)
+		l->max_conn_bytes = store_conn_bytes_default(l);
+	/* A request is held whole before it runs. */
+	server->plimits.max_request_bytes =
+	    l->max_conn_bytes < l->max_total_bytes ? l->max_conn_bytes : l->max_total_bytes;
 	int rc = store_new(server->limits.max_total_bytes, store_conn_wake, server, &server->store);
 	if (rc < 0) {
 		free(server);

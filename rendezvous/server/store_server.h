@@ -16,19 +16,30 @@
 #include <uv.h>
 
 /* Every length read from the network is checked against these before
- * anything is allocated; a request over a limit closes that connection. */
+ * anything is allocated; a request over a limit closes that connection.
+ * What connections hold in flight (a half-received query, replies not yet
+ * read) counts too: against max_conn_bytes for each, and with what is
+ * stored against max_total_bytes (store_budget.h: who is closed then). */
 struct store_limits {
 	size_t max_key_len;	     /* bytes in one key */
 	size_t max_value_len;	     /* bytes in one value */
 	size_t max_keys_per_request; /* keys in one CHECK/WAIT/MULTI_GET/MULTI_SET */
-	size_t max_total_bytes;	     /* keys + values stored, all together */
+	size_t max_total_bytes;	     /* stored + held in flight, all together */
 	size_t max_connections;	     /* open client connections */
 	size_t max_barrier_world;    /* world size of one BARRIER */
 	size_t max_list_keys;	     /* keys one LIST_KEYS may return */
+	size_t max_conn_bytes;	     /* held in flight by one connection; also
+				      * bounds one request; 0: the default below */
 };
 
 /* Fills *limits with the defaults (sized for real jobs; see the .c file). */
 void store_limits_default(struct store_limits *limits);
+
+/* max_conn_bytes when it is 0: room for a query and a reply of the largest
+ * key and value (twice max_value_len, plus max_key_len), and at least
+ * STORE_CONN_BYTES_MIN (for queries that name many keys). */
+#define STORE_CONN_BYTES_MIN ((size_t)64 * 1024 * 1024)
+size_t store_conn_bytes_default(const struct store_limits *limits);
 
 struct store_server;
 

@@ -89,7 +89,13 @@ static void usage(FILE *f)
 	    "  --max-key-len BYTES           one key (default %s)\n"
 	    "  --max-value-len BYTES         one value (default %s)\n"
 	    "  --max-keys-per-request N      keys in one wait/check/multi-get/set (default %zu)\n"
-	    "  --max-total-bytes BYTES       everything stored together (default %s)\n"
+	    "  --max-total-bytes BYTES       everything stored, and what clients hold in\n"
+	    "                                flight, together (default %s); past it, the\n"
+	    "                                clients holding more than their share go first\n"
+	    "  --max-conn-bytes BYTES        what one client holds in flight: a half-sent\n"
+	    "                                query and replies it has not read; also the\n"
+	    "                                largest query (default twice --max-value-len\n"
+	    "                                plus --max-key-len, at least 64M)\n"
 	    "  --max-connections N           open client connections (default %zu)\n"
 	    "  --max-barrier-world N         world size of one torch 2.x barrier (default %zu)\n"
 	    "  --max-list-keys N             keys one torch 2.x list_keys may return\n"
@@ -123,6 +129,7 @@ enum {
 	OPT_MAX_CONN,
 	OPT_MAX_BARRIER,
 	OPT_MAX_LIST,
+	OPT_MAX_CONN_BYTES,
 };
 
 static const struct option long_opts[] = {
@@ -138,6 +145,7 @@ static const struct option long_opts[] = {
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
     {"max-barrier-world", required_argument, NULL, OPT_MAX_BARRIER},
     {"max-list-keys", required_argument, NULL, OPT_MAX_LIST},
+    {"max-conn-bytes", required_argument, NULL, OPT_MAX_CONN_BYTES},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -160,6 +168,8 @@ static size_t *limit_slot(struct store_limits *l, int opt)
 		return &l->max_barrier_world;
 	case OPT_MAX_LIST:
 		return &l->max_list_keys;
+	case OPT_MAX_CONN_BYTES:
+		return &l->max_conn_bytes;
 	default:
 		return NULL;
 	}
@@ -168,7 +178,8 @@ static size_t *limit_slot(struct store_limits *l, int opt)
 /* Whether a limit flag counts bytes (else things: keys, connections). */
 static bool limit_is_bytes(int opt)
 {
-	return opt == OPT_MAX_KEY || opt == OPT_MAX_VALUE || opt == OPT_MAX_TOTAL;
+	return opt == OPT_MAX_KEY || opt == OPT_MAX_VALUE || opt == OPT_MAX_TOTAL ||
+	       opt == OPT_MAX_CONN_BYTES;
 }
 
 /* --allow's check, before any server exists. */

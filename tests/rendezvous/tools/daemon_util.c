@@ -121,7 +121,8 @@ int daemon_stop(struct daemon *d)
 	return status;
 }
 
-long daemon_rss_kib(const struct daemon *d)
+/* A "Name: N kB" line of /proc/PID/status, or -1. */
+static long status_kib(const struct daemon *d, const char *format)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
@@ -130,10 +131,20 @@ long daemon_rss_kib(const struct daemon *d)
 		return -1;
 	long kib = -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+		if (sscanf(line, format, &kib) == 1)
 			break;
 	fclose(f);
 	return kib;
+}
+
+long daemon_rss_kib(const struct daemon *d)
+{
+	return status_kib(d, "VmRSS: %ld kB");
+}
+
+long daemon_hwm_kib(const struct daemon *d)
+{
+	return status_kib(d, "VmHWM: %ld kB");
 }
 
 int daemon_log_contains(const struct daemon *d, const char *needle, int timeout_ms)

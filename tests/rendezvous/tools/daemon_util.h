@@ -9,6 +9,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Under AddressSanitizer freed memory sits in quarantine, so the daemon's RSS
+ * says nothing about its bounds (LeakSanitizer checks leaks at its exit). */
+#if defined(__SANITIZE_ADDRESS__)
+#define DAEMON_RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DAEMON_RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef DAEMON_RSS_MEANINGFUL
+#define DAEMON_RSS_MEANINGFUL 1
+#endif
+
 struct daemon {
 	pid_t pid;
 	int port;
@@ -31,6 +44,9 @@ int daemon_wait(struct daemon *d, int timeout_ms);
 
 /* VmRSS of the daemon in KiB, or -1. */
 long daemon_rss_kib(const struct daemon *d);
+
+/* VmHWM (the peak VmRSS so far) of the daemon in KiB, or -1. */
+long daemon_hwm_kib(const struct daemon *d);
 
 /* True if `needle` appears in the daemon's log within timeout_ms. */
 int daemon_log_contains(const struct daemon *d, const char *needle, int timeout_ms);

@@ -120,7 +120,7 @@ def check_rdzvd_flags():
     for flag, kind in (("--max-key-len", "size"), ("--max-value-len", "size"),
                        ("--max-keys-per-request", "number"), ("--max-total-bytes", "size"),
                        ("--max-connections", "number"), ("--max-barrier-world", "number"),
-                       ("--max-list-keys", "number")):
+                       ("--max-list-keys", "number"), ("--max-conn-bytes", "size")):
         for bad in ("0", "abc", "-5", "5T"):
             for argv in ([flag, bad], [f"{flag}={bad}"]):
                 r = subprocess.run([RDZVD, *argv], capture_output=True, text=True, timeout=10)
@@ -197,7 +197,7 @@ def main():
     h = subprocess.run([RDZVD, "--help"], capture_output=True, text=True).stdout
     for flag in ("--host", "--port", "--port-file", "--max-key-len", "--max-value-len",
                  "--max-keys-per-request", "--max-total-bytes", "--max-connections",
-                 "--max-barrier-world", "--max-list-keys", "-v"):
+                 "--max-barrier-world", "--max-list-keys", "--max-conn-bytes", "-v"):
         assert flag in h, flag
     r = subprocess.run([RDZVD, "--port", "70000"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "--port" in r.stderr, r

@@ -26,18 +26,7 @@
 
 #define L8(n) (n), 0, 0, 0, 0, 0, 0, 0
 
-/* Under AddressSanitizer freed memory sits in quarantine, so the daemon's RSS
- * says nothing about leaks (LeakSanitizer checks those at its exit). */
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_MEANINGFUL 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_MEANINGFUL 0
-#endif
-#endif
-#ifndef RSS_MEANINGFUL
-#define RSS_MEANINGFUL 1
-#endif
+#define RSS_MEANINGFUL DAEMON_RSS_MEANINGFUL
 
 static long now_ms(void)
 {
