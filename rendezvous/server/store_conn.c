@@ -198,6 +198,30 @@ void store_conn_notify(void *ctx, struct store_owner *owner, enum store_change c
 	conn->server->in_callback--;
 }
 
+/* Says (at debug level: ddp-rdzvd -v) why a query closes the connection:
+ * the protocol has no error reply, so this is the only place it is told. */
+static void conn_log_refusal(struct store_conn *conn, int rc)
+{
+	enum proto_op op = conn->dec.req.op;
+	const char *why = strerror(-rc);
+	if (rc == -EMSGSIZE)
+		why = "a key, value, key count or query over the limits (--max-key-len, "
+		      "--max-value-len, --max-keys-per-request, --max-conn-bytes, "
+		      "--max-list-keys, --max-barrier-world)";
+	else if (rc == -EPROTO)
+		why = "a bad or unknown query";
+	else if (rc == -ENOBUFS)
+		why = "a reply over --max-conn-bytes";
+	else if (rc == -ENOSPC)
+		why = "the store is full (--max-total-bytes)";
+	else if (rc == -EINVAL && (op == PROTO_OP_ADD || op == PROTO_OP_BARRIER))
+		why = "the value there is not an integer";
+	char peer[96];
+	store_access_peer_text(conn, peer, sizeof(peer));
+	log_debug("store: closing a client from %s at %s: %s", peer,
+		  rc == -EPROTO ? "a query" : proto_op_name(op), why);
+}
+
 /* Decodes and runs the requests in p[0..len). When the replies waiting for a
  * slow reader pass CONN_MAX_PENDING, the unread rest is kept in conn->stash
  * and reading stops until the replies drain (conn_write_done). */
@@ -212,11 +236,7 @@ static void conn_process(struct store_conn *conn, const uint8_t *p, size_t left)
 		if (rc == 1)
 			rc = store_conn_execute(conn, req);
 		if (rc < 0) {
-			log_debug("store: closing a client: %s",
-				  rc == -EMSGSIZE  ? "request over a limit"
-				  : rc == -EPROTO  ? "bad or unknown query"
-				  : rc == -ENOBUFS ? "a reply over --max-conn-bytes"
-						   : strerror(-rc));
+			conn_log_refusal(conn, rc);
 			store_conn_close(conn);
 			return;
 		}

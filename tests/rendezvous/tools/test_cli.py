@@ -26,7 +26,7 @@ def ok(addr, *args):
 def check_refused_writes():
     """A write the store refuses is not reported as done: set waits for a
     round trip, and a closed connection names the write and the limits."""
-    with Rdzvd("--max-value-len", "1K", "--max-key-len", "64K", "--max-total-bytes",
+    with Rdzvd("-v", "--max-value-len", "1K", "--max-key-len", "64K", "--max-total-bytes",
                "4K") as d:
         addr = f"127.0.0.1:{d.port}"
         r = run("--addr", addr, "set", "big", "v" * 2000)
@@ -34,6 +34,9 @@ def check_refused_writes():
         assert "set of 'big'" in r.stderr and "2000-byte value" in r.stderr, r.stderr
         assert "not stored" in r.stderr and "--max-value-len" in r.stderr, r.stderr
         assert run("--addr", addr, "--timeout", "0.2", "get", "big").returncode == 3
+        # The daemon says why (with -v): the protocol has no error reply.
+        assert "closing a client from 127.0.0.1:" in d.log_text(), d.log_text()
+        assert "at set: a key, value, key count or query over the limits" in d.log_text()
         key = "k" * 70000
         r = run("--addr", addr, "set", key, "v")
         assert r.returncode == 1, r
@@ -78,12 +81,13 @@ def check_store_gone():
 
 def check_messages():
     """Refusals say what was refused, never just 'Connection reset'."""
-    with Rdzvd() as d:
+    with Rdzvd("-v") as d:
         addr = f"127.0.0.1:{d.port}"
         ok(addr, "set", "word", "abc")
         r = run("--addr", addr, "add", "word", "1")
         assert r.returncode == 1, r
         assert "'word' holds 'abc'" in r.stderr and "not a decimal integer" in r.stderr, r
+        assert "at add: the value there is not an integer" in d.log_text(), d.log_text()
         ok(addr, "set", "huge", "99999999999999999999")
         r = run("--addr", addr, "add", "huge", "1")
         assert r.returncode == 1 and "not a 64-bit integer" in r.stderr, r
