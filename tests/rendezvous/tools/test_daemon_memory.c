@@ -64,10 +64,20 @@ static void fx_start(struct fx *f, const char *const *args)
 	assert_true(f->base_kib > 0);
 }
 
-static void fx_stop(struct fx *f)
+static int setup(void **state)
 {
+	*state = calloc(1, sizeof(struct fx));
+	return *state ? 0 : -1;
+}
+
+/* Runs after a failed check too, so no daemon outlives its test. */
+static int teardown(void **state)
+{
+	struct fx *f = *state;
 	store_client_free(f->c);
-	assert_int_equal(daemon_stop(&f->d), 0);
+	int rc = f->d.pid > 0 ? daemon_stop(&f->d) : 0;
+	free(f);
+	return rc == 0 ? 0 : -1;
 }
 
 /* The well-behaved client: a set confirmed, read back. */
@@ -145,14 +155,14 @@ static void check_peak(struct fx *f, long limit_kib, const char *what)
 static void test_half_sent_queries(void **state)
 {
 	enum { N = 10, CHUNK = 256 * 1024 };
-	struct fx f;
+	struct fx *f = *state;
 	const char *args[] = {"-v", "--max-total-bytes", "256M", NULL};
-	fx_start(&f, args);
+	fx_start(f, args);
 	static uint8_t chunk[CHUNK];
 	memset(chunk, 'h', sizeof(chunk));
 	int fds[N];
 	for (int i = 0; i < N; i++) {
-		fds[i] = raw_connect(f.d.port);
+		fds[i] = raw_connect(f->d.port);
 		assert_int_equal(raw_handshake_v2(fds[i]), 0);
 		uint8_t head[1 + 8 + 2 + 8] = {0x01};
 		put_u64(head + 1, 2);
@@ -164,20 +174,19 @@ static void test_half_sent_queries(void **state)
 		for (size_t sent = 0; sent < 60 * MIB; sent += CHUNK)
 			if (raw_send(fds[i], chunk, CHUNK) < 0)
 				break;
-		served(&f, i);
+		served(f, i);
 	}
-	check_peak(&f, 256 * 1024, "10 half-sent 64 MiB values");
+	check_peak(f, 256 * 1024, "10 half-sent 64 MiB values");
 	int closed = count_closed(fds, N, 3000);
 	print_message("%d of %d half-senders closed\n", closed, N);
 	assert_true(closed >= N / 2);
-	assert_true(daemon_log_contains(&f.d,
+	assert_true(daemon_log_contains(&f->d,
 					"of half-sent queries and unread replies, past its "
 					"share",
 					2000));
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
-	served(&f, N);
-	fx_stop(&f);
+	served(f, N);
 }
 
 /* Clients that pipeline GETs of a large value and never read the replies
@@ -185,41 +194,40 @@ static void test_half_sent_queries(void **state)
 static void test_unread_replies(void **state)
 {
 	enum { N = 40, VALUE = 8 * MIB, GETS = 4 };
-	struct fx f;
+	struct fx *f = *state;
 	const char *args[] = {"-v", "--max-total-bytes", "128M", NULL};
-	fx_start(&f, args);
+	fx_start(f, args);
 	char *big = malloc(VALUE);
 	memset(big, 'b', VALUE);
-	assert_int_equal(store_client_set(f.c, "big", big, VALUE), 0);
-	assert_int_equal(store_client_confirm(f.c), 0);
+	assert_int_equal(store_client_set(f->c, "big", big, VALUE), 0);
+	assert_int_equal(store_client_confirm(f->c), 0);
 	const uint8_t get[] = {0x03, 3, 0, 0, 0, 0, 0, 0, 0, 'b', 'i', 'g'};
 	uint8_t gets[GETS * sizeof(get)];
 	for (int i = 0; i < GETS; i++)
 		memcpy(gets + i * sizeof(get), get, sizeof(get));
 	int fds[N];
 	for (int i = 0; i < N; i++) {
-		fds[i] = stingy_connect(f.d.port);
+		fds[i] = stingy_connect(f->d.port);
 		assert_int_equal(raw_handshake_v2(fds[i]), 0);
 		assert_int_equal(raw_send(fds[i], gets, sizeof(gets)), 0);
-		served(&f, i);
+		served(f, i);
 	}
 	/* The well-behaved reader of the same value is served too. */
 	void *v = NULL;
 	size_t len = 0;
-	assert_int_equal(store_client_get(f.c, "big", 5000, &v, &len), 0);
+	assert_int_equal(store_client_get(f->c, "big", 5000, &v, &len), 0);
 	assert_int_equal(len, VALUE);
 	assert_memory_equal(v, big, VALUE);
 	free(v);
-	check_peak(&f, 128 * 1024, "40 clients not reading 8 MiB replies");
+	check_peak(f, 128 * 1024, "40 clients not reading 8 MiB replies");
 	int closed = count_closed(fds, N, 3000);
 	print_message("%d of %d non-readers closed\n", closed, N);
 	assert_true(closed >= N / 2);
-	assert_true(daemon_log_contains(&f.d, "past its share", 2000));
+	assert_true(daemon_log_contains(&f->d, "past its share", 2000));
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
-	served(&f, N);
+	served(f, N);
 	free(big);
-	fx_stop(&f);
 }
 
 /* A torch 1.13 watcher that never reads its key-change messages (each has
@@ -227,16 +235,16 @@ static void test_unread_replies(void **state)
 static void test_watcher_not_reading(void **state)
 {
 	enum { VALUE = MIB, SETS = 12 };
-	struct fx f;
+	struct fx *f = *state;
 	const char *args[] = {"-v", "--max-conn-bytes", "8M", NULL};
-	fx_start(&f, args);
-	int cb = stingy_connect(f.d.port);
+	fx_start(f, args);
+	int cb = stingy_connect(f->d.port);
 	const uint8_t watch[] = {0x07, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'w'};
 	assert_int_equal(raw_send(cb, watch, sizeof(watch)), 0);
 	uint8_t r = 0xFF;
 	assert_int_equal(raw_recv(cb, &r, 1, 5000), 0);
 	assert_int_equal(r, 3); /* KEY_CALLBACK_REGISTERED */
-	int q = raw_connect(f.d.port);
+	int q = raw_connect(f->d.port);
 	size_t setlen = 1 + 8 + 2 + 8 + VALUE;
 	uint8_t *set = malloc(setlen);
 	set[0] = 0x00; /* 1.13 SET */
@@ -246,15 +254,14 @@ static void test_watcher_not_reading(void **state)
 	for (int i = 0; i < SETS; i++) {
 		memset(set + 19, 'a' + i, VALUE);
 		assert_int_equal(raw_send(q, set, setlen), 0);
-		served(&f, i);
+		served(f, i);
 	}
 	assert_int_equal(count_closed(&cb, 1, 5000), 1);
-	assert_true(daemon_log_contains(&f.d, "over --max-conn-bytes (8.0 MiB)", 2000));
+	assert_true(daemon_log_contains(&f->d, "over --max-conn-bytes (8.0 MiB)", 2000));
 	close(cb);
 	close(q);
-	served(&f, SETS);
+	served(f, SETS);
 	free(set);
-	fx_stop(&f);
 }
 
 /* One multi_get of a 1 MiB key 16 times asks for a 16 MiB reply: over
@@ -262,13 +269,13 @@ static void test_watcher_not_reading(void **state)
 static void test_reply_over_conn_limit(void **state)
 {
 	enum { VALUE = MIB, K = 16 };
-	struct fx f;
+	struct fx *f = *state;
 	const char *args[] = {"-v", "--max-conn-bytes", "8M", NULL};
-	fx_start(&f, args);
+	fx_start(f, args);
 	char *val = malloc(VALUE);
 	memset(val, 'm', VALUE);
-	assert_int_equal(store_client_set(f.c, "m", val, VALUE), 0);
-	assert_int_equal(store_client_confirm(f.c), 0);
+	assert_int_equal(store_client_set(f->c, "m", val, VALUE), 0);
+	assert_int_equal(store_client_confirm(f->c), 0);
 	const char *keys[K];
 	for (int i = 0; i < K; i++)
 		keys[i] = "m";
@@ -276,21 +283,20 @@ static void test_reply_over_conn_limit(void **state)
 	size_t lens[K];
 	struct store_client *c = NULL;
 	char err[256];
-	assert_int_equal(store_client_connect("127.0.0.1", f.d.port, 5000, &c, err, sizeof(err)),
+	assert_int_equal(store_client_connect("127.0.0.1", f->d.port, 5000, &c, err, sizeof(err)),
 			 0);
 	int rc = store_client_multi_get(c, keys, K, 5000, values, lens);
 	assert_true(rc == -ECONNRESET || rc == -EPIPE);
 	store_client_free(c);
-	assert_true(daemon_log_contains(&f.d, "asked for a reply of 16.0 MiB", 2000));
+	assert_true(daemon_log_contains(&f->d, "asked for a reply of 16.0 MiB", 2000));
 	/* Under the limit it is served. */
-	assert_int_equal(store_client_multi_get(f.c, keys, 4, 5000, values, lens), 0);
+	assert_int_equal(store_client_multi_get(f->c, keys, 4, 5000, values, lens), 0);
 	for (int i = 0; i < 4; i++) {
 		assert_int_equal(lens[i], VALUE);
 		free(values[i]);
 	}
-	served(&f, 0);
+	served(f, 0);
 	free(val);
-	fx_stop(&f);
 }
 
 /* A full store (sets refused with the store at --max-total-bytes) still
@@ -299,15 +305,15 @@ static void test_reply_over_conn_limit(void **state)
 static void test_full_store_answers(void **state)
 {
 	enum { VALUE = 8 * MIB };
-	struct fx f;
+	struct fx *f = *state;
 	const char *args[] = {"-v", "--max-total-bytes", "64M", NULL};
-	fx_start(&f, args);
+	fx_start(f, args);
 	char *val = malloc(VALUE);
 	memset(val, 'f', VALUE);
 	struct store_client *filler = NULL;
 	char err[256], key[16];
 	assert_int_equal(
-	    store_client_connect("127.0.0.1", f.d.port, 5000, &filler, err, sizeof(err)), 0);
+	    store_client_connect("127.0.0.1", f->d.port, 5000, &filler, err, sizeof(err)), 0);
 	int rc = 0, i;
 	for (i = 0; i < 16 && rc == 0; i++) {
 		snprintf(key, sizeof(key), "full%d", i);
@@ -320,13 +326,12 @@ static void test_full_store_answers(void **state)
 	for (int k = 0; k < 4; k++) {
 		void *v = NULL;
 		size_t len = 0;
-		assert_int_equal(store_client_get(f.c, "full0", 5000, &v, &len), 0);
+		assert_int_equal(store_client_get(f->c, "full0", 5000, &v, &len), 0);
 		assert_int_equal(len, VALUE);
 		free(v);
-		assert_int_equal(store_client_ping(f.c), 0);
+		assert_int_equal(store_client_ping(f->c), 0);
 	}
 	free(val);
-	fx_stop(&f);
 }
 
 int main(void)
@@ -338,11 +343,11 @@ int main(void)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_half_sent_queries),
-	    cmocka_unit_test(test_unread_replies),
-	    cmocka_unit_test(test_watcher_not_reading),
-	    cmocka_unit_test(test_reply_over_conn_limit),
-	    cmocka_unit_test(test_full_store_answers),
+	    cmocka_unit_test_setup_teardown(test_half_sent_queries, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unread_replies, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_watcher_not_reading, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reply_over_conn_limit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_full_store_answers, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
