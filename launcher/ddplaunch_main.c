@@ -4,6 +4,7 @@
 #include "dryrun.h"
 #include "jobfile.h"
 #include "opts.h"
+#include "opts_slurm.h"
 
 #include <log.h>
 #include <signal.h>
@@ -56,6 +57,9 @@ int main(int argc, char **argv)
 	}
 	if (rc == 0 && o.config)
 		rc = jobfile_load(&o, o.config, err, sizeof(err));
+	/* Under a Slurm step, what the flags and the job file left out. */
+	if (rc == 0)
+		rc = opts_slurm_apply(&o, environ, err, sizeof(err));
 	/* A dry run may check a job file that leaves the program to the
 	 * command line. */
 	if (rc == 0 && !(o.dry_run && !o.program))
@@ -73,6 +77,8 @@ int main(int argc, char **argv)
 		opts_release(&o);
 		return 2;
 	}
+	if (o.slurm_used[0])
+		log_info("%s", o.slurm_used);
 	standalone_run_id(&o);
 	/* A closed console must not kill the launcher in the middle of a job. */
 	signal(SIGPIPE, SIG_IGN);

@@ -1,10 +1,13 @@
 #include "dryrun.h"
 #include "command.h"
 #include "opts_rdzv.h"
+#include "opts_slurm.h"
 #include "signames.h"
 
 #include <errno.h>
 #include <stdlib.h>
+
+extern char **environ;
 
 static void print_streams(FILE *out, const char *name, const struct opts_streams *s)
 {
@@ -63,6 +66,7 @@ int dryrun_print(const struct launch_opts *o, const char *python, FILE *out)
 	size_t argc;
 
 	print_launch(o, out);
+	opts_slurm_print(o, environ, out);
 	/* agent_check resolved it already: a dry run refuses what a run does. */
 	if (opts_rdzv_resolve(o, getenv(OPTS_RDZV_TOKEN_ENV), &r, err, sizeof(err)) == 0)
 		opts_rdzv_print(&r, out);

@@ -128,6 +128,8 @@ int opts_set(struct launch_opts *o, const char *name, const char *value, enum op
 	rc = settings_apply(&opts_settings, (size_t)i, o, value, err, errlen);
 	if (rc == 0 && src == OPTS_SRC_CLI)
 		o->set_by_cli |= 1ull << i;
+	else if (rc == 0 && src == OPTS_SRC_FILE)
+		o->set_by_file |= 1ull << i;
 	return rc;
 }
 

@@ -16,8 +16,9 @@
 
 #include "settings.h"
 
-#define OPTS_MAX_SIGNALS 16
-#define OPTS_ERR_LEN	 256
+#define OPTS_MAX_SIGNALS    16
+#define OPTS_ERR_LEN	    256
+#define OPTS_SLURM_USED_MAX 768
 
 /* --pass_local_rank: no argument, --local_rank=N (torch.distributed.launch
  * before torch 2.0), --local-rank=N (torch 2.x). */
@@ -85,6 +86,11 @@ struct launch_opts {
 	char *config;
 	bool dry_run; /* print the resolved job and exit */
 
+	/* Slurm (opts_slurm.h) */
+	bool no_slurm;			      /* --no_slurm: take nothing from Slurm */
+	unsigned slurm_port_range[2];	      /* LO, HI; 0, 0: 29500-29999 */
+	char slurm_used[OPTS_SLURM_USED_MAX]; /* what came from Slurm (one line), or "" */
+
 	/* the program */
 	char *program;
 	struct opts_strv args;
@@ -92,7 +98,8 @@ struct launch_opts {
 	/* extra environment, "NAME=VALUE" */
 	struct opts_strv env;
 
-	uint64_t set_by_cli; /* bit per table entry */
+	uint64_t set_by_cli;  /* bit per table entry */
+	uint64_t set_by_file; /* bit per table entry set by a job file */
 };
 
 /* The option table (opts_values.c): names, aliases, types (for "did you mean" and the

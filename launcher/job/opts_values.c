@@ -6,6 +6,7 @@
  * returns 0, -EINVAL (leaving it untouched) or -ENOMEM.
  */
 #include "opts.h"
+#include "opts_slurm.h"
 #include "signames.h"
 
 #include <ctype.h>
@@ -321,6 +322,9 @@ static const struct settings_def opts_defs[] = {
     OPT_STR("prefix", NULL, prefix),
     OPT_STR("config", NULL, config),
     OPT_BOOL("dry_run", NULL, dry_run),
+    OPT_BOOL("no_slurm", NULL, no_slurm),
+    OPT_CUSTOM("slurm_port_range", NULL, slurm_port_range, opts_slurm_port_range_value,
+	       "LO-HI or PORT with 1 <= LO <= HI <= 65535"),
 };
 
 #define OPTS_COUNT (sizeof(opts_defs) / sizeof(opts_defs[0]))
