@@ -105,7 +105,10 @@ struct ddp_options {
 	int local_world_size;
 	/* NULL: TORCHELASTIC_RUN_ID, else "none". */
 	const char *run_id;
-	/* -1: TORCHELASTIC_RESTART_COUNT, else 0. Keys live under
+	/* -1: TORCHELASTIC_RESTART_COUNT, or DDP_ROUND - 1 when larger (the
+	 * launcher's rendezvous round across nodes: a group re-formed after a
+	 * node died, left or joined is a later attempt too, although it used no
+	 * restart), else 0. Keys live under
 	 * "/ddp/<run_id>/attempt_<attempt>/" so an earlier attempt's values are
 	 * never read. */
 	int attempt;

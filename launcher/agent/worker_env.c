@@ -119,6 +119,9 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	/* libddp's TCP transports publish this address to the other nodes. */
 	if (s->local_addr)
 		rc |= env_put(e, "DDP_LOCAL_ADDR", s->local_addr);
+	/* Every round re-forms the group: libddp counts it as an attempt. */
+	if (s->round > 0)
+		rc |= env_put_int(e, "DDP_ROUND", s->round);
 	if (!worker_env_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
 		rc |= env_put(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (!worker_env_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))

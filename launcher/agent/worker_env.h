@@ -20,6 +20,7 @@ struct worker_env_spec {
 	int master_port;
 	int restart_count, max_restarts;
 	const char *run_id;
+	int round;		/* DDP_ROUND: the rendezvous round across nodes (1, 2, ...), or 0 */
 	const char *local_addr; /* DDP_LOCAL_ADDR: this node's address for the other
 				   nodes (multi-node), or NULL */
 	const char *error_file;

@@ -41,6 +41,16 @@ def fast_conf(**kw):
     return "--rdzv_conf=" + ",".join("%s=%s" % kv for kv in conf.items())
 
 
+def wait_for(predicate, timeout, what):
+    """For conditions no line announces (a file appears): checks every
+    20 ms until `predicate` holds or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+        time.sleep(0.02)
+
+
 class Proc:
     """A process whose combined output is collected line by line."""
 

@@ -106,8 +106,13 @@ static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
 		o->local_rank = ddp_env_int("LOCAL_RANK", o->rank);
 	if (o->local_world_size < 0)
 		o->local_world_size = ddp_env_int("LOCAL_WORLD_SIZE", o->world_size);
-	if (o->attempt < 0)
+	if (o->attempt < 0) {
+		int round = ddp_env_int("DDP_ROUND", 0);
+
 		o->attempt = ddp_env_int("TORCHELASTIC_RESTART_COUNT", 0);
+		if (round - 1 > o->attempt)
+			o->attempt = round - 1;
+	}
 	if (o->local_rank < 0 || o->local_world_size <= 0 || o->attempt < 0 ||
 	    o->local_rank >= o->local_world_size) {
 		snprintf(err, errlen,

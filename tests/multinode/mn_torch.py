@@ -1,0 +1,57 @@
+"""A PyTorch gloo worker for the multi-node tests: env:// process group,
+an all-reduce checked against its sum, a few DistributedDataParallel steps
+whose parameters must agree on every rank.
+
+  mn_torch.py            then "TORCH ok rank=R world=W" and exit 0
+  mn_torch.py --forever  then "TORCH ready world=W", and all-reduces until
+                         stopped (SIGTERM)
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def check_sum(rank, world):
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)
+    assert t.item() == world * (world + 1) / 2, (t.item(), world)
+
+
+def ddp_steps(rank, world):
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        torch.manual_seed(100 * step + rank)
+        x = torch.randn(8, 4)
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    every = [torch.zeros_like(flat) for _ in range(world)]
+    dist.all_gather(every, flat)
+    assert all(torch.equal(e, flat) for e in every), "parameters differ across ranks"
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    assert world == int(os.environ["WORLD_SIZE"])
+    check_sum(rank, world)
+    ddp_steps(rank, world)
+    if "--forever" in sys.argv:
+        print("TORCH ready world=%d rank=%d port=%s" % (world, rank, os.environ["MASTER_PORT"]),
+              flush=True)
+        while True:
+            check_sum(rank, world)
+            time.sleep(0.2)
+    print("TORCH ok rank=%d world=%d" % (rank, world), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
