@@ -188,8 +188,13 @@ static void agent_restart(struct agent *ag)
 
 	summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
 	ag->attempt++;
-	log_warn("restarting the worker group: restart %d of %d%s", ag->attempt,
-		 ag->o->max_restarts, delay ? " after the backoff" : "");
+	if (delay)
+		log_warn("restarting the worker group in %.3g s (the backoff, --backoff): restart "
+			 "%d of %d",
+			 delay / 1000.0, ag->attempt, ag->o->max_restarts);
+	else
+		log_warn("restarting the worker group: restart %d of %d", ag->attempt,
+			 ag->o->max_restarts);
 	if (delay == 0) {
 		agent_start_attempt(ag);
 		return;
@@ -239,8 +244,19 @@ static void on_proc_closed(struct worker_proc *p, void *arg)
 {
 	struct agent_worker *w = arg;
 	struct agent *ag = w->ag;
+	static const char *const names[2] = {"stdout", "stderr"};
 
-	agent_worker_close_logs(w);
+	for (int s = 0; s < 2; s++) {
+		if (!p->log_lost[s])
+			continue;
+		log_error("rank %d: %llu bytes of its %s could not be written to '%s/%s.log' (%s); "
+			  "that log is incomplete (free space under --log_dir)",
+			  w->rank, (unsigned long long)p->log_lost[s], names[s], w->dir, names[s],
+			  strerror(p->log_errno[s]));
+		ag->lost_output = true;
+	}
+	if (agent_worker_close_logs(w))
+		ag->lost_output = true;
 	if (ag->nrunning == 0 && agent_all_closed(ag) &&
 	    (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING))
 		agent_group_ended(ag);
@@ -438,11 +454,19 @@ void agent_finish(struct agent *ag)
 	char path[PATH_MAX + 16];
 
 	ag->state = AGENT_DONE;
+	if (ag->lost_output && ag->exit_status == 0) {
+		log_error("the workers succeeded but some of their output was lost (see above); "
+			  "exiting with status 1");
+		ag->exit_status = 1;
+	}
 	if (ag->o->log_dir) {
 		snprintf(path, sizeof(path), "%s/summary.json", ag->rd.path);
 		if (summary_write_json(&ag->summary, path, ag->exit_status, ag->attempt + 1,
-				       ag->stop_signal))
-			log_error("cannot write '%s'", path);
+				       ag->stop_signal)) {
+			log_error("cannot write '%s' (free space under --log_dir)", path);
+			if (ag->exit_status == 0)
+				ag->exit_status = 1;
+		}
 	}
 	rundir_close(&ag->rd);
 	footprint_close(&ag->fp);

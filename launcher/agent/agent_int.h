@@ -79,6 +79,7 @@ struct agent {
 	struct rundir rd;
 	struct footprint fp; /* the job's cgroup and shared-memory names */
 	bool files;	     /* per-rank log files */
+	bool lost_output;    /* a worker log or summary write failed */
 	/* multi-node (agent_multi.c) */
 	bool round_over; /* the group was stopped because its round is over */
 	int rdzv_end;	 /* enum rdzv_outcome once the rendezvous ended, else -1 */
@@ -110,9 +111,10 @@ int agent_setup(struct agent *ag);
 int agent_prepare_attempt_dirs(struct agent *ag);
 
 /* Per worker and attempt: opens the log files (w->log_fd) when the run
- * keeps them; agent_worker_close_logs closes them (-1 stays -1). */
+ * keeps them; agent_worker_close_logs closes them (-1 stays -1) and returns 0, or
+ * the negative errno of a close that failed (reported here). */
 int agent_worker_open_logs(struct agent_worker *w);
-void agent_worker_close_logs(struct agent_worker *w);
+int agent_worker_close_logs(struct agent_worker *w);
 
 /* The worker's command line: ddp-exec [--cgroup DIR] PARENT PROGRAM
  * [--local_rank=N] ARGS..., NULL-terminated; free() it (the strings are ag's or the

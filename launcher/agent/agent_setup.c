@@ -145,13 +145,21 @@ int agent_worker_open_logs(struct agent_worker *w)
 	return 0;
 }
 
-void agent_worker_close_logs(struct agent_worker *w)
+int agent_worker_close_logs(struct agent_worker *w)
 {
+	int rc = 0;
+
 	for (int s = 0; s < 2; s++) {
-		if (w->log_fd[s] >= 0)
-			close(w->log_fd[s]);
+		/* A full disk may only show at close (delayed allocation, NFS). */
+		if (w->log_fd[s] >= 0 && close(w->log_fd[s]) && errno != EINTR) {
+			log_error("rank %d: closing its %s log in '%s' failed: %s; that log may be "
+				  "incomplete",
+				  w->rank, s ? "stderr" : "stdout", w->dir, strerror(errno));
+			rc = -errno;
+		}
 		w->log_fd[s] = -1;
 	}
+	return rc;
 }
 
 char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_arg)

@@ -33,7 +33,9 @@ static int64_t wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void write_all(int fd, const char *p, size_t n)
+/* Writes all n bytes. Returns 0, or the negative errno of the write that
+ * failed (a full disk, a closed console). */
+static int write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
@@ -49,10 +51,11 @@ static void write_all(int fd, const char *p, size_t n)
 				continue;
 		}
 		if (w <= 0)
-			return; /* a closed console must not stop the job */
+			return w < 0 ? -errno : -EIO;
 		p += w;
 		n -= (size_t)w;
 	}
+	return 0;
 }
 
 static void tail_add(struct worker_proc *p, const char *line, size_t len)
@@ -146,7 +149,15 @@ static void proc_piece(struct worker_proc *p, int s, const char *line, size_t le
 		memcpy(worker_linebuf, line + shown, n);
 		if (ends)
 			worker_linebuf[n++] = '\n';
-		write_all(p->log_fd[s], worker_linebuf, n);
+		/* A lost log write is counted, not fatal: the job goes on and the
+		 * agent reports the loss in its exit status. */
+		int rc = write_all(p->log_fd[s], worker_linebuf, n);
+
+		if (rc < 0) {
+			p->log_lost[s] += n;
+			if (!p->log_errno[s])
+				p->log_errno[s] = -rc;
+		}
 	}
 	if (p->console_fd[s] >= 0)
 		console_piece(p, s, line + shown, len - shown, shown > 0, ends);

@@ -82,6 +82,8 @@ struct worker_proc {
 	int exit_code, term_signal;
 	int64_t exit_time_ms; /* wall clock */
 	int console_fd[2], log_fd[2];
+	uint64_t log_lost[2]; /* bytes that could not be written to log_fd[s] */
+	int log_errno[2];     /* the first such write's errno, or 0 */
 	char prefix[WORKER_PROC_PREFIX_LEN];
 	size_t prefix_len;
 	char tail[WORKER_PROC_TAIL_LINES][WORKER_PROC_TAIL_LEN];

@@ -82,6 +82,26 @@ class Basics(LaunchCase):
             err = f.read()
         self.assertEqual(err, "stderr line one\nstderr line two\nfatal: ValueError: bad shape\n")
 
+    def test_log_dir_full_disk_counts(self):
+        # A worker log that cannot be written (a full disk under --log_dir)
+        # is reported, naming the rank and the file, and the job exits 1
+        # although its worker succeeded.
+        if os.geteuid() != 0:
+            self.skipTest("mounting a small tmpfs needs root")
+        full = self.path("full")
+        os.makedirs(full)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", full], check=True)
+        try:
+            r = self.launch(["--nproc_per_node=1", "--log_dir", full, "/bin/sh", "-c",
+                             "head -c 300000 /dev/zero | tr '\\0' x; echo"])
+        finally:
+            subprocess.run(["umount", full], check=True)
+        self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+        self.assertIn("rank 0: ", r.stderr)
+        self.assertIn("could not be written", r.stderr)
+        self.assertIn("No space left on device", r.stderr)
+        self.assertIn("some of their output was lost", r.stderr)
+
     def test_log_dir_per_run(self):
         # Two runs into one --log_dir: each its own directory (RUNID_XXXXXX),
         # nothing of the first overwritten or mixed in; latest is the second.
@@ -296,7 +316,8 @@ class Supervision(LaunchCase):
             seen += line
             if "restarting the worker group" in line:
                 break
-        self.assertIn("restart 1 of 1 after the backoff", seen)
+        self.assertIn("restarting the worker group in 60 s (the backoff, --backoff): restart 1 of 1",
+                      seen)
         t0 = time.monotonic()
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=20)

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "timeutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -59,6 +60,29 @@ static int trainer_share_stream(struct trainer *t)
 }
 #endif
 
+/* A checkpoint write killed between its temporary file and the rename
+ * leaves NAME.safetensors.tmp behind; rank 0 is the only writer of its
+ * checkpoint_dir, so at start every such file is a dead run's and goes. */
+static void trainer_remove_partials(const char *dir)
+{
+	static const char suffix[] = ".safetensors.tmp";
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (n <= sizeof(suffix) - 1 || strcmp(e->d_name + n - (sizeof(suffix) - 1), suffix))
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			log_info("removed '%s/%s', a partial checkpoint an interrupted run left",
+				 dir, e->d_name);
+	}
+	closedir(d);
+}
+
 /* checkpoint_dir (rank 0 creates it) must be a directory this process can
  * write in: tried now with a probe file, not at the first checkpoint,
  * which may be the last thing the run does. */
@@ -88,6 +112,7 @@ static int trainer_check_ckpt_dir(const char *dir)
 	}
 	close(fd);
 	unlink(probe);
+	trainer_remove_partials(dir);
 	return 0;
 }
 

@@ -597,6 +597,15 @@ def case_outputs(env, args):
     check(p.returncode != 0 and "checkpoint_dir '%s' is a regular file" % afile in p.stderr
           and "epoch " not in p.stdout,
           "a checkpoint_dir that is a file was not refused before training:\n" + p.stderr[-2000:])
+    # A partial checkpoint a killed run left is removed at start, and said so.
+    ckdir = os.path.join(env.tmp, "partial")
+    os.mkdir(ckdir)
+    with open(os.path.join(ckdir, "latest.safetensors.tmp"), "wb") as f:
+        f.write(b"half a checkpoint")
+    p = env.launch(1, digits_args(env, ckdir, ["--max_steps", "2", "--checkpoint_every", "0"]))
+    check(not os.path.exists(os.path.join(ckdir, "latest.safetensors.tmp"))
+          and "a partial checkpoint an interrupted run left" in p.stderr,
+          "a dead run's latest.safetensors.tmp was not removed at start:\n" + p.stderr[-2000:])
     p = env.launch(1, digits_args(env, os.path.join(env.tmp, "full"), [
         "--max_steps", "40", "--log_every", "10", "--metrics", "/dev/full"]), expect_ok=False)
     check(p.returncode != 0 and "metrics file '/dev/full': 5 of 5 record(s) lost" in p.stderr
