@@ -2,14 +2,23 @@
 
 Debian's slurm-wlm and munge: munged with a private key and socket, one
 slurmctld and N slurmd, each slurmd a node ("n1", "n2", ...) with its own
-loopback address (127.0.0.11, 127.0.0.12, ...), port and spool directory.
+loopback address, port and spool directory. The addresses are 127.A.B.11,
+127.A.B.12, ... with A.B drawn for each cluster (A >= 1), so that clusters
+started side by side by tests running in parallel, and the multinode
+suite's 127.0.0.x nodes, never meet on one address and port (a store that
+ddplaunch derives from a job id, which starts at 1 in every cluster).
 
 The daemons run inside their own PID and mount namespaces (unshare), under a
 small init (this file run with --inner) that starts them, reaps what they
 leave and stops them when its stdin closes. So nothing the cluster started
 outlives it: when the init ends, the kernel kills every process left in the
 namespace (slurmstepd, job tasks), even if this test process itself was
-killed. The mount namespace gives the nodes an /etc/hosts of their own in
+killed. The init also moves itself into a cgroup of its own (cgroup v2,
+where this process may make one), so that what runs in the cluster meets
+only its own processes in the cgroup tree: ddplaunch removes the cgroups of
+launchers that are gone, by PID, and PIDs in the cluster's namespace are not
+the host's. stop() kills what is left in that cgroup and removes it.
+The mount namespace gives the nodes an /etc/hosts of their own in
 which "n1", "n2", ... resolve to their addresses (the host's file is never
 touched). srun, sinfo and scontrol run outside, in the test's own namespaces:
 they reach the daemons over TCP and munged's socket.
@@ -64,6 +73,36 @@ class ClusterError(Exception):
     pass
 
 
+def own_cgroup():
+    """This process's cgroup v2 directory, or None without cgroup v2."""
+    mount = root = path = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            if post.startswith("cgroup2 "):
+                root, mount = pre.split()[3:5]
+                break
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                path = line[3:].strip()
+    if mount is None or path is None:
+        return None
+    if root != "/":
+        if not path.startswith(root):
+            return None
+        path = path[len(root):]
+    return os.path.join(mount, path.lstrip("/"))
+
+
+def cgroup_populated(cg):
+    try:
+        with open(os.path.join(cg, "cgroup.events")) as f:
+            return "populated 1\n" in f.read()
+    except OSError:
+        return False
+
+
 class SlurmCluster:
     """nodes: node count; cpus: CPUs per node (default: this host's count);
     extra_conf: more slurm.conf lines; start_timeout: seconds for the
@@ -75,9 +114,11 @@ class SlurmCluster:
         self.extra_conf = list(extra_conf)
         self.start_timeout = start_timeout
         self.names = ["n%d" % (i + 1) for i in range(nodes)]
-        self.addrs = ["127.0.0.%d" % (11 + i) for i in range(nodes)]
+        net = int.from_bytes(os.urandom(2), "big") % (254 * 256) + 256  # A.B, A >= 1
+        self.addrs = ["127.%d.%d.%d" % (net >> 8, net & 255, 11 + i) for i in range(nodes)]
         self.dir = None
         self.init = None
+        self.cgroup = None
         self.times = {}
         self.inner_report = {}
         self._atexit = False
@@ -211,11 +252,12 @@ class SlurmCluster:
         self.times = {}
         self.dir = tempfile.mkdtemp(prefix="ddp-slurm-")
         self._write_files()
+        self.cgroup = self._make_cgroup()
         t0 = time.monotonic()
         cmd = [which("unshare"), "--pid", "--fork", "--mount", "--mount-proc",
                "--propagation", "private", "--kill-child", "--",
                sys.executable, os.path.abspath(__file__), "--inner", self.dir,
-               ",".join(self.names)]
+               ",".join(self.names), self.cgroup or "-"]
         self.init = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=self.env(), cwd=self.dir)
         deadline = t0 + self.start_timeout
@@ -223,6 +265,41 @@ class SlurmCluster:
         self.times["daemons_started_s"] = time.monotonic() - t0
         self.times.update(self.inner_report.get("times", {}))
         self._wait_idle(deadline, t0)
+
+    def _make_cgroup(self):
+        """A cgroup for the cluster under this process's, or None where none
+        can be made (no cgroup v2, no write access): ddplaunch makes none
+        either then."""
+        own = own_cgroup()
+        if own is None:
+            return None
+        cg = os.path.join(own, "ddp-slurm-" + os.path.basename(self.dir))
+        try:
+            os.mkdir(cg)
+        except OSError:
+            return None
+        if not os.access(os.path.join(cg, "cgroup.procs"), os.W_OK):
+            os.rmdir(cg)
+            return None
+        return cg
+
+    def _remove_cgroup(self, grace=5.0):
+        """Kills what is left in the cluster's cgroup (nothing, once the
+        init has ended) and removes it with the cgroups made inside."""
+        cg, self.cgroup = self.cgroup, None
+        if not cg or not os.path.isdir(cg):
+            return
+        if cgroup_populated(cg) and os.path.exists(os.path.join(cg, "cgroup.kill")):
+            with open(os.path.join(cg, "cgroup.kill"), "w") as f:
+                f.write("1")
+        deadline = time.monotonic() + grace
+        while cgroup_populated(cg) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the kernel reaps the killed; no event to wait on here
+        for d, _, _ in os.walk(cg, topdown=False):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
 
     def _read_report(self, deadline):
         """The init's one JSON line: the daemons' PIDs (in the namespace) and
@@ -308,6 +385,7 @@ class SlurmCluster:
                 init.kill()
                 init.wait()
             init.stdout.close()
+        self._remove_cgroup()
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
@@ -390,8 +468,8 @@ class Init:
     that dies, and stops them all when its stdin closes. SIGCHLD wakes it
     through a pipe; it never polls."""
 
-    def __init__(self, d, names):
-        self.d, self.names = d, names
+    def __init__(self, d, names, cgroup):
+        self.d, self.names, self.cgroup = d, names, cgroup
         self.daemons = {}
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
@@ -403,6 +481,9 @@ class Init:
         return os.path.join(self.d, *p)
 
     def start(self):
+        if self.cgroup:
+            with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
+                f.write("0")  # this process; the daemons and their jobs follow
         subprocess.run(["mount", "--bind", self.path("hosts"), "/etc/hosts"], check=True)
         report = {"times": {}, "pids": {}}
         t0 = time.monotonic()
@@ -477,8 +558,8 @@ class Init:
                 pass
 
 
-def inner_main(d, names):
-    init = Init(d, names)
+def inner_main(d, names, cgroup):
+    init = Init(d, names, None if cgroup == "-" else cgroup)
     try:
         report = init.start()
     except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
@@ -492,8 +573,8 @@ def inner_main(d, names):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--inner":
-        sys.exit(inner_main(sys.argv[2], sys.argv[3].split(",")))
+    if len(sys.argv) == 5 and sys.argv[1] == "--inner":
+        sys.exit(inner_main(sys.argv[2], sys.argv[3].split(","), sys.argv[4]))
     # Stand-alone: start a cluster, print its timings, run srun hostname.
     why = SlurmCluster.unavailable()
     if why:

@@ -74,7 +74,7 @@ class Cluster(unittest.TestCase):
     def test_nodes_resolve_in_their_namespace(self):
         """The nodes' tasks resolve n1 and n2 to the nodes' addresses."""
         out = CLUSTER.srun(["-N1", "getent", "hosts", "n1", "n2"]).stdout.split()
-        self.assertEqual(out, ["127.0.0.11", "n1", "127.0.0.12", "n2"])
+        self.assertEqual(out, [CLUSTER.addrs[0], "n1", CLUSTER.addrs[1], "n2"])
 
     def test_stop_ends_running_steps(self):
         """A step still running when the cluster stops ends with it: nothing
@@ -136,24 +136,25 @@ class Probe(unittest.TestCase):
             self.assertEqual(t["node_rank"], str(i))
             self.assertEqual(t["node_name"], name)
             self.assertEqual(t["master"], "n1")
-            self.assertEqual(t["master_addr"], "127.0.0.11")
+            self.assertEqual(t["master_addr"], CLUSTER.addrs[0])
             self.assertEqual(t["run_id"], "slurm-%d.0" % job)
             self.assertEqual(t["port"], str(port))
             self.assertEqual(t["list_var"], "SLURM_STEP_NODELIST")
             self.assertEqual(t["procid"], str(i))
             self.assertEqual(t["localid"], "0")
-            self.assertEqual(t["resolve_note"], "n1 resolves to 127.0.0.11, a loopback "
-                                                "address: other hosts cannot reach it")
+            self.assertEqual(t["resolve_note"], "n1 resolves to %s, a loopback address: "
+                                                "other hosts cannot reach it" % CLUSTER.addrs[0])
             self.assertEqual(t["describe"],
                              "from slurm: job %d step 0, 2 nodes (n[1-2]), this is node %d "
-                             "(%s), master n1 (127.0.0.11), port %d" % (job, i, name, port))
+                             "(%s), master n1 (%s), port %d" % (job, i, name, CLUSTER.addrs[0],
+                                                                port))
 
     def test_one_node(self):
         tasks, r = self.probe(["-N1", "-w", "n2"])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         t = tasks[0]
         self.assertEqual((t["nnodes"], t["node_rank"], t["master"], t["master_addr"]),
-                         ("1", "0", "n2", "127.0.0.12"))
+                         ("1", "0", "n2", CLUSTER.addrs[1]))
 
     def test_port_range(self):
         tasks, r = self.probe(["-N2", "--ntasks-per-node=1"], ["--port-range=40000-40009"])
@@ -202,7 +203,7 @@ class Probe(unittest.TestCase):
         fixed_tasks = by_task(fixed)
         self.assertEqual(sorted(fixed_tasks), [0, 1])
         self.assertEqual([fixed_tasks[i]["node_rank"] for i in (0, 1)], ["0", "1"])
-        self.assertEqual({fixed_tasks[i]["master_addr"] for i in (0, 1)}, {"127.0.0.11"})
+        self.assertEqual({fixed_tasks[i]["master_addr"] for i in (0, 1)}, {CLUSTER.addrs[0]})
 
     def test_one_node_batch_script(self):
         out = self.sbatch(["%s" % PROBE], "-N1", "-w", "n2")
