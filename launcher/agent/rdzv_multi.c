@@ -49,7 +49,7 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 	d->c.local_addr = d->local_addr;
 	d->nproc = nproc;
 	d->max_restarts = max_restarts;
-	d->ops = &rdzv_prims_session;
+	d->ops = cfg->mode == OPTS_RDZV_ETCD ? &rdzv_prims_etcd : &rdzv_prims_session;
 	if (oom) {
 		rdzv_multi_free(d);
 		return -ENOMEM;
@@ -61,6 +61,8 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 			       err, errlen);
 	if (cfg->mode == OPTS_RDZV_STATIC)
 		d->is_host = cfg->node_rank == 0;
+	else if (cfg->mode == OPTS_RDZV_ETCD)
+		d->is_host = false; /* etcd is the store */
 	else
 		d->is_host = cfg->conf.is_host >= 0 ? cfg->conf.is_host == 1 : self;
 	if (rc < 0 && d->is_host) {
@@ -80,6 +82,7 @@ void rdzv_multi_free(struct rdzv_multi *d)
 	rdzv_machine_free(d->m);
 	if (d->token)
 		explicit_bzero(d->token, strlen(d->token));
+	explicit_bzero(d->c.conf.password, sizeof(d->c.conf.password));
 	free(d->run_id);
 	free(d->token);
 	free(d->local_addr);
@@ -372,9 +375,13 @@ static void sink_lost(void *p, int status, const char *msg)
 	d->be = NULL; /* the backend freed itself */
 	if (d->phase == DRV_ENDED)
 		return;
-	drv_fail(d, "%s; run id '%s' cannot go on without its rendezvous store (hosted by %s)", msg,
-		 d->run_id,
-		 d->c.mode == OPTS_RDZV_STATIC ? "node 0's agent" : "the endpoint's host");
+	if (d->c.mode == OPTS_RDZV_ETCD)
+		drv_fail(d, "%s; run id '%s' cannot go on without etcd", msg, d->run_id);
+	else
+		drv_fail(d,
+			 "%s; run id '%s' cannot go on without its rendezvous store (hosted by %s)",
+			 msg, d->run_id,
+			 d->c.mode == OPTS_RDZV_STATIC ? "node 0's agent" : "the endpoint's host");
 }
 
 /* A node id that is unique per agent: its address and process id. */
@@ -459,6 +466,23 @@ static const struct rdzv_prims_sink drv_sink = {
 
 /* ---- the agent's calls ---- */
 
+/* etcd: the endpoints, TLS files, user and password (OPTS_ETCD_PASSWORD_ENV
+ * when --rdzv_conf has none), each request's deadline. */
+static void drv_etcd_config(struct rdzv_multi *d, struct rdzv_prims_config *pc)
+{
+	const struct opts_rdzv_conf *c = &d->c.conf;
+	const char *pw = getenv(OPTS_ETCD_PASSWORD_ENV);
+
+	pc->endpoints = d->c.endpoints;
+	pc->ca_file = c->cacert[0] ? c->cacert : NULL;
+	pc->cert_file = c->cert[0] ? c->cert : NULL;
+	pc->key_file = c->key[0] ? c->key : NULL;
+	pc->user = c->user[0] ? c->user : NULL;
+	pc->password = c->password[0] ? c->password : pc->user && pw && *pw ? pw : NULL;
+	pc->request_timeout_ms = (int64_t)(c->read_timeout * 1000.0 + 0.5);
+	snprintf(d->peer, sizeof(d->peer), "%.*s", (int)sizeof(d->peer) - 1, d->c.endpoints);
+}
+
 int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_events *ev,
 		      void *arg)
 {
@@ -493,6 +517,8 @@ int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_e
 	pc.bind_addr = d->local_addr && rdzv_host_is_literal(d->local_addr) ? d->local_addr : NULL;
 	snprintf(d->peer, sizeof(d->peer), "%s%s%s:%d", strchr(pc.host, ':') ? "[" : "", pc.host,
 		 strchr(pc.host, ':') ? "]" : "", d->c.port);
+	if (d->c.mode == OPTS_RDZV_ETCD)
+		drv_etcd_config(d, &pc);
 	rc = d->ops->open(&pc, &drv_sink, d, &d->be);
 	if (rc < 0) {
 		log_error("cannot connect to the rendezvous store at %s: %s", d->peer,

@@ -2,8 +2,8 @@
  * rdzv_prims.h - the store primitives the rendezvous machine runs over
  * (rendezvous/rdzv/rdzv_machine.h), as an ops table, so that one driver
  * (rdzv_multi.c) runs the machine over any backend that has them: our
- * store through an agent session (rdzv_prims_session.c) today, etcd v3
- * (lease, watch, transaction) later.
+ * store through an agent session (rdzv_prims_session.c), and etcd v3
+ * (lease, watch, transaction: rdzv_prims_etcd.c).
  *
  * A backend answers every request it accepted exactly once through the
  * sink, from the loop (never from inside the call that made the request),
@@ -50,6 +50,13 @@ struct rdzv_prims_config {
 	const char *bind_addr;	    /* connect from this literal, or NULL */
 	int64_t connect_timeout_ms; /* keep trying this long */
 	uint32_t idle_timeout_ms;   /* the store ends a session silent this long (0: never) */
+	/* etcd only (NULL where not given): the endpoint list ("h1:2379,
+	 * https://h2:2379"; host/port above are unused), TLS files and the
+	 * user and password of etcd's authentication; each request's deadline
+	 * over all endpoints (0: etcd_client.h's default) */
+	const char *endpoints;
+	const char *ca_file, *cert_file, *key_file, *user, *password;
+	int64_t request_timeout_ms;
 };
 
 /* Every request returns 0 (the sink will be called) or a negative errno
@@ -81,5 +88,8 @@ struct rdzv_prims_ops {
 
 /* Our store, through an agent session (store_session.h). */
 extern const struct rdzv_prims_ops rdzv_prims_session;
+/* etcd v3 (etcd_client.h): a lease for the session, a worker thread for the
+ * client's blocking calls. */
+extern const struct rdzv_prims_ops rdzv_prims_etcd;
 
 #endif

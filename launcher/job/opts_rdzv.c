@@ -18,6 +18,9 @@ void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c)
 	c->keep_alive_interval = 5;
 	c->keep_alive_max_attempt = 3;
 	c->is_host = -1;
+	c->protocol[0] = c->cacert[0] = c->cert[0] = c->key[0] = '\0';
+	c->user[0] = c->password[0] = '\0';
+	c->read_timeout = 0;
 }
 
 /* Seconds, more than 0 (a timer of 0 would fire before anything happens),
@@ -53,6 +56,15 @@ static int conf_bool(void *obj, const struct settings_def *def, const char *s)
 	return 0;
 }
 
+/* etcd's protocol: http or https. */
+static int conf_protocol(void *obj, const struct settings_def *def, const char *s)
+{
+	if (strcmp(s, "http") && strcmp(s, "https"))
+		return -EINVAL;
+	strcpy((char *)obj + def->offset, s);
+	return 0;
+}
+
 /* torchrun's keys that mean nothing here: checked for a value only. */
 static int conf_ignored(void *obj, const struct settings_def *def, const char *s)
 {
@@ -64,6 +76,12 @@ static int conf_ignored(void *obj, const struct settings_def *def, const char *s
 	{                                                                                          \
 		.name = n, .alias = a, .type = SETTINGS_CUSTOM, .offset = CONF_OFF(f),             \
 		.parse = fn, .expect = what                                                        \
+	}
+
+#define CONF_STR(n, a, f)                                                                          \
+	{                                                                                          \
+		.name = n, .alias = a, .type = SETTINGS_BUF, .offset = CONF_OFF(f),                \
+		.size = OPTS_RDZV_CONF_STR_MAX                                                     \
 	}
 
 static const struct settings_def conf_defs[] = {
@@ -78,8 +96,14 @@ static const struct settings_def conf_defs[] = {
      .min = 1,
      .max = 1000},
     CONF_SECS("is_host", NULL, is_host, conf_bool, "true or false"),
-    CONF_SECS("read_timeout", NULL, is_host, conf_ignored, "seconds"),
+    CONF_SECS("read_timeout", NULL, read_timeout, conf_seconds, "seconds, more than 0"),
     CONF_SECS("use_libuv", NULL, is_host, conf_ignored, "true or false"),
+    CONF_SECS("protocol", NULL, protocol, conf_protocol, "http or https"),
+    CONF_STR("cacert", "ca_cert", cacert),
+    CONF_STR("cert", "ssl_cert", cert),
+    CONF_STR("key", "ssl_cert_key", key),
+    CONF_STR("user", NULL, user),
+    CONF_STR("password", NULL, password),
 };
 
 static const struct settings_table conf_table = {conf_defs,
@@ -187,6 +211,8 @@ const char *opts_rdzv_mode_name(enum opts_rdzv_mode mode)
 		return "static";
 	case OPTS_RDZV_C10D:
 		return "c10d";
+	case OPTS_RDZV_ETCD:
+		return "etcd";
 	default:
 		return "local";
 	}
@@ -208,16 +234,12 @@ static int check_backend(const struct launch_opts *o, char *err, size_t errlen)
 {
 	const char *b = o->rdzv_backend;
 
-	if (!strcmp(b, "static") || !strcmp(b, "c10d"))
+	/* torchrun's two etcd backends (both etcd's v2 API) are one here,
+	 * on etcd's v3 API. */
+	if (!strcmp(b, "static") || !strcmp(b, "c10d") || !strcmp(b, "etcd") ||
+	    !strcmp(b, "etcd-v2"))
 		return 0;
-	if (!strcmp(b, "etcd") || !strcmp(b, "etcd-v2")) {
-		snprintf(err, errlen,
-			 "--rdzv_backend=%s is not supported by this ddplaunch yet; use "
-			 "--rdzv_backend=c10d (a ddplaunch agent or ddp-rdzvd hosts the store)",
-			 b);
-		return -ENOTSUP;
-	}
-	snprintf(err, errlen, "unknown --rdzv_backend '%s' (use c10d or static)", b);
+	snprintf(err, errlen, "unknown --rdzv_backend '%s' (use c10d, etcd or static)", b);
 	return -EINVAL;
 }
 
@@ -257,6 +279,131 @@ static int resolve_c10d(const struct launch_opts *o, struct opts_rdzv *r, char *
 	}
 	return opts_endpoint_parse(o->rdzv_endpoint, OPTS_C10D_PORT, r->host, sizeof(r->host),
 				   &r->port, err, errlen);
+}
+
+static bool is_etcd(const char *backend)
+{
+	return !strcmp(backend, "etcd") || !strcmp(backend, "etcd-v2");
+}
+
+/* The etcd keys of --rdzv_conf only make sense with etcd. */
+static int check_etcd_keys(const struct opts_rdzv *r, char *err, size_t errlen)
+{
+	const struct opts_rdzv_conf *c = &r->conf;
+	const char *k = c->protocol[0]	 ? "protocol"
+			: c->cacert[0]	 ? "cacert"
+			: c->cert[0]	 ? "cert"
+			: c->key[0]	 ? "key"
+			: c->user[0]	 ? "user"
+			: c->password[0] ? "password"
+					 : NULL;
+
+	if (!k)
+		return 0;
+	snprintf(err, errlen,
+		 "--rdzv_conf: '%s' is for --rdzv_backend=etcd (the %s rendezvous does not use "
+		 "it)",
+		 k, opts_rdzv_mode_name(r->mode));
+	return -EINVAL;
+}
+
+static int etcd_conf_check(const struct opts_rdzv_conf *c, char *err, size_t errlen)
+{
+	if (!strcmp(c->protocol, "http") && (c->cacert[0] || c->cert[0])) {
+		snprintf(err, errlen,
+			 "--rdzv_conf: protocol=http with %s (TLS): use protocol=https, or leave "
+			 "it out",
+			 c->cacert[0] ? "cacert" : "cert");
+		return -EINVAL;
+	}
+	if (!c->cert[0] != !c->key[0]) {
+		snprintf(err, errlen,
+			 "--rdzv_conf: %s (the client certificate and its private key go "
+			 "together)",
+			 c->cert[0] ? "cert needs key" : "key needs cert");
+		return -EINVAL;
+	}
+	if (c->password[0] && !c->user[0]) {
+		snprintf(err, errlen, "--rdzv_conf: password needs user (etcd's user name)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* One entry of an etcd endpoint list (len bytes at p, trimmed) appended to
+ * r->endpoints with its port; the first one also sets r->host/port. */
+static int etcd_entry(const char *p, size_t len, bool https, struct opts_rdzv *r, size_t *off,
+		      char *err, size_t errlen)
+{
+	const char *scheme = https ? "https://" : "";
+	char item[OPTS_RDZV_HOST_MAX + 16], host[OPTS_RDZV_HOST_MAX + 1];
+	const char *rest = item;
+	int port, n;
+
+	if (len == 0 || len >= sizeof(item)) {
+		snprintf(err, errlen,
+			 "bad --rdzv_endpoint entry '%.*s' (expected HOST[:PORT], "
+			 "e.g. etcd1:2379,etcd2:2379)",
+			 (int)(len > 60 ? 60 : len), p);
+		return -EINVAL;
+	}
+	memcpy(item, p, len);
+	item[len] = '\0';
+	if (!strncmp(item, "http://", 7) || !strncmp(item, "https://", 8)) {
+		scheme = item[4] == 's' ? "https://" : "http://";
+		rest = item + strlen(scheme);
+	}
+	if (opts_endpoint_parse(rest, OPTS_ETCD_PORT, host, sizeof(host), &port, err, errlen))
+		return -EINVAL;
+	if (*off == 0) {
+		strcpy(r->host, host);
+		r->port = port;
+	}
+	n = snprintf(r->endpoints + *off, sizeof(r->endpoints) - *off, "%s%s%s%s%s:%d",
+		     *off ? "," : "", scheme, strchr(host, ':') ? "[" : "", host,
+		     strchr(host, ':') ? "]" : "", port);
+	if (n < 0 || (size_t)n >= sizeof(r->endpoints) - *off) {
+		snprintf(err, errlen,
+			 "--rdzv_endpoint: the etcd endpoint list is longer than %d "
+			 "bytes",
+			 OPTS_RDZV_ENDPOINTS_MAX);
+		return -EINVAL;
+	}
+	*off += (size_t)n;
+	return 0;
+}
+
+static int resolve_etcd(const struct launch_opts *o, struct opts_rdzv *r, char *err, size_t errlen)
+{
+	bool https = !strcmp(r->conf.protocol, "https");
+	const char *p = o->rdzv_endpoint;
+	size_t off = 0;
+
+	r->mode = OPTS_RDZV_ETCD;
+	if (!p) {
+		snprintf(err, errlen,
+			 "--rdzv_backend=etcd needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...] "
+			 "(the etcd cluster's client endpoints, e.g. "
+			 "--rdzv_endpoint=etcd1:2379,etcd2:2379,etcd3:2379)");
+		return -EINVAL;
+	}
+	if (etcd_conf_check(&r->conf, err, errlen))
+		return -EINVAL;
+	while (*p) {
+		size_t len = strcspn(p, ","), n = len;
+		const char *s = p;
+
+		while (n && *s == ' ')
+			s++, n--;
+		while (n && s[n - 1] == ' ')
+			n--;
+		if (etcd_entry(s, n, https, r, &off, err, errlen))
+			return -EINVAL;
+		p += len + (p[len] == ',');
+	}
+	if (!off)
+		return etcd_entry(p, 0, https, r, &off, err, errlen);
+	return 0;
 }
 
 static int resolve_token(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
@@ -306,10 +453,11 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 	}
 	/* One node needs no rendezvous, unless c10d is asked for with an
 	 * endpoint (a one-node job that meets through a shared store). */
-	if (o->standalone ||
-	    (o->nnodes_max == 1 && (strcmp(o->rdzv_backend, "c10d") || !o->rdzv_endpoint))) {
+	if (o->standalone || (o->nnodes_max == 1 &&
+			      ((strcmp(o->rdzv_backend, "c10d") && !is_etcd(o->rdzv_backend)) ||
+			       !o->rdzv_endpoint))) {
 		r->mode = OPTS_RDZV_LOCAL;
-		return 0;
+		return check_etcd_keys(r, err, errlen);
 	}
 	if (!word_ok(r->run_id, 128)) {
 		snprintf(err, errlen,
@@ -323,9 +471,33 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 			 r->local_addr);
 		return -EINVAL;
 	}
+	if (is_etcd(o->rdzv_backend))
+		return resolve_etcd(o, r, err, errlen);
 	rc = !strcmp(o->rdzv_backend, "c10d") ? resolve_c10d(o, r, err, errlen)
 					      : resolve_static(o, r, err, errlen);
-	return rc;
+	return rc < 0 ? rc : check_etcd_keys(r, err, errlen);
+}
+
+/* --dry_run's etcd lines; the password is never shown. */
+static void etcd_print(const struct opts_rdzv *r, FILE *out)
+{
+	const struct opts_rdzv_conf *c = &r->conf;
+	bool tls = !strcmp(c->protocol, "https") || c->cacert[0] || c->cert[0] ||
+		   strstr(r->endpoints, "https://");
+
+	fprintf(out, "rdzv_store = etcd at %s (no agent hosts a store)\n", r->endpoints);
+	fprintf(out, "rdzv_etcd_timeout = %g s per request\n",
+		c->read_timeout > 0 ? c->read_timeout : 5.0);
+	if (tls)
+		fprintf(out, "rdzv_etcd_tls = https (ca: %s; client certificate: %s)\n",
+			c->cacert[0] ? c->cacert : "the system's", c->cert[0] ? c->cert : "none");
+	else
+		fprintf(out, "rdzv_etcd_tls = none\n");
+	if (c->user[0])
+		fprintf(out, "rdzv_etcd_user = %s (password from %s; not shown)\n", c->user,
+			c->password[0] ? "--rdzv_conf" : OPTS_ETCD_PASSWORD_ENV);
+	else
+		fprintf(out, "rdzv_etcd_user = none\n");
 }
 
 void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
@@ -335,13 +507,17 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 	fprintf(out, "rdzv = %s\n", opts_rdzv_mode_name(r->mode));
 	if (r->mode == OPTS_RDZV_LOCAL)
 		return;
-	fprintf(out, "rdzv_store = %s%s%s:%d (%s)\n", strchr(r->host, ':') ? "[" : "", r->host,
-		strchr(r->host, ':') ? "]" : "", r->port,
-		r->mode == OPTS_RDZV_STATIC
-		    ? "hosted by node 0"
-		    : (c->is_host == 1	 ? "hosted by this node"
-		       : c->is_host == 0 ? "hosted by another node or ddp-rdzvd"
-					 : "hosted by the node with this address, or ddp-rdzvd"));
+	if (r->mode == OPTS_RDZV_ETCD)
+		etcd_print(r, out);
+	else
+		fprintf(out, "rdzv_store = %s%s%s:%d (%s)\n", strchr(r->host, ':') ? "[" : "",
+			r->host, strchr(r->host, ':') ? "]" : "", r->port,
+			r->mode == OPTS_RDZV_STATIC
+			    ? "hosted by node 0"
+			    : (c->is_host == 1 ? "hosted by this node"
+			       : c->is_host == 0
+				   ? "hosted by another node or ddp-rdzvd"
+				   : "hosted by the node with this address, or ddp-rdzvd"));
 	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
 	if (r->node_rank >= 0)
 		fprintf(out, "rdzv_node_rank = %d\n", r->node_rank);

@@ -18,6 +18,12 @@
  *  - c10d:   --rdzv_backend=c10d --rdzv_endpoint=HOST[:PORT] (default port
  *            29400) with --nnodes=N or MIN:MAX: the agent whose address is
  *            HOST hosts the store (or a ddp-rdzvd there does).
+ *  - etcd:   --rdzv_backend=etcd (or torchrun's other name, etcd-v2)
+ *            --rdzv_endpoint=HOST[:PORT][,HOST[:PORT]...] (default port 2379;
+ *            an entry may start with http:// or https://) with --nnodes=N or
+ *            MIN:MAX: the nodes meet on an etcd v3 cluster; no agent hosts a
+ *            rendezvous store. TLS and authentication through --rdzv_conf
+ *            (protocol, cacert, cert, key, user, password; see below).
  */
 #ifndef DDP_LAUNCHER_OPTS_RDZV_H
 #define DDP_LAUNCHER_OPTS_RDZV_H
@@ -27,11 +33,14 @@
 
 #include "opts.h"
 
-#define OPTS_RDZV_HOST_MAX  255
-#define OPTS_STATIC_PORT    29500 /* torchrun's --master_port default */
-#define OPTS_C10D_PORT	    29400 /* torchrun's --rdzv_endpoint port default */
-#define OPTS_RDZV_TOKEN_ENV "DDP_RDZV_TOKEN"
-#define OPTS_RDZV_TOKEN_MAX 4096
+#define OPTS_RDZV_HOST_MAX	255
+#define OPTS_STATIC_PORT	29500 /* torchrun's --master_port default */
+#define OPTS_C10D_PORT		29400 /* torchrun's --rdzv_endpoint port default */
+#define OPTS_ETCD_PORT		2379  /* etcd's client port */
+#define OPTS_RDZV_ENDPOINTS_MAX 1023
+#define OPTS_RDZV_CONF_STR_MAX	256 /* an etcd --rdzv_conf string, with its NUL */
+#define OPTS_RDZV_TOKEN_ENV	"DDP_RDZV_TOKEN"
+#define OPTS_RDZV_TOKEN_MAX	4096
 
 /* --rdzv_conf, in seconds (torchrun's names and defaults). */
 struct opts_rdzv_conf {
@@ -41,18 +50,37 @@ struct opts_rdzv_conf {
 	double keep_alive_interval; /* 5: heartbeat period */
 	int keep_alive_max_attempt; /* 3: missed heartbeats that mean dead */
 	int is_host;		    /* -1: by address; 0, 1: as given (is_host=) */
+	/* etcd only ("" when not given): torchrun's keys of its etcd backend
+	 * (its etcd-v2 backend's names are aliases: ca_cert, ssl_cert,
+	 * ssl_cert_key), and etcd's own authentication */
+	char protocol[8];		       /* http or https */
+	char cacert[OPTS_RDZV_CONF_STR_MAX];   /* CA bundle to verify etcd against */
+	char cert[OPTS_RDZV_CONF_STR_MAX];     /* client certificate (PEM) */
+	char key[OPTS_RDZV_CONF_STR_MAX];      /* its key */
+	char user[OPTS_RDZV_CONF_STR_MAX];     /* etcd user; the password from */
+	char password[OPTS_RDZV_CONF_STR_MAX]; /* here or OPTS_ETCD_PASSWORD_ENV */
+	double read_timeout; /* etcd: each request's deadline over all endpoints, s
+				(0: 5 s); other backends: accepted, unused */
 };
+
+/* etcd's password when --rdzv_conf has user= but no password= (read by the
+ * agent; a password on the command line is visible to every local user). */
+#define OPTS_ETCD_PASSWORD_ENV "DDP_ETCD_PASSWORD"
 
 enum opts_rdzv_mode {
 	OPTS_RDZV_LOCAL = 0,
 	OPTS_RDZV_STATIC,
 	OPTS_RDZV_C10D,
+	OPTS_RDZV_ETCD,
 };
 
 struct opts_rdzv {
 	enum opts_rdzv_mode mode;
-	char host[OPTS_RDZV_HOST_MAX + 1]; /* the store's host (not for local) */
+	char host[OPTS_RDZV_HOST_MAX + 1]; /* the store's host (not for local;
+					      etcd: the first endpoint's) */
 	int port;			   /* its port; 0 only for the hosting node */
+	/* etcd: the endpoints, each with its port ("h1:2379,https://h2:2379") */
+	char endpoints[OPTS_RDZV_ENDPOINTS_MAX + 1];
 	int min_nodes, max_nodes;
 	int node_rank; /* -1: not given (c10d); static: 0 when not given */
 	const char *run_id;
@@ -70,8 +98,11 @@ void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c);
  * *c, which holds the defaults or earlier values. Keys: join_timeout,
  * last_call_timeout, close_timeout, keep_alive_interval (seconds, > 0;
  * last_call_timeout >= 0), keep_alive_max_attempt (1..1000), is_host
- * (a boolean), and torchrun's timeout (join_timeout's older name) and
- * read_timeout, use_libuv (accepted, meaningless here). Returns 0, or
+ * (a boolean), and torchrun's timeout (join_timeout's older name),
+ * read_timeout (seconds, > 0; etcd only) and use_libuv (accepted,
+ * meaningless here); for etcd: protocol (http or https), cacert, cert,
+ * key, user, password (strings of fewer than OPTS_RDZV_CONF_STR_MAX bytes,
+ * no ','). Returns 0, or
  * -EINVAL with err naming the item and the fix ("did you mean" for a near
  * key); *c is then partly updated. */
 int opts_rdzv_conf_parse(const char *text, struct opts_rdzv_conf *c, char *err, size_t errlen);
@@ -85,15 +116,15 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
  * launcher's environment (NULL when unset). Strings in *r point into o or
  * env_token. Returns 0, or -EINVAL/-ENOTSUP with err naming the option and
  * the fix (e.g. an unknown backend, MIN:MAX with the static backend, c10d
- * without an endpoint). */
+ * or etcd without an endpoint, etcd keys in --rdzv_conf of another backend). */
 int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
 		      char *err, size_t errlen);
 
-/* "local", "static" or "c10d". */
+/* "local", "static", "c10d" or "etcd". */
 const char *opts_rdzv_mode_name(enum opts_rdzv_mode mode);
 
 /* Prints the resolved rendezvous for --dry_run ("rdzv = ..." lines; the
- * token is never shown, only where it came from). */
+ * token and etcd's password are never shown, only where they came from). */
 void opts_rdzv_print(const struct opts_rdzv *r, FILE *out);
 
 #endif

@@ -213,7 +213,7 @@ static void test_c10d(void **state)
 static void test_refusals(void **state)
 {
 	static const char *const cases[][4] = {
-	    {"--nnodes=2", "--rdzv_backend=etcd", "not supported"},
+	    {"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_backend=etcd needs --rdzv_endpoint"},
 	    {"--nnodes=2", "--rdzv_backend=zookeeper", "unknown --rdzv_backend 'zookeeper'"},
 	    {"--nnodes=2", "--rdzv_id=a/b", "--rdzv_id 'a/b'"},
 	    {"--nnodes=2", "--rdzv_id=a b", "--rdzv_id 'a b'"},
@@ -260,6 +260,86 @@ static void test_token_sources(void **state)
 	opts_release(&o);
 }
 
+/* etcd: an endpoint list with default ports and schemes, TLS and
+ * authentication keys (torchrun's names and its etcd-v2 aliases), the
+ * password never printed, and what is refused. */
+static void test_etcd(void **state)
+{
+	static const char *const bad[][4] = {
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1,,h2", "--rdzv_conf=is_host=0",
+	     "bad --rdzv_endpoint entry ''"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1:x", "--rdzv_conf=is_host=0",
+	     "bad --rdzv_endpoint 'h1:x'"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1", "--rdzv_conf=protocol=ftp",
+	     "expected http or https"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1", "--rdzv_conf=protocol=http,cacert=/ca",
+	     "protocol=http with cacert"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1", "--rdzv_conf=cert=/c", "cert needs key"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1", "--rdzv_conf=password=pw",
+	     "password needs user"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=h1", "--rdzv_conf=cacert=/ca",
+	     "'cacert' is for --rdzv_backend=etcd"},
+	};
+	struct launch_opts o;
+	struct opts_rdzv r;
+	char out[4096] = "";
+	FILE *mem;
+
+	assert_int_equal(resolve(NULL, &o, &r, "--nnodes=2:4", "--rdzv_backend=etcd",
+				 "--rdzv_endpoint=h1, h2:2400,https://h3,[::1]", "--rdzv_id=j",
+				 NULL),
+			 0);
+	assert_int_equal(r.mode, OPTS_RDZV_ETCD);
+	assert_string_equal(r.endpoints, "h1:2379,h2:2400,https://h3:2379,[::1]:2379");
+	assert_string_equal(r.host, "h1");
+	assert_int_equal(r.port, 2379);
+	assert_int_equal(r.min_nodes, 2);
+	assert_int_equal(r.max_nodes, 4);
+	opts_release(&o);
+	/* torchrun's keys, its etcd-v2 spellings, and our authentication */
+	assert_int_equal(resolve(NULL, &o, &r, "--nnodes=2", "--rdzv_backend=etcd-v2",
+				 "--rdzv_endpoint=h1,h2",
+				 "--rdzv_conf=protocol=https,ca_cert=/ca.pem,ssl_cert=/c.pem,"
+				 "ssl_cert_key=/k.pem,user=root,password=pw-secret,read_timeout=2",
+				 NULL),
+			 0);
+	assert_string_equal(r.endpoints, "https://h1:2379,https://h2:2379");
+	assert_string_equal(r.conf.cacert, "/ca.pem");
+	assert_string_equal(r.conf.cert, "/c.pem");
+	assert_string_equal(r.conf.key, "/k.pem");
+	assert_string_equal(r.conf.user, "root");
+	assert_string_equal(r.conf.password, "pw-secret");
+	assert_true(r.conf.read_timeout == 2);
+	mem = fmemopen(out, sizeof(out) - 1, "w");
+	assert_non_null(mem);
+	opts_rdzv_print(&r, mem);
+	fclose(mem);
+	assert_non_null(strstr(out, "rdzv = etcd\n"));
+	assert_non_null(
+	    strstr(out, "rdzv_store = etcd at https://h1:2379,https://h2:2379 (no agent hosts"));
+	assert_non_null(strstr(out, "rdzv_etcd_timeout = 2 s per request\n"));
+	assert_non_null(strstr(out, "rdzv_etcd_tls = https (ca: /ca.pem; client certificate: "
+				    "/c.pem)\n"));
+	assert_non_null(strstr(out, "rdzv_etcd_user = root (password from --rdzv_conf; not "
+				    "shown)\n"));
+	assert_null(strstr(out, "pw-secret"));
+	opts_release(&o);
+	/* one node with an endpoint meets through etcd too */
+	assert_int_equal(resolve(NULL, &o, &r, "--rdzv_backend=etcd", "--rdzv_endpoint=h1", NULL),
+			 0);
+	assert_int_equal(r.mode, OPTS_RDZV_ETCD);
+	opts_release(&o);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = resolve(NULL, &o, &r, "--nnodes=2", bad[i][0], bad[i][1], bad[i][2], NULL);
+
+		if (rc >= 0)
+			fail_msg("case %zu: accepted", i);
+		if (!strstr(err, bad[i][3]))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i][3]);
+		opts_release(&o);
+	}
+}
+
 /* The job file's key, and the token never printed by --dry_run's block. */
 static void test_jobfile_token_not_printed(void **state)
 {
@@ -298,6 +378,7 @@ int main(void)
 	    cmocka_unit_test(test_static),
 	    cmocka_unit_test(test_c10d),
 	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_etcd),
 	    cmocka_unit_test(test_token_sources),
 	    cmocka_unit_test(test_jobfile_token_not_printed),
 	};
