@@ -159,7 +159,7 @@ static void drv_round(struct rdzv_multi *d)
 		 w->round, d->run_id, w->rank, w->size, w->first_proc,
 		 w->first_proc + (uint64_t)d->nproc - 1, w->world_procs, w->master_addr,
 		 w->master_port);
-	if (d->join_cb && !d->shutdown)
+	if (d->join_cb && !d->shutdown && !d->leaving)
 		drv_deliver(d);
 }
 
@@ -535,7 +535,7 @@ int rdzv_multi_join(struct rdzv_multi *d, rdzv_joined_fn done, void *arg)
 		return -ECANCELED;
 	d->join_cb = done;
 	d->join_arg = arg;
-	if (d->have_round)
+	if (d->have_round && !d->leaving)
 		drv_deliver(d);
 	return 0;
 }
@@ -548,6 +548,8 @@ void rdzv_multi_group_exited(struct rdzv_multi *d, bool success)
 
 void rdzv_multi_leave(struct rdzv_multi *d)
 {
+	/* A round formed while leaving would only start workers to stop. */
+	d->leaving = true;
 	if (d->phase == DRV_ON)
 		drv_after(d, rdzv_stop(d->m, drv_now()));
 	else if (d->phase == DRV_CONNECTING)

@@ -42,6 +42,7 @@ struct rdzv_multi {
 	struct rdzv_machine *m;
 	enum drv_phase phase;
 	bool draining, shutdown;
+	bool leaving; /* rdzv_leave: no round is given to the agent any more */
 	int exit_status;
 
 	uv_timer_t timer; /* the machine's one timer */

@@ -10,7 +10,7 @@
 # BUILD/bench-results.txt.
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
-#                          --allreduce-only | --train-only]
+#                          --allreduce-only | --train-only | --multinode-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -24,7 +24,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train"
+quick=0 parts="store launch allreduce train multinode"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -32,9 +32,10 @@ for arg in "$@"; do
 	--launch-only) parts=launch ;;
 	--allreduce-only) parts=allreduce ;;
 	--train-only) parts=train ;;
+	--multinode-only) parts=multinode ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only]" >&2
+			"--train-only | --multinode-only]" >&2
 		exit 2
 		;;
 	esac
@@ -44,7 +45,7 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root" -Dbuildtype=release >/dev/null
 fi
 meson compile -C "$build" store_bench launch_bench launch_bench_worker allreduce_bench \
-	ddp-rdzvd ddplaunch ddp-exec ddp-train >/dev/null
+	ddp-rdzvd ddplaunch ddp-exec ddp-train rdzv_swarm mn_worker >/dev/null
 
 # The path of a built executable, by target name.
 target_path() {
@@ -130,6 +131,17 @@ bench_one() { # PART PYTHON-or-empty TAG
 			--source "$root" --python "$py" --out "$build/train_bench-$tag.md")
 		[ "$quick" = 1 ] && args+=(--reps 1 --configs digits)
 		run train "$tag" /usr/bin/python3 "$root/tests/bench/train_bench.py" "${args[@]}"
+		;;
+	multinode) # the swarm once; the agents beside torchrun 2.x only (1.13's differs)
+		case $tag in torch-1.*) return 0 ;; esac
+		local sizes=64,512,4000 agents=2,8,16
+		[ "$quick" = 1 ] && sizes=64,512 agents=2,8
+		run multinode "$tag" "$(target_path rdzv_swarm)" --rdzvd "$(target_path ddp-rdzvd)" \
+			--agents "$sizes"
+		local args=(--ddplaunch "$(target_path ddplaunch)" --worker "$(target_path mn_worker)"
+			--sizes "$agents" --out "$build/mn_bench-$tag.md")
+		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
+		run multinode-agents "$tag" /usr/bin/python3 "$root/tests/bench/mn_bench.py" "${args[@]}"
 		;;
 	esac
 }
