@@ -41,7 +41,7 @@ static void standalone_run_id(struct launch_opts *o)
 int main(int argc, char **argv)
 {
 	struct launch_opts o;
-	char err[OPTS_ERR_LEN] = "";
+	char err[4 * OPTS_ERR_LEN] = ""; /* room for slurm's explanations */
 	int rc;
 
 	log_init("ddplaunch", LOG_INFO);
