@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +18,9 @@
 
 #define CG_PREFIX   "ddplaunch-"
 #define CG_EMPTY_MS 1000
+/* The lock a launcher holds for its cgroup's life: /dev/shm is shared by
+ * launchers in other PID namespaces (a pid there means nothing here). */
+#define CG_LOCK_FMT "/dev/shm/ddplaunch-cgroup-%s.lock"
 
 /* The process's start time (clock ticks after boot, field 22 of
  * /proc/PID/stat), or 0 when there is no such process. */
@@ -107,6 +111,28 @@ static void cg_wait_empty(const char *dir, int ms)
 		close(fd);
 }
 
+/* Whether the cgroup named CG_PREFIX `id` is provably abandoned: its lock
+ * file exists and nobody holds it (its launcher died). A cgroup without a
+ * lock file here is left alone: its launcher may run in another PID or
+ * mount namespace, where our view of its pid proves nothing. The lock file
+ * of an abandoned cgroup is removed. */
+static bool cg_lock_free(const char *id)
+{
+	char path[PATH_MAX];
+	int fd;
+	bool free_lock;
+
+	snprintf(path, sizeof(path), CG_LOCK_FMT, id);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	free_lock = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	if (free_lock)
+		unlink(path);
+	close(fd);
+	return free_lock;
+}
+
 /* Removes the cgroups CG_PREFIX PID-START under `parent` whose launcher is
  * gone, killing what is still in them first (a job whose launcher and
  * guards were all killed at once). */
@@ -127,6 +153,8 @@ static void cg_remove_stale(const char *parent)
 			continue;
 		if (proc_start_time(pid) == start)
 			continue; /* its launcher runs */
+		if (!cg_lock_free(e->d_name + strlen(CG_PREFIX)))
+			continue; /* held, or unknown: maybe a launcher in another PID namespace */
 		snprintf(path, sizeof(path), "%s/%s", parent, e->d_name);
 		if (cg_populated(path)) {
 			log_debug("killing what is left in '%s' (its launcher is gone)", path);
@@ -201,6 +229,51 @@ static int cg_own_dir(char *dir, size_t len)
 	return access(line, W_OK) ? -errno : 0;
 }
 
+/* Removes lock files whose cgroup is gone and whose holder died (the guards
+ * of a killed launcher remove its cgroup, not its lock file). */
+static void cg_remove_stale_locks(void)
+{
+	static const char prefix[] = "ddplaunch-cgroup-", suffix[] = ".lock";
+	char id[NAME_MAX + 1];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name), p = sizeof(prefix) - 1, x = sizeof(suffix) - 1;
+
+		if (n <= p + x || strncmp(e->d_name, prefix, p) ||
+		    strcmp(e->d_name + n - x, suffix))
+			continue;
+		memcpy(id, e->d_name + p, n - p - x);
+		id[n - p - x] = '\0';
+		if (cg_lock_free(id))
+			log_debug("removed '/dev/shm/%s' (its launcher is gone)", e->d_name);
+	}
+	closedir(d);
+}
+
+/* Takes the lock that says this job's cgroup is in use (cg_lock_free),
+ * held until footprint_close or this process's death. */
+static int cg_lock_take(struct footprint *f)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), CG_LOCK_FMT, strrchr(f->cgroup, '/') + 1 + strlen(CG_PREFIX));
+	f->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (f->lock_fd < 0)
+		return -errno;
+	if (flock(f->lock_fd, LOCK_EX | LOCK_NB)) {
+		int rc = -errno;
+
+		close(f->lock_fd);
+		f->lock_fd = -1;
+		return rc;
+	}
+	return 0;
+}
+
 static void footprint_make_cgroup(struct footprint *f)
 {
 	char own[PATH_MAX], kill_file[PATH_MAX + 16];
@@ -208,6 +281,7 @@ static void footprint_make_cgroup(struct footprint *f)
 
 	if (rc == 0) {
 		cg_remove_stale(own);
+		cg_remove_stale_locks();
 		rc = snprintf(f->cgroup, sizeof(f->cgroup), "%s/" CG_PREFIX "%ld-%llu", own,
 			      (long)getpid(), proc_start_time((long)getpid()));
 		if (rc < 0 || (size_t)rc >= sizeof(f->cgroup))
@@ -215,6 +289,8 @@ static void footprint_make_cgroup(struct footprint *f)
 		else
 			rc = mkdir(f->cgroup, 0755) ? -errno : 0;
 	}
+	if (rc == 0 && (rc = cg_lock_take(f)))
+		rmdir(f->cgroup);
 	if (rc == 0) {
 		snprintf(kill_file, sizeof(kill_file), "%s/cgroup.kill", f->cgroup);
 		if (access(kill_file, W_OK)) {
@@ -244,6 +320,7 @@ void footprint_open(struct footprint *f, bool use_cgroup)
 	for (int i = 0; i < 8; i++)
 		snprintf(f->tag + 2 * i, 3, "%02x", b[i]);
 	f->cgroup[0] = '\0';
+	f->lock_fd = -1;
 	if (use_cgroup)
 		footprint_make_cgroup(f);
 	else
@@ -289,5 +366,15 @@ void footprint_close(struct footprint *f)
 	if (rmdir(f->cgroup))
 		log_debug("cannot remove '%s': %s (the next ddplaunch removes it)", f->cgroup,
 			  strerror(errno));
+	else if (f->lock_fd >= 0) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), CG_LOCK_FMT,
+			 strrchr(f->cgroup, '/') + 1 + strlen(CG_PREFIX));
+		unlink(path);
+	}
+	if (f->lock_fd >= 0)
+		close(f->lock_fd);
+	f->lock_fd = -1;
 	f->cgroup[0] = '\0';
 }

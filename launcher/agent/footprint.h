@@ -14,8 +14,10 @@
  *     and footprint_sweep removes them.
  *
  * The PID-STARTTIME pair names the launcher that made a cgroup (a pid alone
- * may have been reused); the next launcher removes the cgroups of those
- * that are gone (footprint_open).
+ * may have been reused); the launcher holds an flock on
+ * /dev/shm/ddplaunch-cgroup-PID-STARTTIME.lock for the cgroup's life, and
+ * the next launcher removes only the cgroups whose lock is free (a pid
+ * that looks gone may belong to a launcher in another PID namespace).
  */
 #ifndef DDP_LAUNCHER_FOOTPRINT_H
 #define DDP_LAUNCHER_FOOTPRINT_H
@@ -28,6 +30,7 @@
 struct footprint {
 	char tag[FOOTPRINT_TAG_LEN]; /* DDP_JOB_TAG */
 	char cgroup[PATH_MAX];	     /* the job's cgroup directory, or "" for none */
+	int lock_fd;		     /* holds /dev/shm/ddplaunch-cgroup-ID.lock, or -1 */
 };
 
 /* Picks a fresh tag and, when `use_cgroup`, removes the cgroups left by
