@@ -163,10 +163,31 @@ static void drv_round(struct rdzv_multi *d)
 		drv_deliver(d);
 }
 
+/* Under a Slurm step a node that is gone never comes back: with fewer than
+ * MIN left, waiting for it until the join deadline only keeps the step. */
+static bool drv_lost_for_good(struct rdzv_multi *d)
+{
+	const struct rdzv_state *st = rdzv_machine_state(d->m);
+	int left = d->round.group_world_size - 1;
+
+	if (!d->c.lost_nodes_final || !st || d->round.group_world_size == 0 ||
+	    (st->reason != RDZV_WHY_DEAD && st->reason != RDZV_WHY_LEFT) || left >= d->c.min_nodes)
+		return false;
+	drv_fail(d,
+		 "node '%s' is %s and the %d node%s left %s fewer than --nnodes' %d; under slurm a "
+		 "lost node does not come back, so the job of run id '%s' ends "
+		 "(--rdzv_backend=c10d with --nnodes=MIN:MAX goes on with fewer)",
+		 st->subject, st->reason == RDZV_WHY_DEAD ? "gone" : "leaving", left,
+		 left == 1 ? "" : "s", left == 1 ? "is" : "are", d->c.min_nodes, d->run_id);
+	return true;
+}
+
 static void drv_round_over(struct rdzv_multi *d, const char *why)
 {
 	int port;
 
+	if (drv_lost_for_good(d))
+		return;
 	d->have_round = false;
 	/* The next round's workers get a store of their own; the machine
 	 * writes this node's slot (with the port) only after its ticket

@@ -438,6 +438,7 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 	r->node_rank = o->node_rank;
 	r->run_id = o->rdzv_id;
 	r->local_addr = o->local_addr;
+	r->lost_nodes_final = o->slurm_used[0] != '\0';
 	opts_rdzv_conf_defaults(&r->conf);
 	if ((rc = check_backend(o, err, errlen)) < 0)
 		return rc;
@@ -534,4 +535,9 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 		fprintf(out, "rdzv_token = set (from %s; not shown)\n", r->token_from);
 	else
 		fprintf(out, "rdzv_token = none\n");
+	if (r->lost_nodes_final)
+		fprintf(out,
+			"rdzv_lost_node = ends the job when fewer than %d nodes are left (a "
+			"slurm step does not restart it)\n",
+			r->min_nodes);
 }

@@ -88,6 +88,10 @@ struct opts_rdzv {
 	struct opts_rdzv_conf conf;
 	const char *token;	/* --rdzv_token, else DDP_RDZV_TOKEN, or NULL */
 	const char *token_from; /* "--rdzv_token" or "DDP_RDZV_TOKEN" (for messages) */
+	/* The shape came from a Slurm step (opts_slurm.h), whose lost tasks never
+	 * come back: a node gone with fewer than min_nodes left ends the job at
+	 * once instead of waiting for it until the join deadline. */
+	bool lost_nodes_final;
 };
 
 /* torchrun's defaults (join 600 s, last call 30 s, close 30 s, keep-alive

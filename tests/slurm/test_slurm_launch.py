@@ -219,6 +219,8 @@ class Launch(SlurmTest):
                                                             CLUSTER.addrs[0], port)))
             self.assertEqual(got["rdzv_store"], "%s:%d (hosted by node 0)"
                              % (CLUSTER.addrs[0], port))
+            self.assertEqual(got["rdzv_lost_node"], "ends the job when fewer than 2 nodes are "
+                                                    "left (a slurm step does not restart it)")
         self.assertNotIn("ddplaunch: from slurm", r.stderr)  # the dry run says it once
 
     def test_flags_win(self):
@@ -301,13 +303,13 @@ class Launch(SlurmTest):
         self.assertEqual(processes_with(marker), [])
 
     def test_killed_agent_ends_the_step(self):
-        """kill -9 of n2's ddplaunch (a node lost): n1's agent fails at once
-        instead of waiting on a node that will never come back."""
+        """kill -9 of n2's ddplaunch (a node lost), restarts left: n1's agent
+        ends the job at once (a Slurm task never comes back) instead of
+        waiting for it until the join deadline (600 s)."""
         marker = "ddp-slurm-lost-%s" % uuid.uuid4().hex
         p = subprocess.Popen(
-            [which("srun"), "-N2", "--ntasks-per-node=1", "-l", "--kill-on-bad-exit=1",
-             DDPLAUNCH, "--nproc_per_node=1", "bash", "-c",
-             "echo started; exec -a %s sleep 300" % marker],
+            [which("srun"), "-N2", "--ntasks-per-node=1", "-l", DDPLAUNCH, "--nproc_per_node=1",
+             "--max_restarts=2", "bash", "-c", "echo started; exec -a %s sleep 300" % marker],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CLUSTER.env(),
             start_new_session=True)
         try:
@@ -325,10 +327,30 @@ class Launch(SlurmTest):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.communicate()
-        self.assertNotEqual(p.returncode, 0)
+        # n1's ddplaunch exited by itself (1), it was not killed by srun
+        self.assertIn("srun: error: n1: task 0: Exited with exit code 1", err)
+        self.assertRegex(err, r"0: ddplaunch: node '[^']+' is gone and the 1 node left is fewer "
+                              r"than --nnodes' 2; under slurm a lost node does not come back, so "
+                              r"the job of run id 'slurm-\d+\.0' ends")
         self.assertLess(elapsed, 10, err)
         wait_for(lambda: not processes_with(marker), 10, "the sleepers to end")
         print("node lost -> step over: %.2f s" % elapsed, file=sys.stderr)
+
+    def test_kill_on_bad_exit(self):
+        """srun --kill-on-bad-exit=1 (the README's line): n2's ddplaunch
+        refuses to start (exit 2); n1's, which would wait for it until the
+        join deadline, is ended by srun at once."""
+        marker = "ddp-slurm-alone-%s" % uuid.uuid4().hex
+        t = time.monotonic()
+        r = CLUSTER.srun(["-N2", "--ntasks-per-node=1", "-l", "--kill-on-bad-exit=1", "bash",
+                          "-c", '[ "$SLURM_NODEID" = 1 ] && exec "$0" --bogus; exec "$0" '
+                          '--nproc_per_node=1 bash -c "exec -a %s sleep 300"' % marker,
+                          DDPLAUNCH], timeout=60, check=False)
+        elapsed = time.monotonic() - t
+        self.assertIn("1: ddplaunch: unknown option '--bogus'", r.stderr)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertLess(elapsed, 20, r.stderr)
+        wait_for(lambda: not processes_with(marker), 10, "n1's sleeper to end")
 
     def test_restart_after_a_failure(self):
         """--max_restarts=1: rank 3 fails in attempt 0, the whole job

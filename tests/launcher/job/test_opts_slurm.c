@@ -136,6 +136,12 @@ static void test_two_nodes(void **state)
 	assert_int_equal(r.port, 29668);
 	assert_int_equal(r.node_rank, 1);
 	assert_string_equal(r.run_id, "slurm-42.0");
+	assert_true(r.lost_nodes_final); /* a Slurm task never comes back */
+	opts_release(&o);
+	/* without Slurm a lost node may come back (static: at its rank) */
+	assert_int_equal(apply(&o, envp, "--no_slurm", "--nnodes=2", NULL), 0);
+	assert_int_equal(opts_rdzv_resolve(&o, NULL, &r, err, sizeof(err)), 0);
+	assert_false(r.lost_nodes_final);
 	opts_release(&o);
 }
 
