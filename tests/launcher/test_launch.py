@@ -378,6 +378,36 @@ class Leftovers(LaunchCase):
         os.mkdir(d)
         return d
 
+    def test_launcher_in_another_pid_namespace_spares_our_job(self):
+        # A launcher in its own PID namespace (a Slurm step, a container)
+        # sees no process with our launcher's pid: it must not take our
+        # job's cgroup for a dead one and kill our workers.
+        probe = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot make a PID namespace here: %s" % probe.stderr.decode())
+        ours = self.start(["--nproc_per_node=1", "/bin/sleep", "3"],
+                          env={"DDP_LOG_LEVEL": "debug"})
+        seen = ""
+        for line in ours.stderr:  # bounded by the test's timeout
+            seen += line
+            if "the workers run in cgroup" in line or "no cgroup for the job" in line:
+                break
+        if "the workers run in cgroup" not in seen:
+            self.skipTest("no cgroup for jobs on this machine: " + seen)
+        cgroup = re.search(r"the workers run in cgroup '([^']+)'", seen).group(1)
+
+        def populated():
+            with open(os.path.join(cgroup, "cgroup.procs")) as f:
+                return f.read().strip() != ""
+        wait_for(populated, what="our worker in its cgroup")
+        r = subprocess.run(["unshare", "-p", "-f", "--mount-proc", DDPLAUNCH,
+                            "--nproc_per_node=1", "/bin/true"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out, err = ours.communicate(timeout=30)
+        self.assertEqual(ours.returncode, 0, seen + err)
+
     def test_launcher_killed(self):
         for mode in self.MODES:
             with self.subTest(mode=mode):
