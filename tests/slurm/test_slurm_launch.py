@@ -287,19 +287,31 @@ class Launch(SlurmTest):
         self.assertEqual(len(re.findall(r"^\[rank \d\]: env RANK=\d WORLD_SIZE=4 ", out, re.M)),
                          4, out)
 
+    def fail_when_all_run(self, failing, others):
+        """A worker script: the rank for which `failing` holds exits 3 once
+        the 3 others have started and run `others`. They say so through a
+        FIFO that the failing rank holds open for writing too (so that it
+        never reads an end of file). A stop signal that reaches a worker
+        group before all its workers exist is not the case under test."""
+        fifo = os.path.join(self.tmp, "up")
+        if not os.path.exists(fifo):
+            os.mkfifo(fifo)
+        return ('if %s; then exec 3<>%s; head -n 3 <&3 >/dev/null; exit 3; fi; '
+                'echo up > %s; %s' % (failing, fifo, fifo, others))
+
     def test_failed_worker_ends_the_step(self):
         """Rank 3 (on n2) fails, no restarts left: n1's agent stops its
         workers, which would sleep for minutes, and the step ends at once."""
         marker = "ddp-slurm-sleeper-%s" % uuid.uuid4().hex
         t = time.monotonic()
-        r = self.srun(2, ["--nproc_per_node=2", "bash", "-c",
-                          "[ $RANK = 3 ] && exit 3; exec -a %s sleep 300" % marker], timeout=60)
+        r = self.srun(2, ["--nproc_per_node=2", "bash", "-c", self.fail_when_all_run(
+            "[ $RANK = 3 ]", "exec -a %s sleep 300" % marker)], timeout=60)
         elapsed = time.monotonic() - t
+        self.assertLess(elapsed, 20, r.stdout + r.stderr)
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
         self.assertIn("1: ddplaunch: rank 3 (local rank 1) exited with code 3", r.stderr)
         self.assertRegex(r.stderr, r"0: ddplaunch: workers on node '[^']+' failed and the job "
                                    r"of run id 'slurm-\d+\.0' has no restarts left")
-        self.assertLess(elapsed, 20)
         self.assertEqual(processes_with(marker), [])
 
     def test_killed_agent_ends_the_step(self):
@@ -358,9 +370,9 @@ class Launch(SlurmTest):
         # In attempt 0 the others are still running when rank 3 fails (as
         # ranks waiting in a collective would be): a node whose workers had
         # all finished could not be restarted.
-        r = self.srun(2, ["--nproc_per_node=2", "--max_restarts=1", "sh", "-c",
+        r = self.srun(2, ["--nproc_per_node=2", "--max_restarts=1", "bash", "-c",
                           SHOW_ENV + "; [ $TORCHELASTIC_RESTART_COUNT = 0 ] || exit 0; "
-                          "[ $RANK = 3 ] && exit 3; exec sleep 300"])
+                          + self.fail_when_all_run("[ $RANK = 3 ]", "exec sleep 300")])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("(restart 1 of 1)", r.stderr)
         restarted = re.findall(r"^\d: \[rank (\d)\]: env RANK=\1 WORLD_SIZE=4 .* RESTART=1 ",
