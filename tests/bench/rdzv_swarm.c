@@ -239,7 +239,7 @@ static void s_event(void *p, uint64_t watch, int st, struct rdzv_value v)
 		sim_after(x, rdzv_on_key(x->m, now_ms(), watch, v));
 }
 
-static const struct rdzv_prims_sink swarm_sink = {s_connected, s_lost, s_got, s_cased,
+static const struct rdzv_prims_sink swarm_sink = {s_connected, s_lost, s_got,  s_cased,
 						  s_added,     s_done, s_event};
 
 static int sim_start(struct swarm *sw, int i)
@@ -405,8 +405,8 @@ static int run_size(const char *rdzvd, int n, double keep_alive)
 	if (!sw.failed)
 		printf("| %5d | %8.3f | %8.3f | %8.3f | %6.2f |\n", n, sw.took[0], sw.took[1],
 		       sw.took[2],
-		       (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
-				ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+		       (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
+				ru0.ru_stime.tv_sec) +
 			   (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
 				    ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) /
 			       1e6);

@@ -374,6 +374,8 @@ class Security(MultiNodeCase):
             self.assertFalse(served(host, prt, "127.0.0.9"), what)
             self.assertTrue(served(host, prt, "127.0.0.1"), what)
             self.assertTrue(served(host, prt, addr(1)), what)
+        # the host says whom it refused
+        first.wait_line(r"refused a client from 127\.0\.0\.9")
         self.assertNotIn(self.TOKEN, first.text() + second.text())
         for p in (first, second):
             p.signal(signal.SIGTERM)
