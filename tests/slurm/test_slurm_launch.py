@@ -246,6 +246,27 @@ class Launch(SlurmTest):
                                                   "choose another)" % CLUSTER.addrs[0]),
                             got["slurm"])
 
+    def test_c10d_endpoint(self):
+        """--rdzv_backend=c10d without an endpoint: the master's address and
+        the job's port. The agent whose address that is hosts the store, so
+        each node gives its own (--local_addr: on this one host every
+        node's address is on lo, not on an interface of its own)."""
+        r = CLUSTER.srun(["-N2", "--ntasks-per-node=1", "-l", "bash", "-c",
+                          'exec "$0" --local_addr="$(getent hosts "$SLURMD_NODENAME" | '
+                          'cut -d" " -f1)" --rdzv_backend=c10d --nproc_per_node=2 sh -c "$1"',
+                          DDPLAUNCH, SHOW_ENV], timeout=RUN_TIMEOUT, check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        job = job_of(r.stderr)
+        endpoint = "%s:%d" % (CLUSTER.addrs[0], expected_port(job))
+        self.assertIn("0: ddplaunch: from slurm job %d step 0 (2 nodes: n[1-2]): --nnodes=2 "
+                      "--node_rank=0 (n1) --rdzv_endpoint=%s (n1) --rdzv_id=slurm-%d.0;"
+                      % (job, endpoint, job), r.stderr)
+        self.assertRegex(r.stderr, r"0: ddplaunch: hosting the rendezvous store at %s "
+                         % re.escape(endpoint))
+        ranks = worker_envs(r.stdout)
+        self.assertEqual(sorted(ranks), [0, 1, 2, 3])
+        self.assertEqual({e["GROUP_RANK"] for r, e in ranks.items() if r >= 2}, {"1"})
+
     def test_slurm_off(self):
         """--no_slurm and DDPLAUNCH_SLURM=0: each node runs a job of its own."""
         for flags, env in (["--no_slurm"], None), ([], {"DDPLAUNCH_SLURM": "0"}):
