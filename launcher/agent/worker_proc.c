@@ -187,6 +187,12 @@ static void emit_pid(void *arg, const char *line, size_t len, size_t shown, bool
 	memcpy(buf, line, len);
 	buf[len] = '\0';
 	p->pid = atoi(buf);
+	/* A signal sent to the group before ddp-exec forked reached only
+	 * ddp-exec (which leaves ddplaunch's signals to the group): the worker
+	 * gets it now. */
+	if (p->unsent_sig && p->running && p->shim_pid > 0)
+		kill(-p->shim_pid, p->unsent_sig);
+	p->unsent_sig = 0;
 }
 
 /* The one place that counts the run's open handles. */
@@ -392,8 +398,11 @@ int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cf
 
 void worker_proc_signal(struct worker_proc *p, int sig)
 {
-	if (p->running && p->shim_pid > 0)
-		kill(-p->shim_pid, sig);
+	if (!(p->running && p->shim_pid > 0))
+		return;
+	if (!p->pid && sig != SIGCONT)
+		p->unsent_sig = sig;
+	kill(-p->shim_pid, sig);
 }
 
 void worker_proc_kill_group(struct worker_proc *p)

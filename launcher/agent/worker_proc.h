@@ -79,6 +79,7 @@ struct worker_proc {
 	bool running;		   /* spawned and not yet exited */
 	int shim_pid;		   /* the process spawned: its session and group id */
 	int pid;		   /* reported on fd 3 (ddp-exec's worker), or 0 */
+	int unsent_sig;		   /* signalled before pid was known: sent again then */
 	int exit_code, term_signal;
 	int64_t exit_time_ms; /* wall clock */
 	int console_fd[2], log_fd[2];
