@@ -21,8 +21,9 @@
 
 #include "rdzv_machine.h"
 
-/* Messages given to the sink fit in this. */
-#define RDZV_PRIMS_MSG_MAX 320
+/* Messages given to the sink fit in this (etcd's name every endpoint tried,
+ * each with its last error). */
+#define RDZV_PRIMS_MSG_MAX 768
 
 /* What the driver hears; `drv` is the pointer given to open(). */
 struct rdzv_prims_sink {

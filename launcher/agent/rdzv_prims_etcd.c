@@ -25,22 +25,22 @@
  * request's deadline (etcd_error() names each endpoint tried, with its
  * error), the lease expired, or etcd refused (permission, authentication).
  * The pending requests fail with -ECONNRESET, then lost() says why.
+ * An ADD whose transaction was applied but whose answer was lost (the
+ * connection broke) is sent again by the client and may count twice: the
+ * round then has a ticket whose slot is never written, which its closer
+ * waits for at most close_timeout. A lease that expired (the agent froze
+ * for its TTL) ends the session for good: the others have re-formed
+ * without this node already.
  * Not used here: bind_addr (the client connects from the default source
  * address), token and idle_timeout_ms (etcd has its own authentication, and
  * the lease is the session's liveness).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <log.h>
-#include <netdb.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "rdzv_etcd_int.h"
 #include "timeutil.h"
