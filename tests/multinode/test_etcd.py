@@ -243,7 +243,7 @@ class EtcdThree(EtcdCase):
         for p in nodes:
             rc, t_end = p.wait(30)
             self.assertNotEqual(rc, 0, p.text())
-            self.assertLess(t_end - t_kill, deadline + 2.0, p.text())
+            self.assertLess(t_end - t_kill, deadline + 3.0, p.text())
             for port in self.etcd.client_ports:
                 self.assertIn("127.0.0.1:%d" % port, p.text())
             self.assertIn("cannot go on without etcd", p.text())
