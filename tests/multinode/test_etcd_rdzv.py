@@ -2,7 +2,7 @@
 (127.0.0.2, ...) meeting on real etcd from Debian's etcd-server, started on
 loopback by the test (tests/rendezvous/etcd/etcd_cluster.py).
 
-Run one class: test_etcd.py CLASS. Exits 77 (skip) only where etcd cannot
+Run one class: test_etcd_rdzv.py CLASS. Exits 77 (skip) only where etcd cannot
 run at all.
   EtcdOne      one member: 2 and 4 nodes form and run; a run id reused at once
                (the session leases are revoked: no key of the first job is left
