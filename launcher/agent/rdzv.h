@@ -54,8 +54,8 @@ typedef void (*rdzv_joined_fn)(void *arg, int status, const struct rdzv_round *r
 
 enum rdzv_outcome {
 	RDZV_OUT_FINISHED = 0, /* the job (or this node's part) is done: exit 0 */
-	RDZV_OUT_LEFT,	   /* this node left after rdzv_leave */
-	RDZV_OUT_FAILED,   /* the job failed; msg says why */
+	RDZV_OUT_LEFT,	       /* this node left after rdzv_leave */
+	RDZV_OUT_FAILED,       /* the job failed; msg says why */
 };
 
 struct rdzv_events {
