@@ -11,9 +11,10 @@
 # The torch suite runs every torch test twice: with Debian's torch 1.13 and
 # with torch 2.x, from a venv this script makes once in a cache directory
 # outside the clone ($XDG_CACHE_HOME or ~/.cache, ddplaunch/venv-torch2, or
-# $DDP_TORCH2_VENV) with a pinned torch from PyPI (about 3 minutes and 4 GB),
-# reused by later runs and CI. When PyPI cannot be reached the torch 2.x
-# tests skip saying so; with CI set they fail instead.
+# $DDP_TORCH2_VENV) with scripts/torch2-requirements.txt from PyPI (a pinned
+# torch and what the tests import besides; about 3 minutes and 4 GB), reused by
+# later runs and CI once every requirement in it imports. When PyPI cannot be
+# reached the torch 2.x tests skip saying so; with CI set they fail instead.
 #
 # Exit status: 0 when every suite passed. Per-build logs are in
 # BUILD/meson-logs/testlog.json (.ci/run sums them).
@@ -21,29 +22,54 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 
-TORCH2_VERSION=2.15.0
+torch2_requirements=scripts/torch2-requirements.txt
 torch2_venv=${DDP_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2}
 torch2_python=""
 
-# Reuses the venv when it has the pinned torch, else makes it and installs
-# torch==TORCH2_VERSION; sets torch2_python, or DDP_TORCH2_SKIP (read by
-# tests/rendezvous/with_torch.sh) when that fails.
+# Prints the requirements that PY does not satisfy (one a line): a version pinned
+# with == must match the installed one, and the module must import (found by
+# importlib without running it: importing torch takes seconds).
+torch2_missing() { # PY
+	"$1" - "$torch2_requirements" <<'PY' 2>/dev/null || echo "(the venv's python does not run)"
+import importlib.metadata as md, importlib.util, re, sys
+for line in open(sys.argv[1]):
+    req = line.split("#", 1)[0].strip()
+    if not req:
+        continue
+    name, _, pin = req.partition("==")
+    try:
+        have = md.version(name).split("+")[0]
+    except md.PackageNotFoundError:
+        have = None
+    module = re.sub(r"[-.]", "_", name).lower()
+    if have is None or (pin and have != pin) or importlib.util.find_spec(module) is None:
+        print(req)
+PY
+}
+
+# Reuses the venv when it satisfies scripts/torch2-requirements.txt, else makes
+# it and installs (or completes) them; sets torch2_python, or DDP_TORCH2_SKIP
+# (read by tests/rendezvous/with_torch.sh) when that fails.
 setup_torch2() {
-	local py=$torch2_venv/bin/python have
-	have=$("$py" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)
-	if [ "${have%%+*}" = "$TORCH2_VERSION" ]; then
-		torch2_python=$py
-		return 0
+	local py=$torch2_venv/bin/python missing
+	if [ -x "$py" ]; then
+		missing=$(torch2_missing "$py")
+		if [ -z "$missing" ]; then
+			torch2_python=$py
+			return 0
+		fi
+		echo "test.sh: the torch 2.x venv $torch2_venv lacks $(echo $missing); completing it"
+	else
+		echo "test.sh: installing $torch2_requirements from PyPI into $torch2_venv" \
+			"(once: about 3 minutes and 4 GB)"
 	fi
-	echo "test.sh: installing torch==$TORCH2_VERSION from PyPI into $torch2_venv" \
-		"(once: about 3 minutes and 4 GB)"
 	if { [ -x "$py" ] || python3 -m venv "$torch2_venv"; } &&
 		"$py" -m pip install --disable-pip-version-check --quiet --timeout 30 --retries 2 \
-			"torch==$TORCH2_VERSION"; then
+			-r "$torch2_requirements" && missing=$(torch2_missing "$py") && [ -z "$missing" ]; then
 		torch2_python=$py
 		return 0
 	fi
-	export DDP_TORCH2_SKIP="pip could not install torch==$TORCH2_VERSION from PyPI into $torch2_venv (is PyPI reachable?)"
+	export DDP_TORCH2_SKIP="pip could not install $torch2_requirements from PyPI into $torch2_venv (is PyPI reachable?)"
 	if [ -n "${CI:-}" ]; then
 		echo "test.sh: $DDP_TORCH2_SKIP; CI is set, so the torch 2.x tests will fail" >&2
 	else
