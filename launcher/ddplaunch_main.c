@@ -2,6 +2,7 @@
 #include "agent.h"
 #include "args.h"
 #include "dryrun.h"
+#include "identity.h"
 #include "jobfile.h"
 #include "opts.h"
 #include "opts_slurm.h"
@@ -60,6 +61,9 @@ int main(int argc, char **argv)
 	/* Under a Slurm step, what the flags and the job file left out. */
 	if (rc == 0)
 		rc = opts_slurm_apply(&o, environ, err, sizeof(err));
+	/* Across nodes, a run id that two different jobs never share. */
+	if (rc == 0 && (rc = identity_default_run_id(&o)) < 0)
+		snprintf(err, sizeof(err), "out of memory");
 	/* A dry run may check a job file that leaves the program to the
 	 * command line. */
 	if (rc == 0 && !(o.dry_run && !o.program))

@@ -23,6 +23,9 @@ static void agent_multi_finish(struct agent *ag)
 		ag->exit_status =
 		    ag->stop_signal > 0 ? policy_exit_status(ag->stop_signal, false, 0, 0) : 0;
 		break;
+	case RDZV_OUT_REFUSED:
+		ag->exit_status = 2; /* a usage error: the wrong job for that store */
+		break;
 	default:
 		/* This node's own failure gives its code; another's gives 1. */
 		ag->exit_status = ag->fail_status ? ag->fail_status : 1;
@@ -57,7 +60,7 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 	if (ag->state == AGENT_DONE)
 		return;
 	ag->rdzv_end = (int)how;
-	if (how == RDZV_OUT_FAILED)
+	if (how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED)
 		log_error("%s", msg);
 	else
 		log_info("%s", msg);

@@ -18,8 +18,9 @@
  *   round_over  the running round is over (a node died, left or joined, or
  *               workers failed elsewhere): stop the local workers (SIGTERM,
  *               grace) without counting a failure, then rdzv_join
- *   ended       FINISHED (exit 0), LEFT (after rdzv_leave) or FAILED (msg
- *               is the user-facing reason): stop any workers and exit
+ *   ended       FINISHED (exit 0), LEFT (after rdzv_leave), FAILED (msg
+ *               is the user-facing reason) or REFUSED (another job's store
+ *               or run id; exit 2): stop any workers and exit
  * On a stop signal the agent calls rdzv_leave (the others re-form at once);
  * when it is done it calls rdzv_shutdown, which closes the session (and a
  * hosted store, once its clients have gone: see rdzv_shutdown).
@@ -56,6 +57,8 @@ enum rdzv_outcome {
 	RDZV_OUT_FINISHED = 0, /* the job (or this node's part) is done: exit 0 */
 	RDZV_OUT_LEFT,	       /* this node left after rdzv_leave */
 	RDZV_OUT_FAILED,       /* the job failed; msg says why */
+	RDZV_OUT_REFUSED,      /* this node is not of the job it reached (msg names
+				  both; that job is left alone): exit 2 */
 };
 
 struct rdzv_events {

@@ -263,6 +263,7 @@ static const char *const drv_kind_names[] = {
     [RDZV_ACT_LEFT] = "left",
     [RDZV_ACT_FINISHED] = "finished",
     [RDZV_ACT_FAILED] = "failed",
+    [RDZV_ACT_REFUSED] = "refused",
 };
 
 static void drv_trace(const struct rdzv_action *a)
@@ -302,6 +303,9 @@ static void drv_action(struct rdzv_multi *d, const struct rdzv_action *a)
 		break;
 	case RDZV_ACT_FAILED:
 		drv_end(d, RDZV_OUT_FAILED, a->text);
+		break;
+	case RDZV_ACT_REFUSED:
+		drv_end(d, RDZV_OUT_REFUSED, a->text);
 		break;
 	default:
 		rc = drv_request(d, a);
@@ -433,6 +437,12 @@ static int drv_machine_new(struct rdzv_multi *d, int port)
 	cfg.max_nodes = (uint32_t)d->c.max_nodes;
 	cfg.node_rank = d->c.node_rank;
 	cfg.max_restarts = (uint32_t)d->max_restarts;
+	cfg.job = d->c.job;
+	cfg.job_text = d->c.job_text;
+	/* A static job's store is its node 0's alone: node 0 names its job
+	 * there, the others check that name before joining. */
+	if (d->c.mode == OPTS_RDZV_STATIC)
+		cfg.store_role = d->is_host ? RDZV_STORE_OWN : RDZV_STORE_OWNED;
 	cfg.join_timeout_ms = (int64_t)(c->join_timeout * 1000.0 + 0.5);
 	cfg.last_call_timeout_ms = (int64_t)(c->last_call_timeout * 1000.0 + 0.5);
 	cfg.close_timeout_ms = (int64_t)(c->close_timeout * 1000.0 + 0.5);

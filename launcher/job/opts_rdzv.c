@@ -473,10 +473,16 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 		return -EINVAL;
 	}
 	if (is_etcd(o->rdzv_backend))
-		return resolve_etcd(o, r, err, errlen);
-	rc = !strcmp(o->rdzv_backend, "c10d") ? resolve_c10d(o, r, err, errlen)
-					      : resolve_static(o, r, err, errlen);
-	return rc < 0 ? rc : check_etcd_keys(r, err, errlen);
+		rc = resolve_etcd(o, r, err, errlen);
+	else if (!strcmp(o->rdzv_backend, "c10d"))
+		rc = resolve_c10d(o, r, err, errlen);
+	else
+		rc = resolve_static(o, r, err, errlen);
+	if (rc == 0 && r->mode != OPTS_RDZV_ETCD)
+		rc = check_etcd_keys(r, err, errlen);
+	if (rc == 0)
+		identity_make(o, opts_rdzv_mode_name(r->mode), r->job, r->job_text);
+	return rc;
 }
 
 /* --dry_run's etcd lines; the password is never shown. */
@@ -520,6 +526,16 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 				   ? "hosted by another node or ddp-rdzvd"
 				   : "hosted by the node with this address, or ddp-rdzvd"));
 	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
+	fprintf(out, "rdzv_job = %s, the same on every node of the job: %s\n", r->job,
+		r->job_text);
+	if (!strncmp(r->run_id, IDENTITY_RUN_ID_PREFIX, strlen(IDENTITY_RUN_ID_PREFIX)) &&
+	    !strcmp(r->run_id + strlen(IDENTITY_RUN_ID_PREFIX), r->job))
+		fprintf(out,
+			"rdzv_run_id = %s (the default, from the job's fingerprint: the same "
+			"command line on every node; --rdzv_id to choose one)\n",
+			r->run_id);
+	else
+		fprintf(out, "rdzv_run_id = %s\n", r->run_id);
 	if (r->node_rank >= 0)
 		fprintf(out, "rdzv_node_rank = %d\n", r->node_rank);
 	else

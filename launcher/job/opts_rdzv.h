@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "identity.h"
 #include "opts.h"
 
 #define OPTS_RDZV_HOST_MAX	255
@@ -92,6 +93,10 @@ struct opts_rdzv {
 	 * come back: a node gone with fewer than min_nodes left ends the job at
 	 * once instead of waiting for it until the join deadline. */
 	bool lost_nodes_final;
+	/* The job's identity (identity.h; not for local): every node of one
+	 * job must have the same fingerprint, or the rendezvous refuses it. */
+	char job[IDENTITY_JOB_LEN + 1];
+	char job_text[IDENTITY_TEXT_MAX + 1];
 };
 
 /* torchrun's defaults (join 600 s, last call 30 s, close 30 s, keep-alive

@@ -13,9 +13,10 @@
 
 #include "rdzv_codec.h"
 
-#define STATE_FIELDS 14
+#define STATE_FIELDS 16
 #define SLOT_FIELDS  10
 #define WORLD_FIELDS 5
+#define OWNER_FIELDS 4
 #define ROW_FIELDS   3
 #define ROW_MIN	     6 /* "a b 1\n" */
 
@@ -166,7 +167,11 @@ static bool state_ok(const struct rdzv_state *s)
 	if (ml > RDZV_MSG_MAX || (s->phase == RDZV_FAILED) != (ml > 0))
 		return false;
 	if ((s->subject[0] && !rdzv_token_ok(s->subject, RDZV_ID_MAX)) ||
-	    (s->coord[0] && !rdzv_token_ok(s->coord, RDZV_ID_MAX)))
+	    (s->coord[0] && !rdzv_token_ok(s->coord, RDZV_ID_MAX)) ||
+	    (s->job[0] && !rdzv_token_ok(s->job, RDZV_ID_MAX)))
+		return false;
+	size_t jl = strnlen(s->job_text, RDZV_JOB_MAX + 1);
+	if (jl > RDZV_JOB_MAX || !msg_ok((const uint8_t *)s->job_text, jl))
 		return false;
 	return msg_ok((const uint8_t *)s->msg, ml);
 }
@@ -176,12 +181,13 @@ int rdzv_state_encode(const struct rdzv_state *s, char *buf, size_t cap)
 	if (!state_ok(s))
 		return -EINVAL;
 	int n = snprintf(buf, cap,
-			 "rdzv1 %" PRIu64 " %" PRIu32 " %s %" PRIu32 " %" PRIu32 " %" PRIu32
-			 " %" PRIu32 " %" PRIu32 " %" PRIu32 " %s %s %s %zu\n%s",
+			 "rdzv2 %" PRIu64 " %" PRIu32 " %s %" PRIu32 " %" PRIu32 " %" PRIu32
+			 " %" PRIu32 " %" PRIu32 " %" PRIu32 " %s %s %s %s %zu %zu\n%s%s",
 			 s->gen, s->round, rdzv_phase_name(s->phase), s->min_nodes, s->max_nodes,
 			 s->expect, s->size, s->restarts, s->max_restarts,
 			 rdzv_reason_name(s->reason), s->subject[0] ? s->subject : "-",
-			 s->coord[0] ? s->coord : "-", strlen(s->msg), s->msg);
+			 s->coord[0] ? s->coord : "-", s->job[0] ? s->job : "-",
+			 strlen(s->job_text), strlen(s->msg), s->job_text, s->msg);
 	if (n < 0 || (size_t)n >= cap || n > RDZV_STATE_MAX)
 		return -ENOSPC;
 	return n;
@@ -191,7 +197,7 @@ static int state_fields(const struct tok *t, struct rdzv_state *s)
 {
 	uint64_t gen;
 	int phase, reason;
-	if (t[0].len != 5 || memcmp(t[0].p, "rdzv1", 5) != 0)
+	if (t[0].len != 5 || memcmp(t[0].p, "rdzv2", 5) != 0)
 		return -EINVAL;
 	if (rdzv_parse_u64(t[1].p, t[1].len, UINT64_MAX, &gen) < 0)
 		return -EINVAL;
@@ -210,8 +216,24 @@ static int state_fields(const struct tok *t, struct rdzv_state *s)
 	    tok_u32(t[9], 0, UINT32_MAX, &s->max_restarts) < 0)
 		return -EINVAL;
 	if (tok_str(t[11], s->subject, RDZV_ID_MAX, true) < 0 ||
-	    tok_str(t[12], s->coord, RDZV_ID_MAX, true) < 0)
+	    tok_str(t[12], s->coord, RDZV_ID_MAX, true) < 0 ||
+	    tok_str(t[13], s->job, RDZV_ID_MAX, true) < 0)
 		return -EINVAL;
+	return 0;
+}
+
+/* The text after the first line: `a` bytes into a (max_a + 1 buffer), then
+ * `b` bytes into b (NULL: none expected), each printable ASCII. */
+static int tail_take(const uint8_t *p, size_t len, uint32_t alen, char *a, uint32_t blen, char *b)
+{
+	if (len != (size_t)alen + blen || !msg_ok(p, len))
+		return -EINVAL;
+	memcpy(a, p, alen);
+	a[alen] = '\0';
+	if (b) {
+		memcpy(b, p + alen, blen);
+		b[blen] = '\0';
+	}
 	return 0;
 }
 
@@ -219,16 +241,15 @@ int rdzv_state_decode(const uint8_t *data, size_t len, struct rdzv_state *out)
 {
 	struct tok t[STATE_FIELDS];
 	size_t line;
-	uint32_t msglen;
+	uint32_t joblen, msglen;
 	memset(out, 0, sizeof(*out));
 	if (len > RDZV_STATE_MAX || split_line(data, len, t, STATE_FIELDS, &line) < 0)
 		goto bad;
-	if (state_fields(t, out) < 0 || tok_u32(t[13], 0, RDZV_MSG_MAX, &msglen) < 0)
+	if (state_fields(t, out) < 0 || tok_u32(t[14], 0, RDZV_JOB_MAX, &joblen) < 0 ||
+	    tok_u32(t[15], 0, RDZV_MSG_MAX, &msglen) < 0)
 		goto bad;
-	if (len - line != msglen || !msg_ok(data + line, msglen))
+	if (tail_take(data + line, len - line, joblen, out->job_text, msglen, out->msg) < 0)
 		goto bad;
-	memcpy(out->msg, data + line, msglen);
-	out->msg[msglen] = '\0';
 	if (!state_ok(out))
 		goto bad;
 	return 0;
@@ -288,6 +309,46 @@ int rdzv_slot_decode(const uint8_t *data, size_t len, struct rdzv_slot *out)
 		out->node_rank = (int32_t)rank;
 	}
 	if (!slot_ok(out))
+		goto bad;
+	return 0;
+bad:
+	memset(out, 0, sizeof(*out));
+	return -EINVAL;
+}
+
+static bool owner_ok(const struct rdzv_owner *o)
+{
+	size_t jl = strnlen(o->job_text, RDZV_JOB_MAX + 1);
+	return rdzv_token_ok(o->run_id, RDZV_RUN_ID_MAX) &&
+	       (!o->job[0] || rdzv_token_ok(o->job, RDZV_ID_MAX)) && jl <= RDZV_JOB_MAX &&
+	       msg_ok((const uint8_t *)o->job_text, jl);
+}
+
+int rdzv_owner_encode(const struct rdzv_owner *o, char *buf, size_t cap)
+{
+	if (!owner_ok(o))
+		return -EINVAL;
+	int n = snprintf(buf, cap, "rdzvo1 %s %s %zu\n%s", o->run_id, o->job[0] ? o->job : "-",
+			 strlen(o->job_text), o->job_text);
+	if (n < 0 || (size_t)n >= cap || n > RDZV_OWNER_MAX)
+		return -ENOSPC;
+	return n;
+}
+
+int rdzv_owner_decode(const uint8_t *data, size_t len, struct rdzv_owner *out)
+{
+	struct tok t[OWNER_FIELDS];
+	size_t line;
+	uint32_t joblen;
+	memset(out, 0, sizeof(*out));
+	if (len > RDZV_OWNER_MAX || split_line(data, len, t, OWNER_FIELDS, &line) < 0)
+		goto bad;
+	if (t[0].len != 6 || memcmp(t[0].p, "rdzvo1", 6) != 0 ||
+	    tok_str(t[1], out->run_id, RDZV_RUN_ID_MAX, false) < 0 ||
+	    tok_str(t[2], out->job, RDZV_ID_MAX, true) < 0 ||
+	    tok_u32(t[3], 0, RDZV_JOB_MAX, &joblen) < 0 ||
+	    tail_take(data + line, len - line, joblen, out->job_text, 0, NULL) < 0 ||
+	    !owner_ok(out))
 		goto bad;
 	return 0;
 bad:

@@ -6,13 +6,17 @@
  * Three values are encoded, each as versioned text that a person can read
  * with `ddp-store get`:
  *  - the job state (one small key per run id, changed by compare-and-set):
- *      "rdzv1 GEN ROUND PHASE MIN MAX EXPECT SIZE RESTARTS MAX_RESTARTS REASON
- *       SUBJECT COORD MSGLEN\n" followed by MSGLEN bytes of message;
+ *      "rdzv2 GEN ROUND PHASE MIN MAX EXPECT SIZE RESTARTS MAX_RESTARTS REASON
+ *       SUBJECT COORD JOB JOBLEN MSGLEN\n" followed by JOBLEN bytes of the
+ *      job's description, then MSGLEN bytes of message;
  *  - a node's slot (what a joiner tells the closer of a round):
  *      "rdzvs1 GEN ROUND ID ADDR PORT NPROC NODE_RANK PREV_ROUND PREV_RANK\n";
  *  - the world of a round (written once, by its closer):
  *      "rdzvw1 GEN ROUND N MASTER_PORT\n" then N lines "ID ADDR NPROC\n" in
- *      group-rank order (the master address is rank 0's ADDR).
+ *      group-rank order (the master address is rank 0's ADDR);
+ *  - the owner of a store that a node hosts for its own job (key
+ *    RDZV_OWNER_KEY):
+ *      "rdzvo1 RUN_ID JOB JOBLEN\n" followed by JOBLEN bytes of description.
  * Fields are separated by one space; numbers are decimal without sign or
  * leading zeros; "-" stands for an empty id or "no node rank". Ids and
  * addresses are printable ASCII without spaces or '/'.
@@ -35,6 +39,9 @@
 #define RDZV_ADDR_MAX	   255	 /* node addresses (a host name at most) */
 #define RDZV_RUN_ID_MAX	   128	 /* run ids */
 #define RDZV_MSG_MAX	   512	 /* a failed job's message */
+#define RDZV_JOB_MAX	   200	 /* a job's description (for messages) */
+#define RDZV_OWNER_MAX	   512	 /* an encoded owner record */
+#define RDZV_OWNER_KEY	   "ddprdzv/owner"
 #define RDZV_NODES_MAX	   65536 /* nodes in a job (--nnodes' MAX) */
 #define RDZV_NPROC_MAX	   65536 /* workers on one node */
 #define RDZV_EXPECT_MAX	   (2 * RDZV_NODES_MAX)
@@ -78,7 +85,20 @@ struct rdzv_state {
 	enum rdzv_reason reason;
 	char subject[RDZV_ID_MAX + 1]; /* the node REASON is about, or "" */
 	char coord[RDZV_ID_MAX + 1];   /* RUNNING: group rank 0's id */
-	char msg[RDZV_MSG_MAX + 1];    /* FAILED: why (printable ASCII) */
+	/* The generation's job: the fingerprint its creator was started with
+	 * (a token, or "" for none) and its description in words (printable
+	 * ASCII, or ""). Every node of one job has the same fingerprint. */
+	char job[RDZV_ID_MAX + 1];
+	char job_text[RDZV_JOB_MAX + 1];
+	char msg[RDZV_MSG_MAX + 1]; /* FAILED: why (printable ASCII) */
+};
+
+/* Who hosts a store for its own job (a static job's node 0): the run id,
+ * the job's fingerprint and description, as in struct rdzv_state. */
+struct rdzv_owner {
+	char run_id[RDZV_RUN_ID_MAX + 1];
+	char job[RDZV_ID_MAX + 1];
+	char job_text[RDZV_JOB_MAX + 1];
 };
 
 /* What a node tells the closer when it takes a ticket in round (gen, round). */
@@ -118,10 +138,12 @@ struct rdzv_world_data {
  * decoder checks (so whatever is encoded decodes again). */
 int rdzv_state_encode(const struct rdzv_state *st, char *buf, size_t cap);
 int rdzv_slot_encode(const struct rdzv_slot *slot, char *buf, size_t cap);
+int rdzv_owner_encode(const struct rdzv_owner *o, char *buf, size_t cap);
 
 /* Return 0, or -EINVAL for anything malformed (then *out is zeroed). */
 int rdzv_state_decode(const uint8_t *data, size_t len, struct rdzv_state *out);
 int rdzv_slot_decode(const uint8_t *data, size_t len, struct rdzv_slot *out);
+int rdzv_owner_decode(const uint8_t *data, size_t len, struct rdzv_owner *out);
 
 /* Decodes a world of at most max_size members (max_size <= RDZV_NODES_MAX)
  * in one linear pass (every agent decodes it once per round). Ids are not

@@ -112,6 +112,63 @@ void rdzv_coord_event(struct rdzv_machine *m, struct rdzv_value v)
 		m->coord_done = true;
 }
 
+/* "'RUN' (TEXT)": a job for messages. */
+static const char *job_name(const char *run_id, const char *text, char *buf, size_t n)
+{
+	snprintf(buf, n, "'%s'%s%s%s", run_id, text[0] ? " (" : "", text, text[0] ? ")" : "");
+	return buf;
+}
+
+int rdzv_owner_event(struct rdzv_machine *m, struct rdzv_value v)
+{
+	char mine[RDZV_RUN_ID_MAX + RDZV_JOB_MAX + 8], theirs[sizeof(mine)];
+	struct rdzv_owner o;
+	if (m->owner_ok || !v.present)
+		return 0; /* the host has not written it yet: wait (join deadline) */
+	if (rdzv_owner_decode(v.bytes.data, v.bytes.len, &o) < 0)
+		return rdzv_end(m, RDZV_ACT_REFUSED,
+				"the rendezvous store this node reached holds no ddplaunch job in "
+				"'%s'; is it another program's? (give this job its own "
+				"--master_port)",
+				RDZV_OWNER_KEY);
+	if (strcmp(o.run_id, m->run_id) == 0 && strcmp(o.job, m->job) == 0) {
+		m->owner_ok = true;
+		rdzv_unwatch(m, &m->owner_watch);
+		return 0;
+	}
+	return rdzv_end(m, RDZV_ACT_REFUSED,
+			"the rendezvous store this node reached is node 0's of another job, run "
+			"id %s, not of this node's job, run id %s; this node is refused and "
+			"leaves that job alone (give each job its own --master_port, or start "
+			"every node of one job with the same command line)",
+			job_name(o.run_id, o.job_text, theirs, sizeof(theirs)),
+			job_name(m->run_id, m->job_text, mine, sizeof(mine)));
+}
+
+/* An open or running generation of another job holds the run id. */
+static int refuse_other_job(struct rdzv_machine *m)
+{
+	char mine[RDZV_RUN_ID_MAX + RDZV_JOB_MAX + 8], theirs[sizeof(mine)];
+	return rdzv_end(m, RDZV_ACT_REFUSED,
+			"run id %s on the rendezvous store belongs to another job than this "
+			"node's, run id %s, started with another command line; this node is "
+			"refused and leaves that job alone (give each job its own --rdzv_id, or "
+			"leave --rdzv_id out: its default differs for different command lines)",
+			job_name(m->run_id, m->st.job_text, theirs, sizeof(theirs)),
+			job_name(m->run_id, m->job_text, mine, sizeof(mine)));
+}
+
+/* The job this node waited for finished (or its join deadline passed while
+ * the job ran full) and it never had a place: never a success. */
+static int never_placed(struct rdzv_machine *m, const char *how)
+{
+	char mine[RDZV_RUN_ID_MAX + RDZV_JOB_MAX + 8];
+	return rdzv_end(m, RDZV_ACT_FAILED,
+			"this node was never given a place in the job of run id %s, so its "
+			"program never ran here: %s",
+			job_name(m->run_id, m->job_text, mine, sizeof(mine)), how);
+}
+
 static int eval_run(struct rdzv_machine *m, int64_t now)
 {
 	const struct rdzv_state *s = &m->st;
@@ -191,12 +248,10 @@ static int eval_waiter(struct rdzv_machine *m, int64_t now)
 	}
 	if (m->coord_gone)
 		return rdzv_op_trigger(m, RDZV_WHY_DEAD, s->coord);
-	if (s->size >= s->max_nodes) { /* a spare: waits without a deadline */
-		m->join_deadline = -1;
-		return 0;
-	}
 	if (m->join_deadline < 0)
 		m->join_deadline = now + m->cfg.join_timeout_ms;
+	if (s->size >= s->max_nodes) /* a spare: waits, within its join deadline */
+		return 0;
 	if ((uint64_t)s->size + m->ticket >= s->max_nodes)
 		return rdzv_op_trigger(m, RDZV_WHY_JOIN, "");
 	if (m->trig_at < 0)
@@ -208,6 +263,24 @@ static int eval_waiter(struct rdzv_machine *m, int64_t now)
 	return rdzv_op_trigger(m, RDZV_WHY_JOIN, "");
 }
 
+/* A spare of a job that runs full gives up with its own words; otherwise
+ * the census names who came and who is missing. */
+static int join_deadline_passed(struct rdzv_machine *m, int64_t now)
+{
+	const struct rdzv_state *s = &m->st;
+	char how[160];
+	if (m->st_present && s->phase == RDZV_RUNNING && s->size >= s->max_nodes &&
+	    holds_ticket(m, s->gen, (uint64_t)s->round + 1)) {
+		snprintf(how, sizeof(how),
+			 "the job ran with all of its %u nodes for this node's whole "
+			 "join_timeout (%g s); raise join_timeout in --rdzv_conf to wait "
+			 "longer as a spare",
+			 s->max_nodes, (double)m->cfg.join_timeout_ms / 1000.0);
+		return never_placed(m, how);
+	}
+	return rdzv_op_close(m, true, now);
+}
+
 static int eval_join(struct rdzv_machine *m, int64_t now)
 {
 	const struct rdzv_state *s = &m->st;
@@ -216,14 +289,16 @@ static int eval_join(struct rdzv_machine *m, int64_t now)
 				"left run id '%s' before it had a place in a round", m->run_id);
 	m->exit_req = 0;
 	if (m->join_deadline >= 0 && now >= m->join_deadline)
-		return rdzv_op_close(m, true, now);
-	if (!m->st_have)
+		return join_deadline_passed(m, now);
+	if (!m->st_have || (m->cfg.store_role == RDZV_STORE_OWNED && !m->owner_ok))
 		return 0;
 	if (!m->st_present)
 		return rdzv_op_create(m);
 	if (s->phase >= RDZV_FINISHED) {
 		if (m->my_gen != s->gen)
 			return rdzv_op_create(m);
+		if (s->phase == RDZV_FINISHED && !m->ran)
+			return never_placed(m, "the job finished while this node waited");
 		if (s->phase == RDZV_FINISHED)
 			return rdzv_end(m, RDZV_ACT_FINISHED,
 					"the job of run id '%s' finished without this node",
@@ -235,6 +310,8 @@ static int eval_join(struct rdzv_machine *m, int64_t now)
 		m->ticket = 0;
 		m->prev_round = m->prev_rank = 0;
 	}
+	if (strcmp(s->job, m->job) != 0)
+		return refuse_other_job(m);
 	if (s->min_nodes != m->cfg.min_nodes || s->max_nodes != m->cfg.max_nodes)
 		return rdzv_end(m, RDZV_ACT_FAILED,
 				"this node was started with --nnodes=%u:%u but the job of run id "

@@ -25,6 +25,17 @@ void rdzv_config_defaults(struct rdzv_config *cfg)
 	cfg->keep_alive_max_attempt = 3;
 }
 
+static bool text_ok(const char *s)
+{
+	size_t n = strnlen(s, RDZV_JOB_MAX + 1);
+	if (n > RDZV_JOB_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < 0x20 || s[i] > 0x7e)
+			return false;
+	return true;
+}
+
 static int check_tokens(const struct rdzv_config *c, char *msg, size_t n)
 {
 	if (!c->run_id || !rdzv_token_ok(c->run_id, RDZV_RUN_ID_MAX))
@@ -42,6 +53,14 @@ static int check_tokens(const struct rdzv_config *c, char *msg, size_t n)
 			 "the node address must be 1 to %d printable characters without "
 			 "spaces or '/'",
 			 RDZV_ADDR_MAX);
+	else if (c->job && !rdzv_token_ok(c->job, RDZV_ID_MAX))
+		snprintf(msg, n,
+			 "the job's fingerprint must be 1 to %d printable characters without "
+			 "spaces or '/'",
+			 RDZV_ID_MAX);
+	else if (c->job_text && !text_ok(c->job_text))
+		snprintf(msg, n, "the job's description must be at most %d printable characters",
+			 RDZV_JOB_MAX);
 	else
 		return 0;
 	return -EINVAL;
@@ -86,13 +105,17 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->run_id = strdup(cfg->run_id);
 	m->node_id = strdup(cfg->node_id);
 	m->addr = strdup(cfg->addr);
-	if (!m->run_id || !m->node_id || !m->addr) {
+	m->job = strdup(cfg->job ? cfg->job : "");
+	m->job_text = strdup(cfg->job_text ? cfg->job_text : "");
+	if (!m->run_id || !m->node_id || !m->addr || !m->job || !m->job_text) {
 		rdzv_machine_free(m);
 		return -ENOMEM;
 	}
 	m->cfg.run_id = m->run_id;
 	m->cfg.node_id = m->node_id;
 	m->cfg.addr = m->addr;
+	m->cfg.job = m->job;
+	m->cfg.job_text = m->job_text;
 	snprintf(m->prefix, sizeof(m->prefix), "ddprdzv/%s/", m->run_id);
 	m->next_id = 1;
 	m->timer_armed = -1;
@@ -115,6 +138,8 @@ void rdzv_machine_free(struct rdzv_machine *m)
 	free(m->run_id);
 	free(m->node_id);
 	free(m->addr);
+	free(m->job);
+	free(m->job_text);
 	free(m);
 }
 
@@ -210,6 +235,24 @@ static bool fail_status(struct rdzv_machine *m, int status, int *rc)
 	return true;
 }
 
+/* The store's owner: written by its host, watched by its job's others. */
+static int store_owner(struct rdzv_machine *m)
+{
+	struct rdzv_owner o = {0};
+	char buf[RDZV_OWNER_MAX + 1];
+	if (m->cfg.store_role == RDZV_STORE_OWNED)
+		return rdzv_push_kv(m, RDZV_ACT_WATCH, RDZV_OWNER_KEY, NULL, 0, &m->owner_watch);
+	if (m->cfg.store_role != RDZV_STORE_OWN)
+		return 0;
+	snprintf(o.run_id, sizeof(o.run_id), "%s", m->run_id);
+	snprintf(o.job, sizeof(o.job), "%s", m->job);
+	snprintf(o.job_text, sizeof(o.job_text), "%s", m->job_text);
+	int n = rdzv_owner_encode(&o, buf, sizeof(buf));
+	if (n < 0)
+		return rdzv_end(m, RDZV_ACT_FAILED, "internal error: owner not encodable");
+	return rdzv_push_kv(m, RDZV_ACT_SET, RDZV_OWNER_KEY, buf, (size_t)n, NULL);
+}
+
 int rdzv_start(struct rdzv_machine *m, int64_t now)
 {
 	char key[RDZV_KEY_MAX];
@@ -220,8 +263,10 @@ int rdzv_start(struct rdzv_machine *m, int64_t now)
 	m->join_deadline = now + m->cfg.join_timeout_ms;
 	m->hb_next = now + m->cfg.keep_alive_interval_ms;
 	m->hb_count = 1;
+	int rc = store_owner(m);
 	rdzv_key(m, key, "state");
-	int rc = rdzv_push_kv(m, RDZV_ACT_WATCH, key, NULL, 0, &m->st_watch);
+	if (rc == 0)
+		rc = rdzv_push_kv(m, RDZV_ACT_WATCH, key, NULL, 0, &m->st_watch);
 	if (rc == 0) {
 		rdzv_key(m, key, "a/%s", m->node_id);
 		m->op = OP_ALIVE;
@@ -278,7 +323,9 @@ int rdzv_on_key(struct rdzv_machine *m, int64_t now, uint64_t watch, struct rdzv
 		rc = rdzv_take_state(m, v);
 		if (rc == 0 && m->op == OP_CLOSE)
 			rc = rdzv_close_timer(m, now); /* abandons a close the state overtook */
-	} else if (watch == m->ring_watch)
+	} else if (watch == m->owner_watch)
+		rc = rdzv_owner_event(m, v);
+	else if (watch == m->ring_watch)
 		rc = rdzv_ring_event(m, now, v);
 	else if (watch == m->coord_watch)
 		rdzv_coord_event(m, v);

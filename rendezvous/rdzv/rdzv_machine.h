@@ -29,10 +29,24 @@
  *               rejoins by itself and answers with the next ROUND
  *   LEFT        (after rdzv_stop) this node has left: close the session, exit
  *   FINISHED    nothing more to do for this node (its workers' success is
- *               recorded, or the job it waited for has finished): close the
- *               session, exit 0
+ *               recorded, or it ran in the job and the job finished while it
+ *               rejoined): close the session, exit 0
  *   FAILED      text says why, in a user-facing sentence: stop the workers,
- *               close the session, exit non-zero
+ *               close the session, exit non-zero. A node that never ran in
+ *               a round ends here too when the job it waited for finishes
+ *   REFUSED     this node is not of the job it reached (another job holds
+ *               the run id, or the store is another job's): text names both
+ *               jobs. Nothing of the other job was touched; close the
+ *               session, exit as for a usage error
+ *
+ * Job identity: every node of one job gives the same fingerprint (struct
+ * rdzv_config's job). It is written into the state by the node that creates
+ * the generation; a node that finds an open or running generation with
+ * another fingerprint is REFUSED before it takes a ticket. A node that
+ * hosts the store for its own job alone (static node 0) writes its job to
+ * RDZV_OWNER_KEY first; a node told that the store is its job's node 0's
+ * (static, node rank > 0) waits for that key and is REFUSED when it names
+ * another run id or fingerprint.
  *
  * Driving it:
  *   rdzv_machine_new(cfg) -> rdzv_start(now) -> loop { while
@@ -62,6 +76,15 @@
 
 #include "rdzv_codec.h"
 
+/* Whose store this node meets the others on (see "Job identity" above). */
+enum rdzv_store_role {
+	RDZV_STORE_SHARED = 0, /* any number of jobs, one per run id (c10d, etcd) */
+	RDZV_STORE_OWN,	       /* this node hosts it for its own job: it writes
+				  RDZV_OWNER_KEY */
+	RDZV_STORE_OWNED,      /* its job's host writes RDZV_OWNER_KEY: wait
+				  for it, refuse another job's */
+};
+
 /* What the job asks for. Strings are copied by rdzv_machine_new. */
 struct rdzv_config {
 	const char *run_id;	       /* --rdzv_id: a token (rdzv_token_ok), <= RDZV_RUN_ID_MAX */
@@ -72,9 +95,14 @@ struct rdzv_config {
 	uint32_t min_nodes, max_nodes; /* --nnodes=MIN:MAX (static mode: N:N) */
 	int32_t node_rank;	       /* --node_rank, or -1 */
 	uint32_t max_restarts;	       /* --max_restarts, for the whole job */
+	const char *job;	       /* the job's fingerprint (a token, <= RDZV_ID_MAX),
+					  or NULL: none (only jobs without one meet) */
+	const char *job_text;	       /* the job in words for messages (printable
+					  ASCII, <= RDZV_JOB_MAX), or NULL */
+	enum rdzv_store_role store_role;
 	/* --rdzv_conf, in milliseconds (torchrun's names; defaults in brackets) */
-	int64_t join_timeout_ms;	 /* [600 s] until this node is in a round; a
-					    spare of a full job waits without it */
+	int64_t join_timeout_ms;	 /* [600 s] until this node is in a round (a
+					    spare of a full job too) */
 	int64_t last_call_timeout_ms;	 /* [30 s] window after MIN nodes are in, or
 					    after a node asked to join a running job */
 	int64_t close_timeout_ms;	 /* [30 s] a closer's wait for slots being
@@ -86,7 +114,8 @@ struct rdzv_config {
 };
 
 /* Fills torchrun's defaults: 1:1 nodes, 1 worker, no node rank, 0 restarts,
- * join 600 s, last call 30 s, close 30 s, keep-alive 5 s x 3 (strings NULL). */
+ * join 600 s, last call 30 s, close 30 s, keep-alive 5 s x 3 (strings NULL,
+ * a shared store). */
 void rdzv_config_defaults(struct rdzv_config *cfg);
 
 /* Checks cfg. Returns 0, or -EINVAL with a user-facing sentence in msg
@@ -107,6 +136,7 @@ enum rdzv_action_kind {
 	RDZV_ACT_LEFT,	      /* text: what happened, for the log */
 	RDZV_ACT_FINISHED,    /* text: what happened, for the log */
 	RDZV_ACT_FAILED,      /* text: the user-facing message */
+	RDZV_ACT_REFUSED,     /* text: the user-facing message, naming both jobs */
 };
 
 struct rdzv_bytes {

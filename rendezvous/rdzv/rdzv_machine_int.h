@@ -57,7 +57,7 @@ struct rdzv_act {
 
 struct rdzv_machine {
 	struct rdzv_config cfg;
-	char *run_id, *node_id, *addr;
+	char *run_id, *node_id, *addr, *job, *job_text;
 	char prefix[RDZV_RUN_ID_MAX + 16]; /* "ddprdzv/RUN/" */
 	enum rdzv_mode mode;
 	uint64_t next_id;
@@ -132,6 +132,11 @@ struct rdzv_machine {
 	char coord_id[RDZV_ID_MAX + 1];
 	bool coord_gone, coord_done;
 
+	/* RDZV_STORE_OWNED: the watch on RDZV_OWNER_KEY until it names this job */
+	uint64_t owner_watch;
+	bool owner_ok;
+	bool ran; /* this node has been in a round (it ran workers) */
+
 	/* local requests */
 	bool stop_req;
 	int64_t stop_deadline;
@@ -170,6 +175,9 @@ int rdzv_take_state_struct(struct rdzv_machine *m, const struct rdzv_state *st);
 /* rdzv_eval.c */
 int rdzv_evaluate(struct rdzv_machine *m, int64_t now);
 int rdzv_ring_event(struct rdzv_machine *m, int64_t now, struct rdzv_value v);
+/* RDZV_OWNER_KEY's value: this job's (go on), absent (wait), or another's
+ * (REFUSED). */
+int rdzv_owner_event(struct rdzv_machine *m, struct rdzv_value v);
 void rdzv_coord_event(struct rdzv_machine *m, struct rdzv_value v);
 void rdzv_timer_check(struct rdzv_machine *m, int64_t now);
 int64_t rdzv_next_deadline(const struct rdzv_machine *m);

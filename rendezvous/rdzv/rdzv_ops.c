@@ -63,6 +63,8 @@ int rdzv_op_create(struct rdzv_machine *m)
 	    .max_restarts = m->cfg.max_restarts,
 	    .reason = RDZV_WHY_START,
 	};
+	snprintf(ns.job, sizeof(ns.job), "%s", m->job);
+	snprintf(ns.job_text, sizeof(ns.job_text), "%s", m->job_text);
 	m->op = OP_CREATE;
 	return rdzv_state_cas(m, &ns);
 }
@@ -142,6 +144,7 @@ int rdzv_become_member(struct rdzv_machine *m, struct rdzv_world_data *wd, uint3
 		 w->gen, w->round);
 	w->key_prefix = m->key_prefix;
 	m->mode = MODE_RUN;
+	m->ran = true;
 	m->mem_round = w->round;
 	m->mem_rank = rank;
 	m->ticket = 0;

@@ -388,6 +388,7 @@ static void drain(struct fake_net *net, struct node *nd)
 		case RDZV_ACT_LEFT:
 		case RDZV_ACT_FINISHED:
 		case RDZV_ACT_FAILED:
+		case RDZV_ACT_REFUSED:
 			if (getenv("RDZV_TRACE"))
 				fprintf(stderr, "%6" PRId64 " %s: END %d %s\n", net->now,
 					a->node_id, act.kind, act.text);

@@ -1,0 +1,110 @@
+/*
+ * identity.c - a job's fingerprint, description and default run id
+ * (identity.h).
+ */
+#include "identity.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "opts_rdzv.h"
+#include "settings.h"
+
+#define FNV_OFFSET 0xcbf29ce484222325ull
+#define FNV_PRIME  0x100000001b3ull
+#define CMD_SHOWN  120 /* characters of the command in the description */
+
+/* FNV-1a over a field with its length first, so fields never run into
+ * each other ("ab" "c" differs from "a" "bc"). */
+static uint64_t mix(uint64_t h, const char *s)
+{
+	char len[24];
+	size_t n = s ? strlen(s) : 0;
+
+	snprintf(len, sizeof(len), "%zu:", n);
+	for (const char *p = len; *p; p++)
+		h = (h ^ (uint8_t)*p) * FNV_PRIME;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * FNV_PRIME;
+	return h;
+}
+
+/* Appends s to buf (len so far in *n, cap bytes), as printable ASCII. */
+static void append(char *buf, size_t cap, size_t *n, const char *s)
+{
+	for (; s && *s && *n + 1 < cap; s++) {
+		uint8_t c = (uint8_t)*s;
+
+		buf[(*n)++] = c < 0x20 || c > 0x7e || c == '\'' ? '?' : (char)c;
+	}
+	buf[*n] = '\0';
+}
+
+/* The command as one line, its last CMD_SHOWN characters when longer (the
+ * end tells jobs apart). */
+static void command_text(const struct launch_opts *o, char out[CMD_SHOWN + 1])
+{
+	char all[4096];
+	size_t n = 0;
+
+	append(all, sizeof(all), &n, o->module ? "-m " : "");
+	append(all, sizeof(all), &n, o->program);
+	for (size_t i = 0; i < o->args.n; i++) {
+		append(all, sizeof(all), &n, " ");
+		append(all, sizeof(all), &n, o->args.v[i]);
+	}
+	if (n > CMD_SHOWN) {
+		memcpy(out, "...", 3);
+		memmove(all, all + n - (CMD_SHOWN - 3), CMD_SHOWN - 3 + 1);
+		n = CMD_SHOWN - 3;
+		memcpy(out + 3, all, n + 1);
+		return;
+	}
+	memcpy(out, all, n + 1);
+}
+
+void identity_make(const struct launch_opts *o, const char *mode, char job[IDENTITY_JOB_LEN + 1],
+		   char text[IDENTITY_TEXT_MAX + 1])
+{
+	char nodes[32], cmd[CMD_SHOWN + 1];
+	uint64_t h = mix(FNV_OFFSET, "ddpjob1");
+
+	if (o->nnodes_min == o->nnodes_max)
+		snprintf(nodes, sizeof(nodes), "%d", o->nnodes_max);
+	else
+		snprintf(nodes, sizeof(nodes), "%d:%d", o->nnodes_min, o->nnodes_max);
+	h = mix(h, mode);
+	h = mix(h, nodes);
+	h = mix(h, o->no_python ? "no_python" : "python");
+	h = mix(h, o->module ? "module" : "program");
+	h = mix(h, o->program);
+	for (size_t i = 0; i < o->args.n; i++)
+		h = mix(h, o->args.v[i]);
+	snprintf(job, IDENTITY_JOB_LEN + 1, "%016" PRIx64, h);
+	command_text(o, cmd);
+	snprintf(text, IDENTITY_TEXT_MAX + 1, "'%s' on --nnodes=%s --nproc_per_node=%s (%s)", cmd,
+		 nodes, o->nproc_spec ? o->nproc_spec : "1", mode);
+}
+
+static bool given(const struct launch_opts *o, const char *name)
+{
+	int i = settings_find(&opts_settings, name);
+
+	return i >= 0 && (((o->set_by_cli | o->set_by_file) >> i) & 1);
+}
+
+int identity_default_run_id(struct launch_opts *o)
+{
+	char id[sizeof(IDENTITY_RUN_ID_PREFIX) + IDENTITY_JOB_LEN], err[OPTS_ERR_LEN];
+	struct opts_rdzv r;
+
+	if (given(o, "rdzv_id") || !o->rdzv_id || strcmp(o->rdzv_id, "none") != 0)
+		return 0;
+	if (opts_rdzv_resolve(o, NULL, &r, err, sizeof(err)) < 0 || r.mode == OPTS_RDZV_LOCAL)
+		return 0;
+	snprintf(id, sizeof(id), "%s%s", IDENTITY_RUN_ID_PREFIX, r.job);
+	return opts_set(o, "rdzv_id", id, OPTS_SRC_DEFAULT, err, sizeof(err)) < 0 ? -ENOMEM : 0;
+}
