@@ -25,12 +25,12 @@
 
 #include "opts.h"
 
-#define IDENTITY_JOB_LEN  16  /* hex digits of the fingerprint */
-#define IDENTITY_TEXT_MAX 200 /* the description (rdzv_codec.h's RDZV_JOB_MAX) */
+#define IDENTITY_JOB_LEN       16  /* hex digits of the fingerprint */
+#define IDENTITY_TEXT_MAX      200 /* the description (rdzv_codec.h's RDZV_JOB_MAX) */
 #define IDENTITY_RUN_ID_PREFIX "job-"
 
 /* Writes the fingerprint (IDENTITY_JOB_LEN hex digits and a NUL) into job
- * * and the description ("'PROGRAM ARGS' on --nnodes=N --nproc_per_node=P
+ * and the description ("'PROGRAM ARGS' on --nnodes=N --nproc_per_node=P
  * (MODE)": printable ASCII, the command shortened from its start to fit)
  * into text (IDENTITY_TEXT_MAX + 1 bytes). `mode` is
  * opts_rdzv_mode_name()'s word. */

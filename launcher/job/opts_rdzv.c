@@ -526,8 +526,7 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 				   ? "hosted by another node or ddp-rdzvd"
 				   : "hosted by the node with this address, or ddp-rdzvd"));
 	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
-	fprintf(out, "rdzv_job = %s, the same on every node of the job: %s\n", r->job,
-		r->job_text);
+	fprintf(out, "rdzv_job = %s, the same on every node of the job: %s\n", r->job, r->job_text);
 	if (!strncmp(r->run_id, IDENTITY_RUN_ID_PREFIX, strlen(IDENTITY_RUN_ID_PREFIX)) &&
 	    !strcmp(r->run_id + strlen(IDENTITY_RUN_ID_PREFIX), r->job))
 		fprintf(out,

@@ -35,12 +35,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RDZV_ID_MAX	   64	 /* node ids */
-#define RDZV_ADDR_MAX	   255	 /* node addresses (a host name at most) */
-#define RDZV_RUN_ID_MAX	   128	 /* run ids */
-#define RDZV_MSG_MAX	   512	 /* a failed job's message */
-#define RDZV_JOB_MAX	   200	 /* a job's description (for messages) */
-#define RDZV_OWNER_MAX	   512	 /* an encoded owner record */
+#define RDZV_ID_MAX	   64  /* node ids */
+#define RDZV_ADDR_MAX	   255 /* node addresses (a host name at most) */
+#define RDZV_RUN_ID_MAX	   128 /* run ids */
+#define RDZV_MSG_MAX	   512 /* a failed job's message */
+#define RDZV_JOB_MAX	   200 /* a job's description (for messages) */
+#define RDZV_OWNER_MAX	   512 /* an encoded owner record */
 #define RDZV_OWNER_KEY	   "ddprdzv/owner"
 #define RDZV_NODES_MAX	   65536 /* nodes in a job (--nnodes' MAX) */
 #define RDZV_NPROC_MAX	   65536 /* workers on one node */

@@ -1,7 +1,7 @@
 /*
  * fuzz_rdzv.c - libFuzzer target over the rendezvous' decoders
- * (rendezvous/rdzv/rdzv_codec.h). Every input is fed to the state, slot and
- * world decoders; whatever one accepts must encode back to the same bytes
+ * (rendezvous/rdzv/rdzv_codec.h). Every input is fed to the state, slot,
+ * owner and world decoders; whatever one accepts must encode back to the same bytes
  * (the encodings are canonical), so a decoder that reads past its input,
  * accepts what the encoder would not write, or loses a field stops the run.
  */
@@ -24,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	struct rdzv_state st;
 	struct rdzv_slot slot;
 	struct rdzv_world_data w;
+	struct rdzv_owner owner;
 	char buf[RDZV_STATE_MAX + RDZV_SLOT_MAX + 2];
 	if (rdzv_state_decode(data, len, &st) == 0) {
 		int n = rdzv_state_encode(&st, buf, sizeof(buf));
@@ -33,6 +34,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	}
 	if (rdzv_slot_decode(data, len, &slot) == 0) {
 		int n = rdzv_slot_encode(&slot, buf, sizeof(buf));
+		if (n < 0)
+			abort();
+		same(buf, (size_t)n, data, len);
+	}
+	if (rdzv_owner_decode(data, len, &owner) == 0) {
+		int n = rdzv_owner_encode(&owner, buf, sizeof(buf));
 		if (n < 0)
 			abort();
 		same(buf, (size_t)n, data, len);

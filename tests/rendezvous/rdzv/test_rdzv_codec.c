@@ -39,6 +39,8 @@ static struct rdzv_state sample_state(enum rdzv_phase phase)
 	}
 	if (phase == RDZV_FAILED)
 		strcpy(s.msg, "workers on node 'x' failed: no restarts left");
+	strcpy(s.job, "0123456789abcdef");
+	strcpy(s.job_text, "'train.py' on --nnodes=2:4");
 	return s;
 }
 
@@ -47,7 +49,8 @@ static void test_state_golden(void **unused)
 	char buf[RDZV_STATE_MAX + 1];
 	struct rdzv_state s = sample_state(RDZV_RUNNING), d;
 	int n = rdzv_state_encode(&s, buf, sizeof(buf));
-	const char *want = "rdzv1 3 7 running 2 4 4 3 1 3 dead 10.0.0.3:77 10.0.0.1:12 0\n";
+	const char *want = "rdzv2 3 7 running 2 4 4 3 1 3 dead 10.0.0.3:77 10.0.0.1:12 "
+			   "0123456789abcdef 26 0\n'train.py' on --nnodes=2:4";
 	assert_int_equal(n, strlen(want));
 	assert_memory_equal(buf, want, n);
 	assert_int_equal(rdzv_state_decode(U8(buf), (size_t)n, &d), 0);
@@ -116,32 +119,38 @@ static void test_state_malformed(void **unused)
 	static const char *bad[] = {
 	    "",
 	    "\n",
-	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - a 0",	      /* no newline */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a 0\n",     /* version */
-	    "rdzv1 03 7 running 2 4 4 3 1 3 dead - a 0\n",    /* leading zero */
-	    "rdzv1 3  7 running 2 4 4 3 1 3 dead - a 0\n",    /* double space */
-	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - a 0 \n",    /* trailing space */
-	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - a\n",	      /* field missing */
-	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - a 0 0\n",   /* field extra */
-	    "rdzv1 0 7 running 2 4 4 3 1 3 dead - a 0\n",     /* gen 0 */
-	    "rdzv1 3 0 running 2 4 4 3 1 3 dead - a 0\n",     /* round 0 */
-	    "rdzv1 3 7 walking 2 4 4 3 1 3 dead - a 0\n",     /* phase */
-	    "rdzv1 3 7 running 5 4 4 3 1 3 dead - a 0\n",     /* min > max */
-	    "rdzv1 3 7 running 2 4 4 5 1 3 dead - a 0\n",     /* size > max */
-	    "rdzv1 3 7 running 2 4 4 3 4 3 dead - a 0\n",     /* restarts > budget */
-	    "rdzv1 3 7 running 2 4 4 0 1 3 dead - a 0\n",     /* running, no size */
-	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - - 0\n",     /* running, no coord */
-	    "rdzv1 3 7 failed 2 4 4 3 1 3 dead - a 0\n",      /* failed, no message */
-	    "rdzv1 3 7 open 2 4 4 0 1 3 dead - - 1\nx",	      /* open with a message */
-	    "rdzv1 3 7 failed 2 4 4 3 1 3 dead - a 3\nab",    /* message short */
-	    "rdzv1 3 7 failed 2 4 4 3 1 3 dead - a 1\nab",    /* message long */
-	    "rdzv1 3 7 failed 2 4 4 3 1 3 dead - a 1\n\t",    /* message not printable */
-	    "rdzv1 3 7 running 2 4 4 3 1 3 dead a/b a 0\n",   /* '/' in an id */
-	    "rdzv1 3 7 running 2 4 4 3 1 3 sick - a 0\n",     /* reason */
-	    "rdzv1 3 7 running 2 99999 4 3 1 3 dead - a 0\n", /* max too large */
-	    "rdzv1 99999999999999999999 7 running 2 4 4 3 1 3 dead - a 0\n", /* > 2^64 */
-	    "rdzv1 3 4294967296 running 2 4 4 3 1 3 dead - a 0\n",	     /* > 2^32 */
-	    "rdzv1 +3 7 running 2 4 4 3 1 3 dead - a 0\n",
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0 0",	  /* no newline */
+	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* version */
+	    "rdzv2 03 7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* leading zero */
+	    "rdzv2 3  7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* double space */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0 0 \n",	  /* trailing space */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0\n",	  /* field missing */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0 0 0\n",	  /* field extra */
+	    "rdzv2 0 7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* gen 0 */
+	    "rdzv2 3 0 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* round 0 */
+	    "rdzv2 3 7 walking 2 4 4 3 1 3 dead - a - 0 0\n",	  /* phase */
+	    "rdzv2 3 7 running 5 4 4 3 1 3 dead - a - 0 0\n",	  /* min > max */
+	    "rdzv2 3 7 running 2 4 4 5 1 3 dead - a - 0 0\n",	  /* size > max */
+	    "rdzv2 3 7 running 2 4 4 3 4 3 dead - a - 0 0\n",	  /* restarts > budget */
+	    "rdzv2 3 7 running 2 4 4 0 1 3 dead - a - 0 0\n",	  /* running, no size */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - - - 0 0\n",	  /* running, no coord */
+	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 0\n",	  /* failed, no message */
+	    "rdzv2 3 7 open 2 4 4 0 1 3 dead - - - 0 1\nx",	  /* open with a message */
+	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 3\nab",	  /* message short */
+	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 1\nab",	  /* message long */
+	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 1\n\t",	  /* message not printable */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead a/b a - 0 0\n",	  /* '/' in an id */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 sick - a - 0 0\n",	  /* reason */
+	    "rdzv2 3 7 running 2 99999 4 3 1 3 dead - a - 0 0\n", /* max too large */
+	    "rdzv2 99999999999999999999 7 running 2 4 4 3 1 3 dead - a - 0 0\n", /* > 2^64 */
+	    "rdzv2 3 4294967296 running 2 4 4 3 1 3 dead - a - 0 0\n",		 /* > 2^32 */
+	    "rdzv2 +3 7 running 2 4 4 3 1 3 dead - a - 0 0\n",
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j/b 0 0\n", /* '/' in the job */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 3 0\nab", /* job text short */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 1 0\nab", /* job text long */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 1 0\n\t", /* not printable */
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 201 0\n", /* over RDZV_JOB_MAX */
+	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a j 1 1\nx",	/* no message left */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		struct rdzv_state d;
@@ -150,7 +159,7 @@ static void test_state_malformed(void **unused)
 	}
 	/* A 65-character id is one too many. */
 	char big[256];
-	snprintf(big, sizeof(big), "rdzv1 3 7 running 2 4 4 3 1 3 dead %065d a 0\n", 1);
+	snprintf(big, sizeof(big), "rdzv2 3 7 running 2 4 4 3 1 3 dead %065d a - 0 0\n", 1);
 	struct rdzv_state d;
 	assert_int_equal(rdzv_state_decode(U8(big), strlen(big), &d), -EINVAL);
 	/* Over RDZV_STATE_MAX. */
@@ -382,6 +391,60 @@ static void test_ranks(void **unused)
 	assert_int_equal(size, 0);
 }
 
+static void assert_owner_canonical_or_rejected(const uint8_t *p, size_t len)
+{
+	struct rdzv_owner d;
+	char buf[RDZV_OWNER_MAX + 1];
+	if (rdzv_owner_decode(p, len, &d) < 0) {
+		struct rdzv_owner zero;
+		memset(&zero, 0, sizeof(zero));
+		assert_memory_equal(&d, &zero, sizeof(d));
+		return;
+	}
+	int n = rdzv_owner_encode(&d, buf, sizeof(buf));
+	assert_int_equal(n, len);
+	assert_memory_equal(buf, p, len);
+}
+
+/* The owner record of a static job's store: golden, round trip, every
+ * mutation canonical or refused, malformed ones refused. */
+static void test_owner(void **unused)
+{
+	struct rdzv_owner o = {0}, d;
+	char buf[RDZV_OWNER_MAX + 1];
+	strcpy(o.run_id, "job-0123456789abcdef");
+	strcpy(o.job, "0123456789abcdef");
+	strcpy(o.job_text, "'train.py' 2");
+	int n = rdzv_owner_encode(&o, buf, sizeof(buf));
+	const char *want = "rdzvo1 job-0123456789abcdef 0123456789abcdef 12\n'train.py' 2";
+	assert_int_equal(n, strlen(want));
+	assert_memory_equal(buf, want, n);
+	assert_int_equal(rdzv_owner_decode(U8(buf), (size_t)n, &d), 0);
+	assert_memory_equal(&o, &d, sizeof(o));
+	mutate_all(buf, (size_t)n, assert_owner_canonical_or_rejected);
+	static const char *bad[] = {
+	    "rdzvo1 r j 0",	/* no newline */
+	    "rdzvo2 r j 0\n",	/* version */
+	    "rdzvo1 - j 0\n",	/* no run id */
+	    "rdzvo1 r/x j 0\n", /* '/' in the run id */
+	    "rdzvo1 r j 1\n",	/* text short */
+	    "rdzvo1 r j 0\nx",	/* text long */
+	    "rdzvo1 r j 1\n\n", /* not printable */
+	    "rdzvo1 r j 201\n", /* over RDZV_JOB_MAX */
+	    "rdzvo1 r j\n",	/* field missing */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		if (rdzv_owner_decode(U8(bad[i]), strlen(bad[i]), &d) == 0)
+			fail_msg("accepted: %s", bad[i]);
+	/* No fingerprint and no text: "-" and 0. */
+	memset(&o, 0, sizeof(o));
+	strcpy(o.run_id, "r");
+	n = rdzv_owner_encode(&o, buf, sizeof(buf));
+	assert_int_equal(n, strlen("rdzvo1 r - 0\n"));
+	assert_int_equal(rdzv_owner_decode(U8(buf), (size_t)n, &d), 0);
+	assert_memory_equal(&o, &d, sizeof(o));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -391,6 +454,7 @@ int main(void)
 	    cmocka_unit_test(test_state_malformed),
 	    cmocka_unit_test(test_state_encode_checks),
 	    cmocka_unit_test(test_slot),
+	    cmocka_unit_test(test_owner),
 	    cmocka_unit_test(test_world_round_trip),
 	    cmocka_unit_test(test_world_malformed),
 	    cmocka_unit_test(test_tokens_and_numbers),

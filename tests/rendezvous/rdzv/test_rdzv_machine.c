@@ -257,8 +257,8 @@ static void test_spare_waits_then_fills_in(void **state)
 	start_range(net, 0, 2);
 	assert_true(run_to_round(net, 1, 1000));
 	fake_start(net, fake_agent(net, 2));
-	/* The job is full: the third waits, past the join deadline too. */
-	fake_run(net, NULL, NULL, 700000);
+	/* The job is full: the third waits, within its join deadline. */
+	fake_run(net, NULL, NULL, 500000);
 	struct fake_agent *spare = fake_agent(net, 2);
 	assert_true(spare->running);
 	assert_int_equal(spare->rounds, 0);
@@ -269,6 +269,109 @@ static void test_spare_waits_then_fills_in(void **state)
 	assert_int_equal(fake_now(net), t0);
 	assert_world(net, 2, 2);
 	assert_int_equal(spare->rank, 1);
+}
+
+/* A spare respects its own join deadline: it gives up, saying it never
+ * had a place, and the job goes on untouched. */
+static void test_spare_gives_up_at_join_deadline(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	int64_t t0 = fake_now(net);
+	struct fake_agent *spare = fake_agent(net, 2);
+	fake_start(net, spare);
+	fake_run(net, NULL, NULL, 700000);
+	assert_false(spare->running);
+	assert_int_equal(spare->ended, RDZV_ACT_FAILED);
+	assert_int_equal(spare->ended_at, t0 + 600000);
+	assert_int_equal(spare->rounds, 0);
+	if (!strstr(spare->end_text, "never given a place in the job of run id 'job'") ||
+	    !strstr(spare->end_text, "all of its 2 nodes"))
+		fail_msg("message: %s", spare->end_text);
+	for (int i = 0; i < 2; i++) {
+		assert_true(fake_agent(net, i)->in_round);
+		assert_int_equal(fake_agent(net, i)->rounds, 1);
+		assert_int_equal(fake_agent(net, i)->round_overs, 0);
+	}
+}
+
+/* Another job (another fingerprint) under the same run id: refused before
+ * it takes a ticket, naming both jobs; the running job is not disturbed.
+ * Once that job has finished, the run id is free for the other. */
+static void test_other_job_refused(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	for (int i = 0; i < 2; i++) {
+		fake_agent(net, i)->cfg.job = "aaaa";
+		fake_agent(net, i)->cfg.job_text = "'train.py' on --nnodes=2";
+	}
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	struct fake_agent *b = fake_add(net, "job", 2, 2);
+	b->cfg.job = "bbbb";
+	b->cfg.job_text = "'eval.py' on --nnodes=2";
+	int64_t t0 = fake_now(net);
+	fake_start(net, b);
+	fake_run(net, NULL, NULL, 60000);
+	assert_int_equal(b->ended, RDZV_ACT_REFUSED);
+	assert_int_equal(b->ended_at, t0); /* at once: no timer fired */
+	assert_int_equal(b->rounds, 0);
+	if (!strstr(b->end_text, "'train.py' on --nnodes=2") ||
+	    !strstr(b->end_text, "'eval.py' on --nnodes=2") || !strstr(b->end_text, "refused"))
+		fail_msg("message: %s", b->end_text);
+	assert_null(fake_get(net, "ddprdzv/job/c/1.2", &(size_t){0})); /* no ticket taken */
+	for (int i = 0; i < 2; i++) {
+		assert_true(fake_agent(net, i)->in_round);
+		assert_int_equal(fake_agent(net, i)->round_overs, 0);
+	}
+	/* The first job finishes: the same run id now starts the other's. */
+	fake_workers_exit(net, fake_agent(net, 0), true);
+	fake_workers_exit(net, fake_agent(net, 1), true);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	for (int i = 0; i < 2; i++) {
+		struct fake_agent *c = fake_add(net, "job", 2, 2);
+		c->cfg.job = "bbbb";
+		fake_start(net, c);
+	}
+	assert_true(run_to_round(net, 1, 1000));
+	assert_int_equal(fake_agent(net, 3)->gen, 2);
+}
+
+/* A static job's store: node 0 names its job there; a node of another job
+ * (another run id) is refused at once, one of the same job joins. A node
+ * that comes before node 0 waits for it. */
+static void test_store_owner(void **state)
+{
+	struct fake_net *net = net_of(state);
+	struct fake_agent *early = fake_add(net, "A", 2, 2);
+	early->cfg.node_rank = 1;
+	early->cfg.store_role = RDZV_STORE_OWNED;
+	fake_start(net, early);
+	fake_run(net, NULL, NULL, 10000);
+	assert_true(early->running); /* no owner yet: waits */
+	struct fake_agent *host = fake_add(net, "A", 2, 2);
+	host->cfg.node_rank = 0;
+	host->cfg.store_role = RDZV_STORE_OWN;
+	host->cfg.job_text = "'train.py'";
+	fake_start(net, host);
+	assert_true(run_to_round(net, 1, 1000));
+	struct fake_agent *b = fake_add(net, "B", 2, 2);
+	b->cfg.node_rank = 1;
+	b->cfg.store_role = RDZV_STORE_OWNED;
+	b->cfg.job_text = "'eval.py'";
+	int64_t t0 = fake_now(net);
+	fake_start(net, b);
+	fake_run(net, NULL, NULL, 60000);
+	assert_int_equal(b->ended, RDZV_ACT_REFUSED);
+	assert_int_equal(b->ended_at, t0);
+	if (!strstr(b->end_text, "'A' ('train.py')") || !strstr(b->end_text, "'B' ('eval.py')"))
+		fail_msg("message: %s", b->end_text);
+	assert_null(fake_get(net, "ddprdzv/B/state", &(size_t){0})); /* nothing of B's */
+	assert_int_equal(early->round_overs, 0);
+	assert_int_equal(host->round_overs, 0);
 }
 
 static void test_join_deadline_message(void **state)
@@ -614,13 +717,18 @@ static void test_overflow_at_formation(void **state)
 	}
 	assert_int_equal(in, 2);
 	assert_int_equal(waiting, 1);
-	/* The job finishes: the spare has nothing to wait for. */
+	/* The job finishes: the spare has nothing to wait for, and having run
+	 * nothing it does not end as a success. */
 	for (int i = 0; i < 3; i++)
 		if (fake_agent(net, i)->in_round)
 			fake_workers_exit(net, fake_agent(net, i), true);
 	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(fake_agent(net, i)->ended, RDZV_ACT_FINISHED);
+	for (int i = 0; i < 3; i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		assert_int_equal(a->ended, a->rounds ? RDZV_ACT_FINISHED : RDZV_ACT_FAILED);
+		if (!a->rounds && !strstr(a->end_text, "never given a place"))
+			fail_msg("message: %s", a->end_text);
+	}
 }
 
 static void test_death_while_finishing(void **state)
@@ -723,7 +831,7 @@ static void test_one_node_by_hand(void **unused)
 	assert_int_equal(rdzv_on_done(m, 0, id, 0), 0);
 	pop(m, RDZV_ACT_CAS, "ddprdzv/r/state", &a);
 	assert_false(a.has_expected);
-	const char *open1 = "rdzv1 1 1 open 1 1 1 0 0 0 start - - 0\n";
+	const char *open1 = "rdzv2 1 1 open 1 1 1 0 0 0 start - - - 0 0\n";
 	assert_int_equal(a.value.len, strlen(open1));
 	assert_memory_equal(a.value.data, open1, a.value.len);
 	assert_int_equal(rdzv_on_cas(m, 0, a.id, 0, true, val(open1)), 0);
@@ -798,6 +906,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_join_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spare_waits_then_fills_in, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spare_gives_up_at_join_deadline, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_other_job_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_owner, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_join_deadline_message, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_static_missing_ranks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_static_ranks_honoured, setup, teardown),
