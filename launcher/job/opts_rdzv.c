@@ -515,10 +515,10 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 			r->host, strchr(r->host, ':') ? "]" : "", r->port,
 			r->mode == OPTS_RDZV_STATIC
 			    ? "hosted by node 0"
-			    : (c->is_host == 1 ? "hosted by this node"
-			       : c->is_host == 0
-				   ? "hosted by another node or ddp-rdzvd"
-				   : "hosted by the node with this address, or ddp-rdzvd"));
+			    : (c->is_host == 1	 ? "hosted by this node"
+			       : c->is_host == 0 ? "hosted by another node or ddp-rdzvd"
+						 : "hosted by the first agent on the endpoint's "
+						   "machine, or ddp-rdzvd"));
 	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
 	if (r->node_rank >= 0)
 		fprintf(out, "rdzv_node_rank = %d\n", r->node_rank);
