@@ -66,7 +66,9 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 		/* torchrun's rule: every agent on the endpoint's machine tries
 		 * to bind it; the first wins, the others join (keeper_host). */
 		d->host_by_rule = cfg->conf.is_host < 0;
-		d->is_host = cfg->conf.is_host >= 0 ? cfg->conf.is_host == 1 : self;
+		d->is_host = cfg->conf.is_host >= 0 ? cfg->conf.is_host == 1
+			     : cfg->host_is_node0   ? cfg->node_rank == 0
+						    : self;
 	}
 	if (rc < 0 && d->is_host) {
 		rdzv_multi_free(d);
@@ -498,6 +500,18 @@ static const struct rdzv_prims_sink drv_sink = {
 #define DRV_WAIT_FIRST_MS 3000u
 #define DRV_WAIT_MAX_MS	  60000u
 
+/* Why this node does not host the store (c10d). */
+static const char *drv_not_host_why(const struct rdzv_multi *d)
+{
+	if (d->is_host)
+		return "another process holds that port here";
+	if (d->c.conf.is_host == 0)
+		return "this node does not host it (is_host=false)";
+	if (d->c.host_is_node0)
+		return "node 0 of slurm's step hosts it, not this node";
+	return "this node is not on the endpoint's machine";
+}
+
 /* What to do about a store that does not answer. */
 static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
 {
@@ -511,10 +525,7 @@ static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
 	snprintf(buf, len,
 		 "%s; set is_host=true in --rdzv_conf on the node that should host it, or start "
 		 "ddp-rdzvd --host %s --port %d there",
-		 d->is_host		  ? "another process holds that port here"
-		 : d->c.conf.is_host == 0 ? "this node does not host it (is_host=false)"
-					  : "this node is not on the endpoint's machine",
-		 d->c.host, d->c.port);
+		 drv_not_host_why(d), d->c.host, d->c.port);
 }
 
 static void drv_waiting_cb(uv_timer_t *t)

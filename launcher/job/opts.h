@@ -90,6 +90,7 @@ struct launch_opts {
 	bool no_slurm;			      /* --no_slurm: take nothing from Slurm */
 	unsigned slurm_port_range[2];	      /* LO, HI; 0, 0: 29500-29999 */
 	char slurm_used[OPTS_SLURM_USED_MAX]; /* what came from Slurm (one line), or "" */
+	bool slurm_endpoint; /* --rdzv_endpoint is the step's first node's (node 0's) */
 
 	/* the program */
 	char *program;

@@ -139,6 +139,7 @@ static int take_endpoint(struct launch_opts *o, const struct slurm_step *s, cons
 	const char *lb = strchr(addr, ':') ? "[" : "", *rb = *lb ? "]" : "";
 
 	add(u->taken, sizeof(u->taken), " --rdzv_endpoint=%s%s%s:%u", lb, addr, rb, s->port);
+	o->slurm_endpoint = true;
 	if (strcmp(addr, s->master))
 		add(u->taken, sizeof(u->taken), " (%s)", s->master);
 	return set(o, "rdzv_endpoint", err, errlen, "%s%s%s:%u", lb, addr, rb, s->port);
