@@ -27,7 +27,7 @@ static const char args_help[] =
     "  --rdzv_backend B         static (default: node 0 hosts the store), c10d or\n"
     "                           etcd (an etcd v3 cluster is the store)\n"
     "  --rdzv_endpoint H[:P]    c10d: the store at H:P (default port 29400), hosted\n"
-    "                           by the agent whose address is H, or a ddp-rdzvd;\n"
+    "                           by the first agent on H's machine, or a ddp-rdzvd;\n"
     "                           etcd: H[:P],H[:P],... (default port 2379)\n"
     "  --rdzv_id, --run_id ID   the job's name on the store (default 'none')\n"
     "  --rdzv_conf K=V,...      join_timeout (600), last_call_timeout (30),\n"
