@@ -17,6 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mnlib import DDP_RDZVD, HOST_RE, MultiNodeCase, addr, fast_conf  # noqa: E402
+from test_multinode import served  # noqa: E402
 
 ENDPOINT = "127.0.0.1"  # on this machine, but no simulated node's --local_addr
 WAIT_RE = r"no rendezvous store answers at 127\.0\.0\.1:%d .* node %s keeps trying"
@@ -65,6 +66,29 @@ class Hosting(MultiNodeCase):
         for i, p in enumerate(nodes):
             self.assertEqual({w["local_addr"] for w in p.workers()}, {addr(i)})
 
+    def test_with_a_token_the_nodes_are_admitted_and_strangers_not(self):
+        # the store an agent hosts on 127.0.0.1 admits the agents on
+        # 127.0.0.2-4 (they prove the token) and serves raw clients only
+        # from loopback and the nodes that joined: no wider than before
+        env = {"DDP_RDZV_TOKEN": "tok-%d-hosting" % os.getpid()}
+        n = 3
+        port = free_port()
+        nodes = [self.cluster.agent(i, self.endpoint_args(n, port), ("forever",), env=env)
+                 for i in range(n)]
+        for p in nodes:
+            p.wait_line(r"MNW .*groups=%d" % n, timeout=30)
+        hosts = [p for p in nodes if HOST_RE.search(p.text())]
+        self.assertEqual(len(hosts), 1, "\n\n".join(p.text() for p in nodes))
+        self.assertIn("agents prove the job's token", hosts[0].text())
+        self.assertFalse(served(ENDPOINT, port, "127.0.0.9"))
+        self.assertTrue(served(ENDPOINT, port, "127.0.0.1"))
+        self.assertTrue(served(ENDPOINT, port, addr(1)))
+        hosts[0].wait_line(r"refused a client from 127\.0\.0\.9")
+        for p in nodes:
+            p.signal(signal.SIGTERM)
+        for p in nodes:
+            p.wait()
+
     def test_nobody_hosts_each_agent_says_so_and_again(self):
         # is_host=false everywhere and no ddp-rdzvd: each agent says within
         # a few seconds what is wrong, and says it again at the next retry
@@ -89,6 +113,21 @@ class Hosting(MultiNodeCase):
             self.assertTrue(p.alive(), p.text())
             p.signal(signal.SIGTERM)
             p.wait()
+
+    def test_static_node_waiting_for_node_0_says_so(self):
+        # static: node 1 started before node 0 names node 0's address, then
+        # node 0 comes and the job runs
+        port = free_port()
+        common = ["--nnodes=2", "--master_addr=" + addr(0), "--master_port=%d" % port,
+                  "--rdzv_id=job", fast_conf(join_timeout=60)]
+        second = self.cluster.agent(1, common + ["--node_rank=1"])
+        t1, m = second.wait_line(r"no rendezvous store answers at %s:%d .* node %s keeps trying"
+                                 % (re.escape(addr(0)), port, re.escape(addr(1))), timeout=10)
+        self.assertLess(t1 - second.t_start, 3.0 + 2.0, second.text())
+        self.assertIn("node 0's agent hosts it (--node_rank=0 on %s)" % addr(0), m.string)
+        first = self.cluster.agent(0, common + ["--node_rank=0"])
+        self.assert_all_exit([first, second])
+        self.assertEqual(ranks_of([first, second]), [0, 1])
 
     def test_ddp_rdzvd_on_the_endpoint_all_join(self):
         d = self.cluster.start("rdzvd", [DDP_RDZVD, "--host", ENDPOINT, "--port", "0"])
