@@ -41,10 +41,11 @@ typedef int (*opts_slurm_resolve_fn)(const char *host, char *addr, size_t addrle
 /* Completes o from the Slurm step described by envp (name=value strings,
  * NULL-terminated; DDPLAUNCH_SLURM is read there too), resolving the master
  * with slurm_resolve_host. Values are set with OPTS_SRC_SLURM, never over
- * a value the command line, the job file or a PET_ variable gave. o->slurm_used gets the one line that says what was taken ("" when
- * Slurm is off or absent); it names the job, the step, the values as
- * flags, the ones kept as given (as flags, or as PET_ variables), and the
- * resolver's note.
+ * a value the command line, the job file or a PET_ variable gave.
+ * o->slurm_used gets the one line that says what was taken ("" when Slurm
+ * is off or absent); it names the job, the step, the values as flags, the
+ * ones kept as given (as flags, or as PET_ variables), and the resolver's
+ * note.
  * Returns 0 (also when Slurm is off or absent), or with err filled (one
  * lowercase line naming the fault and the fix, --no_slurm among them):
  *   -ENOTSUP  a step shape ddplaunch cannot run in: more than one task per

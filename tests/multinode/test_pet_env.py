@@ -92,8 +92,8 @@ class PetEnv(MultiNodeCase):
             env = {"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "%s:%d" % (addr(0), port),
                    "PET_RDZV_ID": "kfjob", "PET_NNODES": "1:3", "PET_NPROC_PER_NODE": "2",
                    "PET_MAX_RESTARTS": "3", "PET_LOCAL_ADDR": addr(i),
-                   # the round closes 3 s after the first node: pod 1 is in it
-                   "PET_RDZV_CONF": "last_call_timeout=3,join_timeout=20"}
+                   # the round closes 4 s after the first node: pod 1 is in it
+                   "PET_RDZV_CONF": "last_call_timeout=4,join_timeout=20"}
             return self.cluster.agent(i, [], env=env, local=False)
 
         first = pod(0, 0)
