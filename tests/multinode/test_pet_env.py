@@ -6,7 +6,7 @@ Run: test_pet_env.py PetEnv. Static (PET_NNODES=2, PET_NODE_RANK,
 PET_MASTER_ADDR/PORT, plus the operator's own MASTER_ADDR, MASTER_PORT,
 WORLD_SIZE and RANK, which describe pods, not workers, and must not leak into
 the workers) and elastic (PET_RDZV_BACKEND=c10d, PET_RDZV_ENDPOINT,
-PET_NNODES=1:3); then, as dry runs, the precedence (flags > job file > PET_*
+PET_NNODES=2:3); then, as dry runs, the precedence (flags > job file > PET_*
 > Slurm > defaults) and a bad value.
 """
 import os
@@ -90,10 +90,11 @@ class PetEnv(MultiNodeCase):
     def test_elastic_pods(self):
         def pod(i, port):
             env = {"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "%s:%d" % (addr(0), port),
-                   "PET_RDZV_ID": "kfjob", "PET_NNODES": "1:3", "PET_NPROC_PER_NODE": "2",
+                   "PET_RDZV_ID": "kfjob", "PET_NNODES": "2:3", "PET_NPROC_PER_NODE": "2",
                    "PET_MAX_RESTARTS": "3", "PET_LOCAL_ADDR": addr(i),
-                   # the round closes 4 s after the first node: pod 1 is in it
-                   "PET_RDZV_CONF": "last_call_timeout=4,join_timeout=20"}
+                   # at least 2 nodes (minReplicas:maxReplicas): both pods are in
+                   # the first round whenever pod 1 comes; a third is waited 1 s for
+                   "PET_RDZV_CONF": "last_call_timeout=1,join_timeout=20"}
             return self.cluster.agent(i, [], env=env, local=False)
 
         first = pod(0, 0)
