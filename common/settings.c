@@ -160,8 +160,7 @@ static int settings_store(const struct settings_def *d, void *obj, const char *v
 	}
 }
 
-/* What a good value of d looks like, for a message. */
-static void settings_expect(const struct settings_def *d, char *buf, size_t len)
+void settings_expect(const struct settings_def *d, char *buf, size_t len)
 {
 	long long top = d->type == SETTINGS_INT ? INT_MAX : INT64_MAX;
 

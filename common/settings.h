@@ -70,6 +70,10 @@ int settings_find(const struct settings_table *t, const char *name);
 int settings_apply(const struct settings_table *t, size_t i, void *obj, const char *value,
 		   char *err, size_t errlen);
 
+/* What a good value of `d` looks like, for a message: def->expect, else the
+ * type's own words ("an integer from 0 to 65535"). */
+void settings_expect(const struct settings_def *d, char *buf, size_t len);
+
 /* Writes entry `i` of `obj` as text (a SETTINGS_STR field that is NULL and a
  * CUSTOM one give ""). */
 void settings_format(const struct settings_table *t, size_t i, const void *obj, char *buf,

@@ -5,6 +5,7 @@
 #include "identity.h"
 #include "jobfile.h"
 #include "opts.h"
+#include "opts_pet.h"
 #include "opts_slurm.h"
 
 #include <log.h>
@@ -58,6 +59,10 @@ int main(int argc, char **argv)
 	}
 	if (rc == 0 && o.config)
 		rc = jobfile_load(&o, o.config, err, sizeof(err));
+	/* torchrun's PET_* variables (Kubeflow), below the flags and the job
+	 * file, above Slurm's. */
+	if (rc == 0)
+		rc = opts_pet_apply(&o, environ, err, sizeof(err));
 	/* Under a Slurm step, what the flags and the job file left out. */
 	if (rc == 0)
 		rc = opts_slurm_apply(&o, environ, err, sizeof(err));
@@ -68,8 +73,9 @@ int main(int argc, char **argv)
 	 * command line. */
 	if (rc == 0 && !(o.dry_run && !o.program))
 		rc = opts_check(&o, err, sizeof(err));
-	/* A dry run refuses what the real run would refuse. */
-	if (rc == 0 && o.dry_run)
+	/* A dry run refuses what the real run would refuse; so does a run
+	 * with PET_* values, here, where the refusal can name them. */
+	if (rc == 0 && (o.dry_run || o.set_by[OPTS_SRC_PET]))
 		rc = agent_check(&o, environ, err, sizeof(err));
 	if (rc == 0 && o.dry_run) {
 		rc = dryrun_print(&o, getenv("PYTHON_EXEC"), stdout) ? 1 : 0;
@@ -77,10 +83,13 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	if (rc < 0) {
+		opts_pet_explain(&o, environ, err, sizeof(err));
 		log_error("%s", err);
 		opts_release(&o);
 		return 2;
 	}
+	if (o.pet_used[0])
+		log_info("%s", o.pet_used);
 	if (o.slurm_used[0])
 		log_info("%s", o.slurm_used);
 	standalone_run_id(&o);

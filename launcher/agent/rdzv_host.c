@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,22 +60,12 @@ static void ip_text(const struct host_ip *ip, char *buf, size_t len)
 		buf[0] = '\0';
 }
 
-static int resolve(const char *name, struct addrinfo **out)
+static int resolve(const char *name, int flags, struct addrinfo **out)
 {
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct addrinfo hints = {
+	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = flags};
 
 	return getaddrinfo(name, NULL, &hints, out) == 0 && *out ? 0 : -ENOENT;
-}
-
-/* Whether ip is one of name's addresses. */
-static bool name_has(struct addrinfo *ai, const struct host_ip *ip)
-{
-	struct host_ip x;
-
-	for (; ai; ai = ai->ai_next)
-		if (ip_of(ai->ai_addr, &x) && ip_eq(&x, ip))
-			return true;
-	return false;
 }
 
 static bool interface_has(struct ifaddrs *ifs, const struct host_ip *ip)
@@ -87,6 +78,15 @@ static bool interface_has(struct ifaddrs *ifs, const struct host_ip *ip)
 	return false;
 }
 
+/* 127.0.0.0/8 or ::1: Linux answers on every loopback address, not only on
+ * the one lo lists. */
+static bool ip_loopback(const struct host_ip *ip)
+{
+	static const unsigned char one[16] = {[15] = 1};
+
+	return ip->family == AF_INET ? ip->b[0] == 127 : !memcmp(ip->b, one, 16);
+}
+
 bool rdzv_host_is_literal(const char *s)
 {
 	unsigned char b[16];
@@ -94,40 +94,86 @@ bool rdzv_host_is_literal(const char *s)
 	return inet_pton(AF_INET, s, b) == 1 || inet_pton(AF_INET6, s, b) == 1;
 }
 
-int rdzv_host_is_self(const char *host, const char *local_addr, bool *is, char *literal,
-		      size_t litlen, char *err, size_t errlen)
+bool rdzv_host_is_loopback(const char *literal)
 {
-	struct addrinfo *h = NULL, *l = NULL;
-	struct ifaddrs *ifs = NULL;
-	struct host_ip ip, first = {0};
-	bool found = false;
+	struct host_ip ip = {.family = AF_INET};
 
-	if (resolve(host, &h) < 0) {
+	if (inet_pton(AF_INET, literal, ip.b) != 1) {
+		ip.family = AF_INET6;
+		if (inet_pton(AF_INET6, literal, ip.b) != 1)
+			return false;
+	}
+	return ip_loopback(&ip);
+}
+
+/* torchrun's names of this machine: "localhost", its hostname, and the
+ * hostname's canonical name (its FQDN). */
+static bool name_is_machine(const char *host)
+{
+	char me[256];
+	struct addrinfo *ai = NULL;
+	bool is;
+
+	if (rdzv_host_is_literal(host))
+		return false;
+	if (!strcasecmp(host, "localhost"))
+		return true;
+	if (gethostname(me, sizeof(me)) < 0)
+		return false;
+	me[sizeof(me) - 1] = '\0';
+	if (!strcasecmp(host, me))
+		return true;
+	if (resolve(me, AI_CANONNAME, &ai) < 0)
+		return false;
+	is = ai->ai_canonname && !strcasecmp(host, ai->ai_canonname);
+	freeaddrinfo(ai);
+	return is;
+}
+
+/* Host's address to bind: the first on an interface, else the first
+ * loopback one, else the first; *mine: whether it is this machine's. */
+static void pick(struct addrinfo *h, struct ifaddrs *ifs, struct host_ip *out, bool *mine)
+{
+	struct host_ip ip, loop = {0}, first = {0};
+
+	for (struct addrinfo *a = h; a; a = a->ai_next) {
+		if (!ip_of(a->ai_addr, &ip))
+			continue;
+		if (interface_has(ifs, &ip)) {
+			*out = ip;
+			*mine = true;
+			return;
+		}
+		if (!loop.family && ip_loopback(&ip))
+			loop = ip;
+		if (!first.family)
+			first = ip;
+	}
+	*mine = loop.family != 0;
+	*out = loop.family ? loop : first;
+}
+
+int rdzv_host_is_self(const char *host, bool *is, char *literal, size_t litlen, char *err,
+		      size_t errlen)
+{
+	struct addrinfo *h = NULL;
+	struct ifaddrs *ifs = NULL;
+	struct host_ip ip;
+	bool mine;
+
+	if (resolve(host, 0, &h) < 0) {
 		snprintf(err, errlen,
 			 "cannot resolve the rendezvous host '%s' (check "
 			 "--rdzv_endpoint or --master_addr)",
 			 host);
 		return -ENOENT;
 	}
-	if (local_addr && resolve(local_addr, &l) < 0) {
-		freeaddrinfo(h);
-		snprintf(err, errlen, "cannot resolve --local_addr '%s'", local_addr);
-		return -ENOENT;
-	}
-	if (!local_addr && getifaddrs(&ifs) < 0)
+	if (getifaddrs(&ifs) < 0)
 		ifs = NULL;
-	for (struct addrinfo *a = h; a && !found; a = a->ai_next) {
-		if (!ip_of(a->ai_addr, &ip))
-			continue;
-		if (!first.family)
-			first = ip;
-		found = local_addr ? name_has(l, &ip) : interface_has(ifs, &ip);
-	}
-	ip_text(found ? &ip : &first, literal, litlen);
-	*is = found;
+	pick(h, ifs, &ip, &mine);
+	ip_text(&ip, literal, litlen);
+	*is = mine || name_is_machine(host);
 	freeaddrinfo(h);
-	if (l)
-		freeaddrinfo(l);
 	if (ifs)
 		freeifaddrs(ifs);
 	return 0;

@@ -1,7 +1,7 @@
 /*
  * rdzv_host.h - where this node stands towards the rendezvous store's
- * host: whether it is that host (the endpoint's address is one of its own,
- * or --local_addr), and who holds a port when the store cannot bind it.
+ * host: whether it is that host (the endpoint's host is this machine), and
+ * who holds a port when the store cannot bind it.
  *
  * These calls do blocking I/O of the set-up kind (name resolution,
  * getifaddrs, /proc); the agent makes them once, before its loop runs.
@@ -12,17 +12,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Whether `host` names this node: with `local_addr` (--local_addr, may be
- * NULL) when one of host's addresses is one of local_addr's; otherwise when
- * one of host's addresses is an address of one of this machine's
- * interfaces. On success *literal receives host's address that matched (or
- * its first, when none did), as a literal for binding. Returns 0 (*is
- * set), or -ENOENT when `host` does not resolve (err says so). */
-int rdzv_host_is_self(const char *host, const char *local_addr, bool *is, char *literal,
-		      size_t litlen, char *err, size_t errlen);
+/* Whether `host` is this machine, by torchrun's rule (c10d's
+ * _matches_machine_hostname, widened to every interface): one of host's
+ * addresses is an address of one of this machine's interfaces or a
+ * loopback address (127.0.0.0/8, ::1), or host is "localhost", this
+ * machine's hostname or its canonical name. --local_addr plays no part:
+ * agents of simulated nodes on 127.0.0.2, ... are all on the machine of an
+ * endpoint at 127.0.0.1. *literal receives host's address to bind: the
+ * first on an interface, else the first loopback one, else its first.
+ * Returns 0 (*is set), or -ENOENT when `host` does not resolve (err says
+ * so). */
+int rdzv_host_is_self(const char *host, bool *is, char *literal, size_t litlen, char *err,
+		      size_t errlen);
 
 /* Whether s is an IPv4 or IPv6 literal. */
 bool rdzv_host_is_literal(const char *s);
+
+/* Whether `literal` is a loopback address (127.0.0.0/8, ::1); false for
+ * names. */
+bool rdzv_host_is_loopback(const char *literal);
 
 /* Describes who listens on TCP `port`, for "port P is in use by ...":
  * "pid 1234 (ddplaunch --nnodes=2 ...)" when /proc shows the owner, else

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "rdzv_host.h"
@@ -43,35 +44,64 @@ static void keeper_refuse_taken(struct rdzv_multi *d)
 		  d->c.port, d->bind_lit, owner);
 }
 
+/* The store could not listen: c10d joins whoever holds the port (another
+ * agent of this machine, a ddp-rdzvd); an agent that hosts only by the rule
+ * joins as a client whatever the error (torchrun does the same), one told
+ * is_host=true fails. Returns 0 (joining) or rc, reported. */
+static int keeper_listen_failed(struct rdzv_multi *d, int rc)
+{
+	char owner[160];
+
+	if (rc == UV_EADDRINUSE && d->c.mode == OPTS_RDZV_C10D) {
+		rdzv_port_owner(d->c.port, owner, sizeof(owner));
+		log_info("the rendezvous port %s:%d is taken (by %s); joining the store there",
+			 d->bind_lit, d->c.port, owner);
+		return 0;
+	}
+	if (d->host_by_rule && d->c.port != 0) {
+		log_warn("cannot listen on %s:%d for the rendezvous store: %s; joining it as a "
+			 "client (is_host=true in --rdzv_conf makes this an error)",
+			 d->bind_lit, d->c.port, uv_strerror(rc));
+		return 0;
+	}
+	if (rc == UV_EADDRINUSE)
+		keeper_refuse_taken(d);
+	else
+		log_error("cannot listen on %s:%d for the rendezvous store: %s (check %s)",
+			  d->bind_lit, d->c.port, uv_strerror(rc),
+			  d->c.mode == OPTS_RDZV_STATIC ? "--master_addr and --master_port"
+							: "--rdzv_endpoint and --local_addr");
+	return rc;
+}
+
+/* A name (not "localhost") that is a loopback address here, as Debian's
+ * /etc/hosts makes the hostname: agents of other machines cannot reach it. */
+static void keeper_warn_loopback(const struct rdzv_multi *d)
+{
+	if (rdzv_host_is_literal(d->c.host) || !strcasecmp(d->c.host, "localhost") ||
+	    !rdzv_host_is_loopback(d->bind_lit))
+		return;
+	log_warn("the rendezvous host '%s' is %s on this machine, a loopback address: agents of "
+		 "other machines cannot reach the store there (give --rdzv_endpoint this "
+		 "machine's network address)",
+		 d->c.host, d->bind_lit);
+}
+
 int keeper_host(struct rdzv_multi *d)
 {
 	int rc = store_server_new(d->loop, NULL, &d->rstore);
 
 	if (rc < 0)
 		return rc;
-	if (d->token)
-		rc = store_server_set_token(d->rstore, d->token, strlen(d->token));
-	if (rc == 0)
-		rc = store_server_listen(d->rstore, d->bind_lit, d->c.port);
-	if (rc == UV_EADDRINUSE && d->c.mode == OPTS_RDZV_C10D) {
-		char owner[160];
-
-		rdzv_port_owner(d->c.port, owner, sizeof(owner));
-		log_info("the rendezvous port %s:%d is taken (by %s); joining the store there",
-			 d->bind_lit, d->c.port, owner);
-		keeper_store_close(&d->rstore);
-		return 0;
-	}
-	if (rc == UV_EADDRINUSE)
-		keeper_refuse_taken(d);
-	else if (rc < 0)
-		log_error("cannot listen on %s:%d for the rendezvous store: %s (check %s)",
-			  d->bind_lit, d->c.port, uv_strerror(rc),
-			  d->c.mode == OPTS_RDZV_STATIC ? "--master_addr and --master_port"
-							: "--rdzv_endpoint and --local_addr");
-	if (rc < 0) {
+	if (d->token && (rc = store_server_set_token(d->rstore, d->token, strlen(d->token))) < 0) {
+		log_error("cannot give the rendezvous store the job's token: %s", strerror(-rc));
 		keeper_store_close(&d->rstore);
 		return rc;
+	}
+	rc = store_server_listen(d->rstore, d->bind_lit, d->c.port);
+	if (rc < 0) {
+		keeper_store_close(&d->rstore);
+		return keeper_listen_failed(d, rc);
 	}
 	d->c.port = store_server_port(d->rstore);
 	log_info("hosting the rendezvous store at %s%s%s:%d for run id '%s'%s",
@@ -80,6 +110,7 @@ int keeper_host(struct rdzv_multi *d)
 		 d->token ? " (agents prove the job's token)"
 			  : "; no token, so any process that reaches this address may use it (set "
 			    "DDP_RDZV_TOKEN on every node to keep strangers out)");
+	keeper_warn_loopback(d);
 	return 0;
 }
 

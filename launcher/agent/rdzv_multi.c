@@ -57,14 +57,19 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 	/* The host's address as a literal, to bind; a name that does not
 	 * resolve only matters to the node that must bind it (the others'
 	 * sessions keep trying until the join deadline). */
-	rc = rdzv_host_is_self(cfg->host, cfg->local_addr, &self, d->bind_lit, sizeof(d->bind_lit),
-			       err, errlen);
+	rc = rdzv_host_is_self(cfg->host, &self, d->bind_lit, sizeof(d->bind_lit), err, errlen);
 	if (cfg->mode == OPTS_RDZV_STATIC)
 		d->is_host = cfg->node_rank == 0;
 	else if (cfg->mode == OPTS_RDZV_ETCD)
 		d->is_host = false; /* etcd is the store */
-	else
-		d->is_host = cfg->conf.is_host >= 0 ? cfg->conf.is_host == 1 : self;
+	else {
+		/* torchrun's rule: every agent on the endpoint's machine tries
+		 * to bind it; the first wins, the others join (keeper_host). */
+		d->host_by_rule = cfg->conf.is_host < 0;
+		d->is_host = cfg->conf.is_host >= 0 ? cfg->conf.is_host == 1
+			     : cfg->host_is_node0   ? cfg->node_rank == 0
+						    : self;
+	}
 	if (rc < 0 && d->is_host) {
 		rdzv_multi_free(d);
 		return rc;
@@ -460,6 +465,7 @@ static void sink_connected(void *p, int status, const char *msg)
 	struct rdzv_multi *d = p;
 	int port;
 
+	uv_timer_stop(&d->timer); /* the reminder */
 	if (status < 0) {
 		d->be = NULL;
 		drv_fail(d, "%s", msg);
@@ -494,6 +500,80 @@ static const struct rdzv_prims_sink drv_sink = {
     .done = sink_done,
     .event = sink_event,
 };
+
+/* ---- waiting for the store ---- */
+
+/* The first word that the store does not answer comes after
+ * DRV_WAIT_FIRST_MS, the next ones when the time waited has doubled, at
+ * most DRV_WAIT_MAX_MS apart, until the session connects or the join
+ * deadline. */
+#define DRV_WAIT_FIRST_MS 3000u
+#define DRV_WAIT_MAX_MS	  60000u
+
+/* Why this node does not host the store (c10d). */
+static const char *drv_not_host_why(const struct rdzv_multi *d)
+{
+	if (d->is_host)
+		return "another process holds that port here";
+	if (d->c.conf.is_host == 0)
+		return "this node does not host it (is_host=false)";
+	if (d->c.host_is_node0)
+		return "node 0 of slurm's step hosts it, not this node";
+	return "this node is not on the endpoint's machine";
+}
+
+/* What to do about a store that does not answer. */
+static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
+{
+	if (d->c.mode == OPTS_RDZV_STATIC) {
+		snprintf(buf, len,
+			 "node 0's agent hosts it (--node_rank=0 on %s): start it, or check "
+			 "--master_addr and --master_port",
+			 d->c.host);
+		return;
+	}
+	snprintf(buf, len,
+		 "%s; set is_host=true in --rdzv_conf on the node that should host it, or start "
+		 "ddp-rdzvd --host %s --port %d there",
+		 drv_not_host_why(d), d->c.host, d->c.port);
+}
+
+static void drv_waiting_cb(uv_timer_t *t)
+{
+	struct rdzv_multi *d = t->data;
+	const char *why = d->be && d->ops->last_error ? d->ops->last_error(d->be) : NULL;
+	double waited = (double)(drv_now() - d->wait_since) / 1000.0;
+	double left = d->c.conf.join_timeout - waited;
+	char me[256], advice[512];
+
+	if (d->phase != DRV_CONNECTING)
+		return;
+	if (d->local_addr)
+		snprintf(me, sizeof(me), "%s", d->local_addr);
+	else if (gethostname(me, sizeof(me)) < 0)
+		snprintf(me, sizeof(me), "this machine");
+	me[sizeof(me) - 1] = '\0';
+	drv_wait_advice(d, advice, sizeof(advice));
+	log_warn("no rendezvous store answers at %s (%s) after %.0f s; node %s keeps trying "
+		 "until the join deadline (join_timeout=%g s, %.0f s left): %s",
+		 d->peer, why ? why : "no answer yet", waited, me, d->c.conf.join_timeout,
+		 left > 0 ? left : 0.0, advice);
+	/* The next at twice the time waited so far: 3, 6, 12, 24 s, ... */
+	d->wait_delay = (uint64_t)(waited * 1000.0);
+	if (d->wait_delay > DRV_WAIT_MAX_MS)
+		d->wait_delay = DRV_WAIT_MAX_MS;
+	uv_timer_start(&d->timer, drv_waiting_cb, d->wait_delay, 0);
+}
+
+/* Until the session is open the machine's timer is free: it reminds. */
+static void drv_wait_start(struct rdzv_multi *d)
+{
+	if (d->c.mode == OPTS_RDZV_ETCD)
+		return; /* etcd's client names every endpoint with its error */
+	d->wait_since = drv_now();
+	d->wait_delay = DRV_WAIT_FIRST_MS;
+	uv_timer_start(&d->timer, drv_waiting_cb, d->wait_delay, 0);
+}
 
 /* ---- the agent's calls ---- */
 
@@ -557,6 +637,7 @@ int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_e
 		return rc;
 	}
 	d->phase = DRV_CONNECTING;
+	drv_wait_start(d);
 	return 0;
 }
 

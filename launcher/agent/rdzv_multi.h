@@ -10,10 +10,16 @@
  * Who hosts the rendezvous store: in static mode the node with node rank 0,
  * at --master_addr:--master_port (a taken port is refused at once, naming
  * its owner: the nodes can then never disagree about where the store is);
- * in c10d mode the agent whose address is the endpoint's host (or
- * is_host=true in --rdzv_conf); when that port is taken there (a
- * ddp-rdzvd, or another job's agent), it joins the store found there, as
- * the other nodes do. The store listens on that one address only.
+ * in c10d mode by torchrun's rule, every agent on the endpoint's machine
+ * (rdzv_host_is_self: an interface's address, any loopback address,
+ * localhost, the hostname), is_host in --rdzv_conf overriding it, and node
+ * 0 where the endpoint came from a Slurm step: each binds the endpoint, the
+ * first wins, and the others find the port taken and join the store there
+ * (as they do a ddp-rdzvd's, or another job's agent's); by the rule a bind
+ * that fails otherwise joins as a client too. The store listens on that
+ * one address only. Until the session is open, a line every time the wait
+ * has doubled (from 3 s) says that the store does not answer and what to
+ * do.
  */
 #ifndef DDP_LAUNCHER_RDZV_MULTI_H
 #define DDP_LAUNCHER_RDZV_MULTI_H

@@ -30,6 +30,7 @@ struct rdzv_multi {
 	char *run_id, *token, *local_addr;
 	int nproc, max_restarts;
 	bool is_host;
+	bool host_by_rule; /* c10d without is_host: hosting was inferred */
 	char bind_lit[OPTS_RDZV_HOST_MAX +
 		      1]; /* the store host's address (a literal when it resolves) */
 	char peer[OPTS_RDZV_HOST_MAX + 16];
@@ -45,8 +46,11 @@ struct rdzv_multi {
 	bool leaving; /* rdzv_leave: no round is given to the agent any more */
 	int exit_status;
 
-	uv_timer_t timer; /* the machine's one timer */
-	bool handles;	  /* timer and linger are initialised */
+	uv_timer_t timer;    /* the machine's one timer; while connecting, the
+				reminder that the store does not answer */
+	int64_t wait_since;  /* drv_now() when the connecting began */
+	uint64_t wait_delay; /* ms until the next reminder */
+	bool handles;	     /* timer and linger are initialised */
 	char addr[RDZV_ADDR_MAX + 1];
 	char node_id[RDZV_ID_MAX + 1];
 
@@ -73,8 +77,9 @@ void drv_fail(struct rdzv_multi *d, const char *fmt, ...) __attribute__((format(
 /* rdzv_keeper.c */
 /* Hosts the rendezvous store at bind_lit:c.port (updates c.port when 0).
  * Returns 0 (d->rstore may be NULL: c10d found the port taken and joins
- * the store there), -EADDRINUSE (static: refused, the owner named) or
- * another error, reported. */
+ * the store there, or, hosting by the rule, could not bind and joins as a
+ * client, as torchrun does), -EADDRINUSE (static: refused, the owner named)
+ * or another error, reported. */
 int keeper_host(struct rdzv_multi *d);
 /* A fresh workers' store for the next round on this node's address; its
  * port. Returns the port or a negative errno (reported). */

@@ -72,6 +72,9 @@ struct rdzv_prims_ops {
 	int (*local_addr)(void *be, char *buf, size_t len);
 	/* "host:port" of the store, for messages. */
 	const char *(*peer)(void *be);
+	/* While the session is being opened: why the last attempt failed, or
+	 * NULL (none yet). May be NULL (a backend that does not say). */
+	const char *(*last_error)(void *be);
 	int (*get)(void *be, uint64_t tag, const struct rdzv_bytes *keys, size_t n);
 	int (*cas)(void *be, uint64_t tag, struct rdzv_bytes key, bool has_expected,
 		   struct rdzv_bytes expected, struct rdzv_bytes value);

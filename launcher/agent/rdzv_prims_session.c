@@ -123,6 +123,13 @@ static const char *sess_peer(void *p)
 	return be->s ? store_session_peer(be->s) : "the store";
 }
 
+static const char *sess_last_error(void *p)
+{
+	struct sess_be *be = p;
+
+	return be->s ? store_session_last_error(be->s) : NULL;
+}
+
 static void on_get(void *arg, uint64_t tag, int status, const struct store_session_value *vals,
 		   size_t n)
 {
@@ -276,6 +283,7 @@ const struct rdzv_prims_ops rdzv_prims_session = {
     .open = sess_open,
     .local_addr = sess_local_addr,
     .peer = sess_peer,
+    .last_error = sess_last_error,
     .get = sess_get,
     .cas = sess_cas,
     .add = sess_add,

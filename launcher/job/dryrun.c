@@ -1,5 +1,6 @@
 #include "dryrun.h"
 #include "command.h"
+#include "opts_pet.h"
 #include "opts_rdzv.h"
 #include "opts_slurm.h"
 #include "signames.h"
@@ -59,6 +60,27 @@ static void print_launch(const struct launch_opts *o, FILE *out)
 	fprintf(out, "prefix = %s\n", o->no_prefix ? "" : o->prefix);
 }
 
+/* "from = nnodes: PET_NNODES, node_rank: flag, ...; the rest: defaults". */
+static void print_sources(const struct launch_opts *o, FILE *out)
+{
+	static const char *const words[] = {"default", "slurm", "", "job file", "flag"};
+	char var[SETTINGS_NAME_MAX + 8];
+	int n = 0;
+
+	fprintf(out, "from = ");
+	for (size_t i = 0; i < opts_settings.n; i++) {
+		enum opts_source s = opts_source_of(o, i);
+
+		if (s == OPTS_SRC_DEFAULT)
+			continue;
+		opts_pet_name(o, i, var, sizeof(var));
+		fprintf(out, "%s%s: %s", n++ ? ", " : "", opts_settings.defs[i].name,
+			s == OPTS_SRC_PET ? var : words[s]);
+	}
+	fprintf(out, "%s\n", n ? "; the rest: defaults" : "defaults only");
+	fprintf(out, "pet = %s\n", o->pet_used[0] ? o->pet_used : "no PET_* variable set");
+}
+
 int dryrun_print(const struct launch_opts *o, const char *python, FILE *out)
 {
 	char **argv, err[OPTS_ERR_LEN];
@@ -66,6 +88,7 @@ int dryrun_print(const struct launch_opts *o, const char *python, FILE *out)
 	size_t argc;
 
 	print_launch(o, out);
+	print_sources(o, out);
 	opts_slurm_print(o, environ, out);
 	/* agent_check resolved it already: a dry run refuses what a run does. */
 	if (opts_rdzv_resolve(o, getenv(OPTS_RDZV_TOKEN_ENV), &r, err, sizeof(err)) == 0)

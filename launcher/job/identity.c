@@ -89,11 +89,12 @@ void identity_make(const struct launch_opts *o, const char *mode, char job[IDENT
 		 nodes, o->nproc_spec ? o->nproc_spec : "1", mode);
 }
 
+/* Whether any source (flags, job file, PET_*, Slurm) set option `name`. */
 static bool given(const struct launch_opts *o, const char *name)
 {
 	int i = settings_find(&opts_settings, name);
 
-	return i >= 0 && (((o->set_by_cli | o->set_by_file) >> i) & 1);
+	return i >= 0 && opts_source_of(o, (size_t)i) != OPTS_SRC_DEFAULT;
 }
 
 int identity_default_run_id(struct launch_opts *o)

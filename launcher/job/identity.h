@@ -37,9 +37,10 @@
 void identity_make(const struct launch_opts *o, const char *mode, char job[IDENTITY_JOB_LEN + 1],
 		   char text[IDENTITY_TEXT_MAX + 1]);
 
-/* When neither the command line nor the job file gave --rdzv_id (it is
- * still the default "none") and the job runs across nodes, sets it, as a
- * default, to "job-" and the fingerprint. Options the rendezvous refuses
+/* When no source gave --rdzv_id (not the flags, the job file, PET_RDZV_ID
+ * or a Slurm step: it is still the default "none") and the job runs across
+ * nodes, sets it, as a default, to "job-" and the fingerprint. Call it after
+ * every source was applied. Options the rendezvous refuses
  * are left for it to report. Returns 0 or -ENOMEM. */
 int identity_default_run_id(struct launch_opts *o);
 

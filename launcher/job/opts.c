@@ -113,6 +113,14 @@ int opts_takes_value(const char *name)
 	return opts_settings.defs[i].type != SETTINGS_BOOL;
 }
 
+enum opts_source opts_source_of(const struct launch_opts *o, size_t i)
+{
+	for (int s = OPTS_SRC_CLI; s > OPTS_SRC_DEFAULT; s--)
+		if ((o->set_by[s] >> i) & 1)
+			return (enum opts_source)s;
+	return OPTS_SRC_DEFAULT;
+}
+
 int opts_set(struct launch_opts *o, const char *name, const char *value, enum opts_source src,
 	     char *err, size_t errlen)
 {
@@ -123,13 +131,11 @@ int opts_set(struct launch_opts *o, const char *name, const char *value, enum op
 		snprintf(err, errlen, "unknown option '%s'", name);
 		return -ENOENT;
 	}
-	if (src == OPTS_SRC_FILE && (o->set_by_cli & (1ull << i)))
+	if (src != OPTS_SRC_DEFAULT && opts_source_of(o, (size_t)i) > src)
 		return 0;
 	rc = settings_apply(&opts_settings, (size_t)i, o, value, err, errlen);
-	if (rc == 0 && src == OPTS_SRC_CLI)
-		o->set_by_cli |= 1ull << i;
-	else if (rc == 0 && src == OPTS_SRC_FILE)
-		o->set_by_file |= 1ull << i;
+	if (rc == 0 && src != OPTS_SRC_DEFAULT)
+		o->set_by[src] |= 1ull << i;
 	return rc;
 }
 

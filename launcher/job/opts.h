@@ -19,6 +19,7 @@
 #define OPTS_MAX_SIGNALS    16
 #define OPTS_ERR_LEN	    256
 #define OPTS_SLURM_USED_MAX 768
+#define OPTS_PET_USED_MAX   768
 
 /* --pass_local_rank: no argument, --local_rank=N (torch.distributed.launch
  * before torch 2.0), --local-rank=N (torch 2.x). */
@@ -28,12 +29,16 @@ enum {
 	OPTS_LOCAL_RANK_DASH = 2,
 };
 
-/* Where a value came from; a command-line value is never overridden by a
- * job-file value. */
+/* Where a value came from, in rising precedence: a value is never
+ * overridden by one from a source below it (a Slurm value by a PET_* one,
+ * either by a job-file one, any of them by a command-line one); defaults
+ * are set unconditionally. */
 enum opts_source {
 	OPTS_SRC_DEFAULT = 0,
-	OPTS_SRC_FILE = 1,
-	OPTS_SRC_CLI = 2,
+	OPTS_SRC_SLURM = 1, /* the Slurm step (opts_slurm.h) */
+	OPTS_SRC_PET = 2,   /* torchrun's PET_<FLAG> variables (opts_pet.h) */
+	OPTS_SRC_FILE = 3,
+	OPTS_SRC_CLI = 4,
 };
 
 /* Per-local-rank stream selection of -r/--redirects and -t/--tee:
@@ -90,6 +95,10 @@ struct launch_opts {
 	bool no_slurm;			      /* --no_slurm: take nothing from Slurm */
 	unsigned slurm_port_range[2];	      /* LO, HI; 0, 0: 29500-29999 */
 	char slurm_used[OPTS_SLURM_USED_MAX]; /* what came from Slurm (one line), or "" */
+	bool slurm_endpoint; /* --rdzv_endpoint is the step's first node's (node 0's) */
+
+	/* torchrun's environment (opts_pet.h) */
+	char pet_used[OPTS_PET_USED_MAX]; /* what came from PET_* (one line), or "" */
 
 	/* the program */
 	char *program;
@@ -98,8 +107,10 @@ struct launch_opts {
 	/* extra environment, "NAME=VALUE" */
 	struct opts_strv env;
 
-	uint64_t set_by_cli;  /* bit per table entry */
-	uint64_t set_by_file; /* bit per table entry set by a job file */
+	/* Per source (set_by[OPTS_SRC_DEFAULT] stays 0), a bit per table
+	 * entry that the source set. */
+	uint64_t set_by[OPTS_SRC_CLI + 1];
+	uint64_t pet_by_alias; /* entries set by PET_<ALIAS>, not PET_<NAME> */
 };
 
 /* The option table (opts_values.c): names, aliases, types (for "did you mean" and the
@@ -112,11 +123,14 @@ void opts_release(struct launch_opts *o);
 
 /* Sets option `name` (underscores or dashes; no leading "--") to `value`
  * (NULL for a flag given without a value: booleans become true).
- * A value from OPTS_SRC_FILE is ignored when the CLI already set the key.
- * Returns 0; -ENOENT unknown name; -EINVAL bad value (err filled with a
- * message naming the value and what is expected); -ENOMEM. */
+ * A value from a source other than OPTS_SRC_DEFAULT is ignored (returns 0)
+ * when a source above it already set the key. Returns 0; -ENOENT unknown name; -EINVAL bad value
+ * (err filled with a message naming the value and what is expected); -ENOMEM. */
 int opts_set(struct launch_opts *o, const char *name, const char *value, enum opts_source src,
 	     char *err, size_t errlen);
+
+/* Where entry `i` of opts_settings got its value. */
+enum opts_source opts_source_of(const struct launch_opts *o, size_t i);
 
 /* Whether option `name` (canonical or alias) takes a value on the command
  * line. Returns 1 yes, 0 no (a boolean), -ENOENT unknown. */

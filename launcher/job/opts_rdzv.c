@@ -439,6 +439,7 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 	r->run_id = o->rdzv_id;
 	r->local_addr = o->local_addr;
 	r->lost_nodes_final = o->slurm_used[0] != '\0';
+	r->host_is_node0 = o->slurm_endpoint;
 	opts_rdzv_conf_defaults(&r->conf);
 	if ((rc = check_backend(o, err, errlen)) < 0)
 		return rc;
@@ -507,6 +508,19 @@ static void etcd_print(const struct opts_rdzv *r, FILE *out)
 		fprintf(out, "rdzv_etcd_user = none\n");
 }
 
+/* Who hosts the store of a static or c10d job (the rule: rdzv_multi.h). */
+static const char *store_host_text(const struct opts_rdzv *r)
+{
+	if (r->mode == OPTS_RDZV_STATIC)
+		return "hosted by node 0";
+	if (r->conf.is_host >= 0)
+		return r->conf.is_host ? "hosted by this node"
+				       : "hosted by another node or ddp-rdzvd";
+	if (r->host_is_node0)
+		return "hosted by node 0, the endpoint's node in slurm's step";
+	return "hosted by the first agent on the endpoint's machine, or ddp-rdzvd";
+}
+
 void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 {
 	const struct opts_rdzv_conf *c = &r->conf;
@@ -518,13 +532,7 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 		etcd_print(r, out);
 	else
 		fprintf(out, "rdzv_store = %s%s%s:%d (%s)\n", strchr(r->host, ':') ? "[" : "",
-			r->host, strchr(r->host, ':') ? "]" : "", r->port,
-			r->mode == OPTS_RDZV_STATIC
-			    ? "hosted by node 0"
-			    : (c->is_host == 1 ? "hosted by this node"
-			       : c->is_host == 0
-				   ? "hosted by another node or ddp-rdzvd"
-				   : "hosted by the node with this address, or ddp-rdzvd"));
+			r->host, strchr(r->host, ':') ? "]" : "", r->port, store_host_text(r));
 	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
 	fprintf(out, "rdzv_job = %s, the same on every node of the job: %s\n", r->job, r->job_text);
 	if (!strncmp(r->run_id, IDENTITY_RUN_ID_PREFIX, strlen(IDENTITY_RUN_ID_PREFIX)) &&

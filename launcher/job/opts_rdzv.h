@@ -93,6 +93,11 @@ struct opts_rdzv {
 	 * come back: a node gone with fewer than min_nodes left ends the job at
 	 * once instead of waiting for it until the join deadline. */
 	bool lost_nodes_final;
+	/* c10d's endpoint came from the Slurm step (its first node, node rank
+	 * 0): without is_host, node 0 hosts. On a cluster that is the only node
+	 * on the endpoint's machine anyway; where several Slurm nodes share one
+	 * host (a test cluster) it keeps the others from hosting. */
+	bool host_is_node0;
 	/* The job's identity (identity.h; not for local): every node of one
 	 * job must have the same fingerprint, or the rendezvous refuses it. */
 	char job[IDENTITY_JOB_LEN + 1];

@@ -4,6 +4,7 @@
  * one line that says what was taken.
  */
 #include "opts_slurm.h"
+#include "opts_pet.h"
 #include "slurm_env.h"
 #include "slurm_resolve.h"
 
@@ -16,7 +17,7 @@
 /* What the line says: the values taken, as flags, and the flags kept. */
 struct slurm_used {
 	char taken[512];
-	char kept[128];
+	char kept[192];
 };
 
 static void add(char *buf, size_t len, const char *fmt, ...)
@@ -41,15 +42,30 @@ static const char *env_get(char *const envp[], const char *name)
 	return NULL;
 }
 
-/* Whether the command line or the job file set option `name`. */
+/* Whether the command line, the job file or a PET_ variable set option
+ * `name`. */
 static bool given(const struct launch_opts *o, const char *name)
 {
 	int i = settings_find(&opts_settings, name);
 
-	return i >= 0 && (((o->set_by_cli | o->set_by_file) >> i) & 1);
+	return i >= 0 && opts_source_of(o, (size_t)i) > OPTS_SRC_SLURM;
 }
 
-/* Sets option `name` to the printed value as a default. */
+/* Adds option `name` (given) to the kept list: "--name", or its PET_ variable. */
+static void keep(struct slurm_used *u, const struct launch_opts *o, const char *name)
+{
+	int i = settings_find(&opts_settings, name);
+	char var[SETTINGS_NAME_MAX + 8];
+
+	if (i >= 0 && opts_source_of(o, (size_t)i) == OPTS_SRC_PET) {
+		opts_pet_name(o, (size_t)i, var, sizeof(var));
+		add(u->kept, sizeof(u->kept), ", %s", var);
+	} else {
+		add(u->kept, sizeof(u->kept), ", --%s", name);
+	}
+}
+
+/* Sets option `name` to the printed value, as Slurm's. */
 static int set(struct launch_opts *o, const char *name, char *err, size_t errlen, const char *fmt,
 	       ...)
 {
@@ -59,7 +75,7 @@ static int set(struct launch_opts *o, const char *name, char *err, size_t errlen
 	va_start(ap, fmt);
 	vsnprintf(value, sizeof(value), fmt, ap);
 	va_end(ap);
-	return opts_set(o, name, value, OPTS_SRC_DEFAULT, err, errlen);
+	return opts_set(o, name, value, OPTS_SRC_SLURM, err, errlen);
 }
 
 /* Whether Slurm is wanted: not --no_slurm, --standalone or
@@ -89,7 +105,7 @@ static int take_rank(struct launch_opts *o, const struct slurm_step *s, struct s
 	int rc;
 
 	if (given(o, "node_rank")) {
-		add(u->kept, sizeof(u->kept), ", --node_rank");
+		keep(u, o, "node_rank");
 		return 0;
 	}
 	if (o->nnodes_max == 1)
@@ -139,6 +155,7 @@ static int take_endpoint(struct launch_opts *o, const struct slurm_step *s, cons
 	const char *lb = strchr(addr, ':') ? "[" : "", *rb = *lb ? "]" : "";
 
 	add(u->taken, sizeof(u->taken), " --rdzv_endpoint=%s%s%s:%u", lb, addr, rb, s->port);
+	o->slurm_endpoint = true;
 	if (strcmp(addr, s->master))
 		add(u->taken, sizeof(u->taken), " (%s)", s->master);
 	return set(o, "rdzv_endpoint", err, errlen, "%s%s%s:%u", lb, addr, rb, s->port);
@@ -164,7 +181,7 @@ static int take_master(struct launch_opts *o, const struct slurm_step *s,
 	if (c10d)
 		return take_endpoint(o, s, addr, u, err, errlen);
 	if (!need_addr) {
-		add(u->kept, sizeof(u->kept), ", --master_addr");
+		keep(u, o, "master_addr");
 	} else {
 		if ((rc = set(o, "master_addr", err, errlen, "%s", addr)))
 			return rc;
@@ -173,7 +190,7 @@ static int take_master(struct launch_opts *o, const struct slurm_step *s,
 			add(u->taken, sizeof(u->taken), " (%s)", s->master);
 	}
 	if (given(o, "master_port")) {
-		add(u->kept, sizeof(u->kept), ", --master_port");
+		keep(u, o, "master_port");
 		return 0;
 	}
 	add(u->taken, sizeof(u->taken), " --master_port=%u", s->port);
@@ -186,8 +203,7 @@ static int take_port(struct launch_opts *o, const struct slurm_step *s, struct s
 		     char *err, size_t errlen)
 {
 	if (given(o, "master_port") || given(o, "rdzv_endpoint")) {
-		add(u->kept, sizeof(u->kept), ", --%s",
-		    given(o, "master_port") ? "master_port" : "rdzv_endpoint");
+		keep(u, o, given(o, "master_port") ? "master_port" : "rdzv_endpoint");
 		return 0;
 	}
 	add(u->taken, sizeof(u->taken), " --master_port=%u", s->port);
@@ -201,13 +217,13 @@ static int take_values(struct launch_opts *o, const struct slurm_step *s,
 	int rc = 0;
 
 	if (given(o, "nnodes"))
-		add(u->kept, sizeof(u->kept), ", --nnodes");
+		keep(u, o, "nnodes");
 	else if (!(rc = set(o, "nnodes", err, errlen, "%u", s->nnodes)))
 		add(u->taken, sizeof(u->taken), " --nnodes=%u", s->nnodes);
 	if (!rc)
 		rc = take_rank(o, s, u, err, errlen);
 	if (!rc && o->nnodes_max > 1 && given(o, "rdzv_endpoint"))
-		add(u->kept, sizeof(u->kept), ", --rdzv_endpoint");
+		keep(u, o, "rdzv_endpoint");
 	else if (!rc && o->nnodes_max > 1)
 		rc = take_master(o, s, resolve, u, note, notelen, err, errlen);
 	else if (!rc)
@@ -215,7 +231,7 @@ static int take_values(struct launch_opts *o, const struct slurm_step *s,
 	if (rc)
 		return rc;
 	if (given(o, "rdzv_id")) {
-		add(u->kept, sizeof(u->kept), ", --rdzv_id");
+		keep(u, o, "rdzv_id");
 		return 0;
 	}
 	add(u->taken, sizeof(u->taken), " --rdzv_id=%s", s->run_id);

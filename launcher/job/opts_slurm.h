@@ -4,7 +4,8 @@
  * that `srun ddplaunch --nproc_per_node=2 train.py` needs nothing else.
  *
  * Precedence, value by value: the command line, then the job file, then
- * the Slurm step, then the defaults. What the step gives:
+ * torchrun's PET_* variables (opts_pet.h), then the Slurm step, then the
+ * defaults. What the step gives:
  *   --nnodes        the step's node count (SLURM_STEP_NUM_NODES/SLURM_NNODES)
  *   --node_rank     this node's place in the step's host list (SLURM_NODEID),
  *                   where it is below --nnodes
@@ -39,11 +40,12 @@ typedef int (*opts_slurm_resolve_fn)(const char *host, char *addr, size_t addrle
 
 /* Completes o from the Slurm step described by envp (name=value strings,
  * NULL-terminated; DDPLAUNCH_SLURM is read there too), resolving the master
- * with slurm_resolve_host. Values are set as defaults (opts_set with
- * OPTS_SRC_DEFAULT), never over a value the command line or the job file
- * gave. o->slurm_used gets the one line that says what was taken ("" when
- * Slurm is off or absent); it names the job, the step, the values as
- * flags, the ones the user's flags kept, and the resolver's note.
+ * with slurm_resolve_host. Values are set with OPTS_SRC_SLURM, never over
+ * a value the command line, the job file or a PET_ variable gave.
+ * o->slurm_used gets the one line that says what was taken ("" when Slurm
+ * is off or absent); it names the job, the step, the values as flags, the
+ * ones kept as given (as flags, or as PET_ variables), and the resolver's
+ * note.
  * Returns 0 (also when Slurm is off or absent), or with err filled (one
  * lowercase line naming the fault and the fix, --no_slurm among them):
  *   -ENOTSUP  a step shape ddplaunch cannot run in: more than one task per

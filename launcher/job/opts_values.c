@@ -313,8 +313,14 @@ static const struct settings_def opts_defs[] = {
 	     "true, false, underscore (--local_rank=N) or dash (--local-rank=N)"),
     OPT_BARE("use_env", use_env, optval_use_env, "true or false"),
     OPT_BOOL("strict_port", NULL, strict_port),
-    OPT_REAL("grace_period", grace_period),
-    OPT_CUSTOM("signals", NULL, signals, optval_signals, "signal names like TERM,INT,USR1"),
+    /* torchrun's names, so PET_SHUTDOWN_TIMEOUT and PET_SIGNALS_TO_HANDLE
+     * are read too (opts_pet.h) */
+    {.name = "grace_period",
+     .alias = "shutdown_timeout",
+     .type = SETTINGS_REAL,
+     .offset = OFF(grace_period)},
+    OPT_CUSTOM("signals", "signals_to_handle", signals, optval_signals,
+	       "signal names like TERM,INT,USR1"),
     OPT_CUSTOM("forward_signals", NULL, forward_signals, optval_forward,
 	       "signal names like USR1,USR2, or none"),
     OPT_CUSTOM("backoff", NULL, backoff_initial, optval_backoff, "SECONDS or INITIAL:MAX seconds"),
@@ -329,7 +335,7 @@ static const struct settings_def opts_defs[] = {
 
 #define OPTS_COUNT (sizeof(opts_defs) / sizeof(opts_defs[0]))
 
-/* set_by_cli has one bit per entry. */
-_Static_assert(OPTS_COUNT <= 64, "struct launch_opts.set_by_cli holds 64 options");
+/* set_by[] has one bit per entry. */
+_Static_assert(OPTS_COUNT <= 64, "struct launch_opts.set_by holds 64 options");
 
 const struct settings_table opts_settings = {opts_defs, OPTS_COUNT};

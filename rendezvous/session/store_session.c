@@ -79,6 +79,12 @@ const char *store_session_peer(const struct store_session *s)
 	return s->peer;
 }
 
+const char *store_session_last_error(const struct store_session *s)
+{
+	return s->phase != SESS_READY && s->phase != SESS_DEAD && s->last_error[0] ? s->last_error
+										   : NULL;
+}
+
 int store_session_local_addr(const struct store_session *s, char *buf, size_t len)
 {
 	if (s->phase != SESS_READY || !s->local[0])

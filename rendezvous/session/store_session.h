@@ -167,6 +167,11 @@ int store_session_local_addr(const struct store_session *s, char *buf, size_t le
  * messages). Valid until the session is freed. */
 const char *store_session_peer(const struct store_session *s);
 
+/* While connecting (before on_connect), why the last attempt failed, e.g.
+ * "connection refused"; NULL before the first failure and once the session
+ * is ready. Valid until the next turn of the loop. */
+const char *store_session_last_error(const struct store_session *s);
+
 /* ---- requests ---- */
 
 /* Plain write (set) and session write (set_session: the key is deleted by

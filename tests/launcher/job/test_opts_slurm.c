@@ -310,6 +310,7 @@ static void test_nnodes_below_step(void **state)
 	assert_int_equal(o.node_rank, 3);
 	assert_string_equal(o.rdzv_endpoint, "h:5");
 	assert_non_null(strstr(o.slurm_used, "kept as given: --nnodes, --rdzv_endpoint"));
+	assert_false(o.slurm_endpoint); /* the rule decides who hosts h */
 	opts_release(&o);
 }
 
@@ -317,12 +318,20 @@ static void test_c10d_endpoint(void **state)
 {
 	struct step_env e;
 	struct launch_opts o;
+	struct opts_rdzv r;
 
 	assert_int_equal(
 	    apply(&o, step(&e, "n[1-2]", 2, 1, "n2", NULL), "--rdzv_backend=c10d", NULL), 0);
 	assert_string_equal(o.rdzv_endpoint, "10.0.0.1:29668");
 	assert_string_equal(o.master_addr, "127.0.0.1");
 	assert_non_null(strstr(o.slurm_used, " --rdzv_endpoint=10.0.0.1:29668 (n1) "));
+	/* the endpoint is node 0's: node 0 hosts, the others never do */
+	assert_true(o.slurm_endpoint);
+	assert_int_equal(opts_check(&o, err, sizeof(err)), 0);
+	assert_int_equal(opts_rdzv_resolve(&o, NULL, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.mode, OPTS_RDZV_C10D);
+	assert_true(r.host_is_node0);
+	assert_int_equal(r.node_rank, 1);
 	opts_release(&o);
 	assert_int_equal(
 	    apply(&o, step(&e, "v6,n2", 2, 1, "n2", NULL), "--rdzv_backend=c10d", NULL), 0);
