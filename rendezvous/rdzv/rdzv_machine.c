@@ -64,7 +64,7 @@ int rdzv_config_check(const struct rdzv_config *c, char *msg, size_t n)
 			 c->node_rank, c->max_nodes, c->max_nodes - 1);
 	else if (c->join_timeout_ms <= 0 || c->last_call_timeout_ms < 0 ||
 		 c->close_timeout_ms <= 0 || c->keep_alive_interval_ms <= 0 ||
-		 c->keep_alive_max_attempt < 1)
+		 c->keep_alive_max_attempt < 1 || c->fail_grace_ms < 0)
 		snprintf(msg, n,
 			 "join_timeout, close_timeout, keep_alive_interval and "
 			 "keep_alive_max_attempt must be positive, last_call_timeout not "
@@ -97,7 +97,7 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->next_id = 1;
 	m->timer_armed = -1;
 	m->close_at = m->trig_at = m->join_deadline = m->hb_next = -1;
-	m->ring_deadline = m->op_deadline = m->stop_deadline = -1;
+	m->ring_deadline = m->op_deadline = m->stop_deadline = m->fail_at = -1;
 	*out = m;
 	return 0;
 }
@@ -333,8 +333,10 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now)
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)
 {
 	rdzv_acts_gc(m);
-	if (m->mode == MODE_RUN && !m->exit_req)
+	if (m->mode == MODE_RUN && !m->exit_req) {
 		m->exit_req = success ? 1 : 2;
+		m->fail_at = success ? -1 : now + m->cfg.fail_grace_ms;
+	}
 	return settle(m, now, 0);
 }
 

@@ -135,7 +135,8 @@ struct rdzv_machine {
 	/* local requests */
 	bool stop_req;
 	int64_t stop_deadline;
-	int exit_req; /* 0, 1 success, 2 failure */
+	int exit_req;	 /* 0, 1 success, 2 failure */
+	int64_t fail_at; /* a failure is charged from then on, or -1 */
 };
 
 /* rdzv_actions.c */
