@@ -59,6 +59,7 @@ static int round_over(struct rdzv_machine *m, int64_t now)
 	m->ring_deadline = -1;
 	m->exit_req = 0;
 	m->fail_at = -1;
+	rdzv_grace_stop(m);
 	m->mode = MODE_JOIN;
 	m->join_deadline = now + m->cfg.join_timeout_ms;
 	rdzv_world_data_release(&m->wd);
@@ -141,6 +142,11 @@ static int eval_run(struct rdzv_machine *m, int64_t now)
 	 * be what made its workers fail, and a death is not charged. */
 	if (m->ring_dead && !m->ring_off)
 		return rdzv_op_trigger(m, RDZV_WHY_DEAD, m->world.members[m->ring_target].id);
+	if (m->gr_gone >= 0) {
+		uint32_t gone = (uint32_t)m->gr_gone;
+		m->gr_gone = -1; /* once: a declined trigger is not tried again */
+		return rdzv_op_trigger(m, RDZV_WHY_DEAD, m->world.members[gone].id);
+	}
 	/* A peer's workers often see a node die before the store does (a
 	 * closed connection at once; etcd's lease only after its TTL): the
 	 * failure waits fail_grace_ms for the round to move on. */

@@ -97,7 +97,7 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->next_id = 1;
 	m->timer_armed = -1;
 	m->close_at = m->trig_at = m->join_deadline = m->hb_next = -1;
-	m->ring_deadline = m->op_deadline = m->stop_deadline = m->fail_at = -1;
+	m->ring_deadline = m->op_deadline = m->stop_deadline = m->fail_at = m->gr_gone = -1;
 	*out = m;
 	return 0;
 }
@@ -112,6 +112,9 @@ void rdzv_machine_free(struct rdzv_machine *m)
 	rdzv_world_data_release(&m->wd);
 	free(m->new_world);
 	free(m->cached_world);
+	free(m->gr_watch);
+	free(m->gr_state);
+	free(m->gr_value);
 	free(m->run_id);
 	free(m->node_id);
 	free(m->addr);
@@ -282,6 +285,8 @@ int rdzv_on_key(struct rdzv_machine *m, int64_t now, uint64_t watch, struct rdzv
 		rc = rdzv_ring_event(m, now, v);
 	else if (watch == m->coord_watch)
 		rdzv_coord_event(m, v);
+	else if (rdzv_grace_event(m, now, watch, v))
+		rc = 0;
 	else if (m->op == OP_CLOSE || m->op == OP_CENSUS)
 		rc = rdzv_close_on_key(m, now, watch, v);
 	return settle(m, now, rc);
@@ -333,11 +338,14 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now)
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)
 {
 	rdzv_acts_gc(m);
+	int rc = 0;
 	if (m->mode == MODE_RUN && !m->exit_req) {
 		m->exit_req = success ? 1 : 2;
 		m->fail_at = success ? -1 : now + m->cfg.fail_grace_ms;
+		if (!success)
+			rc = rdzv_grace_start(m, now);
 	}
-	return settle(m, now, 0);
+	return settle(m, now, rc);
 }
 
 void rdzv_set_port(struct rdzv_machine *m, uint16_t port)

@@ -441,6 +441,59 @@ static void test_restart_census_blames_death(void **state)
 	assert_int_equal(st->restarts, 0);
 }
 
+/* Our store's grace: the keep-alive window (5 s x 3) + 2 s, longer than a
+ * heartbeat period: the failing node watches the others. */
+static void form_three_with_long_grace(struct fake_net *net, uint32_t max_restarts)
+{
+	add_n(net, "job", 3, 2, 3);
+	for (int i = 0; i < 3; i++) {
+		fake_agent(net, i)->cfg.fail_grace_ms = 17000;
+		fake_agent(net, i)->cfg.max_restarts = max_restarts;
+	}
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+}
+
+/* Every other member beats after the failure: nobody died, the failure is
+ * charged then (within a heartbeat period), not after the whole grace. */
+static void test_grace_ends_when_all_alive(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_three_with_long_grace(net, 1);
+	int64_t t0 = fake_now(net);
+	fake_workers_exit(net, with_rank(net, 1), false);
+	assert_true(run_to_round(net, 2, 60000));
+	int64_t took = fake_now(net) - t0;
+	if (took > 5000)
+		fail_msg("charged %" PRId64 " ms after the failure", took);
+	assert_int_equal(with_rank(net, 0)->restarts, 1);
+}
+
+/* A member's heartbeat key vanishes during the grace (its ring watcher is
+ * frozen): the failing node sees it itself and re-forms as `dead` at once. */
+static void test_grace_sees_death(void **state)
+{
+	struct fake_net *net = net_of(state);
+	char key[128];
+	form_three_with_long_grace(net, 0);
+	struct fake_agent *a = with_rank(net, 0), *watcher = with_rank(net, 1),
+			  *victim = with_rank(net, 2);
+	fake_freeze(net, watcher);
+	fake_freeze(net, victim);
+	fake_workers_exit(net, a, false);
+	fake_run(net, NULL, NULL, 1000);
+	assert_int_equal(rdzv_machine_state(a->m)->round, 1);
+	snprintf(key, sizeof(key), "ddprdzv/job/a/%s", victim->node_id);
+	fake_del(net, key);
+	fake_run(net, NULL, NULL, 100);
+	const struct rdzv_state *st = rdzv_machine_state(a->m);
+	assert_int_equal(a->ended, 0);
+	assert_int_equal(st->round, 2);
+	assert_int_equal(st->reason, RDZV_WHY_DEAD);
+	assert_string_equal(st->subject, victim->node_id);
+	assert_int_equal(st->restarts, 0);
+}
+
 static bool both_jobs_formed(struct fake_net *net, void *unused)
 {
 	for (int i = 0; i < fake_count(net); i++)
@@ -880,6 +933,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failure_before_death_not_charged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_charged_after_grace, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_census_blames_death, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grace_ends_when_all_alive, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grace_sees_death, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_two_run_ids, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_run_id_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_relaunch_after_crash, setup, teardown),
