@@ -208,8 +208,9 @@ class Torch(MultiNodeCase):
             return [first] + [self.torch_agent(i, port, "2:3", extra, args=["--forever"])
                               for i in (1, 2)]
         # the workers die first; the frozen agent's session would last the
-        # keep-alive window (0.5 s x 3) but is killed sooner
-        self.node_killed_not_charged(start, 10.0, True)
+        # keep-alive window (2 s x 3: longer than gloo takes to fail on the
+        # dead peer) but is killed once a survivor's worker has failed
+        self.node_killed_not_charged(start, 10.0, True, keep_alive_interval=2)
 
     def test_node_killed_not_charged_etcd(self):
         why = etcd_cluster.etcd_unavailable()
