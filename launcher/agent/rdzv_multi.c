@@ -575,9 +575,11 @@ void rdzv_multi_group_exited(struct rdzv_multi *d, bool success)
 	if (d->phase != DRV_ON)
 		return;
 	if (!success)
-		log_info("waiting up to %.3g s for a node's death that may have made the workers "
-			 "fail (%s's delay in telling it); a restart is counted only if none comes",
-			 (double)d->fail_grace_ms / 1000.0, d->ops->name);
+		log_info("waiting up to %.3g s (%s + 2 s) for a node's death that may have made "
+			 "the workers fail; a restart is counted only if there is none",
+			 (double)d->fail_grace_ms / 1000.0,
+			 d->c.mode == OPTS_RDZV_ETCD ? "etcd's lease ttl"
+						     : "the keep-alive window");
 	drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
 }
 
