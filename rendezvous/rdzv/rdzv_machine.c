@@ -285,9 +285,7 @@ int rdzv_on_key(struct rdzv_machine *m, int64_t now, uint64_t watch, struct rdzv
 		rc = rdzv_ring_event(m, now, v);
 	else if (watch == m->coord_watch)
 		rdzv_coord_event(m, v);
-	else if (rdzv_grace_event(m, now, watch, v))
-		rc = 0;
-	else if (m->op == OP_CLOSE || m->op == OP_CENSUS)
+	else if (!rdzv_grace_event(m, now, watch, v) && (m->op == OP_CLOSE || m->op == OP_CENSUS))
 		rc = rdzv_close_on_key(m, now, watch, v);
 	return settle(m, now, rc);
 }

@@ -1,7 +1,8 @@
 /*
  * test_rdzv_machine.c - the rendezvous machine (rendezvous/rdzv/) driven by
  * simulated agents over the fake store of rdzv_fake.c, with a fake clock:
- * formation, last call, death, leave, joins, deadlines, restarts, run ids.
+ * formation, last call, death, leave, joins, deadlines, restarts (and the
+ * grace that keeps a failure a death caused from being charged), run ids.
  * Times asserted are fake-clock times, so "at once" means no timer had to
  * fire: the agents reacted to changes, nobody polled.
  */
