@@ -93,6 +93,7 @@ struct etcd_be {
 	struct ewatch *watches;
 	uv_async_t async;
 	uv_timer_t ka;
+	int64_t ttl_ms; /* the lease's, as granted */
 	bool open, ka_busy, closed, lost, finishing;
 	int handles; /* initialised handles not yet closed */
 };

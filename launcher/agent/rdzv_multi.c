@@ -15,6 +15,11 @@
 #include "rdzv_host.h"
 #include "rdzv_multi_int.h"
 
+/* Beyond the store's delay in telling a death (rdzv_prims_ops.death_delay_ms):
+ * etcd's lease checks and the watcher's census and state CAS on a loaded
+ * host. */
+#define DRV_FAIL_SLACK_MS 2000
+
 static void drv_drain(struct rdzv_multi *d);
 
 int64_t drv_now(void)
@@ -453,6 +458,10 @@ static int drv_machine_new(struct rdzv_multi *d, int port)
 	cfg.close_timeout_ms = (int64_t)(c->close_timeout * 1000.0 + 0.5);
 	cfg.keep_alive_interval_ms = (int64_t)(c->keep_alive_interval * 1000.0 + 0.5);
 	cfg.keep_alive_max_attempt = (uint32_t)c->keep_alive_max_attempt;
+	/* A peer's workers see a node die before the store says so; their
+	 * failure waits that long for the membership change (not charged). */
+	cfg.fail_grace_ms = d->ops->death_delay_ms(d->be) + DRV_FAIL_SLACK_MS;
+	d->fail_grace_ms = cfg.fail_grace_ms;
 	if (rdzv_config_check(&cfg, msg, sizeof(msg)) < 0) {
 		drv_fail(d, "%s", msg);
 		return -EINVAL;
@@ -654,8 +663,15 @@ int rdzv_multi_join(struct rdzv_multi *d, rdzv_joined_fn done, void *arg)
 
 void rdzv_multi_group_exited(struct rdzv_multi *d, bool success)
 {
-	if (d->phase == DRV_ON)
-		drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
+	if (d->phase != DRV_ON)
+		return;
+	if (!success)
+		log_info("waiting up to %.3g s (%s + 2 s) for a node's death that may have made "
+			 "the workers fail; a restart is counted only if there is none",
+			 (double)d->fail_grace_ms / 1000.0,
+			 d->c.mode == OPTS_RDZV_ETCD ? "etcd's lease ttl"
+						     : "the keep-alive window");
+	drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
 }
 
 void rdzv_multi_leave(struct rdzv_multi *d)

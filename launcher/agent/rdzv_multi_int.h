@@ -45,6 +45,7 @@ struct rdzv_multi {
 	bool draining, shutdown;
 	bool leaving; /* rdzv_leave: no round is given to the agent any more */
 	int exit_status;
+	int64_t fail_grace_ms; /* the machine's fail_grace_ms, for the log */
 
 	uv_timer_t timer;    /* the machine's one timer; while connecting, the
 				reminder that the store does not answer */

@@ -75,6 +75,11 @@ struct rdzv_prims_ops {
 	/* While the session is being opened: why the last attempt failed, or
 	 * NULL (none yet). May be NULL (a backend that does not say). */
 	const char *(*last_error)(void *be);
+	/* How long a dead or frozen node's session keys may outlive it, in ms:
+	 * etcd, the lease's TTL; our store, its idle timeout (a dead process's
+	 * connection closes at once, a frozen host's session only ends when it
+	 * has been silent that long). Valid after connected(0). */
+	int64_t (*death_delay_ms)(void *be);
 	int (*get)(void *be, uint64_t tag, const struct rdzv_bytes *keys, size_t n);
 	int (*cas)(void *be, uint64_t tag, struct rdzv_bytes key, bool has_expected,
 		   struct rdzv_bytes expected, struct rdzv_bytes value);

@@ -249,7 +249,8 @@ static void on_opened(struct etcd_be *be, struct ejob *j)
 		return;
 	}
 	be->open = true;
-	every = (uint64_t)(j->num > 0 ? j->num : LEASE_TTL_S) * 1000 / 3;
+	be->ttl_ms = (j->num > 0 ? j->num : LEASE_TTL_S) * 1000;
+	every = (uint64_t)be->ttl_ms / 3;
 	uv_timer_start(&be->ka, on_ka_timer, every, every);
 	log_debug("etcd at %s: session lease granted (%lld s), renewed every %llu ms", be->peer,
 		  (long long)j->num, (unsigned long long)every);
@@ -610,11 +611,19 @@ static void pe_close(void *p)
 	be_teardown(be, true);
 }
 
+static int64_t pe_death_delay_ms(void *p)
+{
+	struct etcd_be *be = p;
+
+	return be->ttl_ms;
+}
+
 const struct rdzv_prims_ops rdzv_prims_etcd = {
     .name = "etcd",
     .open = pe_open,
     .local_addr = pe_local_addr,
     .peer = pe_peer,
+    .death_delay_ms = pe_death_delay_ms,
     .get = pe_get,
     .cas = pe_cas,
     .add = pe_add,

@@ -22,6 +22,7 @@ struct sess_be {
 	const struct rdzv_prims_sink *sink;
 	void *drv;
 	bool closed;
+	uint32_t idle_timeout_ms;
 	struct sess_watch *watches;
 };
 
@@ -92,6 +93,7 @@ static int sess_open(const struct rdzv_prims_config *cfg, const struct rdzv_prim
 		return -ENOMEM;
 	be->sink = sink;
 	be->drv = drv;
+	be->idle_timeout_ms = cfg->idle_timeout_ms;
 	store_session_opts_default(&o);
 	o.host = cfg->host;
 	o.port = cfg->port;
@@ -128,6 +130,13 @@ static const char *sess_last_error(void *p)
 	struct sess_be *be = p;
 
 	return be->s ? store_session_last_error(be->s) : NULL;
+}
+
+static int64_t sess_death_delay_ms(void *p)
+{
+	struct sess_be *be = p;
+
+	return be->idle_timeout_ms;
 }
 
 static void on_get(void *arg, uint64_t tag, int status, const struct store_session_value *vals,
@@ -284,6 +293,7 @@ const struct rdzv_prims_ops rdzv_prims_session = {
     .local_addr = sess_local_addr,
     .peer = sess_peer,
     .last_error = sess_last_error,
+    .death_delay_ms = sess_death_delay_ms,
     .get = sess_get,
     .cas = sess_cas,
     .add = sess_add,

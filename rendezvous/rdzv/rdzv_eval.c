@@ -58,6 +58,8 @@ static int round_over(struct rdzv_machine *m, int64_t now)
 	m->ring_dead = m->ring_off = false;
 	m->ring_deadline = -1;
 	m->exit_req = 0;
+	m->fail_at = -1;
+	rdzv_grace_stop(m);
 	m->mode = MODE_JOIN;
 	m->join_deadline = now + m->cfg.join_timeout_ms;
 	rdzv_world_data_release(&m->wd);
@@ -191,11 +193,22 @@ static int eval_run(struct rdzv_machine *m, int64_t now)
 	 * restarts anyway, and nothing is counted twice. */
 	if (s->round > m->mem_round)
 		return round_over(m, now);
-	if (m->exit_req)
-		return m->exit_req == 1 ? rdzv_op_done(m)
-					: rdzv_op_trigger(m, RDZV_WHY_RESTART, m->node_id);
+	if (m->exit_req == 1)
+		return rdzv_op_done(m);
+	/* A dead successor comes before this node's failure: the death may
+	 * be what made its workers fail, and a death is not charged. */
 	if (m->ring_dead && !m->ring_off)
 		return rdzv_op_trigger(m, RDZV_WHY_DEAD, m->world.members[m->ring_target].id);
+	if (m->gr_gone >= 0) {
+		uint32_t gone = (uint32_t)m->gr_gone;
+		m->gr_gone = -1; /* once: a declined trigger is not tried again */
+		return rdzv_op_trigger(m, RDZV_WHY_DEAD, m->world.members[gone].id);
+	}
+	/* A peer's workers often see a node die before the store does (a
+	 * closed connection at once; etcd's lease only after its TTL): the
+	 * failure waits fail_grace_ms for the round to move on. */
+	if (m->exit_req == 2 && now >= m->fail_at)
+		return rdzv_op_trigger(m, RDZV_WHY_RESTART, m->node_id);
 	return ring_setup(m, now);
 }
 
@@ -369,7 +382,10 @@ int64_t rdzv_next_deadline(const struct rdzv_machine *m)
 		if (m->st_present && m->st.phase == RDZV_RUNNING)
 			earliest(&at, m->trig_at);
 	}
-	if (m->mode == MODE_RUN)
+	if (m->mode == MODE_RUN) {
 		earliest(&at, m->ring_deadline);
+		if (m->exit_req == 2)
+			earliest(&at, m->fail_at);
+	}
 	return at;
 }

@@ -83,7 +83,7 @@ int rdzv_config_check(const struct rdzv_config *c, char *msg, size_t n)
 			 c->node_rank, c->max_nodes, c->max_nodes - 1);
 	else if (c->join_timeout_ms <= 0 || c->last_call_timeout_ms < 0 ||
 		 c->close_timeout_ms <= 0 || c->keep_alive_interval_ms <= 0 ||
-		 c->keep_alive_max_attempt < 1)
+		 c->keep_alive_max_attempt < 1 || c->fail_grace_ms < 0)
 		snprintf(msg, n,
 			 "join_timeout, close_timeout, keep_alive_interval and "
 			 "keep_alive_max_attempt must be positive, last_call_timeout not "
@@ -120,7 +120,7 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->next_id = 1;
 	m->timer_armed = -1;
 	m->close_at = m->trig_at = m->join_deadline = m->hb_next = -1;
-	m->ring_deadline = m->op_deadline = m->stop_deadline = -1;
+	m->ring_deadline = m->op_deadline = m->stop_deadline = m->fail_at = m->gr_gone = -1;
 	*out = m;
 	return 0;
 }
@@ -135,6 +135,9 @@ void rdzv_machine_free(struct rdzv_machine *m)
 	rdzv_world_data_release(&m->wd);
 	free(m->new_world);
 	free(m->cached_world);
+	free(m->gr_watch);
+	free(m->gr_state);
+	free(m->gr_value);
 	free(m->run_id);
 	free(m->node_id);
 	free(m->addr);
@@ -329,7 +332,7 @@ int rdzv_on_key(struct rdzv_machine *m, int64_t now, uint64_t watch, struct rdzv
 		rc = rdzv_ring_event(m, now, v);
 	else if (watch == m->coord_watch)
 		rdzv_coord_event(m, v);
-	else if (m->op == OP_CLOSE || m->op == OP_CENSUS)
+	else if (!rdzv_grace_event(m, now, watch, v) && (m->op == OP_CLOSE || m->op == OP_CENSUS))
 		rc = rdzv_close_on_key(m, now, watch, v);
 	return settle(m, now, rc);
 }
@@ -380,9 +383,14 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now)
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)
 {
 	rdzv_acts_gc(m);
-	if (m->mode == MODE_RUN && !m->exit_req)
+	int rc = 0;
+	if (m->mode == MODE_RUN && !m->exit_req) {
 		m->exit_req = success ? 1 : 2;
-	return settle(m, now, 0);
+		m->fail_at = success ? -1 : now + m->cfg.fail_grace_ms;
+		if (!success)
+			rc = rdzv_grace_start(m, now);
+	}
+	return settle(m, now, rc);
 }
 
 void rdzv_set_port(struct rdzv_machine *m, uint16_t port)

@@ -111,11 +111,16 @@ struct rdzv_config {
 					    node's try to tell the others */
 	int64_t keep_alive_interval_ms;	 /* [5 s] heartbeat period */
 	uint32_t keep_alive_max_attempt; /* [3] missed heartbeats: dead */
+	/* [0] how long a failure of this node's workers waits for a membership
+	 * change that may have caused it before it is charged as a restart: the
+	 * store's delay in telling a node's death (a peer's workers see it
+	 * first). The driver sets it from its backend (rdzv_multi.c). */
+	int64_t fail_grace_ms;
 };
 
 /* Fills torchrun's defaults: 1:1 nodes, 1 worker, no node rank, 0 restarts,
- * join 600 s, last call 30 s, close 30 s, keep-alive 5 s x 3 (strings NULL,
- * a shared store). */
+ * join 600 s, last call 30 s, close 30 s, keep-alive 5 s x 3, no failure
+ * grace (strings NULL, a shared store). */
 void rdzv_config_defaults(struct rdzv_config *cfg);
 
 /* Checks cfg. Returns 0, or -EINVAL with a user-facing sentence in msg
@@ -217,8 +222,12 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now_ms);
 /* The local worker group of the current round ended on its own. success:
  * this node's part is recorded (the job is FINISHED when every node's is),
  * then FINISHED. failure: a restart of the whole job is requested (it
- * counts against max_restarts; FAILED when they are spent). Not to be
- * called for workers stopped because of ROUND_OVER. */
+ * counts against max_restarts; FAILED when they are spent) unless a
+ * membership change caused it: the machine first waits fail_grace_ms for
+ * one (the round moving on absorbs the failure; the ring successor's death
+ * re-forms the round as `dead`), and a member whose heartbeat key is gone
+ * when the restart is requested turns it into `dead` too: neither is
+ * charged. Not to be called for workers stopped because of ROUND_OVER. */
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now_ms, bool success);
 
 /* This node's workers' store port for the next slot it writes (a fresh

@@ -7,6 +7,8 @@
  *                   trigger a new round, record done
  *   rdzv_close.c    closing a round (and the census behind the join
  *                   deadline's message)
+ *   rdzv_grace.c    a failure's grace: the other members watched until
+ *                   each is seen alive (or gone)
  * One operation runs at a time (m->op); each step sends one request and
  * waits for its answer (m->req). Heartbeats and watches run beside it.
  */
@@ -140,7 +142,14 @@ struct rdzv_machine {
 	/* local requests */
 	bool stop_req;
 	int64_t stop_deadline;
-	int exit_req; /* 0, 1 success, 2 failure */
+	int exit_req;	 /* 0, 1 success, 2 failure */
+	int64_t fail_at; /* a failure is charged from then on, or -1 */
+	/* the failure's grace (rdzv_grace.c): per member of the round */
+	uint64_t *gr_watch; /* its heartbeat key's watch (0: self, or none) */
+	uint8_t *gr_state;  /* first value awaited, seen, alive since */
+	uint64_t *gr_value; /* the first value seen */
+	uint32_t gr_n, gr_pending;
+	int64_t gr_gone; /* a member whose key vanished, or -1 */
 };
 
 /* rdzv_actions.c */
@@ -199,6 +208,14 @@ int rdzv_ops_on_add(struct rdzv_machine *m, int64_t now, int64_t value);
 int rdzv_ops_on_done(struct rdzv_machine *m, int64_t now);
 void rdzv_op_reset(struct rdzv_machine *m);
 int rdzv_become_member(struct rdzv_machine *m, struct rdzv_world_data *wd, uint32_t rank);
+
+/* rdzv_grace.c */
+/* This node's workers failed: watch the other members (see the file). */
+int rdzv_grace_start(struct rdzv_machine *m, int64_t now);
+/* A watch event: true when it was one of the grace's (then handled). */
+bool rdzv_grace_event(struct rdzv_machine *m, int64_t now, uint64_t watch, struct rdzv_value v);
+/* Unwatches and forgets them (the round is over). */
+void rdzv_grace_stop(struct rdzv_machine *m);
 
 /* rdzv_close.c */
 int rdzv_op_close(struct rdzv_machine *m, bool census_only, int64_t now);

@@ -148,7 +148,7 @@ int rdzv_become_member(struct rdzv_machine *m, struct rdzv_world_data *wd, uint3
 	m->mem_round = w->round;
 	m->mem_rank = rank;
 	m->ticket = 0;
-	m->close_at = m->trig_at = -1;
+	m->close_at = m->trig_at = m->fail_at = -1;
 	m->ring_watch = 0;
 	m->ring_dead = m->ring_off = false;
 	rdzv_unwatch(m, &m->coord_watch);
@@ -291,13 +291,33 @@ static void fail_state(struct rdzv_state *ns, const char *fmt, ...)
 	ns->phase = RDZV_FAILED;
 }
 
+/* A restart asked for while a member's heartbeat key is gone is that
+ * member's death, seen first by this node's workers: it re-forms the round
+ * as `dead` and is not charged. Not once a node has finished (the job is
+ * ending: the failure fails it, as before). */
+static void trig_blame_death(struct rdzv_machine *m, const struct rdzv_value *v, uint64_t done)
+{
+	const struct rdzv_world_data *w = trig_world(m);
+
+	if (m->trig_reason != RDZV_WHY_RESTART || done > 0)
+		return;
+	for (uint32_t i = 0; i < w->size; i++) {
+		if (v[i].present || strcmp(w->members[i].id, m->node_id) == 0)
+			continue;
+		m->trig_reason = RDZV_WHY_DEAD;
+		snprintf(m->trig_subject, sizeof(m->trig_subject), "%s", w->members[i].id);
+		return;
+	}
+}
+
 /* Decides the next state from the census: survivors, done and waiters. */
 static int trig_decide(struct rdzv_machine *m, const struct rdzv_value *v, size_t n)
 {
 	const struct rdzv_world_data *w = trig_world(m);
 	const struct rdzv_state *s = &m->st;
-	enum rdzv_reason why = m->trig_reason;
 	uint64_t survivors = 0, done = counter_of(v[n - 2]), waiting = counter_of(v[n - 1]);
+	trig_blame_death(m, v, done);
+	enum rdzv_reason why = m->trig_reason;
 	bool without_subject = why == RDZV_WHY_DEAD || why == RDZV_WHY_LEFT;
 	if (s->gen != m->op_gen || s->round != m->op_round || s->phase != RDZV_RUNNING) {
 		rdzv_op_reset(m); /* it moved on while we counted */

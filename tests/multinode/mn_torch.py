@@ -3,8 +3,9 @@ an all-reduce checked against its sum, a few DistributedDataParallel steps
 whose parameters must agree on every rank.
 
   mn_torch.py            then "TORCH ok rank=R world=W" and exit 0
-  mn_torch.py --forever  then "TORCH ready world=W", and all-reduces until
-                         stopped (SIGTERM)
+  mn_torch.py --forever  then "TORCH ready world=W rank=R port=P pid=N", and
+                         all-reduces until stopped (SIGTERM); a dead peer
+                         fails it (gloo's error, exit 1)
 """
 import os
 import sys
@@ -44,8 +45,8 @@ def main():
     check_sum(rank, world)
     ddp_steps(rank, world)
     if "--forever" in sys.argv:
-        print("TORCH ready world=%d rank=%d port=%s" % (world, rank, os.environ["MASTER_PORT"]),
-              flush=True)
+        print("TORCH ready world=%d rank=%d port=%s pid=%d" %
+              (world, rank, os.environ["MASTER_PORT"], os.getpid()), flush=True)
         while True:
             check_sum(rank, world)
             time.sleep(0.2)

@@ -6,9 +6,10 @@
  *   mn_worker forever              wait for a signal (SIGTERM ends it, 0)
  *   mn_worker fail RANK CODE SECS  global rank RANK exits CODE after SECS,
  *                                  the others wait like `forever`
- *   mn_worker fail-early N CODE    exit CODE at once while the job's restart
- *                                  count (TORCHELASTIC_RESTART_COUNT) is
- *                                  below N on global rank 0; then like `run 0.2`
+ *   mn_worker fail-early N CODE [S]  exit CODE at once while the job's
+ *                                  restart count (TORCHELASTIC_RESTART_COUNT)
+ *                                  is below N on global rank 0; then like
+ *                                  `run S` (0.2)
  *
  * The line: "MNW rank=R local=L world=W group=G groups=N master=A:P
  * restarts=C local_addr=X run=ID pid=PID" (flushed at once). It never talks
@@ -88,10 +89,10 @@ int main(int argc, char **argv)
 		if (rank == 0 && atoi(env("TORCHELASTIC_RESTART_COUNT")) < atoi(argv[2]))
 			return atoi(argv[3]);
 		sigprocmask(SIG_UNBLOCK, &block, NULL);
-		nap(0.2);
+		nap(argc >= 5 ? atof(argv[4]) : 0.2);
 		return 0;
 	}
-	fprintf(stderr,
-		"usage: mn_worker run S | forever | fail RANK CODE S | fail-early N CODE\n");
+	fprintf(stderr, "usage: mn_worker run S | forever | fail RANK CODE S | fail-early N CODE "
+			"[S]\n");
 	return 2;
 }

@@ -41,6 +41,12 @@ def fast_conf(**kw):
     return "--rdzv_conf=" + ",".join("%s=%s" % kv for kv in conf.items())
 
 
+# The longest a worker failure waits under fast_conf() before it is charged:
+# the keep-alive window (0.5 s x 3) + 2 s (rdzv_multi.c's DRV_FAIL_SLACK_MS);
+# less once every other node has beaten since (rendezvous/rdzv/rdzv_grace.c)
+FAIL_GRACE_S = 3.5
+
+
 def wait_for(predicate, timeout, what):
     """For conditions no line announces (a file appears): checks every
     20 ms until `predicate` holds or the deadline passes."""

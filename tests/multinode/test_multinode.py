@@ -13,8 +13,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns  # noqa: E402
-from mnlib import (DDP_HELPER, DDP_RDZVD, DDPLAUNCH, ROUND_RE, WORKER,  # noqa: E402
-                   MultiNodeCase, addr, fast_conf)
+from mnlib import (DDP_HELPER, DDP_RDZVD, DDPLAUNCH, FAIL_GRACE_S, ROUND_RE,  # noqa: E402
+                   WORKER, MultiNodeCase, addr, fast_conf)
 
 
 def ranks_of(nodes):
@@ -246,15 +246,16 @@ class Elastic(MultiNodeCase):
 
 class Restarts(MultiNodeCase):
     def test_budget_is_the_jobs(self):
-        # rank 0 fails twice; --max_restarts=2 is for the whole job (3 nodes)
-        nodes, _ = self.start_c10d(3, worker=("fail-early", "2", "3"),
+        # rank 0 fails twice; --max_restarts=2 is for the whole job (3 nodes);
+        # the others run past the failure's grace (FAIL_GRACE_S)
+        nodes, _ = self.start_c10d(3, worker=("fail-early", "2", "3", str(FAIL_GRACE_S + 2)),
                                    extra=["--max_restarts=2", fast_conf()])
         self.assert_all_exit(nodes, 0, timeout=40)
         last = [w for p in nodes for w in p.workers()]
         self.assertEqual(max(int(w["restarts"]) for w in last), 2)
 
     def test_budget_spent_fails_every_node(self):
-        nodes, _ = self.start_c10d(3, worker=("fail-early", "9", "3"),
+        nodes, _ = self.start_c10d(3, worker=("fail-early", "9", "3", str(FAIL_GRACE_S + 2)),
                                    extra=["--max_restarts=1", fast_conf()])
         for p in nodes:
             rc, _ = p.wait(40)

@@ -12,10 +12,21 @@
   Torch.test_gloo_after_node_death  3 nodes; one dies; the smaller world's
                                  fresh workers get through process-group
                                  set-up and all-reduce (torchrun's do not)
+  Torch.test_node_killed_not_charged_c10d, _etcd  3 nodes, --max_restarts=0,
+                                 one killed with kill -9 (agent and workers;
+                                 on c10d the workers first, the agent frozen
+                                 until a survivor's worker has failed): the
+                                 survivors' gloo workers fail on the dead peer
+                                 before the store tells, that failure is not
+                                 charged, and the job goes on in a world of 2
+                                 within the backend's delay in telling a death
+                                 (etcd: the lease's TTL), not
+                                 last_call_timeout (30 s here)
 
   test_train_nodes.py CLASS   (Torch: under the interpreter whose torch to test)
 """
 import os
+import re
 import signal
 import sys
 import time
@@ -24,6 +35,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
+sys.path.insert(0, os.path.join(HERE, "..", "rendezvous", "etcd"))
+import etcd_cluster  # noqa: E402
 import train_it  # noqa: E402
 from mnlib import DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
 
@@ -31,6 +44,8 @@ DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
 SOURCE = os.path.abspath(os.path.join(HERE, "..", ".."))
 TORCH_PYTHON = sys.executable  # with_torch.sh runs this file under the torch to test
 TRAIN_ENV = {"OPENBLAS_NUM_THREADS": "1", "DDP_TIMEOUT_MS": "60000"}
+LEASE_TTL_S = 3  # launcher/agent/rdzv_etcd_int.h
+WORKER_FAILED = r"rank \d+ \(local rank 0\) .*stopping the other workers"
 
 
 class Train(MultiNodeCase):
@@ -125,6 +140,95 @@ class Torch(MultiNodeCase):
         for p in nodes[:2]:
             p.signal(signal.SIGTERM)
             p.wait(60)
+
+    def kill_node(self, p, survivors, workers_first):
+        """kill -9 of node p's agent and of its workers (PIDs from their
+        TORCH ready lines); the moment of the kill. workers_first: the agent
+        is frozen (SIGSTOP) first and killed only once a survivor's worker
+        has failed on the dead peer, so the failure comes before the store
+        can tell (on c10d a killed agent's session closes at once)."""
+        pids = [int(x) for x in re.findall(r"TORCH ready .*pid=(\d+)", p.text())]
+        t_kill = time.monotonic()
+        if workers_first:
+            p.signal(signal.SIGSTOP)
+        else:
+            p.p.kill()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if workers_first:
+            # either survivor's worker may be the one that fails
+            deadline = t_kill + 60
+            while not any(re.search(WORKER_FAILED, s.text()) for s in survivors):
+                self.assertLess(time.monotonic(), deadline, "no survivor's worker failed")
+                try:
+                    survivors[0].wait_line(WORKER_FAILED, after=t_kill, timeout=0.1)
+                except AssertionError:
+                    pass
+            p.p.kill()
+        return t_kill
+
+    def node_killed_not_charged(self, start, bound, workers_first, **conf):
+        """Three nodes, --max_restarts=0; node 2 killed. The survivors' gloo
+        workers fail on the dead peer (the failure that was charged: the
+        job ended with exit 1 on every node); the job must go on in a world
+        of 2 within `bound` seconds of the kill."""
+        # last_call_timeout stays torchrun's 30 s: a shrink must not wait it
+        nodes = start(fast_conf(last_call_timeout=30, join_timeout=120, **conf))
+        for p in nodes:
+            p.wait_line(r"TORCH ready world=3", timeout=180)
+        survivors = nodes[:2]
+        t_kill = self.kill_node(nodes[2], survivors, workers_first)
+        for p in survivors:
+            t_round, _ = p.wait_line(r"round \d+ of run id '[^']*': node \d of 2 ", after=t_kill,
+                                     timeout=60)
+            t_ok, _ = p.wait_line(r"TORCH ready world=2", after=t_kill, timeout=180)
+            print("%s: round of 2 formed %.1f s, its workers all-reducing %.1f s after the "
+                  "kill" % (p.name, t_round - t_kill, t_ok - t_kill))
+            self.assertLess(t_round - t_kill, bound, p.text())
+            self.assertTrue(p.alive(), p.text())
+            self.assertNotIn("no restarts left", p.text())
+        # the case that was charged happened: a survivor's worker failed
+        fails = [p for p in survivors if re.search(WORKER_FAILED, p.text())]
+        self.assertTrue(fails, "no survivor's worker failed on the dead peer:\n" +
+                        "\n".join(p.text() for p in survivors))
+        for p in survivors:
+            p.signal(signal.SIGTERM)
+        for p in survivors:
+            rc, _ = p.wait(60)
+            self.assertEqual(rc, 128 + signal.SIGTERM, p.text())
+
+    def test_node_killed_not_charged_c10d(self):
+        def start(conf):
+            extra = [conf, "--max_restarts=0"]
+            first = self.torch_agent(0, 0, "2:3", extra, args=["--forever"])
+            port = self.host_port(first)
+            return [first] + [self.torch_agent(i, port, "2:3", extra, args=["--forever"])
+                              for i in (1, 2)]
+        # the workers die first; the frozen agent's session would last the
+        # keep-alive window (2 s x 3: longer than gloo takes to fail on the
+        # dead peer) but is killed once a survivor's worker has failed
+        self.node_killed_not_charged(start, 10.0, True, keep_alive_interval=2)
+
+    def test_node_killed_not_charged_etcd(self):
+        why = etcd_cluster.etcd_unavailable()
+        if why:
+            self.skipTest("etcd cannot run here: " + why)
+        etcd = etcd_cluster.EtcdCluster(1)
+        etcd.start()
+        self.addCleanup(etcd.stop)
+
+        def start(conf):
+            argv = ["--nproc_per_node=1", "--nnodes=2:3", "--rdzv_backend=etcd",
+                    "--rdzv_endpoint=" + etcd.endpoints, "--rdzv_id=job", conf,
+                    "--max_restarts=0", self.SCRIPT, "--forever"]
+            env = {"PYTHON_EXEC": TORCH_PYTHON, "GLOO_SOCKET_IFNAME": "lo"}
+            return [self.cluster.agent(i, argv, None, env) for i in range(3)]
+        # torchrun's keep-alive (5 s x 3): the lease's TTL tells the death,
+        # then a re-formation
+        self.node_killed_not_charged(start, LEASE_TTL_S + 5.0, False, keep_alive_interval=5)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 /*
  * test_rdzv_machine.c - the rendezvous machine (rendezvous/rdzv/) driven by
  * simulated agents over the fake store of rdzv_fake.c, with a fake clock:
- * formation, last call, death, leave, joins, deadlines, restarts, run ids.
+ * formation, last call, death, leave, joins, deadlines, restarts (and the
+ * grace that keeps a failure a death caused from being charged), run ids.
  * Times asserted are fake-clock times, so "at once" means no timer had to
  * fire: the agents reacted to changes, nobody polled.
  */
@@ -470,6 +471,133 @@ static void test_restart_budget_for_the_job(void **state)
 	}
 }
 
+/* Three nodes, no restart allowed, a failure grace of 5 s (etcd's: the
+ * lease's TTL + slack). */
+static void form_three_with_grace(struct fake_net *net)
+{
+	add_n(net, "job", 3, 2, 3);
+	for (int i = 0; i < 3; i++)
+		fake_agent(net, i)->cfg.fail_grace_ms = 5000;
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+}
+
+/* A node dies; the survivors' workers fail on it before the store can
+ * tell (etcd: its lease has not expired yet). Their failure waits the
+ * grace, the death arrives within it: not charged, and the smaller world
+ * forms at once (no last call). */
+static void test_failure_before_death_not_charged(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_three_with_grace(net);
+	struct fake_agent *victim = with_rank(net, 2), *a = with_rank(net, 0),
+			  *b = with_rank(net, 1);
+	fake_freeze(net, victim); /* dead, its session keys not yet gone */
+	fake_workers_exit(net, a, false);
+	fake_workers_exit(net, b, false);
+	fake_run(net, NULL, NULL, 3000);
+	assert_int_equal(a->ended, 0);
+	assert_int_equal(b->ended, 0);
+	int64_t t_gone = fake_now(net);
+	fake_kill(net, victim); /* the lease expires */
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(fake_now(net), t_gone);
+	assert_world(net, 2, 2);
+	assert_int_equal(a->restarts, 0);
+	assert_int_equal(rdzv_machine_state(a->m)->reason, RDZV_WHY_DEAD);
+}
+
+/* A failure with every node alive is charged once the grace has passed. */
+static void test_failure_charged_after_grace(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_three_with_grace(net);
+	int64_t t0 = fake_now(net);
+	fake_workers_exit(net, with_rank(net, 1), false);
+	assert_true(fake_run(net, fake_all_ended, NULL, 60000));
+	for (int i = 0; i < 3; i++)
+		assert_non_null(strstr(fake_agent(net, i)->end_text, "no restarts left"));
+	if (fake_now(net) - t0 < 5000)
+		fail_msg("charged %" PRId64 " ms after the failure", fake_now(net) - t0);
+}
+
+/* The grace is over and the dead node's ring watcher has not acted (it is
+ * frozen too): the census of the restart finds the dead node's heartbeat
+ * key gone and re-forms as `dead`, not charged. */
+static void test_restart_census_blames_death(void **state)
+{
+	struct fake_net *net = net_of(state);
+	char key[128];
+	form_three_with_grace(net);
+	struct fake_agent *a = with_rank(net, 0), *watcher = with_rank(net, 1),
+			  *victim = with_rank(net, 2);
+	fake_freeze(net, watcher);
+	fake_freeze(net, victim);
+	fake_workers_exit(net, a, false);
+	snprintf(key, sizeof(key), "ddprdzv/job/a/%s", victim->node_id);
+	fake_del(net, key);
+	fake_run(net, NULL, NULL, 6000);
+	const struct rdzv_state *st = rdzv_machine_state(a->m);
+	assert_int_equal(a->ended, 0);
+	assert_int_equal(st->round, 2);
+	assert_int_equal(st->reason, RDZV_WHY_DEAD);
+	assert_string_equal(st->subject, victim->node_id);
+	assert_int_equal(st->restarts, 0);
+}
+
+/* Our store's grace: the keep-alive window (5 s x 3) + 2 s, longer than a
+ * heartbeat period: the failing node watches the others. */
+static void form_three_with_long_grace(struct fake_net *net, uint32_t max_restarts)
+{
+	add_n(net, "job", 3, 2, 3);
+	for (int i = 0; i < 3; i++) {
+		fake_agent(net, i)->cfg.fail_grace_ms = 17000;
+		fake_agent(net, i)->cfg.max_restarts = max_restarts;
+	}
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+}
+
+/* Every other member beats after the failure: nobody died, the failure is
+ * charged then (within a heartbeat period), not after the whole grace. */
+static void test_grace_ends_when_all_alive(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_three_with_long_grace(net, 1);
+	int64_t t0 = fake_now(net);
+	fake_workers_exit(net, with_rank(net, 1), false);
+	assert_true(run_to_round(net, 2, 60000));
+	int64_t took = fake_now(net) - t0;
+	if (took > 5000)
+		fail_msg("charged %" PRId64 " ms after the failure", took);
+	assert_int_equal(with_rank(net, 0)->restarts, 1);
+}
+
+/* A member's heartbeat key vanishes during the grace (its ring watcher is
+ * frozen): the failing node sees it itself and re-forms as `dead` at once. */
+static void test_grace_sees_death(void **state)
+{
+	struct fake_net *net = net_of(state);
+	char key[128];
+	form_three_with_long_grace(net, 0);
+	struct fake_agent *a = with_rank(net, 0), *watcher = with_rank(net, 1),
+			  *victim = with_rank(net, 2);
+	fake_freeze(net, watcher);
+	fake_freeze(net, victim);
+	fake_workers_exit(net, a, false);
+	fake_run(net, NULL, NULL, 1000);
+	assert_int_equal(rdzv_machine_state(a->m)->round, 1);
+	snprintf(key, sizeof(key), "ddprdzv/job/a/%s", victim->node_id);
+	fake_del(net, key);
+	fake_run(net, NULL, NULL, 100);
+	const struct rdzv_state *st = rdzv_machine_state(a->m);
+	assert_int_equal(a->ended, 0);
+	assert_int_equal(st->round, 2);
+	assert_int_equal(st->reason, RDZV_WHY_DEAD);
+	assert_string_equal(st->subject, victim->node_id);
+	assert_int_equal(st->restarts, 0);
+}
+
 static bool both_jobs_formed(struct fake_net *net, void *unused)
 {
 	for (int i = 0; i < fake_count(net); i++)
@@ -914,6 +1042,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_static_ranks_honoured, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_duplicate_node_rank, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_budget_for_the_job, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_before_death_not_charged, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_charged_after_grace, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restart_census_blames_death, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grace_ends_when_all_alive, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grace_sees_death, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_two_run_ids, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_run_id_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_relaunch_after_crash, setup, teardown),
