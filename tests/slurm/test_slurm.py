@@ -3,7 +3,7 @@
 reader (tests/launcher/slurm/slurm_probe) run under srun on both nodes.
 
 Exits 77 (skipped) only where the daemons cannot run at all: not root, the
-packages missing, or no PID and mount namespaces.
+packages missing, or no PID, mount, UTS and network namespaces.
 
     SLURM_PROBE=build/tests/launcher/slurm/slurm_probe python3 test_slurm.py
 """
