@@ -17,7 +17,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from slurm_cluster import SlurmCluster, which  # noqa: E402
+from slurm_cluster import SlurmCluster  # noqa: E402
 
 PROBE = os.environ.get("SLURM_PROBE", "slurm_probe")
 ENOTSUP = 95
