@@ -515,15 +515,15 @@ class Init:
             self.daemons[p.pid] = name
             report["pids"][name] = p.pid
         report["times"]["daemons_spawned_s"] = time.monotonic() - t0
-        self.wait_ctld(report["pids"]["slurmctld"])
-        report["times"]["ctld_listens_s"] = time.monotonic() - t0
+        self.wait_ctld()
         return report
 
-    def wait_ctld(self, pid):
+    def wait_ctld(self):
         """Polls slurmctld's port, in this namespace, every 10 ms until it
         takes a connection (sinfo would retry a refused connection only a
-        second later). Raises RuntimeError if slurmctld exits first or the
+        second later). Raises RuntimeError if a daemon exits first or the
         test closes stdin (it has given up)."""
+        names = set(self.daemons.values())
         while True:
             try:
                 socket.create_connection(("127.0.0.1", CTLD_PORT), timeout=1).close()
@@ -533,9 +533,10 @@ class Init:
             if sys.stdin in self.wait([sys.stdin], 0.01):
                 raise RuntimeError("stopped before slurmctld listened")
             self.reap(report_deaths=False)
-            if pid not in self.daemons:
-                raise RuntimeError("slurmctld exited before it listened on port %d"
-                                   % CTLD_PORT)
+            gone = names - set(self.daemons.values())
+            if gone:
+                raise RuntimeError("%s exited before slurmctld listened on port %d"
+                                   % (", ".join(sorted(gone)), CTLD_PORT))
 
     def reap(self, report_deaths):
         while True:
