@@ -2,11 +2,17 @@
 
 Debian's slurm-wlm and munge: munged with a private key and socket, one
 slurmctld and N slurmd, each slurmd a node ("n1", "n2", ...) with its own
-loopback address, port and spool directory. The addresses are 127.A.B.11,
-127.A.B.12, ... with A.B drawn for each cluster (A >= 1), so that clusters
-started side by side by tests running in parallel, and the multinode
-suite's 127.0.0.x nodes, never meet on one address and port (a store that
-ddplaunch derives from a job id, which starts at 1 in every cluster).
+spool directory. Each node is a host of its own: a network namespace
+(tests/multinode/netns.py) with one address, 10.A.B.1, 10.A.B.2, ..., on a
+veth to a bridge, and a UTS namespace whose hostname is the node's name, as
+on a real cluster, so that 127.0.0.1 on one node is not another's and a
+worker given a wrong MASTER_ADDR fails. slurmctld runs in one more such
+namespace, the "login host" (address 10.A.B.N+1, the host's own hostname),
+and so does every client (srun, sbatch, scontrol, ...; cmd() wraps one):
+a namespace address is only ever contacted from inside a namespace. The
+namespaces are made and removed by the cluster itself, under names of its
+own, so clusters started side by side never meet; inside them Slurm's
+default ports are free by construction.
 
 The daemons run inside their own PID and mount namespaces (unshare), under a
 small init (this file run with --inner) that starts them, reaps what they
@@ -20,14 +26,16 @@ launchers that are gone, by PID, and PIDs in the cluster's namespace are not
 the host's. stop() kills what is left in that cgroup and removes it.
 The mount namespace gives the nodes an /etc/hosts of their own in
 which "n1", "n2", ... resolve to their addresses (the host's file is never
-touched). srun, sinfo and scontrol run outside, in the test's own namespaces:
-they reach the daemons over TCP and munged's socket.
+touched). The clients run in the test's own mount namespace: they reach
+the daemons over TCP and munged's socket (a Unix socket: the filesystem is
+shared).
 
 Readiness: munged is ready when it returns (it daemonises only once it
 serves). Slurm has no readiness notification a client could wait on, so
-slurmctld's port is polled until it takes a connection (every 10 ms), then
-sinfo until every node is idle (every 20 ms), both under one deadline.
-Batch jobs end by writing to a FIFO that sbatch() reads (no polling).
+the init polls slurmctld's port until it takes a connection (every 10 ms)
+before it reports, then this end polls sinfo until every node is idle
+(every 20 ms), both under one deadline. Batch jobs end by writing to a FIFO
+that sbatch() reads (no polling).
 
     with SlurmCluster(nodes=2) as c:
         out = c.srun(["-N2", "--ntasks-per-node=1", "env"])
@@ -47,26 +55,21 @@ import sys
 import tempfile
 import time
 
-BINARIES = ["munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol", "unshare"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multinode"))
+import netns  # noqa: E402
+
+BINARIES = ["munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol", "unshare", "nsenter",
+            "ip"]
 SBIN_DIRS = ["/usr/sbin", "/sbin"]
+# Slurm's own defaults: each daemon listens in a network namespace that the
+# cluster has just made, where nothing else can hold a port.
+CTLD_PORT = 6817
+SLURMD_PORT = 6818
 
 
 def which(name):
     path = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(SBIN_DIRS)
     return shutil.which(name, path=path)
-
-
-def free_port():
-    """A TCP port that the kernel says is free on every address right now.
-    Slurm takes ports only from its configuration, so the port is chosen
-    here and used at once; a daemon that still loses it to another process
-    fails to start, and start() tries again with new ports."""
-    s = socket.socket()
-    try:
-        s.bind(("0.0.0.0", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 class ClusterError(Exception):
@@ -114,8 +117,8 @@ class SlurmCluster:
         self.extra_conf = list(extra_conf)
         self.start_timeout = start_timeout
         self.names = ["n%d" % (i + 1) for i in range(nodes)]
-        net = int.from_bytes(os.urandom(2), "big") % (254 * 256) + 256  # A.B, A >= 1
-        self.addrs = ["127.%d.%d.%d" % (net >> 8, net & 255, 11 + i) for i in range(nodes)]
+        self.hosts = None  # netns.Hosts: the nodes' namespaces, then the login host's
+        self.addrs = []  # the nodes' addresses, once started
         self.dir = None
         self.init = None
         self.cgroup = None
@@ -131,11 +134,11 @@ class SlurmCluster:
         missing = [b for b in BINARIES if which(b) is None]
         if missing:
             return "not installed: %s (Debian packages slurm-wlm, munge)" % " ".join(missing)
-        r = subprocess.run([which("unshare"), "--pid", "--fork", "--mount",
-                            "--mount-proc", "true"], capture_output=True, text=True)
+        r = subprocess.run([which("unshare"), "--pid", "--fork", "--mount", "--mount-proc",
+                            "--uts", "true"], capture_output=True, text=True)
         if r.returncode != 0:
-            return "cannot create PID and mount namespaces: %s" % r.stderr.strip()
-        return None
+            return "cannot create PID, mount and UTS namespaces: %s" % r.stderr.strip()
+        return netns.available()
 
     # --- set-up -------------------------------------------------------------
 
@@ -157,9 +160,6 @@ class SlurmCluster:
             f.write(hosts.rstrip("\n") + "\n")
             for name, addr in zip(self.names, self.addrs):
                 f.write("%s %s\n" % (addr, name))
-        self.ports = {"ctld": free_port()}
-        for n in self.names:
-            self.ports[n] = free_port()
         with open(self.conf, "w") as f:
             f.write(self._slurm_conf())
 
@@ -168,8 +168,8 @@ class SlurmCluster:
         host = socket.gethostname().split(".")[0]
         lines = [
             "ClusterName=ddptest",
-            "SlurmctldHost=%s(127.0.0.1)" % host,
-            "SlurmctldPort=%d" % self.ports["ctld"],
+            "SlurmctldHost=%s(%s)" % (host, self.login_addr),
+            "SlurmctldPort=%d" % CTLD_PORT,
             "AuthType=auth/munge",
             "CredType=cred/munge",
             "AuthInfo=socket=%s" % self.munge_socket,
@@ -200,7 +200,7 @@ class SlurmCluster:
         ]
         for name, addr in zip(self.names, self.addrs):
             lines.append("NodeName=%s NodeHostname=%s NodeAddr=%s Port=%d CPUs=%d State=UNKNOWN"
-                         % (name, host, addr, self.ports[name], self.cpus))
+                         % (name, name, addr, SLURMD_PORT, self.cpus))
         lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         return "\n".join(lines + self.extra_conf) + "\n"
 
@@ -211,6 +211,20 @@ class SlurmCluster:
     @property
     def munge_socket(self):
         return os.path.join(self.dir, "munge", "munge.socket")
+
+    @property
+    def login_addr(self):
+        """slurmctld's address, that of the namespace the clients run in."""
+        return self.hosts.addr(self.nnodes)
+
+    def netns_path(self, i):
+        """The network namespace of node i, or of the login host (i = nnodes)."""
+        return "/run/netns/" + self.hosts.names[i]
+
+    def cmd(self, name):
+        """argv that runs Slurm's client `name` on the login host (its network
+        namespace): nsenter execs it, so the PID is the client's."""
+        return [which("nsenter"), "--net=" + self.netns_path(self.nnodes), "--", which(name)]
 
     def env(self, extra=None):
         """The environment for Slurm's clients (srun, sinfo, ...)."""
@@ -231,39 +245,36 @@ class SlurmCluster:
         if not self._atexit:
             atexit.register(self.stop)
             self._atexit = True
-        last = None
-        for _attempt in range(3):
-            try:
-                self._start_once()
-                return self
-            except ClusterError as e:
-                # A port taken between free_port() and the daemon's bind
-                # shows as a daemon that exits at once: try new ports.
-                last = e
-                self.stop()
-                if "exited" not in str(e):
-                    break
-            except BaseException:
-                self.stop()
-                raise
-        raise last
+        try:
+            self._start_once()
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def _start_once(self):
         self.times = {}
+        t0 = time.monotonic()
+        self.hosts = netns.Hosts(self.nnodes + 1)
+        self.addrs = [self.hosts.addr(i) for i in range(self.nnodes)]
+        self.times["namespaces_s"] = time.monotonic() - t0
         self.dir = tempfile.mkdtemp(prefix="ddp-slurm-")
         self._write_files()
         self.cgroup = self._make_cgroup()
-        t0 = time.monotonic()
-        cmd = [which("unshare"), "--pid", "--fork", "--mount", "--mount-proc",
+        # nsenter execs unshare, so that killing this PID kills the init
+        # (--kill-child) and with it the whole PID namespace.
+        nodes = ",".join("%s=%s" % (n, self.netns_path(i)) for i, n in enumerate(self.names))
+        cmd = [which("nsenter"), "--net=" + self.netns_path(self.nnodes), "--",
+               which("unshare"), "--pid", "--fork", "--mount", "--mount-proc",
                "--propagation", "private", "--kill-child", "--",
-               sys.executable, os.path.abspath(__file__), "--inner", self.dir,
-               ",".join(self.names), self.cgroup or "-"]
+               sys.executable, os.path.abspath(__file__), "--inner", self.dir, nodes,
+               self.cgroup or "-"]
         self.init = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=self.env(), cwd=self.dir)
         deadline = t0 + self.start_timeout
         self.inner_report = self._read_report(deadline)
-        self.times["daemons_started_s"] = time.monotonic() - t0
         self.times.update(self.inner_report.get("times", {}))
+        self.times["ctld_listens_s"] = time.monotonic() - t0
         self._wait_idle(deadline, t0)
 
     def _make_cgroup(self):
@@ -322,31 +333,15 @@ class SlurmCluster:
             raise ClusterError(report["error"] + self.log_tails())
         return report
 
-    def _ctld_listens(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.ports["ctld"]), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
     def _wait_idle(self, deadline, t0):
-        """Polls slurmctld's port until it takes connections (sinfo would
-        retry a refused connection only a second later), then sinfo until
-        every node is idle (see the module's docstring)."""
+        """Polls sinfo until every node is idle (slurmctld listens once the
+        init has reported; see the module's docstring)."""
         states = {}
-        while time.monotonic() < deadline and "ctld_listens_s" not in self.times:
-            died = self._inner_messages()
-            if died:
-                raise ClusterError("%s%s" % (died, self.log_tails()))
-            if self._ctld_listens():
-                self.times["ctld_listens_s"] = time.monotonic() - t0
-            else:
-                time.sleep(0.01)
         while time.monotonic() < deadline:
             died = self._inner_messages()
             if died:
                 raise ClusterError("%s%s" % (died, self.log_tails()))
-            r = subprocess.run([which("sinfo"), "-h", "-N", "-o", "%N %T"],
+            r = subprocess.run(self.cmd("sinfo") + ["-h", "-N", "-o", "%N %T"],
                                capture_output=True, text=True, env=self.env())
             if r.returncode == 0:
                 self.times.setdefault("ctld_answers_s", time.monotonic() - t0)
@@ -389,6 +384,9 @@ class SlurmCluster:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+        if self.hosts is not None:
+            hosts, self.hosts = self.hosts, None
+            hosts.close()
 
     def __enter__(self):
         return self.start()
@@ -402,7 +400,7 @@ class SlurmCluster:
         """Runs srun ARGS to its end; returns the CompletedProcess. srun runs
         in a session of its own, so that on a timeout it ends together with
         the shepherd process it forks (which would otherwise linger)."""
-        p = subprocess.Popen([which("srun")] + list(args), stdout=subprocess.PIPE,
+        p = subprocess.Popen(self.cmd("srun") + list(args), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=self.env(env),
                              start_new_session=True)
         try:
@@ -432,7 +430,7 @@ class SlurmCluster:
         try:
             with open(script, "w") as f:
                 f.write("#!/bin/sh\n(\n%s\n)\necho $? > %s\n" % ("\n".join(lines), fifo))
-            r = subprocess.run([which("sbatch"), "-o", out] + list(args) + [script],
+            r = subprocess.run(self.cmd("sbatch") + ["-o", out] + list(args) + [script],
                                capture_output=True, text=True, timeout=timeout, env=self.env())
             if r.returncode != 0:
                 raise ClusterError("sbatch %s: exit %d\n%s" % (" ".join(args), r.returncode,
@@ -461,15 +459,23 @@ class SlurmCluster:
 
 # --- the init inside the namespaces ------------------------------------------
 
-class Init:
-    """PID 1 of the cluster's namespaces: starts munged, slurmctld and one
-    slurmd per node, reports one JSON line, reaps every child (orphans such
-    as the daemonised munged and slurmstepd come to PID 1), reports a daemon
-    that dies, and stops them all when its stdin closes. SIGCHLD wakes it
-    through a pipe; it never polls."""
+# Run as a node's slurmd: the node's hostname in the UTS namespace that
+# unshare made, then slurmd itself (same PID).
+SET_HOSTNAME = ("import os, socket, sys; socket.sethostname(sys.argv[1]); "
+                "os.execv(sys.argv[2], sys.argv[2:])")
 
-    def __init__(self, d, names, cgroup):
-        self.d, self.names, self.cgroup = d, names, cgroup
+
+class Init:
+    """PID 1 of the cluster's PID and mount namespaces, in the login host's
+    network namespace: starts munged, slurmctld and one slurmd per node
+    (each in its node's network namespace and a UTS namespace of its own),
+    waits until slurmctld listens, reports one JSON line, reaps every child
+    (orphans such as the daemonised munged and slurmstepd come to PID 1),
+    reports a daemon that dies, and stops them all when its stdin closes.
+    SIGCHLD wakes it through a pipe; it polls only slurmctld's port."""
+
+    def __init__(self, d, nodes, cgroup):
+        self.d, self.nodes, self.cgroup = d, nodes, cgroup
         self.daemons = {}
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
@@ -499,7 +505,9 @@ class Init:
         with open(self.path("munge", "munged.pid")) as f:
             self.daemons[int(f.read())] = "munged"
         cmds = [("slurmctld", [which("slurmctld"), "-D", "-i"])]
-        cmds += [("slurmd-" + n, [which("slurmd"), "-D", "-N", n]) for n in self.names]
+        cmds += [("slurmd-" + n, [which("nsenter"), "--net=" + ns, "--", which("unshare"),
+                                  "--uts", "--", sys.executable, "-c", SET_HOSTNAME, n,
+                                  which("slurmd"), "-D", "-N", n]) for n, ns in self.nodes]
         for name, cmd in cmds:
             with open(self.path("log", name + ".stderr"), "w") as err:
                 p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
@@ -507,7 +515,28 @@ class Init:
             self.daemons[p.pid] = name
             report["pids"][name] = p.pid
         report["times"]["daemons_spawned_s"] = time.monotonic() - t0
+        self.wait_ctld()
         return report
+
+    def wait_ctld(self):
+        """Polls slurmctld's port, in this namespace, every 10 ms until it
+        takes a connection (sinfo would retry a refused connection only a
+        second later). Raises RuntimeError if a daemon exits first or the
+        test closes stdin (it has given up)."""
+        names = set(self.daemons.values())
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", CTLD_PORT), timeout=1).close()
+                return
+            except OSError:
+                pass
+            if sys.stdin in self.wait([sys.stdin], 0.01):
+                raise RuntimeError("stopped before slurmctld listened")
+            self.reap(report_deaths=False)
+            gone = names - set(self.daemons.values())
+            if gone:
+                raise RuntimeError("%s exited before slurmctld listened on port %d"
+                                   % (", ".join(sorted(gone)), CTLD_PORT))
 
     def reap(self, report_deaths):
         while True:
@@ -558,8 +587,8 @@ class Init:
                 pass
 
 
-def inner_main(d, names, cgroup):
-    init = Init(d, names, None if cgroup == "-" else cgroup)
+def inner_main(d, nodes, cgroup):
+    init = Init(d, nodes, None if cgroup == "-" else cgroup)
     try:
         report = init.start()
     except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
@@ -574,7 +603,8 @@ def inner_main(d, names, cgroup):
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--inner":
-        sys.exit(inner_main(sys.argv[2], sys.argv[3].split(","), sys.argv[4]))
+        sys.exit(inner_main(sys.argv[2], [n.split("=", 1) for n in sys.argv[3].split(",")],
+                            sys.argv[4]))
     # Stand-alone: start a cluster, print its timings, run srun hostname.
     why = SlurmCluster.unavailable()
     if why:

@@ -3,7 +3,7 @@
 reader (tests/launcher/slurm/slurm_probe) run under srun on both nodes.
 
 Exits 77 (skipped) only where the daemons cannot run at all: not root, the
-packages missing, or no PID and mount namespaces.
+packages missing, or no PID, mount, UTS and network namespaces.
 
     SLURM_PROBE=build/tests/launcher/slurm/slurm_probe python3 test_slurm.py
 """
@@ -17,7 +17,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from slurm_cluster import SlurmCluster, which  # noqa: E402
+from slurm_cluster import SlurmCluster  # noqa: E402
 
 PROBE = os.environ.get("SLURM_PROBE", "slurm_probe")
 ENOTSUP = 95
@@ -28,9 +28,9 @@ def setUpModule():
     global CLUSTER
     CLUSTER = SlurmCluster(nodes=2).start()
     t = CLUSTER.times
-    print("slurm cluster: munged ready in %.3f s, daemons started at %.3f s, slurmctld "
+    print("slurm cluster: namespaces made in %.3f s, munged ready in %.3f s, slurmctld "
           "listening at %.3f s, answering sinfo at %.3f s, both nodes idle at %.3f s"
-          % (t["munged_s"], t["daemons_started_s"], t["ctld_listens_s"], t["ctld_answers_s"],
+          % (t["namespaces_s"], t["munged_s"], t["ctld_listens_s"], t["ctld_answers_s"],
              t["nodes_idle_s"]), file=sys.stderr)
 
 
@@ -76,6 +76,22 @@ class Cluster(unittest.TestCase):
         out = CLUSTER.srun(["-N1", "getent", "hosts", "n1", "n2"]).stdout.split()
         self.assertEqual(out, [CLUSTER.addrs[0], "n1", CLUSTER.addrs[1], "n2"])
 
+    def test_nodes_are_hosts(self):
+        """Each node's tasks run on a host of their own: the node's name as
+        hostname, the node's address and no other on an interface, and a
+        network namespace (so a loopback) that is neither the other node's
+        nor this test's."""
+        out = CLUSTER.srun(["-N2", "--ntasks-per-node=1", "-l", "sh", "-c",
+                            'echo "host=$(hostname)"; echo "net=$(readlink /proc/self/ns/net)"; '
+                            'echo "addrs=$(ip -o -4 addr show scope global | '
+                            'cut -d" " -f7 | tr "\\n" " ")"']).stdout
+        tasks = by_task(out)
+        for i in (0, 1):
+            self.assertEqual(tasks[i]["host"], "n%d" % (i + 1), out)
+            self.assertEqual(tasks[i]["addrs"].split(), ["%s/24" % CLUSTER.addrs[i]], out)
+        nets = {tasks[0]["net"], tasks[1]["net"], os.readlink("/proc/self/ns/net")}
+        self.assertEqual(len(nets), 3, out)
+
     def test_stop_ends_running_steps(self):
         """A step still running when the cluster stops ends with it: nothing
         outlives the cluster's namespace."""
@@ -84,8 +100,8 @@ class Cluster(unittest.TestCase):
         # The task execs a sleep whose argv names the marker; bash's exec -a
         # sets argv[0], so the process can be found from outside.
         srun = subprocess.Popen(
-            [which("srun"), "-N2", "--ntasks-per-node=1", "bash", "-c",
-             "echo started; exec -a %s sleep 300" % marker],
+            c.cmd("srun") + ["-N2", "--ntasks-per-node=1", "bash", "-c",
+                             "echo started; exec -a %s sleep 300" % marker],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=c.env(),
             start_new_session=True)
         try:
@@ -142,8 +158,7 @@ class Probe(unittest.TestCase):
             self.assertEqual(t["list_var"], "SLURM_STEP_NODELIST")
             self.assertEqual(t["procid"], str(i))
             self.assertEqual(t["localid"], "0")
-            self.assertEqual(t["resolve_note"], "n1 resolves to %s, a loopback address: "
-                                                "other hosts cannot reach it" % CLUSTER.addrs[0])
+            self.assertEqual(t["resolve_note"], "")  # n1's own address, no loopback
             self.assertEqual(t["describe"],
                              "from slurm: job %d step 0, 2 nodes (n[1-2]), this is node %d "
                              "(%s), master n1 (%s), port %d" % (job, i, name, CLUSTER.addrs[0],
@@ -223,8 +238,8 @@ class Probe(unittest.TestCase):
 
     def test_salloc_shell(self):
         """The salloc shell runs on the submit host: refused."""
-        r = subprocess.run([which("salloc"), "-N1", PROBE], capture_output=True, text=True,
-                           timeout=60, env=CLUSTER.env())
+        r = subprocess.run(CLUSTER.cmd("salloc") + ["-N1", PROBE], capture_output=True,
+                           text=True, timeout=60, env=CLUSTER.env())
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("error=this is the salloc shell of slurm job", r.stdout)
         self.assertIn("srun --ntasks=1 ddplaunch", r.stdout)
@@ -250,7 +265,7 @@ class HostList(unittest.TestCase):
         return r.stdout.split() if r.returncode == 0 else None
 
     def slurms(self, expr):
-        r = subprocess.run([which("scontrol"), "show", "hostnames", expr],
+        r = subprocess.run(CLUSTER.cmd("scontrol") + ["show", "hostnames", expr],
                            capture_output=True, text=True, env=CLUSTER.env())
         # scontrol says "Invalid hostlist" on stdout or stderr, not always
         # with a failing exit code

@@ -14,8 +14,10 @@ slurm_cluster.py (n1, n2). One meson test per group:
           a running job ends everything and leaves nothing in /dev/shm
 
 Every srun is bounded in time; the cluster and everything it ran end with the
-test. /dev/shm is the host's (the nodes share it): what libddp leaves there
-is named ddp-TAG-*, TAG the DDP_JOB_TAG of the agent, which the workers print.
+test. Each node is a network namespace of its own (its own address and
+loopback), so a worker of n2 given any MASTER_ADDR but n1's address fails.
+/dev/shm is the host's (the nodes share it): what libddp leaves there is
+named ddp-TAG-*, TAG the DDP_JOB_TAG of the agent, which the workers print.
 
     DDPLAUNCH=build/launcher/ddplaunch python3 test_slurm_launch.py Launch
 
@@ -34,7 +36,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from slurm_cluster import SlurmCluster, which  # noqa: E402
+from slurm_cluster import SlurmCluster  # noqa: E402
 
 DDPLAUNCH = os.environ.get("DDPLAUNCH", "ddplaunch")
 DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
@@ -85,11 +87,9 @@ def job_of(out):
 
 def used_line(job, rank):
     """The line a node of a two-node step of `job` prints."""
-    a = CLUSTER.addrs[0]
     return ("ddplaunch: from slurm job %d step 0 (2 nodes: n[1-2]): --nnodes=2 --node_rank=%d "
-            "(n%d) --master_addr=%s (n1) --master_port=%d --rdzv_id=slurm-%d.0; n1 resolves to "
-            "%s, a loopback address: other hosts cannot reach it (give --master_addr to "
-            "choose another)" % (job, rank, rank + 1, a, expected_port(job), job, a))
+            "(n%d) --master_addr=%s (n1) --master_port=%d --rdzv_id=slurm-%d.0"
+            % (job, rank, rank + 1, CLUSTER.addrs[0], expected_port(job), job))
 
 
 def processes_with(marker):
@@ -176,7 +176,9 @@ class Launch(SlurmTest):
 
     def test_two_nodes(self):
         """srun -N2: 4 ranks, node n1 is group rank 0 and hosts the store at
-        its address and the job's port; one line per node says so."""
+        its address and the job's port; one line per node says so. Every
+        worker, n2's too, gets n1's own address as MASTER_ADDR (127.0.0.1
+        would be n2's loopback)."""
         t = time.monotonic()
         r = self.srun(2, ["--nproc_per_node=2", "sh", "-c", SHOW_ENV])
         elapsed = time.monotonic() - t
@@ -193,7 +195,13 @@ class Launch(SlurmTest):
         for rank, e in ranks.items():
             self.assertEqual((e["WORLD_SIZE"], e["GROUP_RANK"], e["LOCAL_RANK"], e["RUN_ID"]),
                              ("4", str(rank // 2), str(rank % 2), "slurm-%d.0" % job))
-        self.assertEqual(len({(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in ranks.values()}), 1)
+        # both agents name the workers' store: n1's address, one port
+        masters = re.findall(r"^\d: ddplaunch: round 1 of run id 'slurm-%d\.0': node \d of 2 "
+                             r"\(ranks \d to \d of 4\), master (\S+)$" % job, r.stderr, re.M)
+        self.assertEqual(len(masters), 2, r.stderr)
+        self.assertEqual({m.rsplit(":", 1)[0] for m in masters}, {CLUSTER.addrs[0]}, r.stderr)
+        self.assertEqual({"%s:%s" % (e["MASTER_ADDR"], e["MASTER_PORT"]) for e in ranks.values()},
+                         set(masters))
         # the workers of node 1 ran on n2 (their output came from task 1)
         self.assertEqual(len(re.findall(r"^1: \[rank [23]\]: env ", r.stdout, re.M)), 2)
         print("srun -N2 ddplaunch --nproc_per_node=2: %.2f s" % elapsed, file=sys.stderr)
@@ -228,7 +236,7 @@ class Launch(SlurmTest):
         Slurm; then --master_port too (a dry run: shown, not bound)."""
         r = self.srun(2, ["--nproc_per_node=1", "--rdzv_id=mine", "sh", "-c", SHOW_ENV])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn(" --master_port=%d; kept as given: --rdzv_id; "
+        self.assertIn(" --master_port=%d; kept as given: --rdzv_id\n"
                       % expected_port(job_of(r.stderr)), r.stderr)
         ranks = worker_envs(r.stdout)
         self.assertEqual(sorted(ranks), [0, 1])
@@ -240,32 +248,26 @@ class Launch(SlurmTest):
                        if " = " in line)
             self.assertEqual((got["rdzv_id"], got["master_port"], got["node_rank"]),
                              ("mine", "31234", str(task)))
-            self.assertTrue(got["slurm"].endswith("; kept as given: --master_port, --rdzv_id; "
-                                                  "n1 resolves to %s, a loopback address: other "
-                                                  "hosts cannot reach it (give --master_addr to "
-                                                  "choose another)" % CLUSTER.addrs[0]),
+            self.assertTrue(got["slurm"].endswith("; kept as given: --master_port, --rdzv_id"),
                             got["slurm"])
 
     def test_c10d_endpoint(self):
         """--rdzv_backend=c10d without an endpoint: the master's address and
-        the job's port. The agent whose address that is hosts the store, so
-        each node gives its own (--local_addr: on this one host every
-        node's address is on lo, not on an interface of its own)."""
-        r = CLUSTER.srun(["-N2", "--ntasks-per-node=1", "-l", "bash", "-c",
-                          'exec "$0" --local_addr="$(getent hosts "$SLURMD_NODENAME" | '
-                          'cut -d" " -f1)" --rdzv_backend=c10d --nproc_per_node=2 sh -c "$1"',
-                          DDPLAUNCH, SHOW_ENV], timeout=RUN_TIMEOUT, check=False)
+        the job's port. n1's agent, whose interface has that address, hosts
+        the store; every worker gets n1's address as MASTER_ADDR."""
+        r = self.srun(2, ["--rdzv_backend=c10d", "--nproc_per_node=2", "sh", "-c", SHOW_ENV])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         job = job_of(r.stderr)
         endpoint = "%s:%d" % (CLUSTER.addrs[0], expected_port(job))
         self.assertIn("0: ddplaunch: from slurm job %d step 0 (2 nodes: n[1-2]): --nnodes=2 "
-                      "--node_rank=0 (n1) --rdzv_endpoint=%s (n1) --rdzv_id=slurm-%d.0;"
+                      "--node_rank=0 (n1) --rdzv_endpoint=%s (n1) --rdzv_id=slurm-%d.0\n"
                       % (job, endpoint, job), r.stderr)
         self.assertRegex(r.stderr, r"0: ddplaunch: hosting the rendezvous store at %s "
                          % re.escape(endpoint))
         ranks = worker_envs(r.stdout)
         self.assertEqual(sorted(ranks), [0, 1, 2, 3])
         self.assertEqual({e["GROUP_RANK"] for r, e in ranks.items() if r >= 2}, {"1"})
+        self.assertEqual({e["MASTER_ADDR"] for e in ranks.values()}, {CLUSTER.addrs[0]})
 
     def test_slurm_off(self):
         """--no_slurm and DDPLAUNCH_SLURM=0: each node runs a job of its own."""
@@ -338,11 +340,16 @@ class Launch(SlurmTest):
     def test_killed_agent_ends_the_step(self):
         """kill -9 of n2's ddplaunch (a node lost), restarts left: n1's agent
         ends the job at once (a Slurm task never comes back) instead of
-        waiting for it until the join deadline (600 s)."""
+        waiting for it until the join deadline (600 s). The tasks' stderr
+        goes to files (srun --error): srun stops reading the tasks' output
+        once a task was killed by a signal, and n1's last line may come
+        after that."""
         marker = "ddp-slurm-lost-%s" % uuid.uuid4().hex
+        errs = os.path.join(self.tmp, "err-%t")
         p = subprocess.Popen(
-            [which("srun"), "-N2", "--ntasks-per-node=1", "-l", DDPLAUNCH, "--nproc_per_node=1",
-             "--max_restarts=2", "bash", "-c", "echo started; exec -a %s sleep 300" % marker],
+            CLUSTER.cmd("srun") + ["-N2", "--ntasks-per-node=1", "-l", "--error=" + errs,
+                                   DDPLAUNCH, "--nproc_per_node=1", "--max_restarts=2", "bash",
+                                   "-c", "echo started; exec -a %s sleep 300" % marker],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CLUSTER.env(),
             start_new_session=True)
         try:
@@ -362,9 +369,11 @@ class Launch(SlurmTest):
                 p.communicate()
         # n1's ddplaunch exited by itself (1), it was not killed by srun
         self.assertIn("srun: error: n1: task 0: Exited with exit code 1", err)
-        self.assertRegex(err, r"0: ddplaunch: node '[^']+' is gone and the 1 node left is fewer "
-                              r"than --nnodes' 2; under slurm a lost node does not come back, so "
-                              r"the job of run id 'slurm-\d+\.0' ends")
+        with open(errs.replace("%t", "0")) as f:
+            self.assertRegex(f.read(), r"\n0: ddplaunch: node '[^']+' is gone and the 1 node "
+                                       r"left is fewer than --nnodes' 2; under slurm a lost node "
+                                       r"does not come back, so the job of run id 'slurm-\d+\.0' "
+                                       r"ends")
         self.assertLess(elapsed, 10, err)
         wait_for(lambda: not processes_with(marker), 10, "the sleepers to end")
         print("node lost -> step over: %.2f s" % elapsed, file=sys.stderr)
@@ -473,7 +482,7 @@ class Train(SlurmTest):
 
     @staticmethod
     def job_state(job):
-        return subprocess.run([which("scontrol"), "-o", "show", "job", job],
+        return subprocess.run(CLUSTER.cmd("scontrol") + ["-o", "show", "job", job],
                               capture_output=True, text=True, env=CLUSTER.env()).stdout
 
     def test_scancel(self):
@@ -484,9 +493,10 @@ class Train(SlurmTest):
         args = (self.train_it.synthetic_args(ckdir, 8, steps=10 ** 7)
                 + ["--device", "cpu", "--log_every", "1", "--metrics", metrics])
         p = subprocess.Popen(
-            [which("srun"), "-N2", "--ntasks-per-node=1", "-l", DDPLAUNCH, "--nproc_per_node=2",
-             DDP_TRAIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=CLUSTER.env(self.ENV), start_new_session=True)
+            CLUSTER.cmd("srun") + ["-N2", "--ntasks-per-node=1", "-l", DDPLAUNCH,
+                                   "--nproc_per_node=2", DDP_TRAIN] + args,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CLUSTER.env(self.ENV),
+            start_new_session=True)
         try:
             wait_for(lambda: os.path.exists(metrics) and os.path.getsize(metrics) > 0, 60,
                      "the first step's metrics")
@@ -499,7 +509,8 @@ class Train(SlurmTest):
             tags = {e["DDP_JOB_TAG"] for e in envs}
             self.assertEqual(len(tags), 2)
             t = time.monotonic()
-            subprocess.run([which("scancel"), job], check=True, env=CLUSTER.env(), timeout=30)
+            subprocess.run(CLUSTER.cmd("scancel") + [job], check=True, env=CLUSTER.env(),
+                           timeout=30)
             out, err = p.communicate(timeout=60)
             wait_for(lambda: not processes_with(ckdir), 30, "every process of the job to end")
             elapsed = time.monotonic() - t
