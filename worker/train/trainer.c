@@ -471,7 +471,7 @@ static void trainer_resume_plan(const struct trainer *t, float plan[RESUME_N])
 {
 	char path[CONFIG_STR_MAX + 32], why[512];
 	uint64_t step[RESUME_N];
-	int n = 0, k;
+	int n = 0, nbad = 0, k;
 
 	for (int i = 0; i < RESUME_N; i++) {
 		int ret;
@@ -495,11 +495,22 @@ static void trainer_resume_plan(const struct trainer *t, float plan[RESUME_N])
 			plan[0] = RESUME_REFUSE;
 			return;
 		}
-		step[i] = ret == 1 ? step[i] : 0; /* unreadable: tried last, says why */
+		if (ret < 0) {
+			log_warn("cannot use '%s': %s; falling back to an older checkpoint", path,
+				 why);
+			nbad++;
+			continue;
+		}
 		k = n++;
 		for (; k > 0 && step[(int)plan[k - 1]] < step[i]; k--)
 			plan[k] = plan[k - 1];
 		plan[k] = (float)i;
+	}
+	if (n == 0 && nbad > 0) {
+		log_error("no usable checkpoint in '%s' (see above): pass --fresh to start from "
+			  "step 0 and replace them, or --resume with a good one",
+			  t->cfg.checkpoint_dir);
+		plan[0] = RESUME_REFUSE;
 	}
 }
 /* Tries the planned checkpoints in turn, each load agreed by all ranks (a
