@@ -49,6 +49,19 @@ class Basics(LaunchCase):
         self.assertIn("rank 0 (local rank 0, pid", r.stderr)
         self.assertIn("was killed by SIGUSR1", r.stderr)
 
+    def test_one_node_job_loads_no_etcd_client(self):
+        """libcurl (and the TLS, Kerberos and LDAP libraries it pulls in) is
+        loaded only by an etcd job: a one-node launcher's memory map lacks it."""
+        maps = self.path("launcher.maps")
+        script = ('launcher=$(awk \'/^PPid/ {print $2}\' /proc/$PPID/status); '
+                  'cat /proc/$launcher/maps > %s' % maps)
+        r = self.launch(["--nproc_per_node=1", "/bin/sh", "-c", script])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = open(maps).read()
+        self.assertIn("libuv", text)  # the map is ddplaunch's
+        for lib in ("libcurl", "libssl", "libgssapi"):
+            self.assertNotIn(lib, text)
+
     def test_program_not_found(self):
         r = self.launch([os.path.join(self.dir, "no-such-program")])
         self.assertEqual(r.returncode, 127, r.stderr)
