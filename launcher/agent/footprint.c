@@ -86,13 +86,19 @@ static bool cg_populated(const char *dir)
 }
 
 /* Waits until the cgroup is empty or `ms` have passed: cgroup.events is
- * modified when "populated" changes. */
+ * modified when "populated" changes. The usual cgroup is empty already
+ * (every guard was reaped), and is answered without inotify: closing an
+ * inotify descriptor that held a watch waits for an SRCU grace period
+ * (15-20 ms here), which was most of a short job's launch time. */
 static void cg_wait_empty(const char *dir, int ms)
 {
 	char path[PATH_MAX + 32], ev[4096];
 	uint64_t deadline = time_now_ms() + (uint64_t)ms;
-	int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	int fd;
 
+	if (!cg_populated(dir))
+		return;
+	fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
 	if (fd >= 0 && inotify_add_watch(fd, path, IN_MODIFY) < 0) {
 		close(fd);
