@@ -788,10 +788,10 @@ static void test_hello_reveals_nothing(void **state)
 	size_t na = hello_transcript(TOKEN, a, sizeof(a));
 	size_t nb = hello_transcript("another-jobs-token-0123456789", b, sizeof(b));
 	randombytes_set_implementation(&randombytes_sysrandom_implementation);
-	/* tag, status 0, auth 1, the nonce (32 bytes), an empty proof */
-	assert_int_equal(na, 1 + 8 + 1 + 8 + PROTO_SESSION_NONCE_LEN + 8);
 	assert_int_equal(na, nb);
 	assert_memory_equal(a, b, na);
+	/* tag, status 0, auth 1, the nonce (32 bytes), an empty proof */
+	assert_int_equal(na, 1 + 8 + 1 + 8 + PROTO_SESSION_NONCE_LEN + 8);
 }
 
 /* Tokens shorter than 16 bytes are refused on both sides (proto_auth.h). */
