@@ -1,7 +1,8 @@
 /*
- * session_hello.c - the agent session's handshake (HELLO, checking the
- * store's proof, AUTH: docs/protocol.md, "Agent sessions"), becoming ready,
- * and the pings that notice a dead or frozen store.
+ * session_hello.c - the agent session's handshake (HELLO, AUTH with this
+ * node's proof, checking the store's proof in the AUTH reply:
+ * docs/protocol.md, "The handshake"), becoming ready, and the pings that
+ * notice a dead or frozen store.
  */
 #include <errno.h>
 #include <stdio.h>

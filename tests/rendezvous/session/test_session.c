@@ -11,6 +11,7 @@
  * within 2 s.
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -794,6 +795,115 @@ static void test_hello_reveals_nothing(void **state)
 	assert_int_equal(na, 1 + 8 + 1 + 8 + PROTO_SESSION_NONCE_LEN + 8);
 }
 
+/* A fake store that takes any proof: it answers HELLO with a challenge
+ * (with a proof of `hello_proof` bytes, as version 1 did when 32), and AUTH
+ * with status 0 and a proof it cannot have made. */
+struct fake {
+	uv_tcp_t listener, conn;
+	uv_write_t w;
+	uint8_t in[256], out[128];
+	size_t got, outlen;
+	size_t hello_proof;
+	int stage;
+};
+
+static void fake_alloc(uv_handle_t *h, size_t n, uv_buf_t *buf)
+{
+	struct fake *f = h->data;
+	*buf = uv_buf_init((char *)f->in + f->got, (unsigned)(sizeof(f->in) - f->got));
+}
+
+static void fake_put(struct fake *f, const void *p, size_t n)
+{
+	memcpy(f->out + f->outlen, p, n);
+	f->outlen += n;
+}
+
+static void fake_bytes(struct fake *f, uint8_t fill, size_t n)
+{
+	uint64_t len = n;
+	uint8_t b[32];
+	memset(b, fill, sizeof(b));
+	fake_put(f, &len, 8);
+	fake_put(f, b, n);
+}
+
+static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+	static const size_t hello = 5 + 1 + 8 + 8 + 32, auth = 1 + 8 + 32;
+	struct fake *f = st->data;
+	int64_t status = 0;
+	if (n < 0) {
+		uv_read_stop(st);
+		return;
+	}
+	f->got += (size_t)n;
+	f->outlen = 0;
+	if (f->stage == 0 && f->got >= hello) {
+		fake_put(f, "\0", 1);
+		fake_put(f, &status, 8);
+		fake_put(f, "\1", 1);
+		fake_bytes(f, 0x11, 32);
+		fake_bytes(f, 0x22, f->hello_proof);
+		f->stage = 1;
+	} else if (f->stage == 1 && f->got >= hello + auth) {
+		fake_put(f, "\0", 1);
+		fake_put(f, &status, 8);
+		fake_bytes(f, 0x33, 32);
+		f->stage = 2;
+	}
+	uv_buf_t b = uv_buf_init((char *)f->out, (unsigned)f->outlen);
+	if (f->outlen)
+		assert_int_equal(uv_try_write(st, &b, 1), (int)f->outlen);
+}
+
+static void fake_accept(uv_stream_t *l, int status)
+{
+	struct fake *f = l->data;
+	uv_tcp_init(l->loop, &f->conn);
+	f->conn.data = f;
+	assert_int_equal(uv_accept(l, (uv_stream_t *)&f->conn), 0);
+	uv_read_start((uv_stream_t *)&f->conn, fake_alloc, fake_read);
+}
+
+static void fake_session(size_t hello_proof, struct sess *a)
+{
+	uv_loop_t loop;
+	struct fake f;
+	struct sockaddr_in sa;
+	int len = sizeof(sa);
+	memset(&f, 0, sizeof(f));
+	f.hello_proof = hello_proof;
+	assert_int_equal(uv_loop_init(&loop), 0);
+	uv_tcp_init(&loop, &f.listener);
+	f.listener.data = &f;
+	uv_ip4_addr("127.0.0.1", 0, &sa);
+	assert_int_equal(uv_tcp_bind(&f.listener, (struct sockaddr *)&sa, 0), 0);
+	assert_int_equal(uv_listen((uv_stream_t *)&f.listener, 4, fake_accept), 0);
+	uv_tcp_getsockname(&f.listener, (struct sockaddr *)&sa, &len);
+	sess_open(&loop, a, ntohs(sa.sin_port), TOKEN, NULL, 5000);
+	assert_int_equal(f.stage, hello_proof ? 1 : 2);
+	uv_close((uv_handle_t *)&f.listener, NULL);
+	if (uv_is_active((uv_handle_t *)&f.conn) || f.conn.loop)
+		uv_close((uv_handle_t *)&f.conn, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* The store proves the token too: one that accepts any proof but cannot
+ * make its own is left; a version-1 store (its proof in the HELLO reply)
+ * is told apart and refused without the client's proof. */
+static void test_fake_store(void **state)
+{
+	struct sess a;
+	fake_session(0, &a);
+	assert_int_equal(a.status, -EACCES);
+	assert_non_null(strstr(a.msg, "does not know this job's token"));
+	fake_session(PROTO_SESSION_PROOF_LEN, &a);
+	assert_int_equal(a.status, -EACCES);
+	assert_non_null(strstr(a.msg, "speaks an older handshake"));
+}
+
 /* Tokens shorter than 16 bytes are refused on both sides (proto_auth.h). */
 static void test_short_token(void **state)
 {
@@ -1016,6 +1126,7 @@ int main(void)
 	    cmocka_unit_test(test_agent_keys),
 	    cmocka_unit_test(test_hello_reveals_nothing),
 	    cmocka_unit_test(test_short_token),
+	    cmocka_unit_test(test_fake_store),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
