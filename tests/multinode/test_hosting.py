@@ -70,7 +70,7 @@ class Hosting(MultiNodeCase):
         # the store an agent hosts on 127.0.0.1 admits the agents on
         # 127.0.0.2-4 (they prove the token) and serves raw clients only
         # from loopback and the nodes that joined: no wider than before
-        env = {"DDP_RDZV_TOKEN": "tok-%d-hosting" % os.getpid()}
+        env = {"DDP_RDZV_TOKEN": "tok-%d-hosting-0123456789" % os.getpid()}
         n = 3
         port = free_port()
         nodes = [self.cluster.agent(i, self.endpoint_args(n, port), ("forever",), env=env)
