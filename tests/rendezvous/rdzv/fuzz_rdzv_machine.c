@@ -391,11 +391,29 @@ static void close_session(struct sim *s, int ai)
 
 /* ---- the agents ---- */
 
-/* Agents that ran in the same round agree on it while the store is honest. */
-static void check_round(struct sim *s, struct agent *a)
+/* FUZZ_TRACE=1 in the environment: what happens, on stderr (to build seeds). */
+static void trace(const struct sim *s, const struct agent *a, const char *what, const char *text)
+{
+	static int on = -1;
+	if (on < 0)
+		on = getenv("FUZZ_TRACE") != NULL;
+	if (on)
+		fprintf(stderr,
+			"%8" PRId64 " %s: %s gen %" PRIu64 " round %" PRIu32 " rank %" PRIu32
+			" of %" PRIu32 " %s\n",
+			s->now, a->node_id, what, a->gen, a->round, a->rank, a->size, text);
+}
+
+/* Agents that ran in the same round agree on it while the store is honest.
+ * Returns false when the machine has no world: the round was over before
+ * the driver took it (the agent's driver skips it); a ROUND_OVER or an end
+ * must then follow in the same batch. */
+static bool check_round(struct sim *s, struct agent *a)
 {
 	const struct rdzv_world *w = rdzv_machine_world(a->m);
-	if (!w || w->rank >= w->size || w->size > a->cfg.max_nodes || !w->master_addr ||
+	if (!w)
+		return false;
+	if (w->rank >= w->size || w->size > a->cfg.max_nodes || !w->master_addr ||
 	    strcmp(w->members[w->rank].id, a->node_id) != 0 || !w->key_prefix)
 		abort();
 	a->in_round = true;
@@ -408,9 +426,13 @@ static void check_round(struct sim *s, struct agent *a)
 		struct agent *b = &s->agents[i];
 		if (b == a || !b->in_round || b->gen != a->gen || b->round != a->round)
 			continue;
-		if (b->size != a->size || b->master_port != a->master_port || b->rank == a->rank)
+		if (b->size != a->size || b->master_port != a->master_port || b->rank == a->rank) {
+			trace(s, a, "disagrees on the round with", b->node_id);
 			abort();
+		}
 	}
+	trace(s, a, "round", "");
+	return true;
 }
 
 static struct msg *msg_of(const struct rdzv_action *act)
@@ -429,34 +451,22 @@ static struct msg *msg_of(const struct rdzv_action *act)
 	return m;
 }
 
-/* FUZZ_TRACE=1 in the environment: what happens, on stderr (to build seeds). */
-static void trace(const struct sim *s, const struct agent *a, const char *what, const char *text)
-{
-	static int on = -1;
-	if (on < 0)
-		on = getenv("FUZZ_TRACE") != NULL;
-	if (on)
-		fprintf(stderr,
-			"%8" PRId64 " %s: %s gen %" PRIu64 " round %" PRIu32 " rank %" PRIu32
-			" of %" PRIu32 " %s\n",
-			s->now, a->node_id, what, a->gen, a->round, a->rank, a->size, text);
-}
-
 /* Takes every due action of agent ai's machine. */
 static void drain(struct sim *s, int ai)
 {
 	struct agent *a = &s->agents[ai];
 	struct rdzv_action act;
+	bool stale = false; /* a ROUND without a world: its end must follow */
 	while (a->running && rdzv_next_action(a->m, &act)) {
 		switch (act.kind) {
 		case RDZV_ACT_TIMER:
 			a->timer_at = act.at_ms;
 			break;
 		case RDZV_ACT_ROUND:
-			check_round(s, a);
-			trace(s, a, "round", "");
+			stale = !check_round(s, a);
 			break;
 		case RDZV_ACT_ROUND_OVER:
+			stale = false;
 			a->in_round = false;
 			rdzv_set_port(a->m, (uint16_t)(a->cfg.port + 1));
 			break;
@@ -479,6 +489,8 @@ static void drain(struct sim *s, int ai)
 			break;
 		}
 	}
+	if (stale && a->running)
+		abort();
 }
 
 /* An entry point's answer: 0, or -ENOMEM (then the machine is unusable). */
