@@ -489,7 +489,9 @@ static void drain(struct sim *s, int ai)
 			break;
 		}
 	}
-	if (stale && a->running)
+	/* A ROUND without a world must be over; the state seen decoded. */
+	const struct rdzv_state *st = a->running ? rdzv_machine_state(a->m) : NULL;
+	if ((stale && a->running) || (st && (st->gen < 1 || st->round < 1)))
 		abort();
 }
 
