@@ -222,13 +222,16 @@ static void prove(int fd, bool *closed)
 	proto_put_bytes(&b, cn, sizeof(cn));
 	send_all(fd, b.data, b.len);
 	b.len = 0;
-	size_t got = pump(fd, buf, sizeof(buf), 1 + 8 + 1 + 8 + 32 + 8 + 32, PUMP_ROUNDS, closed);
+	/* The challenge carries the nonce and an empty proof: the client
+	 * proves first, and the store's proof comes in the AUTH reply. */
+	size_t got = pump(fd, buf, sizeof(buf), 1 + 8 + 1 + 8 + 32 + 8, PUMP_ROUNDS, closed);
 	if (take_challenge(buf, got, sn)) {
 		proto_auth_proof(FUZZ_TOKEN, strlen(FUZZ_TOKEN), false, cn, sn, pc);
 		proto_put_op(&b, PROTO_GEN_V2, PROTO_OP_S_AUTH);
 		proto_put_bytes(&b, pc, sizeof(pc));
 		send_all(fd, b.data, b.len);
-		pump(fd, buf, sizeof(buf), 1 + 8, PUMP_ROUNDS, closed);
+		pump(fd, buf, sizeof(buf), 1 + 8 + 8 + PROTO_SESSION_PROOF_LEN, PUMP_ROUNDS,
+		     closed);
 	}
 	bytebuf_release(&b);
 }
@@ -385,7 +388,8 @@ static int accept_session(struct client *c)
 }
 
 /* Answers the session's HELLO as a store that knows the token (or has none
- * when the session has none), then its AUTH. */
+ * when the session has none): a challenge without a proof, then the AUTH
+ * reply with the store's proof (proto_auth.h: the client proves first). */
 static void challenge(int fd, bool token, bool *closed)
 {
 	uint8_t buf[128], sn[PROTO_SESSION_NONCE_LEN], ps[PROTO_SESSION_PROOF_LEN];
@@ -399,13 +403,14 @@ static void challenge(int fd, bool token, bool *closed)
 	proto_put_i64(&b, 0);
 	proto_put_u8(&b, token ? PROTO_SESSION_AUTH_TOKEN : PROTO_SESSION_AUTH_NONE);
 	proto_put_bytes(&b, sn, token ? sizeof(sn) : 0);
-	proto_put_bytes(&b, ps, token ? sizeof(ps) : 0);
+	proto_put_bytes(&b, NULL, 0); /* the store proves only after the client */
 	if (token) {
 		send_all(fd, b.data, b.len);
 		b.len = 0;
 		pump(fd, buf, sizeof(buf), 1 + 8 + PROTO_SESSION_PROOF_LEN, PUMP_ROUNDS, closed);
 		proto_put_u8(&b, PROTO_SESSION_REPLY);
 		proto_put_i64(&b, 0);
+		proto_put_bytes(&b, ps, sizeof(ps));
 	}
 	send_all(fd, b.data, b.len);
 	bytebuf_release(&b);
