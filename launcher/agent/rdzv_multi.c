@@ -36,6 +36,29 @@ static char *dup_or_null(const char *s, bool *oom)
 	return c;
 }
 
+static int drv_config_check(const struct rdzv_multi *d, char *err, size_t errlen);
+
+/* What can never work, refused before anything is bound or connected (the
+ * run and --dry_run alike): a --local_addr not of this machine, a port 0
+ * that only the store's host may choose, what the machine refuses. */
+static int drv_check(const struct rdzv_multi *d, char *err, size_t errlen)
+{
+	int rc;
+
+	if (d->local_addr &&
+	    (rc = rdzv_host_local_check(
+		 d->local_addr, d->c.mode == OPTS_RDZV_ETCD ? "" : d->bind_lit, err, errlen)) < 0)
+		return rc;
+	if (d->c.port == 0 && !d->is_host) {
+		snprintf(err, errlen,
+			 "the rendezvous store's port is 0 but this node does not host it: only "
+			 "its host may let the kernel choose one; give the port the host "
+			 "reported in --rdzv_endpoint");
+		return -EINVAL;
+	}
+	return drv_config_check(d, err, errlen);
+}
+
 int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 		   struct rdzv_multi **out, char *err, size_t errlen)
 {
@@ -81,6 +104,11 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 	}
 	if (!d->bind_lit[0])
 		snprintf(d->bind_lit, sizeof(d->bind_lit), "%s", cfg->host);
+	rc = drv_check(d, err, errlen);
+	if (rc < 0) {
+		rdzv_multi_free(d);
+		return rc;
+	}
 	*out = d;
 	return 0;
 }
@@ -431,17 +459,15 @@ static void drv_node_id(struct rdzv_multi *d)
 	snprintf(d->node_id, sizeof(d->node_id), "%.*s%s", (int)keep, d->addr, pid);
 }
 
-static int drv_machine_new(struct rdzv_multi *d, int port)
+/* The machine's configuration but for the node's id, address, port and
+ * failure grace, known only once connected. */
+static void drv_config(const struct rdzv_multi *d, struct rdzv_config *cfg_out)
 {
 	const struct opts_rdzv_conf *c = &d->c.conf;
 	struct rdzv_config cfg;
-	char msg[256];
 
 	rdzv_config_defaults(&cfg);
 	cfg.run_id = d->run_id;
-	cfg.node_id = d->node_id;
-	cfg.addr = d->addr;
-	cfg.port = (uint16_t)port;
 	cfg.nproc = (uint32_t)d->nproc;
 	cfg.min_nodes = (uint32_t)d->c.min_nodes;
 	cfg.max_nodes = (uint32_t)d->c.max_nodes;
@@ -458,6 +484,31 @@ static int drv_machine_new(struct rdzv_multi *d, int port)
 	cfg.close_timeout_ms = (int64_t)(c->close_timeout * 1000.0 + 0.5);
 	cfg.keep_alive_interval_ms = (int64_t)(c->keep_alive_interval * 1000.0 + 0.5);
 	cfg.keep_alive_max_attempt = (uint32_t)c->keep_alive_max_attempt;
+	*cfg_out = cfg;
+}
+
+/* What the machine would refuse once connected, refused before: with
+ * stand-ins for what only the connection tells (rdzv_new runs this for
+ * --dry_run too). */
+static int drv_config_check(const struct rdzv_multi *d, char *err, size_t errlen)
+{
+	struct rdzv_config cfg;
+
+	drv_config(d, &cfg);
+	cfg.node_id = "node:1";
+	cfg.addr = d->local_addr ? d->local_addr : "127.0.0.1";
+	return rdzv_config_check(&cfg, err, errlen);
+}
+
+static int drv_machine_new(struct rdzv_multi *d, int port)
+{
+	struct rdzv_config cfg;
+	char msg[256];
+
+	drv_config(d, &cfg);
+	cfg.node_id = d->node_id;
+	cfg.addr = d->addr;
+	cfg.port = (uint16_t)port;
 	/* A peer's workers see a node die before the store says so; their
 	 * failure waits that long for the membership change (not charged). */
 	cfg.fail_grace_ms = d->ops->death_delay_ms(d->be) + DRV_FAIL_SLACK_MS;
@@ -626,7 +677,7 @@ int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_e
 	d->handles = true;
 	if (d->is_host && (rc = keeper_host(d)) < 0)
 		return rc;
-	if (d->c.port == 0) {
+	if (d->c.port == 0) { /* the host could not bind it (drv_check) */
 		log_error("the rendezvous store's port is 0: only its host may choose one; give "
 			  "the port that host reported");
 		return -EINVAL;
