@@ -86,6 +86,7 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 	 * resolve only matters to the node that must bind it (the others'
 	 * sessions keep trying until the join deadline). */
 	rc = rdzv_host_is_self(cfg->host, &self, d->bind_lit, sizeof(d->bind_lit), err, errlen);
+	d->store_here = rc == 0 && self;
 	if (cfg->mode == OPTS_RDZV_STATIC)
 		d->is_host = cfg->node_rank == 0;
 	else if (cfg->mode == OPTS_RDZV_ETCD)
@@ -598,10 +599,36 @@ static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
 		 drv_not_host_why(d), d->c.host, d->c.port);
 }
 
+/* What to do about a peer that accepts and never answers the handshake:
+ * on this machine, name who holds the port. */
+static void drv_silent_advice(const struct rdzv_multi *d, char *buf, size_t len)
+{
+	const char *flag =
+	    d->c.mode == OPTS_RDZV_STATIC ? "--master_port" : "port in --rdzv_endpoint";
+	char owner[160];
+
+	if (d->store_here) {
+		rdzv_port_owner(d->c.port, owner, sizeof(owner));
+		snprintf(buf, len,
+			 "%s holds that port on this machine: stop it if it is not the job's "
+			 "store, or give every node another %s",
+			 owner, flag);
+		return;
+	}
+	snprintf(buf, len,
+		 "check what listens on port %d of %s: if it is not the job's store, stop it or "
+		 "give every node another %s",
+		 d->c.port, d->c.host, flag);
+}
+
 static void drv_waiting_cb(uv_timer_t *t)
 {
 	struct rdzv_multi *d = t->data;
-	const char *why = d->be && d->ops->last_error ? d->ops->last_error(d->be) : NULL;
+	bool silent = d->be && d->ops->peer_silent && d->ops->peer_silent(d->be);
+	const char *why = silent ? "it accepts connections but does not answer the session "
+				   "handshake: not a ddp-rdzvd or ddplaunch store, or a frozen one"
+			  : d->be && d->ops->last_error ? d->ops->last_error(d->be)
+							: NULL;
 	double waited = (double)(drv_now() - d->wait_since) / 1000.0;
 	double left = d->c.conf.join_timeout - waited;
 	char me[256], advice[512];
@@ -613,7 +640,10 @@ static void drv_waiting_cb(uv_timer_t *t)
 	else if (gethostname(me, sizeof(me)) < 0)
 		snprintf(me, sizeof(me), "this machine");
 	me[sizeof(me) - 1] = '\0';
-	drv_wait_advice(d, advice, sizeof(advice));
+	if (silent)
+		drv_silent_advice(d, advice, sizeof(advice));
+	else
+		drv_wait_advice(d, advice, sizeof(advice));
 	log_warn("no rendezvous store answers at %s (%s) after %.0f s; node %s keeps trying "
 		 "until the join deadline (join_timeout=%g s, %.0f s left): %s",
 		 d->peer, why ? why : "no answer yet", waited, me, d->c.conf.join_timeout,
