@@ -20,6 +20,13 @@
  * host. */
 #define DRV_FAIL_SLACK_MS 2000
 
+/* The first word that the store does not answer, or that this node waits
+ * for others, comes after DRV_WAIT_FIRST_MS, the next ones when the time
+ * waited has doubled, at most DRV_WAIT_MAX_MS apart, until the session
+ * connects (the round forms) or the join deadline. */
+#define DRV_WAIT_FIRST_MS 3000u
+#define DRV_WAIT_MAX_MS	  60000u
+
 static void drv_drain(struct rdzv_multi *d);
 
 int64_t drv_now(void)
@@ -303,6 +310,7 @@ static const char *const drv_kind_names[] = {
     [RDZV_ACT_FINISHED] = "finished",
     [RDZV_ACT_FAILED] = "failed",
     [RDZV_ACT_REFUSED] = "refused",
+    [RDZV_ACT_WAITING] = "waiting",
 };
 
 static void drv_trace(const struct rdzv_action *a)
@@ -345,6 +353,9 @@ static void drv_action(struct rdzv_multi *d, const struct rdzv_action *a)
 		break;
 	case RDZV_ACT_REFUSED:
 		drv_end(d, RDZV_OUT_REFUSED, a->text);
+		break;
+	case RDZV_ACT_WAITING:
+		log_info("%s", a->text);
 		break;
 	default:
 		rc = drv_request(d, a);
@@ -485,6 +496,9 @@ static void drv_config(const struct rdzv_multi *d, struct rdzv_config *cfg_out)
 	cfg.close_timeout_ms = (int64_t)(c->close_timeout * 1000.0 + 0.5);
 	cfg.keep_alive_interval_ms = (int64_t)(c->keep_alive_interval * 1000.0 + 0.5);
 	cfg.keep_alive_max_attempt = (uint32_t)c->keep_alive_max_attempt;
+	/* A node that waits for others says for whom, as one waiting for the
+	 * store does (DRV_WAIT_FIRST_MS). */
+	cfg.report_first_ms = DRV_WAIT_FIRST_MS;
 	*cfg_out = cfg;
 }
 
@@ -563,13 +577,6 @@ static const struct rdzv_prims_sink drv_sink = {
 };
 
 /* ---- waiting for the store ---- */
-
-/* The first word that the store does not answer comes after
- * DRV_WAIT_FIRST_MS, the next ones when the time waited has doubled, at
- * most DRV_WAIT_MAX_MS apart, until the session connects or the join
- * deadline. */
-#define DRV_WAIT_FIRST_MS 3000u
-#define DRV_WAIT_MAX_MS	  60000u
 
 /* Why this node does not host the store (c10d). */
 static const char *drv_not_host_why(const struct rdzv_multi *d)
