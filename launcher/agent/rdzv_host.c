@@ -179,6 +179,60 @@ int rdzv_host_is_self(const char *host, bool *is, char *literal, size_t litlen, 
 	return 0;
 }
 
+/* Whether one of name's addresses is this machine's (*resolved: whether
+ * it resolved). */
+static bool addr_is_here(const char *name, bool *resolved)
+{
+	struct addrinfo *h = NULL;
+	struct ifaddrs *ifs = NULL;
+	struct host_ip ip;
+	bool here = false;
+
+	*resolved = resolve(name, 0, &h) == 0;
+	if (!*resolved)
+		return false;
+	if (getifaddrs(&ifs) < 0)
+		ifs = NULL;
+	for (struct addrinfo *a = h; a && !here; a = a->ai_next)
+		here = ip_of(a->ai_addr, &ip) && (ip_loopback(&ip) || interface_has(ifs, &ip));
+	freeaddrinfo(h);
+	if (ifs)
+		freeifaddrs(ifs);
+	return here;
+}
+
+static int literal_family(const char *s)
+{
+	unsigned char b[16];
+
+	if (inet_pton(AF_INET, s, b) == 1)
+		return AF_INET;
+	return inet_pton(AF_INET6, s, b) == 1 ? AF_INET6 : 0;
+}
+
+int rdzv_host_local_check(const char *addr, const char *store, char *err, size_t errlen)
+{
+	int fa = literal_family(addr), fs = literal_family(store);
+	bool resolved;
+
+	if (!addr_is_here(addr, &resolved) && (fa || resolved)) {
+		snprintf(err, errlen,
+			 "--local_addr '%s' is not an address of this machine (see `ip addr`): "
+			 "give one of its addresses, the one the other nodes reach it at, or "
+			 "leave --local_addr out",
+			 addr);
+		return -EADDRNOTAVAIL;
+	}
+	if (fa && fs && fa != fs) {
+		snprintf(err, errlen,
+			 "--local_addr '%s' is an IPv%c address and the rendezvous store's '%s' "
+			 "an IPv%c one: give an --local_addr of the store's family",
+			 addr, fa == AF_INET ? '4' : '6', store, fs == AF_INET ? '4' : '6');
+		return -EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
 /* Adds the inodes of sockets listening on `port` in a /proc/net/tcp file. */
 static size_t listen_inodes(const char *path, int port, unsigned long *inodes, size_t n, size_t max)
 {

@@ -25,6 +25,16 @@
 int rdzv_host_is_self(const char *host, bool *is, char *literal, size_t litlen, char *err,
 		      size_t errlen);
 
+/* Checks that --local_addr `addr` can be this node's: a literal must be an
+ * address of one of this machine's interfaces or a loopback address (else
+ * every connection from it fails, join_timeout long); a name must resolve
+ * to one of those when it resolves at all (one that does not resolve here
+ * is left to the others). `store` is the store's address as a literal (or
+ * a name: then not compared): a literal of the other family cannot reach
+ * it. Returns 0, or -EADDRNOTAVAIL with err naming the address and the
+ * fix. */
+int rdzv_host_local_check(const char *addr, const char *store, char *err, size_t errlen);
+
 /* Whether s is an IPv4 or IPv6 literal. */
 bool rdzv_host_is_literal(const char *s);
 

@@ -20,6 +20,13 @@
  * host. */
 #define DRV_FAIL_SLACK_MS 2000
 
+/* The first word that the store does not answer, or that this node waits
+ * for others, comes after DRV_WAIT_FIRST_MS, the next ones when the time
+ * waited has doubled, at most DRV_WAIT_MAX_MS apart, until the session
+ * connects (the round forms) or the join deadline. */
+#define DRV_WAIT_FIRST_MS 3000u
+#define DRV_WAIT_MAX_MS	  60000u
+
 static void drv_drain(struct rdzv_multi *d);
 
 int64_t drv_now(void)
@@ -34,6 +41,29 @@ static char *dup_or_null(const char *s, bool *oom)
 	if (s && !c)
 		*oom = true;
 	return c;
+}
+
+static int drv_config_check(const struct rdzv_multi *d, char *err, size_t errlen);
+
+/* What can never work, refused before anything is bound or connected (the
+ * run and --dry_run alike): a --local_addr not of this machine, a port 0
+ * that only the store's host may choose, what the machine refuses. */
+static int drv_check(const struct rdzv_multi *d, char *err, size_t errlen)
+{
+	int rc;
+
+	if (d->local_addr &&
+	    (rc = rdzv_host_local_check(
+		 d->local_addr, d->c.mode == OPTS_RDZV_ETCD ? "" : d->bind_lit, err, errlen)) < 0)
+		return rc;
+	if (d->c.port == 0 && !d->is_host) {
+		snprintf(err, errlen,
+			 "the rendezvous store's port is 0 but this node does not host it: only "
+			 "its host may let the kernel choose one; give the port the host "
+			 "reported in --rdzv_endpoint");
+		return -EINVAL;
+	}
+	return drv_config_check(d, err, errlen);
 }
 
 int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
@@ -63,6 +93,7 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 	 * resolve only matters to the node that must bind it (the others'
 	 * sessions keep trying until the join deadline). */
 	rc = rdzv_host_is_self(cfg->host, &self, d->bind_lit, sizeof(d->bind_lit), err, errlen);
+	d->store_here = rc == 0 && self;
 	if (cfg->mode == OPTS_RDZV_STATIC)
 		d->is_host = cfg->node_rank == 0;
 	else if (cfg->mode == OPTS_RDZV_ETCD)
@@ -81,6 +112,11 @@ int rdzv_multi_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
 	}
 	if (!d->bind_lit[0])
 		snprintf(d->bind_lit, sizeof(d->bind_lit), "%s", cfg->host);
+	rc = drv_check(d, err, errlen);
+	if (rc < 0) {
+		rdzv_multi_free(d);
+		return rc;
+	}
 	*out = d;
 	return 0;
 }
@@ -274,6 +310,7 @@ static const char *const drv_kind_names[] = {
     [RDZV_ACT_FINISHED] = "finished",
     [RDZV_ACT_FAILED] = "failed",
     [RDZV_ACT_REFUSED] = "refused",
+    [RDZV_ACT_WAITING] = "waiting",
 };
 
 static void drv_trace(const struct rdzv_action *a)
@@ -316,6 +353,9 @@ static void drv_action(struct rdzv_multi *d, const struct rdzv_action *a)
 		break;
 	case RDZV_ACT_REFUSED:
 		drv_end(d, RDZV_OUT_REFUSED, a->text);
+		break;
+	case RDZV_ACT_WAITING:
+		log_info("%s", a->text);
 		break;
 	default:
 		rc = drv_request(d, a);
@@ -431,17 +471,15 @@ static void drv_node_id(struct rdzv_multi *d)
 	snprintf(d->node_id, sizeof(d->node_id), "%.*s%s", (int)keep, d->addr, pid);
 }
 
-static int drv_machine_new(struct rdzv_multi *d, int port)
+/* The machine's configuration but for the node's id, address, port and
+ * failure grace, known only once connected. */
+static void drv_config(const struct rdzv_multi *d, struct rdzv_config *cfg_out)
 {
 	const struct opts_rdzv_conf *c = &d->c.conf;
 	struct rdzv_config cfg;
-	char msg[256];
 
 	rdzv_config_defaults(&cfg);
 	cfg.run_id = d->run_id;
-	cfg.node_id = d->node_id;
-	cfg.addr = d->addr;
-	cfg.port = (uint16_t)port;
 	cfg.nproc = (uint32_t)d->nproc;
 	cfg.min_nodes = (uint32_t)d->c.min_nodes;
 	cfg.max_nodes = (uint32_t)d->c.max_nodes;
@@ -458,6 +496,34 @@ static int drv_machine_new(struct rdzv_multi *d, int port)
 	cfg.close_timeout_ms = (int64_t)(c->close_timeout * 1000.0 + 0.5);
 	cfg.keep_alive_interval_ms = (int64_t)(c->keep_alive_interval * 1000.0 + 0.5);
 	cfg.keep_alive_max_attempt = (uint32_t)c->keep_alive_max_attempt;
+	/* A node that waits for others says for whom, as one waiting for the
+	 * store does (DRV_WAIT_FIRST_MS). */
+	cfg.report_first_ms = DRV_WAIT_FIRST_MS;
+	*cfg_out = cfg;
+}
+
+/* What the machine would refuse once connected, refused before: with
+ * stand-ins for what only the connection tells (rdzv_new runs this for
+ * --dry_run too). */
+static int drv_config_check(const struct rdzv_multi *d, char *err, size_t errlen)
+{
+	struct rdzv_config cfg;
+
+	drv_config(d, &cfg);
+	cfg.node_id = "node:1";
+	cfg.addr = d->local_addr ? d->local_addr : "127.0.0.1";
+	return rdzv_config_check(&cfg, err, errlen);
+}
+
+static int drv_machine_new(struct rdzv_multi *d, int port)
+{
+	struct rdzv_config cfg;
+	char msg[256];
+
+	drv_config(d, &cfg);
+	cfg.node_id = d->node_id;
+	cfg.addr = d->addr;
+	cfg.port = (uint16_t)port;
 	/* A peer's workers see a node die before the store says so; their
 	 * failure waits that long for the membership change (not charged). */
 	cfg.fail_grace_ms = d->ops->death_delay_ms(d->be) + DRV_FAIL_SLACK_MS;
@@ -512,13 +578,6 @@ static const struct rdzv_prims_sink drv_sink = {
 
 /* ---- waiting for the store ---- */
 
-/* The first word that the store does not answer comes after
- * DRV_WAIT_FIRST_MS, the next ones when the time waited has doubled, at
- * most DRV_WAIT_MAX_MS apart, until the session connects or the join
- * deadline. */
-#define DRV_WAIT_FIRST_MS 3000u
-#define DRV_WAIT_MAX_MS	  60000u
-
 /* Why this node does not host the store (c10d). */
 static const char *drv_not_host_why(const struct rdzv_multi *d)
 {
@@ -547,10 +606,36 @@ static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
 		 drv_not_host_why(d), d->c.host, d->c.port);
 }
 
+/* What to do about a peer that accepts and never answers the handshake:
+ * on this machine, name who holds the port. */
+static void drv_silent_advice(const struct rdzv_multi *d, char *buf, size_t len)
+{
+	const char *flag =
+	    d->c.mode == OPTS_RDZV_STATIC ? "--master_port" : "port in --rdzv_endpoint";
+	char owner[160];
+
+	if (d->store_here) {
+		rdzv_port_owner(d->c.port, owner, sizeof(owner));
+		snprintf(buf, len,
+			 "%s holds that port on this machine: stop it if it is not the job's "
+			 "store, or give every node another %s",
+			 owner, flag);
+		return;
+	}
+	snprintf(buf, len,
+		 "check what listens on port %d of %s: if it is not the job's store, stop it or "
+		 "give every node another %s",
+		 d->c.port, d->c.host, flag);
+}
+
 static void drv_waiting_cb(uv_timer_t *t)
 {
 	struct rdzv_multi *d = t->data;
-	const char *why = d->be && d->ops->last_error ? d->ops->last_error(d->be) : NULL;
+	bool silent = d->be && d->ops->peer_silent && d->ops->peer_silent(d->be);
+	const char *why = silent ? "it accepts connections but does not answer the session "
+				   "handshake: not a ddp-rdzvd or ddplaunch store, or a frozen one"
+			  : d->be && d->ops->last_error ? d->ops->last_error(d->be)
+							: NULL;
 	double waited = (double)(drv_now() - d->wait_since) / 1000.0;
 	double left = d->c.conf.join_timeout - waited;
 	char me[256], advice[512];
@@ -562,7 +647,10 @@ static void drv_waiting_cb(uv_timer_t *t)
 	else if (gethostname(me, sizeof(me)) < 0)
 		snprintf(me, sizeof(me), "this machine");
 	me[sizeof(me) - 1] = '\0';
-	drv_wait_advice(d, advice, sizeof(advice));
+	if (silent)
+		drv_silent_advice(d, advice, sizeof(advice));
+	else
+		drv_wait_advice(d, advice, sizeof(advice));
 	log_warn("no rendezvous store answers at %s (%s) after %.0f s; node %s keeps trying "
 		 "until the join deadline (join_timeout=%g s, %.0f s left): %s",
 		 d->peer, why ? why : "no answer yet", waited, me, d->c.conf.join_timeout,
@@ -626,7 +714,7 @@ int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_e
 	d->handles = true;
 	if (d->is_host && (rc = keeper_host(d)) < 0)
 		return rc;
-	if (d->c.port == 0) {
+	if (d->c.port == 0) { /* the host could not bind it (drv_check) */
 		log_error("the rendezvous store's port is 0: only its host may choose one; give "
 			  "the port that host reported");
 		return -EINVAL;

@@ -31,6 +31,7 @@ struct rdzv_multi {
 	int nproc, max_restarts;
 	bool is_host;
 	bool host_by_rule; /* c10d without is_host: hosting was inferred */
+	bool store_here;   /* the store's host is this machine (rdzv_host_is_self) */
 	char bind_lit[OPTS_RDZV_HOST_MAX +
 		      1]; /* the store host's address (a literal when it resolves) */
 	char peer[OPTS_RDZV_HOST_MAX + 16];

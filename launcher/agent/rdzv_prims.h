@@ -75,6 +75,10 @@ struct rdzv_prims_ops {
 	/* While the session is being opened: why the last attempt failed, or
 	 * NULL (none yet). May be NULL (a backend that does not say). */
 	const char *(*last_error)(void *be);
+	/* While the session is being opened: whether the peer accepts
+	 * connections but does not answer the handshake (now or in the last
+	 * attempt). May be NULL (a backend that cannot tell). */
+	bool (*peer_silent)(void *be);
 	/* How long a dead or frozen node's session keys may outlive it, in ms:
 	 * etcd, the lease's TTL; our store, its idle timeout (a dead process's
 	 * connection closes at once, a frozen host's session only ends when it

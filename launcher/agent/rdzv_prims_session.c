@@ -132,6 +132,13 @@ static const char *sess_last_error(void *p)
 	return be->s ? store_session_last_error(be->s) : NULL;
 }
 
+static bool sess_peer_silent(void *p)
+{
+	struct sess_be *be = p;
+
+	return be->s && store_session_peer_silent(be->s);
+}
+
 static int64_t sess_death_delay_ms(void *p)
 {
 	struct sess_be *be = p;
@@ -293,6 +300,7 @@ const struct rdzv_prims_ops rdzv_prims_session = {
     .local_addr = sess_local_addr,
     .peer = sess_peer,
     .last_error = sess_last_error,
+    .peer_silent = sess_peer_silent,
     .death_delay_ms = sess_death_delay_ms,
     .get = sess_get,
     .cas = sess_cas,

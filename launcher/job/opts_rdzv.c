@@ -5,6 +5,7 @@
  */
 #include "opts_rdzv.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +24,13 @@ void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c)
 	c->read_timeout = 0;
 }
 
-/* Seconds, more than 0 (a timer of 0 would fire before anything happens),
- * at most 30 days. */
+/* Seconds, at least a millisecond (the rendezvous counts in them: less
+ * would be a timer of 0, firing before anything happens), at most 30 days. */
 static int conf_seconds(void *obj, const struct settings_def *def, const char *s)
 {
 	double v;
 
-	if (settings_parse_real(s, &v) || v <= 0 || v > 30 * 86400.0)
+	if (settings_parse_real(s, &v) || v < 0.001 || v > OPTS_RDZV_SECONDS_MAX)
 		return -EINVAL;
 	*(double *)((char *)obj + def->offset) = v;
 	return 0;
@@ -40,7 +41,7 @@ static int conf_seconds0(void *obj, const struct settings_def *def, const char *
 {
 	double v;
 
-	if (settings_parse_real(s, &v) || v > 30 * 86400.0)
+	if (settings_parse_real(s, &v) || v < 0 || v > OPTS_RDZV_SECONDS_MAX)
 		return -EINVAL;
 	*(double *)((char *)obj + def->offset) = v;
 	return 0;
@@ -85,18 +86,18 @@ static int conf_ignored(void *obj, const struct settings_def *def, const char *s
 	}
 
 static const struct settings_def conf_defs[] = {
-    CONF_SECS("join_timeout", "timeout", join_timeout, conf_seconds, "seconds, more than 0"),
+    CONF_SECS("join_timeout", "timeout", join_timeout, conf_seconds, "seconds, at least 0.001"),
     CONF_SECS("last_call_timeout", NULL, last_call_timeout, conf_seconds0, "seconds, 0 or more"),
-    CONF_SECS("close_timeout", NULL, close_timeout, conf_seconds, "seconds, more than 0"),
+    CONF_SECS("close_timeout", NULL, close_timeout, conf_seconds, "seconds, at least 0.001"),
     CONF_SECS("keep_alive_interval", NULL, keep_alive_interval, conf_seconds,
-	      "seconds, more than 0"),
+	      "seconds, at least 0.001"),
     {.name = "keep_alive_max_attempt",
      .type = SETTINGS_INT,
      .offset = CONF_OFF(keep_alive_max_attempt),
      .min = 1,
      .max = 1000},
     CONF_SECS("is_host", NULL, is_host, conf_bool, "true or false"),
-    CONF_SECS("read_timeout", NULL, read_timeout, conf_seconds, "seconds, more than 0"),
+    CONF_SECS("read_timeout", NULL, read_timeout, conf_seconds, "seconds, at least 0.001"),
     CONF_SECS("use_libuv", NULL, is_host, conf_ignored, "true or false"),
     CONF_SECS("protocol", NULL, protocol, conf_protocol, "http or https"),
     CONF_STR("cacert", "ca_cert", cacert),
@@ -230,6 +231,85 @@ static bool word_ok(const char *s, size_t max)
 	return n >= 1 && n <= max && strcmp(s, "-") != 0;
 }
 
+/* A store endpoint of c10d or the static rendezvous is one HOST[:PORT]: a
+ * URL or a list (etcd's forms) would only fail to resolve, join_timeout
+ * later. */
+static int check_store_endpoint(const char *what, const char *text, char *err, size_t errlen)
+{
+	if (strstr(text, "://"))
+		snprintf(err, errlen,
+			 "%s '%s' is a URL: give HOST:PORT (http:// and https:// are for "
+			 "--rdzv_backend=etcd)",
+			 what, text);
+	else if (strchr(text, ','))
+		snprintf(err, errlen,
+			 "%s '%s' is a list: give one HOST:PORT, the store's (a list of "
+			 "endpoints is for --rdzv_backend=etcd)",
+			 what, text);
+	else if (strchr(text, '/') || strchr(text, ' '))
+		snprintf(err, errlen, "%s '%s' is not HOST, HOST:PORT or [IPV6]:PORT", what, text);
+	else
+		return 0;
+	return -EINVAL;
+}
+
+/* An address other nodes cannot reach this node at: the unspecified
+ * address, a multicast or broadcast one. Names are checked by rdzv_new. */
+static bool addr_unreachable(const char *a)
+{
+	unsigned char b[16];
+
+	if (inet_pton(AF_INET, a, b) == 1)
+		return (b[0] | b[1] | b[2] | b[3]) == 0 || b[0] >= 224;
+	if (inet_pton(AF_INET6, a, b) == 1) {
+		static const unsigned char zero[16];
+
+		return !memcmp(b, zero, 16) || b[0] == 0xff;
+	}
+	return false;
+}
+
+static int check_local_addr(const struct opts_rdzv *r, char *err, size_t errlen)
+{
+	if (!r->local_addr)
+		return 0;
+	if (!word_ok(r->local_addr, OPTS_RDZV_HOST_MAX)) {
+		snprintf(err, errlen, "--local_addr '%s' is not an address or host name",
+			 r->local_addr);
+		return -EINVAL;
+	}
+	if (addr_unreachable(r->local_addr)) {
+		snprintf(err, errlen,
+			 "--local_addr '%s' is not an address other nodes can reach this one at "
+			 "(it is the unspecified, a multicast or the broadcast address): give "
+			 "this node's own address, or leave --local_addr out",
+			 r->local_addr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* What the rendezvous itself would refuse after connecting: too many nodes,
+ * a keep-alive window that its millisecond counters cannot hold. */
+static int check_limits(const struct opts_rdzv *r, char *err, size_t errlen)
+{
+	double window = r->conf.keep_alive_interval * (double)r->conf.keep_alive_max_attempt;
+
+	if (r->max_nodes > OPTS_RDZV_NODES_MAX) {
+		snprintf(err, errlen, "--nnodes=%d:%d is more than the %d nodes a job can have",
+			 r->min_nodes, r->max_nodes, OPTS_RDZV_NODES_MAX);
+		return -EINVAL;
+	}
+	if (window > OPTS_RDZV_SECONDS_MAX) {
+		snprintf(err, errlen,
+			 "--rdzv_conf: keep_alive_interval x keep_alive_max_attempt is %g s, over "
+			 "the %g s (30 days) a node may stay silent; lower one of them",
+			 window, OPTS_RDZV_SECONDS_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int check_backend(const struct launch_opts *o, char *err, size_t errlen)
 {
 	const char *b = o->rdzv_backend;
@@ -256,15 +336,28 @@ static int resolve_static(const struct launch_opts *o, struct opts_rdzv *r, char
 	}
 	if (r->node_rank < 0)
 		r->node_rank = 0; /* torchrun's default */
-	if (o->rdzv_endpoint)
-		return opts_endpoint_parse(o->rdzv_endpoint, OPTS_STATIC_PORT, r->host,
-					   sizeof(r->host), &r->port, err, errlen);
-	if (strlen(o->master_addr) >= sizeof(r->host) || !*o->master_addr) {
-		snprintf(err, errlen, "--master_addr '%.40s' is too long", o->master_addr);
+	if (o->rdzv_endpoint) {
+		if (check_store_endpoint("--rdzv_endpoint", o->rdzv_endpoint, err, errlen) ||
+		    opts_endpoint_parse(o->rdzv_endpoint, OPTS_STATIC_PORT, r->host,
+					sizeof(r->host), &r->port, err, errlen))
+			return -EINVAL;
+	} else {
+		if (strlen(o->master_addr) >= sizeof(r->host) || !*o->master_addr) {
+			snprintf(err, errlen, "--master_addr '%.40s' is too long", o->master_addr);
+			return -EINVAL;
+		}
+		if (check_store_endpoint("--master_addr", o->master_addr, err, errlen))
+			return -EINVAL;
+		strcpy(r->host, o->master_addr);
+		r->port = o->master_port >= 0 ? o->master_port : OPTS_STATIC_PORT;
+	}
+	if (r->port == 0 && r->node_rank != 0) {
+		snprintf(err, errlen,
+			 "port 0 lets node 0 pick the store's port; node %d must be given the port "
+			 "node 0 reported (--master_port or --rdzv_endpoint)",
+			 r->node_rank);
 		return -EINVAL;
 	}
-	strcpy(r->host, o->master_addr);
-	r->port = o->master_port >= 0 ? o->master_port : OPTS_STATIC_PORT;
 	return 0;
 }
 
@@ -277,6 +370,8 @@ static int resolve_c10d(const struct launch_opts *o, struct opts_rdzv *r, char *
 			 "rendezvous store runs: one of the nodes, or a ddp-rdzvd)");
 		return -EINVAL;
 	}
+	if (check_store_endpoint("--rdzv_endpoint", o->rdzv_endpoint, err, errlen))
+		return -EINVAL;
 	return opts_endpoint_parse(o->rdzv_endpoint, OPTS_C10D_PORT, r->host, sizeof(r->host),
 				   &r->port, err, errlen);
 }
@@ -476,11 +571,8 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 			 r->run_id);
 		return -EINVAL;
 	}
-	if (r->local_addr && !word_ok(r->local_addr, OPTS_RDZV_HOST_MAX)) {
-		snprintf(err, errlen, "--local_addr '%s' is not an address or host name",
-			 r->local_addr);
-		return -EINVAL;
-	}
+	if ((rc = check_local_addr(r, err, errlen)) < 0 || (rc = check_limits(r, err, errlen)) < 0)
+		return rc;
 	if (is_etcd(o->rdzv_backend))
 		rc = resolve_etcd(o, r, err, errlen);
 	else if (!strcmp(o->rdzv_backend, "c10d"))

@@ -43,6 +43,8 @@
 #define OPTS_RDZV_TOKEN_ENV	"DDP_RDZV_TOKEN"
 #define OPTS_RDZV_TOKEN_MIN	16 /* bytes: rendezvous/proto/proto_auth.h says why */
 #define OPTS_RDZV_TOKEN_MAX	4096
+#define OPTS_RDZV_NODES_MAX	65536	       /* the rendezvous' RDZV_NODES_MAX */
+#define OPTS_RDZV_SECONDS_MAX	(30 * 86400.0) /* any --rdzv_conf time, in seconds */
 
 /* --rdzv_conf, in seconds (torchrun's names and defaults). */
 struct opts_rdzv_conf {
@@ -111,8 +113,9 @@ void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c);
 
 /* Parses "k=v,k=v" (spaces around items allowed; "" is the defaults) into
  * *c, which holds the defaults or earlier values. Keys: join_timeout,
- * last_call_timeout, close_timeout, keep_alive_interval (seconds, > 0;
- * last_call_timeout >= 0), keep_alive_max_attempt (1..1000), is_host
+ * last_call_timeout, close_timeout, keep_alive_interval (seconds, 0.001 to
+ * OPTS_RDZV_SECONDS_MAX: the rendezvous counts in milliseconds;
+ * last_call_timeout may be 0), keep_alive_max_attempt (1..1000), is_host
  * (a boolean), and torchrun's timeout (join_timeout's older name),
  * read_timeout (seconds, > 0; etcd only) and use_libuv (accepted,
  * meaningless here); for etcd: protocol (http or https), cacert, cert,
@@ -131,7 +134,13 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
  * launcher's environment (NULL when unset). Strings in *r point into o or
  * env_token. Returns 0, or -EINVAL/-ENOTSUP with err naming the option and
  * the fix (e.g. an unknown backend, MIN:MAX with the static backend, c10d
- * or etcd without an endpoint, etcd keys in --rdzv_conf of another backend). */
+ * or etcd without an endpoint, etcd keys in --rdzv_conf of another backend,
+ * more than OPTS_RDZV_NODES_MAX nodes, a URL or a list as c10d's or the
+ * static store's endpoint, a --local_addr that no node can reach such as
+ * 0.0.0.0, a keep-alive window over OPTS_RDZV_SECONDS_MAX, port 0 on a
+ * static node other than node 0). What needs this machine (is --local_addr
+ * one of its addresses, does the store's host resolve) is checked by
+ * rdzv_new (launcher/agent/rdzv.h), which --dry_run runs too. */
 int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
 		      char *err, size_t errlen);
 

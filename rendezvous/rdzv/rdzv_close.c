@@ -301,6 +301,51 @@ static int timeout_message(struct rdzv_machine *m)
 			m->run_id, after, joined, names);
 }
 
+/* "57 s left until the join deadline (join_timeout=60 s)". */
+static void deadline_text(const struct rdzv_machine *m, int64_t now, char *buf, size_t cap)
+{
+	int64_t left = m->join_deadline - now;
+	snprintf(buf, cap, "%.0f s left until the join deadline (join_timeout=%g s)",
+		 left > 0 ? (double)left / 1000.0 : 0.0, (double)m->cfg.join_timeout_ms / 1000.0);
+}
+
+/* A WAITING report from the census: who took a ticket in this node's pool,
+ * who is missing, until when. */
+static int waiting_message(struct rdzv_machine *m, int64_t now)
+{
+	char names[NAMES_SHOWN * (RDZV_ID_MAX + 4) + 32], ranks[RANKS_SHOWN * 8 + 32];
+	char need[RANKS_SHOWN * 8 + 160], until[96], text[sizeof(names) + sizeof(need) + 400];
+	const struct rdzv_state *s = &m->st;
+	uint32_t joined, missing, min = m->cfg.min_nodes, max = m->cfg.max_nodes;
+	list_names(&m->census, names, sizeof(names), &joined);
+	deadline_text(m, now, until, sizeof(until));
+	if (s->phase == RDZV_RUNNING) {
+		snprintf(text, sizeof(text),
+			 "waiting as a spare of run id '%s': round %u runs with all of its %u "
+			 "nodes; %u node%s wait%s for a place (%s); %s",
+			 m->run_id, s->round, s->size, joined, joined == 1 ? "" : "s",
+			 joined == 1 ? "s" : "", names, until);
+		return rdzv_push_simple(m, RDZV_ACT_WAITING, -1, 0, text);
+	}
+	if (m->cfg.node_rank >= 0 && min == max) {
+		if (list_missing_ranks(m, ranks, sizeof(ranks), &missing) < 0)
+			return -ENOMEM;
+		snprintf(need, sizeof(need), "%u missing: node rank%s %s (start %s)", missing,
+			 missing == 1 ? "" : "s", ranks, missing == 1 ? "it" : "them");
+	} else if (joined < min)
+		snprintf(need, sizeof(need), "%u more needed for --nnodes=%u:%u (start them)",
+			 min - joined, min, max);
+	else
+		snprintf(need, sizeof(need),
+			 "enough for --nnodes=%u:%u: the round forms at the last call "
+			 "(last_call_timeout=%g s)",
+			 min, max, (double)m->cfg.last_call_timeout_ms / 1000.0);
+	snprintf(text, sizeof(text),
+		 "waiting for round %u of run id '%s': %u of %u node%s joined (%s), %s; %s",
+		 m->census.round, m->run_id, joined, max, max == 1 ? "" : "s", names, need, until);
+	return rdzv_push_simple(m, RDZV_ACT_WAITING, -1, 0, text);
+}
+
 /* Group rank order -> members, and the world CAS (absent -> ours). */
 static int publish_world(struct rdzv_machine *m, const struct rdzv_slot *cand,
 			 const uint32_t *order, uint32_t size)
@@ -374,7 +419,7 @@ out:
 	return rc;
 }
 
-static int got_alive(struct rdzv_machine *m, const struct rdzv_value *v, size_t n)
+static int got_alive(struct rdzv_machine *m, int64_t now, const struct rdzv_value *v, size_t n)
 {
 	struct rdzv_census *c = &m->census;
 	size_t k = 0;
@@ -389,6 +434,11 @@ static int got_alive(struct rdzv_machine *m, const struct rdzv_value *v, size_t 
 	}
 	if (k != n)
 		return rdzv_end(m, RDZV_ACT_FAILED, "the store answered too many values");
+	if (m->op == OP_CENSUS && m->reporting) {
+		int rc = waiting_message(m, now);
+		rdzv_op_reset(m); /* back to waiting */
+		return rc;
+	}
 	return m->op == OP_CENSUS ? timeout_message(m) : build(m);
 }
 
@@ -403,7 +453,7 @@ int rdzv_close_on_get(struct rdzv_machine *m, int64_t now, const struct rdzv_val
 	case 1:
 		return got_slots(m, now, v, n);
 	case 3:
-		return got_alive(m, v, n);
+		return got_alive(m, now, v, n);
 	default:
 		return 0;
 	}

@@ -212,6 +212,24 @@ static int eval_run(struct rdzv_machine *m, int64_t now)
 	return ring_setup(m, now);
 }
 
+int rdzv_report_due(struct rdzv_machine *m, int64_t now)
+{
+	int64_t waited;
+	if (m->cfg.report_first_ms <= 0)
+		return 0;
+	if (m->report_since < 0) {
+		m->report_since = now;
+		m->report_at = now + m->cfg.report_first_ms;
+	}
+	if (now < m->report_at)
+		return 0;
+	/* The next when the time waited has doubled: 3, 6, 12, 24 s, ... */
+	waited = now - m->report_since;
+	m->report_at = now + (waited < RDZV_REPORT_MAX_MS ? waited : RDZV_REPORT_MAX_MS);
+	m->reporting = true;
+	return rdzv_op_close(m, true, now);
+}
+
 static int eval_open(struct rdzv_machine *m, int64_t now)
 {
 	const struct rdzv_state *s = &m->st;
@@ -223,14 +241,14 @@ static int eval_open(struct rdzv_machine *m, int64_t now)
 	if (m->ticket >= s->expect && m->ticket >= min)
 		return rdzv_op_close(m, false, now);
 	if (m->ticket < min)
-		return 0;
+		return rdzv_report_due(m, now);
 	/* The MIN-th ticket holds the last call; the later ones close only if
 	 * it did not, close_timeout after the window. */
 	if (m->close_at < 0)
 		m->close_at = now + m->cfg.last_call_timeout_ms +
 			      (m->ticket == min ? 0 : m->cfg.close_timeout_ms);
 	if (now < m->close_at)
-		return 0;
+		return rdzv_report_due(m, now);
 	m->close_at = now + m->cfg.close_timeout_ms;
 	return rdzv_op_close(m, false, now);
 }
@@ -264,7 +282,7 @@ static int eval_waiter(struct rdzv_machine *m, int64_t now)
 	if (m->join_deadline < 0)
 		m->join_deadline = now + m->cfg.join_timeout_ms;
 	if (s->size >= s->max_nodes) /* a spare: waits, within its join deadline */
-		return 0;
+		return rdzv_report_due(m, now);
 	if ((uint64_t)s->size + m->ticket >= s->max_nodes)
 		return rdzv_op_trigger(m, RDZV_WHY_JOIN, "");
 	if (m->trig_at < 0)
@@ -377,6 +395,8 @@ int64_t rdzv_next_deadline(const struct rdzv_machine *m)
 	earliest(&at, m->op_deadline);
 	if (m->mode == MODE_JOIN) {
 		earliest(&at, m->join_deadline);
+		if (m->op == OP_NONE)
+			earliest(&at, m->report_at);
 		if (m->st_present && m->st.phase == RDZV_OPEN)
 			earliest(&at, m->close_at);
 		if (m->st_present && m->st.phase == RDZV_RUNNING)

@@ -120,6 +120,7 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->next_id = 1;
 	m->timer_armed = -1;
 	m->close_at = m->trig_at = m->join_deadline = m->hb_next = -1;
+	m->report_since = m->report_at = -1;
 	m->ring_deadline = m->op_deadline = m->stop_deadline = m->fail_at = m->gr_gone = -1;
 	*out = m;
 	return 0;

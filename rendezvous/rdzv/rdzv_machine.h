@@ -116,7 +116,14 @@ struct rdzv_config {
 	 * store's delay in telling a node's death (a peer's workers see it
 	 * first). The driver sets it from its backend (rdzv_multi.c). */
 	int64_t fail_grace_ms;
+	/* [0: never] while this node waits for a round (others to join, or a
+	 * place as a spare): a census and RDZV_ACT_WAITING this long after the
+	 * wait began, then each time the time waited has doubled (at most
+	 * RDZV_REPORT_MAX_MS apart) */
+	int64_t report_first_ms;
 };
+
+#define RDZV_REPORT_MAX_MS 60000
 
 /* Fills torchrun's defaults: 1:1 nodes, 1 worker, no node rank, 0 restarts,
  * join 600 s, last call 30 s, close 30 s, keep-alive 5 s x 3, no failure
@@ -142,6 +149,8 @@ enum rdzv_action_kind {
 	RDZV_ACT_FINISHED,    /* text: what happened, for the log */
 	RDZV_ACT_FAILED,      /* text: the user-facing message */
 	RDZV_ACT_REFUSED,     /* text: the user-facing message, naming both jobs */
+	RDZV_ACT_WAITING,     /* text: what this node waits for: who joined, who is
+				 missing, until when (report_first_ms) */
 };
 
 struct rdzv_bytes {

@@ -104,6 +104,11 @@ struct rdzv_machine {
 	uint32_t pool_round;
 	uint64_t ticket; /* 0: none */
 	int64_t ticket_at, close_at, trig_at, join_deadline;
+	/* the WAITING reports of this wait (cfg.report_first_ms): when it
+	 * began and when the next census is due (-1: not waiting), and whether
+	 * the OP_CENSUS running is one */
+	int64_t report_since, report_at;
+	bool reporting;
 	/* a state (gen, round, phase) in which triggering was declined */
 	uint64_t quiet_gen;
 	uint32_t quiet_round;
@@ -182,6 +187,9 @@ int rdzv_take_state(struct rdzv_machine *m, struct rdzv_value v);
 int rdzv_take_state_struct(struct rdzv_machine *m, const struct rdzv_state *st);
 
 /* rdzv_eval.c */
+/* While this node waits (no operation runs): starts the census behind a
+ * WAITING report when one is due. Returns 0 or what rdzv_op_close returns. */
+int rdzv_report_due(struct rdzv_machine *m, int64_t now);
 int rdzv_evaluate(struct rdzv_machine *m, int64_t now);
 int rdzv_ring_event(struct rdzv_machine *m, int64_t now, struct rdzv_value v);
 /* RDZV_OWNER_KEY's value: this job's (go on), absent (wait), or another's

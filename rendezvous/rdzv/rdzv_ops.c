@@ -23,6 +23,7 @@ void rdzv_op_reset(struct rdzv_machine *m)
 	m->step = 0;
 	m->req = 0;
 	m->op_deadline = -1;
+	m->reporting = false;
 }
 
 int rdzv_state_cas(struct rdzv_machine *m, const struct rdzv_state *ns)
@@ -124,6 +125,7 @@ int rdzv_become_member(struct rdzv_machine *m, struct rdzv_world_data *wd, uint3
 	char text[RDZV_RUN_ID_MAX + 96];
 	struct rdzv_world *w = &m->world;
 	rdzv_world_data_release(&m->wd);
+	m->report_since = m->report_at = -1; /* the wait is over */
 	m->wd = *wd;
 	memset(wd, 0, sizeof(*wd));
 	memset(w, 0, sizeof(*w));

@@ -145,9 +145,12 @@ void sess_seconds_text(uint64_t ms, char *buf, size_t len)
 		snprintf(buf, len, "%.1f s", (double)ms / 1000.0);
 }
 
-/* This attempt failed: retry after the backoff while the deadline allows. */
-static void attempt_failed(struct store_session *s, const char *why)
+/* This attempt failed (silent: its peer accepted the connection but never
+ * answered the handshake): retry after the backoff while the deadline
+ * allows. */
+static void attempt_failed_as(struct store_session *s, const char *why, bool silent)
 {
+	s->silent_peer = silent;
 	snprintf(s->last_error, sizeof(s->last_error), "%s", why);
 	link_drop(s);
 	s->phase = SESS_CONNECTING;
@@ -169,6 +172,11 @@ static void attempt_failed(struct store_session *s, const char *why)
 	sess_connect_failed(s, -ETIMEDOUT, msg);
 }
 
+static void attempt_failed(struct store_session *s, const char *why)
+{
+	attempt_failed_as(s, why, false);
+}
+
 static void attempt_timeout(uv_timer_t *t)
 {
 	struct store_session *s = t->data;
@@ -176,8 +184,13 @@ static void attempt_timeout(uv_timer_t *t)
 		uv_cancel((uv_req_t *)s->gai);
 		s->gai = NULL;
 	}
-	attempt_failed(s, s->phase == SESS_CONNECTING ? "connecting timed out"
-						      : "no answer to the session handshake");
+	if (s->phase == SESS_CONNECTING)
+		attempt_failed(s, "connecting timed out");
+	else
+		attempt_failed_as(s,
+				  "it accepts connections but does not answer the session "
+				  "handshake (not a ddp-rdzvd or ddplaunch store, or a frozen one)",
+				  true);
 }
 
 /* Arms the attempt's deadline (the overall deadline or SESS_ATTEMPT_MAX_MS). */

@@ -79,6 +79,7 @@ struct store_session {
 	uint64_t deadline; /* uv_now() when retrying stops */
 	uint64_t backoff;  /* ms before the next attempt */
 	char last_error[320];
+	bool silent_peer;      /* the last attempt's peer accepted but never answered */
 	uv_getaddrinfo_t *gai; /* the current attempt's lookup, or NULL */
 	int gai_pending;       /* lookups whose callback is still due */
 	struct sockaddr_storage addr;

@@ -86,6 +86,13 @@ const char *store_session_last_error(const struct store_session *s)
 										   : NULL;
 }
 
+bool store_session_peer_silent(const struct store_session *s)
+{
+	if (s->phase == SESS_HELLO || s->phase == SESS_AUTH)
+		return true;
+	return s->phase == SESS_CONNECTING && s->silent_peer;
+}
+
 int store_session_local_addr(const struct store_session *s, char *buf, size_t len)
 {
 	if (s->phase != SESS_READY || !s->local[0])

@@ -174,6 +174,12 @@ const char *store_session_peer(const struct store_session *s);
  * is ready. Valid until the next turn of the loop. */
 const char *store_session_last_error(const struct store_session *s);
 
+/* While connecting (before on_connect): whether a peer accepted the
+ * connection but did not answer the session handshake, in the current
+ * attempt (its answer is still due) or in the last one (it gets 5 s): not a
+ * ddp-rdzvd or ddplaunch store, or a frozen one. False once ready. */
+bool store_session_peer_silent(const struct store_session *s);
+
 /* ---- requests ---- */
 
 /* Plain write (set) and session write (set_session: the key is deleted by

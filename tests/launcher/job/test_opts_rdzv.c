@@ -71,7 +71,13 @@ static void test_conf_errors(void **state)
 	    {"bogus=1", "unknown key 'bogus' in --rdzv_conf"},
 	    {"join_timeout", "'join_timeout' is not KEY=VALUE"},
 	    {"=3", "'=3' is not KEY=VALUE"},
-	    {"join_timeout=0", "bad value '0' for 'join_timeout' (expected seconds, more than 0)"},
+	    {"join_timeout=0",
+	     "bad value '0' for 'join_timeout' (expected seconds, at least 0.001)"},
+	    /* the rendezvous counts in milliseconds: these were 0 ms timers */
+	    {"join_timeout=0.0001", "bad value '0.0001' for 'join_timeout'"},
+	    {"close_timeout=0.0004", "bad value '0.0004' for 'close_timeout'"},
+	    {"keep_alive_interval=1e-5", "bad value '1e-5' for 'keep_alive_interval'"},
+	    {"join_timeout=2592001", "bad value '2592001' for 'join_timeout'"},
 	    {"join_timeout=-1", "bad value '-1'"},
 	    {"close_timeout=abc", "bad value 'abc' for 'close_timeout'"},
 	    {"last_call_timeout=-0.5", "seconds, 0 or more"},
@@ -235,6 +241,54 @@ static void test_refusals(void **state)
 	}
 }
 
+/* --dry_run accepted these, and the run refused them after connecting or
+ * waited join_timeout on them (issue 19, section 5). */
+static void test_refusals_of_the_run(void **state)
+{
+	static const char *const cases[][4] = {
+	    {"--nnodes=100000", "--rdzv_id=j", NULL,
+	     "--nnodes=100000:100000 is more than the 65536"},
+	    {"--nnodes=2", "--local_addr=0.0.0.0", NULL,
+	     "--local_addr '0.0.0.0' is not an address"},
+	    {"--nnodes=2", "--local_addr=::", NULL, "--local_addr '::' is not an address"},
+	    {"--nnodes=2", "--local_addr=239.1.2.3", NULL, "--local_addr '239.1.2.3' is not"},
+	    {"--nnodes=2", "--local_addr=255.255.255.255", NULL, "or leave --local_addr out"},
+	    {"--nnodes=2", "--master_addr=http://h", NULL, "--master_addr 'http://h' is a URL"},
+	    {"--nnodes=2", "--master_addr=h1,h2", NULL, "--master_addr 'h1,h2' is a list"},
+	    {"--nnodes=2", "--rdzv_endpoint=http://h:1", NULL, "is a URL: give HOST:PORT"},
+	    {"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=http://h:29400",
+	     "--rdzv_endpoint 'http://h:29400' is a URL: give HOST:PORT (http:// and https:// are "
+	     "for --rdzv_backend=etcd)"},
+	    {"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h1:1,h2:2",
+	     "--rdzv_endpoint 'h1:1,h2:2' is a list: give one HOST:PORT"},
+	    {"--nnodes=2", "--node_rank=1", "--master_port=0",
+	     "port 0 lets node 0 pick the store's port; node 1 must be given"},
+	    {"--nnodes=2", "--rdzv_conf=keep_alive_interval=2000000,keep_alive_max_attempt=1000",
+	     NULL, "keep_alive_interval x keep_alive_max_attempt is 2e+09 s"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct launch_opts o;
+		struct opts_rdzv r;
+		int rc = resolve(NULL, &o, &r, cases[i][0], cases[i][1], cases[i][2], NULL);
+
+		if (rc >= 0)
+			fail_msg("case %zu: accepted", i);
+		if (!strstr(err, cases[i][3]))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i][3]);
+		opts_release(&o);
+	}
+	/* node 0 may let the kernel pick; so may a c10d node (its host is
+	 * known only on the machine: rdzv_new) */
+	{
+		struct launch_opts o;
+		struct opts_rdzv r;
+
+		assert_int_equal(resolve(NULL, &o, &r, "--nnodes=2", "--master_port=0", NULL), 0);
+		opts_release(&o);
+	}
+}
+
 static void test_token_sources(void **state)
 {
 	struct launch_opts o;
@@ -393,6 +447,7 @@ int main(void)
 	    cmocka_unit_test(test_static),
 	    cmocka_unit_test(test_c10d),
 	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_refusals_of_the_run),
 	    cmocka_unit_test(test_etcd),
 	    cmocka_unit_test(test_token_sources),
 	    cmocka_unit_test(test_jobfile_token_not_printed),
