@@ -208,8 +208,10 @@ DDP_API void ddp_mem_free(struct ddp_ctx *ctx, void *ptr);
  * makes (ddp_reducer_grad_ready, ddp_reducer_finish), first waits for the
  * work queued on this stream so far (an event, not a device-wide
  * synchronisation), and the stream waits for the reducer's copies before
- * its later kernels run. So gradients are read once written, and buckets
- * all-reduce while the rest of the backward pass runs.
+ * its later kernels run; a bucket reduced in place (see ddp_reducer_new)
+ * waits for the events ddp_reducer_grad_ready recorded. So gradients are
+ * read once written, and buckets all-reduce while the rest of the backward
+ * pass runs.
  *
  * Call it from the application thread after ddp_init, before the
  * collectives that must be ordered after that stream's kernels, and again
@@ -316,7 +318,14 @@ DDP_API size_t ddp_param_numel(const struct ddp_param *p);
  * params' data and buffers from rank 0, and plans buckets: trainable params
  * in reverse order, a bucket closed when it would exceed its cap (the first
  * bucket's cap is first_bucket_cap_bytes). params and buffers arrays are
- * copied; names are copied. opts may be NULL. */
+ * copied; names are copied. opts may be NULL.
+ *
+ * A bucket holds consecutive trainable params. When their grads lie back to
+ * back in parameter order (one flat gradient buffer, as llm.c and ddp-train
+ * keep), the bucket is that range of memory and is all-reduced in place: no
+ * bucket buffer, no copy in or out (from ddp_mem_alloc memory the
+ * shared-memory transport also skips its staging copies). Otherwise the
+ * bucket has a buffer of its own. Results are the same bits either way. */
 DDP_API int ddp_reducer_new(struct ddp_ctx *ctx, const struct ddp_param *params, size_t nparams,
 			    const struct ddp_param *buffers, size_t nbuffers,
 			    const struct ddp_reducer_options *opts, struct ddp_reducer **out);
@@ -332,10 +341,12 @@ DDP_API int ddp_reducer_prepare(struct ddp_reducer *r, int sync);
 /* Marks params[param_index]'s gradient final for this backward pass; when a
  * bucket's gradients are all final its all-reduce (avg) is started on the
  * communication thread, overlapping the rest of the backward pass. Frozen
- * params are ignored. */
+ * params are ignored. A gradient marked final must not be written again
+ * before ddp_reducer_finish returns (in place, its bucket is being
+ * all-reduced where it lies). */
 DDP_API int ddp_reducer_grad_ready(struct ddp_reducer *r, size_t param_index);
 /* Starts the buckets not yet started, waits for all of them and writes the
- * averaged gradients back to each param's grad. */
+ * averaged gradients back to each param's grad (in place: they are there). */
 DDP_API int ddp_reducer_finish(struct ddp_reducer *r);
 /* Broadcasts the buffers (e.g. BatchNorm running statistics) from rank 0,
  * as DDP does before each forward pass. */
