@@ -55,6 +55,16 @@
 extern "C" {
 #endif
 
+/* Marks the library's API: libddp is built with hidden visibility, so these
+ * functions are the only symbols libddp.so exports. */
+#ifndef DDP_API
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define DDP_API __attribute__((visibility("default")))
+#else
+#define DDP_API
+#endif
+#endif
+
 struct ddp_ctx;
 
 enum ddp_dtype {
@@ -86,7 +96,7 @@ enum ddp_transport {
 };
 
 /* Size in bytes of one element of `dtype` (0 for an unknown dtype). */
-size_t ddp_dtype_size(enum ddp_dtype dtype);
+DDP_API size_t ddp_dtype_size(enum ddp_dtype dtype);
 
 /* Default deadline of every wait (store, collectives): 300 s. DDP_TIMEOUT_MS
  * in the environment overrides it when the options leave timeout_ms at 0. */
@@ -124,53 +134,55 @@ struct ddp_options {
 
 /* Fills `opts` with the defaults described above (everything from the
  * environment). */
-void ddp_options_init(struct ddp_options *opts);
+DDP_API void ddp_options_init(struct ddp_options *opts);
 
 /* Connects to the store, checks that every rank arrived (within the timeout;
  * on -ETIMEDOUT the message names the ranks that never arrived) and builds
  * the communicator. opts may be NULL (= ddp_options_init defaults). On
  * failure *out is NULL and a message is written to errbuf (if not NULL).
  * The caller frees the context with ddp_free(). */
-int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf, size_t errbuf_len);
+DDP_API int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf,
+		     size_t errbuf_len);
 
 /* Waits for queued collectives, leaves the store and frees everything.
  * NULL is allowed. */
-void ddp_free(struct ddp_ctx *ctx);
+DDP_API void ddp_free(struct ddp_ctx *ctx);
 
 /* Aborts the communicator: queued and running collectives fail with
  * -ECANCELED (peers see this rank as gone). Safe from any thread. */
-void ddp_abort(struct ddp_ctx *ctx);
+DDP_API void ddp_abort(struct ddp_ctx *ctx);
 
-int ddp_rank(const struct ddp_ctx *ctx);
-int ddp_world_size(const struct ddp_ctx *ctx);
-int ddp_local_rank(const struct ddp_ctx *ctx);
-int ddp_local_world_size(const struct ddp_ctx *ctx);
+DDP_API int ddp_rank(const struct ddp_ctx *ctx);
+DDP_API int ddp_world_size(const struct ddp_ctx *ctx);
+DDP_API int ddp_local_rank(const struct ddp_ctx *ctx);
+DDP_API int ddp_local_world_size(const struct ddp_ctx *ctx);
 /* The restart attempt (TORCHELASTIC_RESTART_COUNT) this context belongs to. */
-int ddp_attempt(const struct ddp_ctx *ctx);
+DDP_API int ddp_attempt(const struct ddp_ctx *ctx);
 /* "cpu-shm", "cpu-ring", "nccl", ... (static string). */
-const char *ddp_backend_name(const struct ddp_ctx *ctx);
+DDP_API const char *ddp_backend_name(const struct ddp_ctx *ctx);
 /* 1 if collective buffers must be CUDA device pointers, 0 for host memory. */
-int ddp_device_memory(const struct ddp_ctx *ctx);
+DDP_API int ddp_device_memory(const struct ddp_ctx *ctx);
 /* The CUDA device the backend uses, or -1 for the CPU backend. */
-int ddp_device(const struct ddp_ctx *ctx);
+DDP_API int ddp_device(const struct ddp_ctx *ctx);
 /* Message of the last error on this context ("" if none); valid until the
  * next call on the context. */
-const char *ddp_error(const struct ddp_ctx *ctx);
+DDP_API const char *ddp_error(const struct ddp_ctx *ctx);
 
 /* ---- collectives (blocking; buffers in the backend's memory) ---- */
 
 /* In place: buf[i] = op over ranks of buf[i]. Bit-identical result on every
  * rank; the same from run to run for the same world size. count may be 0. */
-int ddp_allreduce(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
-		  enum ddp_op op);
+DDP_API int ddp_allreduce(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+			  enum ddp_op op);
 /* Copies root's buf to every rank's buf. */
-int ddp_broadcast(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype, int root);
+DDP_API int ddp_broadcast(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+			  int root);
 /* recv (world_size * count elements) = concatenation of every rank's send
  * (count elements), in rank order. send and recv must not overlap. */
-int ddp_allgather(struct ddp_ctx *ctx, const void *send, void *recv, size_t count,
-		  enum ddp_dtype dtype);
+DDP_API int ddp_allgather(struct ddp_ctx *ctx, const void *send, void *recv, size_t count,
+			  enum ddp_dtype dtype);
 /* Returns once every rank has entered the barrier. */
-int ddp_barrier(struct ddp_ctx *ctx);
+DDP_API int ddp_barrier(struct ddp_ctx *ctx);
 
 /* ---- memory for collectives ---- */
 
@@ -180,9 +192,9 @@ int ddp_barrier(struct ddp_ctx *ctx);
  * buffers all come from ddp_mem_alloc (same sizes on every rank) then runs
  * in place, without staging copies. Falls back to ordinary memory when the
  * arena is full. Free with ddp_mem_free. */
-int ddp_mem_alloc(struct ddp_ctx *ctx, size_t bytes, void **out);
+DDP_API int ddp_mem_alloc(struct ddp_ctx *ctx, size_t bytes, void **out);
 /* NULL is allowed. */
-void ddp_mem_free(struct ddp_ctx *ctx, void *ptr);
+DDP_API void ddp_mem_free(struct ddp_ctx *ctx, void *ptr);
 
 /* ---- the application's CUDA stream ---- */
 
@@ -196,8 +208,10 @@ void ddp_mem_free(struct ddp_ctx *ctx, void *ptr);
  * makes (ddp_reducer_grad_ready, ddp_reducer_finish), first waits for the
  * work queued on this stream so far (an event, not a device-wide
  * synchronisation), and the stream waits for the reducer's copies before
- * its later kernels run. So gradients are read once written, and buckets
- * all-reduce while the rest of the backward pass runs.
+ * its later kernels run; a bucket reduced in place (see ddp_reducer_new)
+ * waits for the events ddp_reducer_grad_ready recorded. So gradients are
+ * read once written, and buckets all-reduce while the rest of the backward
+ * pass runs.
  *
  * Call it from the application thread after ddp_init, before the
  * collectives that must be ordered after that stream's kernels, and again
@@ -210,7 +224,7 @@ void ddp_mem_free(struct ddp_ctx *ctx, void *ptr);
  * The CPU backend has no streams: its collectives are synchronous on host
  * memory; it accepts any value and ignores it. Returns 0 (-EINVAL if ctx is
  * NULL). */
-int ddp_set_compute_stream(struct ddp_ctx *ctx, void *cuda_stream);
+DDP_API int ddp_set_compute_stream(struct ddp_ctx *ctx, void *cuda_stream);
 
 /* ---- asynchronous collectives ---- */
 
@@ -219,18 +233,18 @@ struct ddp_work;
 /* Queues an all-reduce on the communication thread and returns at once;
  * *out is a handle that ddp_work_wait() completes and frees. buf must stay
  * valid and untouched until then. */
-int ddp_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
-			enum ddp_op op, struct ddp_work **out);
+DDP_API int ddp_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+				enum ddp_op op, struct ddp_work **out);
 /* Waits for the operation, frees the handle and returns its result. */
-int ddp_work_wait(struct ddp_work *work);
+DDP_API int ddp_work_wait(struct ddp_work *work);
 
 /* ---- key-value access to the job's store (namespaced by run and attempt) ---- */
 
 /* Sets key (under this attempt's namespace) to value. */
-int ddp_store_set(struct ddp_ctx *ctx, const char *key, const void *value, size_t len);
+DDP_API int ddp_store_set(struct ddp_ctx *ctx, const char *key, const void *value, size_t len);
 /* Waits (up to the context's timeout) for key and returns a malloc'ed,
  * NUL-terminated copy of its value; the caller frees *value. */
-int ddp_store_get(struct ddp_ctx *ctx, const char *key, void **value, size_t *len);
+DDP_API int ddp_store_get(struct ddp_ctx *ctx, const char *key, void **value, size_t *len);
 
 /* ---- distributed sampler (pure; PyTorch's DistributedSampler semantics) ---- */
 
@@ -258,18 +272,18 @@ struct ddp_sampler {
 
 /* Returns -EINVAL if replicas == 0, rank >= replicas, or there would be no
  * sample per rank with drop_last. Epoch 0, position 0. */
-int ddp_sampler_init(struct ddp_sampler *s, size_t dataset_len, size_t num_replicas, size_t rank,
-		     uint64_t seed, int shuffle, int drop_last);
-void ddp_sampler_release(struct ddp_sampler *s);
+DDP_API int ddp_sampler_init(struct ddp_sampler *s, size_t dataset_len, size_t num_replicas,
+			     size_t rank, uint64_t seed, int shuffle, int drop_last);
+DDP_API void ddp_sampler_release(struct ddp_sampler *s);
 /* Moves to the start of `epoch`. */
-int ddp_sampler_set_epoch(struct ddp_sampler *s, uint64_t epoch);
+DDP_API int ddp_sampler_set_epoch(struct ddp_sampler *s, uint64_t epoch);
 /* Writes the next index to *index and returns 1, or returns 0 at the end of
  * the epoch after advancing to the start of the next epoch. */
-int ddp_sampler_next(struct ddp_sampler *s, size_t *index);
+DDP_API int ddp_sampler_next(struct ddp_sampler *s, size_t *index);
 /* Fills up to max indices; returns how many (0 = epoch ended, advanced). */
-size_t ddp_sampler_next_batch(struct ddp_sampler *s, size_t *indices, size_t max);
+DDP_API size_t ddp_sampler_next_batch(struct ddp_sampler *s, size_t *indices, size_t max);
 /* Restores a saved (epoch, pos); -EINVAL if pos > num_samples. */
-int ddp_sampler_seek(struct ddp_sampler *s, uint64_t epoch, size_t pos);
+DDP_API int ddp_sampler_seek(struct ddp_sampler *s, uint64_t epoch, size_t pos);
 
 /* ---- gradient reducer (DDP's bucketed all-reduce) ---- */
 
@@ -297,37 +311,46 @@ struct ddp_reducer_options {
 struct ddp_reducer;
 
 /* Number of elements of a parameter (product of its shape; 1 for ndim 0). */
-size_t ddp_param_numel(const struct ddp_param *p);
+DDP_API size_t ddp_param_numel(const struct ddp_param *p);
 
 /* Checks that every rank has the same parameter and buffer names, dtypes and
  * shapes (-EINVAL naming the first mismatch, on every rank), broadcasts
  * params' data and buffers from rank 0, and plans buckets: trainable params
  * in reverse order, a bucket closed when it would exceed its cap (the first
  * bucket's cap is first_bucket_cap_bytes). params and buffers arrays are
- * copied; names are copied. opts may be NULL. */
-int ddp_reducer_new(struct ddp_ctx *ctx, const struct ddp_param *params, size_t nparams,
-		    const struct ddp_param *buffers, size_t nbuffers,
-		    const struct ddp_reducer_options *opts, struct ddp_reducer **out);
-void ddp_reducer_free(struct ddp_reducer *r);
+ * copied; names are copied. opts may be NULL.
+ *
+ * A bucket holds consecutive trainable params. When their grads lie back to
+ * back in parameter order (one flat gradient buffer, as llm.c and ddp-train
+ * keep), the bucket is that range of memory and is all-reduced in place: no
+ * bucket buffer, no copy in or out (from ddp_mem_alloc memory the
+ * shared-memory transport also skips its staging copies). Otherwise the
+ * bucket has a buffer of its own. Results are the same bits either way. */
+DDP_API int ddp_reducer_new(struct ddp_ctx *ctx, const struct ddp_param *params, size_t nparams,
+			    const struct ddp_param *buffers, size_t nbuffers,
+			    const struct ddp_reducer_options *opts, struct ddp_reducer **out);
+DDP_API void ddp_reducer_free(struct ddp_reducer *r);
 
 /* Number of buckets, and which bucket a parameter is in (-1: frozen). */
-size_t ddp_reducer_num_buckets(const struct ddp_reducer *r);
-int ddp_reducer_bucket_of(const struct ddp_reducer *r, size_t param_index);
+DDP_API size_t ddp_reducer_num_buckets(const struct ddp_reducer *r);
+DDP_API int ddp_reducer_bucket_of(const struct ddp_reducer *r, size_t param_index);
 
 /* Call before each backward pass. sync = 0 is no_sync (gradient accumulation
  * step): nothing is reduced until a backward with sync = 1. */
-int ddp_reducer_prepare(struct ddp_reducer *r, int sync);
+DDP_API int ddp_reducer_prepare(struct ddp_reducer *r, int sync);
 /* Marks params[param_index]'s gradient final for this backward pass; when a
  * bucket's gradients are all final its all-reduce (avg) is started on the
  * communication thread, overlapping the rest of the backward pass. Frozen
- * params are ignored. */
-int ddp_reducer_grad_ready(struct ddp_reducer *r, size_t param_index);
+ * params are ignored. A gradient marked final must not be written again
+ * before ddp_reducer_finish returns (in place, its bucket is being
+ * all-reduced where it lies). */
+DDP_API int ddp_reducer_grad_ready(struct ddp_reducer *r, size_t param_index);
 /* Starts the buckets not yet started, waits for all of them and writes the
- * averaged gradients back to each param's grad. */
-int ddp_reducer_finish(struct ddp_reducer *r);
+ * averaged gradients back to each param's grad (in place: they are there). */
+DDP_API int ddp_reducer_finish(struct ddp_reducer *r);
 /* Broadcasts the buffers (e.g. BatchNorm running statistics) from rank 0,
  * as DDP does before each forward pass. */
-int ddp_reducer_sync_buffers(struct ddp_reducer *r);
+DDP_API int ddp_reducer_sync_buffers(struct ddp_reducer *r);
 
 struct ddp_reducer_stats {
 	uint64_t steps;		/* finished synchronised backward passes */
@@ -337,7 +360,7 @@ struct ddp_reducer_stats {
 	uint64_t early_buckets; /* buckets started by grad_ready, before finish
 				 * (the all-reduces that overlapped backward) */
 };
-void ddp_reducer_get_stats(const struct ddp_reducer *r, struct ddp_reducer_stats *st);
+DDP_API void ddp_reducer_get_stats(const struct ddp_reducer *r, struct ddp_reducer_stats *st);
 
 /* ---- checkpoints (safetensors files, host memory) ---- */
 
@@ -366,8 +389,9 @@ struct ddp_meta {
  * digits) goes into the metadata as "xxh3_64:NAME", so metadata keys may
  * not start with "xxh3_64:". Pure file I/O: no ranks involved. errbuf gets
  * a message on failure. */
-int ddp_ckpt_write(const char *path, const struct ddp_tensor *tensors, size_t ntensors,
-		   const struct ddp_meta *meta, size_t nmeta, char *errbuf, size_t errbuf_len);
+DDP_API int ddp_ckpt_write(const char *path, const struct ddp_tensor *tensors, size_t ntensors,
+			   const struct ddp_meta *meta, size_t nmeta, char *errbuf,
+			   size_t errbuf_len);
 
 /* A safetensors file read into memory. */
 struct ddp_ckpt;
@@ -381,19 +405,19 @@ struct ddp_ckpt;
  * tool) opens; its tensors are unverified (ddp_ckpt_tensor_verified).
  * -EINVAL with a message for a malformed or corrupt file or one that is not
  * a regular file (-EISDIR for a directory), -ENOENT if missing. */
-int ddp_ckpt_open(const char *path, struct ddp_ckpt **out, char *errbuf, size_t errbuf_len);
-void ddp_ckpt_free(struct ddp_ckpt *ck);
+DDP_API int ddp_ckpt_open(const char *path, struct ddp_ckpt **out, char *errbuf, size_t errbuf_len);
+DDP_API void ddp_ckpt_free(struct ddp_ckpt *ck);
 /* Metadata value for key, or NULL. Valid until ddp_ckpt_free. */
-const char *ddp_ckpt_meta(const struct ddp_ckpt *ck, const char *key);
-size_t ddp_ckpt_num_tensors(const struct ddp_ckpt *ck);
+DDP_API const char *ddp_ckpt_meta(const struct ddp_ckpt *ck, const char *key);
+DDP_API size_t ddp_ckpt_num_tensors(const struct ddp_ckpt *ck);
 /* The i-th tensor (in file order): its name and shape in *t, t->data
  * pointing into the checkpoint's memory (not necessarily aligned: copy it
  * out). -ERANGE past the end; -ENOTSUP (t still filled, dtype meaningless)
  * for a dtype other than F32/F64. */
-int ddp_ckpt_tensor(const struct ddp_ckpt *ck, size_t i, struct ddp_tensor *t);
+DDP_API int ddp_ckpt_tensor(const struct ddp_ckpt *ck, size_t i, struct ddp_tensor *t);
 /* 1 if the i-th tensor's bytes matched the checksum stored with it, 0 if
  * the file stores none for it (it was not verified); -ERANGE past the end. */
-int ddp_ckpt_tensor_verified(const struct ddp_ckpt *ck, size_t i);
+DDP_API int ddp_ckpt_tensor_verified(const struct ddp_ckpt *ck, size_t i);
 
 enum ddp_load_flags {
 	DDP_LOAD_STRICT = 0,	/* refuse missing/unexpected/mismatched tensors */
@@ -415,7 +439,7 @@ struct ddp_load_report {
 	char *report;
 	char *loaded; /* the tensors that matched (copied unless a strict load refused) */
 };
-void ddp_load_report_release(struct ddp_load_report *rep);
+DDP_API void ddp_load_report_release(struct ddp_load_report *rep);
 
 /* Copies the checkpoint's tensors into `tensors` by name. A "module." prefix
  * on either side is ignored (reported once in report). Strict: if any tensor
@@ -425,22 +449,24 @@ void ddp_load_report_release(struct ddp_load_report *rep);
  * matching tensors are copied, the others are not touched (they keep
  * whatever the caller put there, e.g. a fresh initialisation), and the
  * lists are reported. rep may be NULL. */
-int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *tensors, size_t ntensors,
-		  enum ddp_load_flags flags, struct ddp_load_report *rep, char *errbuf,
-		  size_t errbuf_len);
+DDP_API int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *tensors,
+			  size_t ntensors, enum ddp_load_flags flags, struct ddp_load_report *rep,
+			  char *errbuf, size_t errbuf_len);
 
 /* Collective checkpoint save: rank 0 writes (ddp_ckpt_write), then a
  * barrier, so the file is complete on return on every rank. Non-zero ranks'
  * tensors are not read. A failed write returns rank 0's negative errno on
  * every rank (-ENOSPC for a full disk), with a message naming the file. */
-int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,
-			size_t ntensors, const struct ddp_meta *meta, size_t nmeta);
+DDP_API int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path,
+				const struct ddp_tensor *tensors, size_t ntensors,
+				const struct ddp_meta *meta, size_t nmeta);
 /* Collective load: a barrier (so rank 0's last save is complete), then every
  * rank opens the file and loads as ddp_ckpt_load. *ck_out (if not NULL)
  * receives the open checkpoint for reading metadata; free it. */
-int ddp_checkpoint_load(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,
-			size_t ntensors, enum ddp_load_flags flags, struct ddp_load_report *rep,
-			struct ddp_ckpt **ck_out);
+DDP_API int ddp_checkpoint_load(struct ddp_ctx *ctx, const char *path,
+				const struct ddp_tensor *tensors, size_t ntensors,
+				enum ddp_load_flags flags, struct ddp_load_report *rep,
+				struct ddp_ckpt **ck_out);
 
 #ifdef __cplusplus
 }

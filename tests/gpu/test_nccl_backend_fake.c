@@ -3,8 +3,8 @@
  * GPU, against the host-memory stand-in for CUDA and NCCL
  * (fake_cuda_nccl.c), one rank: non-blocking initialisation that reports
  * ncclInProgress first; collectives on device and on host buffers (staged
- * and copied back); the reducer's buckets (alloc, copy in, all-reduce, copy
- * out); finalize at ddp_free; and the watchdog: a collective
+ * and copied back); the reducer's buckets (in place, or alloc, copy in,
+ * all-reduce, copy out); finalize at ddp_free; and the watchdog: a collective
  * that never completes fails with -ETIMEDOUT within the deadline naming the
  * operation, an asynchronous NCCL error fails with -ECONNRESET, ddp_abort()
  * stops a waiting collective, an initialisation that never finishes times
@@ -22,6 +22,7 @@
 
 #include "ddp.h"
 #include "fake_cuda_nccl.h"
+#include "reducer.h"
 #include "timeutil.h"
 
 #define CHECK(cond)                                                                                \
@@ -86,15 +87,16 @@ static void test_collectives(void)
 	CHECK(st.device_allocs == 0);
 }
 
-/* The reducer on the NCCL backend: buckets from the backend's alloc(),
- * gradients packed with copy(), all-reduced (the fake adds 0.5 to an
- * average), unpacked with copy(). */
+/* The reducer on the NCCL backend (the fake all-reduce adds 0.5 to an
+ * average): bucket 0 (p2 alone) is reduced in place in p2's gradient;
+ * bucket 1 (p0 and p1, whose gradients are apart) gets a buffer from the
+ * backend's alloc(), gradients packed with copy(), unpacked with copy(). */
 static void test_reducer(void)
 {
 	struct fake_state st = {.hang_after = -1, .avg_add = 0.5f};
 	static const int64_t sizes[3] = {5, 1031, 7};
 	struct ddp_param params[3];
-	struct ddp_reducer_options ro = {.bucket_cap_bytes = 4096, .first_bucket_cap_bytes = 64};
+	struct ddp_reducer_options ro = {.bucket_cap_bytes = 8192, .first_bucket_cap_bytes = 64};
 	struct ddp_reducer *r;
 	struct ddp_ctx *ctx;
 	char err[512], names[3][8];
@@ -121,7 +123,8 @@ static void test_reducer(void)
 	}
 	CHECK(ddp_reducer_new(ctx, params, 3, NULL, 0, &ro, &r) == 0);
 	printf("reducer: %zu buckets\n", ddp_reducer_num_buckets(r));
-	CHECK(ddp_reducer_num_buckets(r) >= 2);
+	CHECK(ddp_reducer_num_buckets(r) == 2 && reducer_num_in_place(r) == 1);
+	CHECK(fake_get().device_allocs == allocs + 7); /* one bucket buffer */
 	CHECK(ddp_reducer_prepare(r, 1) == 0);
 	for (int i = 2; i >= 0; i--)
 		CHECK(ddp_reducer_grad_ready(r, (size_t)i) == 0);
@@ -175,9 +178,11 @@ static void test_compute_stream(void)
 	/* The backend's own memory does not wait for the compute stream. */
 	CHECK(ddp_allreduce(ctx, own, (size_t)n, DDP_FLOAT32, DDP_SUM) == 0);
 	CHECK(fake_get().watch_records == 1);
-	/* The reducer: the broadcast of the parameter, the copy into the
-	 * bucket and the copy back each record on the stream; the stream waits
-	 * for both copies. */
+	/* The reducer: the broadcast of the parameter records on the stream.
+	 * Its one bucket is reduced in place: grad_ready's fence and the
+	 * all-reduce on the application's memory each record on the stream;
+	 * no copy, so the stream waits for nothing (finish returns once the
+	 * all-reduce is done). */
 	param.data = dev;
 	CHECK(cudaMalloc(&param.grad, n * 4) == cudaSuccess);
 	CHECK(ddp_reducer_new(ctx, &param, 1, NULL, 0, NULL, &r) == 0);
@@ -190,7 +195,8 @@ static void test_compute_stream(void)
 	st = fake_get();
 	printf("compute stream: %d events recorded on it, %d waits by it\n", st.watch_records,
 	       st.watch_waits);
-	CHECK(st.watch_records == rec + 2 && st.watch_waits == waits + 2);
+	CHECK(reducer_num_in_place(r) == 1);
+	CHECK(st.watch_records == rec + 2 && st.watch_waits == waits);
 	ddp_reducer_free(r);
 	/* Reset: back to the legacy default stream; the stream may go. */
 	CHECK(ddp_set_compute_stream(ctx, NULL) == 0);

@@ -1,8 +1,10 @@
 #!/bin/sh
-# install_test.sh BUILD PREFIX BINDIR LIBDIR MESON PKG_CONFIG SOURCE CC [CC ARGS...]
+# install_test.sh BUILD PREFIX BINDIR LIBDIR MESON PKG_CONFIG NM SOURCE CC [CC ARGS...]
 #
-# Installs BUILD into a temporary DESTDIR (meson install --no-rebuild), then
-# builds SOURCE against the installed libddp using only
+# Installs BUILD into a temporary DESTDIR (meson install --no-rebuild),
+# checks that the installed libddp.so exports exactly the functions the
+# installed ddp.h declares (names taken from the preprocessed header, so a
+# declaration that lost its DDP_API shows up as missing), then builds SOURCE against the installed libddp using only
 # `pkg-config --cflags --libs ddp` (PKG_CONFIG_PATH at the installed ddp.pc,
 # PKG_CONFIG_SYSROOT_DIR at the DESTDIR, so the .pc's /usr/local/... paths
 # resolve inside it), and runs it as 2 ranks under the installed ddplaunch.
@@ -11,8 +13,8 @@
 # build's options (BINDIR and LIBDIR relative to PREFIX or absolute).
 set -eu
 
-build=$1 prefix=$2 bindir=$3 libdir=$4 meson=$5 pkgconfig=$6 src=$7
-shift 7
+build=$1 prefix=$2 bindir=$3 libdir=$4 meson=$5 pkgconfig=$6 nm=$7 src=$8
+shift 8
 
 case $bindir in /*) ;; *) bindir=$prefix/$bindir ;; esac
 case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
@@ -33,6 +35,22 @@ for f in "$bindir/ddplaunch" "$libdir/libddp.so.0" "$libdir/libddp.so" \
 	"$libdir/pkgconfig/ddp.pc" "$prefix/include/ddp.h"; do
 	[ -e "$dest$f" ] || fail "'$f' was not installed"
 done
+
+# The API is ddp.h's functions: every ddp_NAME( left once the preprocessor
+# has removed the comments (function-pointer members read "(*name)(" and
+# macros are expanded away). The library's dynamic symbols must be exactly
+# these: a missing one breaks programs, an extra one is internals leaking.
+"$@" -E -P -x c "$dest$prefix/include/ddp.h" >"$tmp/ddp.i" ||
+	fail "the installed ddp.h does not preprocess on its own"
+grep -oE '\bddp_[A-Za-z0-9_]+[[:space:]]*\(' "$tmp/ddp.i" | tr -d ' (' | sort -u >"$tmp/api"
+"$nm" -D --defined-only "$dest$libdir/libddp.so.0" | awk '{ print $NF }' | sort -u >"$tmp/exported"
+[ "$(wc -l <"$tmp/api")" -ge 40 ] || fail "found only $(wc -l <"$tmp/api") functions in ddp.h"
+if ! cmp -s "$tmp/api" "$tmp/exported"; then
+	echo "declared in ddp.h but not exported: $(comm -23 "$tmp/api" "$tmp/exported" | xargs)" >&2
+	echo "exported but not in ddp.h: $(comm -13 "$tmp/api" "$tmp/exported" | xargs)" >&2
+	fail "libddp.so's exported symbols are not ddp.h's functions"
+fi
+echo "libddp.so exports ddp.h's $(wc -l <"$tmp/api") functions and nothing else"
 
 PKG_CONFIG_PATH=$dest$libdir/pkgconfig
 PKG_CONFIG_SYSROOT_DIR=$dest

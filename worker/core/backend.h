@@ -54,6 +54,12 @@ struct ddp_backend_ops {
 	void (*free_mem)(struct ddp_backend *b, void *ptr);
 	/* Copies within the backend's memory, ordered with the collectives. */
 	int (*copy)(struct ddp_backend *b, void *dst, const void *src, size_t bytes);
+	/* What copy() does for ordering, without a copy: the collectives issued
+	 * after it start only after the work queued so far on the compute
+	 * stream. The reducer calls it where a gradient it reduces in place
+	 * (no copy into a bucket) is final. NULL: the backend has no streams
+	 * (CPU). */
+	int (*fence)(struct ddp_backend *b);
 
 	/* The application's CUDA stream (a cudaStream_t; NULL: the legacy
 	 * default stream) that collectives on its memory and copies order

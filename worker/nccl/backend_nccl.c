@@ -22,6 +22,10 @@
  *    broadcasts) it also waits on the compute stream. So bucket all-reduces
  *    overlap the rest of the backward pass, and the compute stream never
  *    waits on the communication stream except through what it reads.
+ *  - fence() (the reducer reducing a gradient in place, with no copy) is a
+ *    copy of nothing: the copy stream waits for an event recorded on the
+ *    compute stream then, and the next collectives wait for the copy
+ *    stream as above.
  *  - synchronize() waits on the communication stream's last event only,
  *    never on the whole device.
  *
@@ -486,6 +490,7 @@ const struct ddp_backend_ops nb_ops = {
     .alloc = nb_alloc,
     .free_mem = nb_free_mem,
     .copy = nb_copy,
+    .fence = nb_fence,
     .set_compute_stream = nb_set_compute_stream,
     .abort = nb_abort,
     .close = nb_close,

@@ -89,6 +89,7 @@ void nb_close(struct ddp_backend *b);
 int nb_alloc(struct ddp_backend *b, size_t bytes, void **out);
 void nb_free_mem(struct ddp_backend *b, void *ptr);
 int nb_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes);
+int nb_fence(struct ddp_backend *b);
 
 /* 1 if [ptr, ptr + bytes) lies in a buffer from this backend's alloc(). */
 int nb_owns(struct nccl_backend *nb, const void *ptr, size_t bytes);

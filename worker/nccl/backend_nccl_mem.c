@@ -99,6 +99,26 @@ int nb_copy(struct ddp_backend *b, void *dst, const void *src, size_t bytes)
 	return rc;
 }
 
+/* compute -> copy stream, nothing copied: the next collectives wait for
+ * the copy stream (nb_begin), so for what the compute stream had queued. */
+int nb_fence(struct ddp_backend *b)
+{
+	struct nccl_backend *nb = nb_of(b);
+	int rc;
+
+	pthread_mutex_lock(&nb->lock);
+	rc = nb_cuda(nb, "cudaSetDevice", cudaSetDevice(b->device));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->compute, nb->app_stream));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaStreamWaitEvent",
+			     cudaStreamWaitEvent(nb->cstream, nb->compute, 0));
+	if (rc == 0)
+		rc = nb_cuda(nb, "cudaEventRecord", cudaEventRecord(nb->copied, nb->cstream));
+	pthread_mutex_unlock(&nb->lock);
+	return rc;
+}
+
 /* 1 if [ptr, ptr + bytes) lies in a buffer from this backend's alloc(). */
 int nb_owns(struct nccl_backend *nb, const void *ptr, size_t bytes)
 {

@@ -2,7 +2,7 @@
  * bucket.c - bucket planning for the reducer (see bucket.h). Reverse order
  * because backward produces the last layers' gradients first, so the first
  * bucket fills (and its all-reduce starts) earliest; it is small for the
- * same reason.
+ * same reason. Inside a bucket the parameters keep their index order.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,6 +37,20 @@ static int bucket_alloc(struct bucket_plan *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		p->bucket_of[i] = BUCKET_NONE;
 	return 0;
+}
+
+/* The loop above placed each bucket's parameters in reverse order; inside a
+ * bucket they go back to index order, the mirror image: a bucket is then
+ * the same range as in a flat gradient buffer laid out in parameter order,
+ * so it can be a view of that buffer instead of a copy. */
+static void bucket_offsets_forward(struct bucket_plan *p, const size_t *numel)
+{
+	for (size_t k = 0; k < p->nparams; k++) {
+		size_t b = p->bucket_of[k];
+
+		if (b != BUCKET_NONE)
+			p->offset[k] = p->bucket_numel[b] - p->offset[k] - numel[k];
+	}
 }
 
 int bucket_plan_build(const size_t *numel, const enum ddp_dtype *dtype, const int *trainable,
@@ -74,6 +88,7 @@ int bucket_plan_build(const size_t *numel, const enum ddp_dtype *dtype, const in
 		out->bucket_nparams[cur]++;
 		cur_bytes += bytes;
 	}
+	bucket_offsets_forward(out, numel);
 	return 0;
 fail:
 	bucket_plan_release(out);

@@ -5,19 +5,31 @@
  * bucket is complete, in bucket order on every rank (a bucket ready early
  * waits for the ones before it, so every rank issues the same sequence);
  * no_sync; buffers broadcast from rank 0.
+ *
+ * In place (as llm.c's ZeRO reduces its flat gradient buffer): when a
+ * bucket's gradients lie back to back in the application's memory, in
+ * parameter order (one flat gradient buffer, as ddp-train keeps), the
+ * bucket is that range itself and is all-reduced where it lies, with no
+ * copy in or out. Otherwise the bucket is a buffer of its own, packed at
+ * grad_ready and unpacked at finish. Both lay a bucket out the same way, so
+ * they give the same bits; from ddp_mem_alloc memory the shared-memory
+ * transport reduces the range in place across ranks too.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bucket.h"
 #include "ctx.h"
+#include "reducer.h"
 #include "reducer_check.h"
 #include "timeutil.h"
 
 struct reducer_bucket {
-	void *buf;
+	void *buf;    /* the bucket's elements: its own buffer, or the view */
+	int in_place; /* buf is the parameters' gradients themselves */
 	size_t pending;
 	struct ddp_work *work;
 };
@@ -77,7 +89,7 @@ void ddp_reducer_free(struct ddp_reducer *r)
 	for (size_t b = 0; r->buckets && b < r->plan.nbuckets; b++) {
 		if (r->buckets[b].work)
 			ddp_work_wait(r->buckets[b].work);
-		if (r->buckets[b].buf)
+		if (r->buckets[b].buf && !r->buckets[b].in_place)
 			r->ctx->backend->ops->free_mem(r->ctx->backend, r->buckets[b].buf);
 	}
 	free(r->buckets);
@@ -115,6 +127,37 @@ static int reducer_plan(struct ddp_reducer *r, const struct ddp_reducer_options 
 	return rc;
 }
 
+/* Points each bucket whose gradients lie back to back, at the offsets the
+ * plan gives them, at the first one's gradient (in_place); the others keep
+ * buf NULL. A gradient out of place makes its bucket a copy: its base is
+ * set to UINTPTR_MAX. */
+static void reducer_find_views(struct ddp_reducer *r)
+{
+	uintptr_t *base = calloc(r->plan.nbuckets ? r->plan.nbuckets : 1, sizeof(*base));
+
+	if (!base)
+		return; /* every bucket a copy */
+	for (size_t i = 0; i < r->nparams; i++) {
+		size_t k = r->plan.bucket_of[i];
+		uintptr_t at;
+
+		if (k == BUCKET_NONE)
+			continue;
+		at = (uintptr_t)r->params[i].grad -
+		     r->plan.offset[i] * ddp_dtype_size(r->plan.bucket_dtype[k]);
+		if (r->plan.offset[i] == 0 && base[k] == 0)
+			base[k] = at;
+		else if (at != base[k])
+			base[k] = UINTPTR_MAX;
+	}
+	for (size_t k = 0; k < r->plan.nbuckets; k++) {
+		r->buckets[k].in_place = base[k] != 0 && base[k] != UINTPTR_MAX;
+		if (r->buckets[k].in_place)
+			r->buckets[k].buf = (void *)base[k];
+	}
+	free(base);
+}
+
 static int reducer_alloc_buckets(struct ddp_reducer *r)
 {
 	struct ddp_backend *b = r->ctx->backend;
@@ -123,9 +166,10 @@ static int reducer_alloc_buckets(struct ddp_reducer *r)
 	r->ready = calloc(r->nparams ? r->nparams : 1, 1);
 	if (!r->buckets || !r->ready)
 		return -ENOMEM;
+	reducer_find_views(r);
 	for (size_t k = 0; k < r->plan.nbuckets; k++) {
 		size_t bytes = r->plan.bucket_numel[k] * ddp_dtype_size(r->plan.bucket_dtype[k]);
-		int rc = b->ops->alloc(b, bytes, &r->buckets[k].buf);
+		int rc = r->buckets[k].in_place ? 0 : b->ops->alloc(b, bytes, &r->buckets[k].buf);
 
 		if (rc < 0)
 			return rc;
@@ -243,8 +287,13 @@ int ddp_reducer_grad_ready(struct ddp_reducer *r, size_t i)
 		return 0;
 	p = &r->params[i];
 	esz = ddp_dtype_size(p->dtype);
-	rc = b->ops->copy(b, (char *)r->buckets[k].buf + r->plan.offset[i] * esz, p->grad,
-			  ddp_param_numel(p) * esz);
+	/* In place, the all-reduce must still come after the kernels that
+	 * wrote this gradient: fence() orders it as copy() would have. */
+	if (!r->buckets[k].in_place)
+		rc = b->ops->copy(b, (char *)r->buckets[k].buf + r->plan.offset[i] * esz, p->grad,
+				  ddp_param_numel(p) * esz);
+	else
+		rc = b->ops->fence ? b->ops->fence(b) : 0;
 	if (rc < 0)
 		return rc;
 	r->ready[i] = 1;
@@ -254,7 +303,9 @@ int ddp_reducer_grad_ready(struct ddp_reducer *r, size_t i)
 	return reducer_launch_ready(r);
 }
 
-/* Waits for bucket k and copies its averaged gradients back. */
+/* Waits for bucket k and copies its averaged gradients back (in place:
+ * they are already there, and comm_wait returned after the all-reduce
+ * completed, on the device too). */
 static int reducer_complete(struct ddp_reducer *r, size_t k)
 {
 	struct ddp_backend *b = r->ctx->backend;
@@ -267,7 +318,7 @@ static int reducer_complete(struct ddp_reducer *r, size_t k)
 	if (rc < 0)
 		return rc;
 	r->stats.bytes_reduced += r->plan.bucket_numel[k] * ddp_dtype_size(r->plan.bucket_dtype[k]);
-	for (size_t i = 0; i < r->nparams; i++) {
+	for (size_t i = 0; i < r->nparams && !r->buckets[k].in_place; i++) {
 		size_t esz = ddp_dtype_size(r->params[i].dtype);
 
 		if (r->plan.bucket_of[i] != k)
@@ -324,4 +375,13 @@ int ddp_reducer_sync_buffers(struct ddp_reducer *r)
 void ddp_reducer_get_stats(const struct ddp_reducer *r, struct ddp_reducer_stats *st)
 {
 	*st = r->stats;
+}
+
+size_t reducer_num_in_place(const struct ddp_reducer *r)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; k < r->plan.nbuckets; k++)
+		n += r->buckets[k].in_place != 0;
+	return n;
 }

@@ -123,6 +123,14 @@ static int model_alloc(struct model *m, float **p, size_t floats)
 	return m->ops->alloc(m->kctx, floats * sizeof(float), (void **)p);
 }
 
+static int model_alloc_grads(struct model *m)
+{
+	if (m->comm.grads_alloc)
+		return m->comm.grads_alloc(m->comm.arg, m->nparams * sizeof(float),
+					   (void **)&m->grads);
+	return model_alloc(m, &m->grads, m->nparams);
+}
+
 static int model_alloc_all(struct model *m)
 {
 	size_t rows = (size_t)m->cfg.max_batch, widest = 0;
@@ -132,7 +140,7 @@ static int model_alloc_all(struct model *m)
 		if ((size_t)m->cfg.dims[i] > widest)
 			widest = (size_t)m->cfg.dims[i];
 	ret = model_alloc(m, &m->params, m->nparams);
-	ret = ret ? ret : model_alloc(m, &m->grads, m->nparams);
+	ret = ret ? ret : model_alloc_grads(m);
 	ret = ret ? ret : model_alloc(m, &m->buffers, m->nbuffers);
 	ret = ret ? ret : model_alloc(m, &m->dscratch[0], rows * widest);
 	ret = ret ? ret : model_alloc(m, &m->dscratch[1], rows * widest);
@@ -220,7 +228,10 @@ void model_release(struct model *m)
 		m->ops->free(m->kctx, m->layers[l].invstd);
 	}
 	m->ops->free(m->kctx, m->params);
-	m->ops->free(m->kctx, m->grads);
+	if (m->comm.grads_free)
+		m->comm.grads_free(m->comm.arg, m->grads);
+	else
+		m->ops->free(m->kctx, m->grads);
 	m->ops->free(m->kctx, m->buffers);
 	m->ops->free(m->kctx, m->dscratch[0]);
 	m->ops->free(m->kctx, m->dscratch[1]);

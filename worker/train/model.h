@@ -37,6 +37,12 @@ struct model_comm {
 	/* Called in backward as soon as tensor `index` (model tensor table
 	 * order) has its final gradient, so its all-reduce can start. */
 	int (*grad_ready)(void *arg, int index);
+	/* Memory of the flat gradient buffer (NULL: the kernels' alloc and
+	 * free). ddp-train takes it from libddp (ddp_mem_alloc), whose reducer
+	 * all-reduces it in place, bucket by bucket: on the shared-memory
+	 * transport, across ranks without staging copies. */
+	int (*grads_alloc)(void *arg, size_t bytes, void **out);
+	void (*grads_free)(void *arg, void *ptr);
 };
 
 /* One named tensor of the model. */

@@ -271,6 +271,20 @@ static int trainer_grad_ready(void *arg, int index)
 	return ddp_reducer_grad_ready(t->reducer, (size_t)t->param_of_tensor[index]);
 }
 
+static int trainer_grads_alloc(void *arg, size_t bytes, void **out)
+{
+	struct trainer *t = arg;
+
+	return ddp_mem_alloc(t->ddp, bytes, out);
+}
+
+static void trainer_grads_free(void *arg, void *ptr)
+{
+	struct trainer *t = arg;
+
+	ddp_mem_free(t->ddp, ptr);
+}
+
 /* Says how much memory the model asks for and that it is too large. */
 static void trainer_too_large(const struct trainer *t, const char *what)
 {
@@ -330,6 +344,14 @@ static int trainer_init_model(struct trainer *t)
 	if (t->ddp && t->world > 1) {
 		comm.allreduce_sum = trainer_allreduce_sum;
 		comm.grad_ready = trainer_grad_ready;
+		/* The reducer's buckets are ranges of the flat gradient buffer,
+		 * reduced in place. In host memory it comes from libddp's
+		 * shared-memory arena, so that the node's ranks reduce it
+		 * directly; on a GPU the kernels' own allocation does as well. */
+		if (!ddp_device_memory(t->ddp)) {
+			comm.grads_alloc = trainer_grads_alloc;
+			comm.grads_free = trainer_grads_free;
+		}
 	}
 	ret = trainer_check_size(t, &mc);
 	if (ret < 0)
@@ -607,6 +629,9 @@ void trainer_release(struct trainer *t)
 {
 	if (t->rank == 0)
 		metrics_close(&t->metrics);
+	/* First: its buckets are ranges of the model's gradients. */
+	if (t->reducer)
+		ddp_reducer_free(t->reducer);
 	if (t->ops) {
 		t->ops->free(t->kctx, t->dx);
 		t->ops->free(t->kctx, t->dy);
@@ -617,8 +642,6 @@ void trainer_release(struct trainer *t)
 			ddp_set_compute_stream(t->ddp, NULL);
 		t->ops->ctx_free(t->kctx);
 	}
-	if (t->reducer)
-		ddp_reducer_free(t->reducer);
 	ddp_sampler_release(&t->sampler);
 	free(t->param_of_tensor);
 	free(t->idx);

@@ -5,8 +5,13 @@
  * every rank, whatever order grad_ready is called in; frozen parameters
  * untouched; no_sync accumulation; buffers synchronised from rank 0;
  * collective checkpoint save (rank 0) and load (every rank) with a
- * "module." prefix. Mode "mismatch": rank 1 declares another shape, and
- * every rank must fail naming the parameter. Exit 0 on success.
+ * "module." prefix. Each check runs with three gradient layouts: one
+ * malloc'ed array per parameter, one flat ddp_mem_alloc buffer in
+ * parameter order (every bucket reduced in place, with no copies), and the
+ * same with a gap between two parameters of a bucket (that bucket copied,
+ * and the bits the same as in place). Mode "mismatch": rank 1 declares
+ * another shape, and every rank must fail naming the parameter. Exit 0 on
+ * success.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,9 +21,11 @@
 #include <string.h>
 
 #include "ddp.h"
+#include "reducer.h"
 
 #define NP  4
 #define BIG 300007
+#define GAP 16 /* floats between p1 and p2 in the "gap" layout */
 #define CHECK(c, ...)                                                                              \
 	do {                                                                                       \
 		if (!(c)) {                                                                        \
@@ -28,6 +35,9 @@
 			exit(1);                                                                   \
 		}                                                                                  \
 	} while (0)
+
+enum layout { SEPARATE, FLAT, FLAT_GAP, NLAYOUTS };
+static const char *const layout_name[NLAYOUTS] = {"separate", "flat", "flat with a gap"};
 
 static int me, world;
 static const size_t numel[NP] = {5, 6, BIG, 7};
@@ -153,19 +163,61 @@ static void run_steps(struct ddp_ctx *ctx, struct ddp_reducer *red, float **grad
 	CHECK(bn[2] == 0.0f, "buffer not synchronised from rank 0");
 }
 
-static int run(struct ddp_ctx *ctx, int mismatch, const char *dir)
+/* The gradients in layout l: grad[p] points into *flat unless SEPARATE. */
+static void grads_alloc(struct ddp_ctx *ctx, enum layout l, float **grad, float **flat)
 {
-	float *data[NP], *grad[NP], bn[4];
+	size_t at = 0;
+
+	*flat = NULL;
+	if (l == SEPARATE) {
+		for (size_t p = 0; p < NP; p++)
+			grad[p] = malloc(numel[p] * sizeof(float));
+		return;
+	}
+	CHECK(ddp_mem_alloc(ctx, (5 + 6 + BIG + 7 + GAP) * sizeof(float), (void **)flat) == 0,
+	      "ddp_mem_alloc: %s", ddp_error(ctx));
+	for (size_t p = 0; p < NP; p++) {
+		at += p == 2 && l == FLAT_GAP ? GAP : 0;
+		grad[p] = *flat + at;
+		at += numel[p];
+	}
+}
+
+static void grads_free(struct ddp_ctx *ctx, float **grad, float *flat)
+{
+	for (size_t p = 0; !flat && p < NP; p++)
+		free(grad[p]);
+	ddp_mem_free(ctx, flat);
+}
+
+/* Separate arrays: single-parameter buckets (each a view of its array).
+ * Flat: bucket 1 holds p1 and p2 back to back (a view) unless a gap parts
+ * them (a copy). */
+static void check_in_place(struct ddp_reducer *red, enum layout l)
+{
+	size_t n = ddp_reducer_num_buckets(red), views = reducer_num_in_place(red);
+	size_t want = l == FLAT_GAP ? n - 1 : n;
+
+	CHECK(l == SEPARATE ? n >= 3 : n == 2, "%zu buckets with %s gradients", n, layout_name[l]);
+	CHECK(ddp_reducer_bucket_of(red, 1) == ddp_reducer_bucket_of(red, 2) || l == SEPARATE,
+	      "p1 and p2 in different buckets");
+	CHECK(views == want, "%zu of %zu buckets reduced in place with %s gradients, expected %zu",
+	      views, n, layout_name[l], want);
+}
+
+static int run(struct ddp_ctx *ctx, int mismatch, const char *dir, enum layout l, float *result)
+{
+	float *data[NP], *grad[NP], *flat, bn[4];
 	struct ddp_param params[NP], buffers[1];
 	struct ddp_reducer *red;
-	struct ddp_reducer_options o = {.bucket_cap_bytes = 256 << 10,
+	struct ddp_reducer_options o = {.bucket_cap_bytes = l == SEPARATE ? 256 << 10 : 2 << 20,
 					.first_bucket_cap_bytes = 64};
 	char names[NP][16];
 	int rc;
 
+	grads_alloc(ctx, l, grad, &flat);
 	for (size_t p = 0; p < NP; p++) {
 		data[p] = malloc(numel[p] * sizeof(float));
-		grad[p] = malloc(numel[p] * sizeof(float));
 		fill(data[p], me, p, numel[p], 100);
 		snprintf(names[p], sizeof(names[p]), "p%zu", p);
 		params[p] = (struct ddp_param){names[p], DDP_FLOAT32, 1,     {(int64_t)numel[p]},
@@ -189,7 +241,7 @@ static int run(struct ddp_ctx *ctx, int mismatch, const char *dir)
 	CHECK(rc == 0, "reducer_new: %s", ddp_error(ctx));
 	CHECK(ddp_reducer_bucket_of(red, 0) == -1, "frozen p0 in a bucket");
 	CHECK(ddp_reducer_bucket_of(red, 3) == 0, "last param not in the first bucket");
-	CHECK(ddp_reducer_num_buckets(red) >= 3, "expected >= 3 buckets");
+	check_in_place(red, l);
 	for (size_t p = 0; p < NP; p++)
 		for (size_t i = 0; i < numel[p]; i += 101)
 			CHECK(data[p][i] == val(0, p, i, 100), "param %zu not rank 0's", p);
@@ -207,13 +259,34 @@ static int run(struct ddp_ctx *ctx, int mismatch, const char *dir)
 	      ddp_reducer_num_buckets(red) + 1);
 	checkpoint_round_trip(ctx, data, dir);
 	if (me == 0)
-		printf("reducer ok: %zu buckets, %s\n", ddp_reducer_num_buckets(red),
+		printf("reducer ok: %zu buckets (%zu in place), %s gradients, %s\n",
+		       ddp_reducer_num_buckets(red), reducer_num_in_place(red), layout_name[l],
 		       ddp_backend_name(ctx));
 	ddp_reducer_free(red);
-	for (size_t p = 0; p < NP; p++) {
+	for (size_t p = 0, at = 0; p < NP; at += numel[p++])
+		memcpy(result + at, grad[p], numel[p] * sizeof(float));
+	for (size_t p = 0; p < NP; p++)
 		free(data[p]);
-		free(grad[p]);
-	}
+	grads_free(ctx, grad, flat);
+	return 0;
+}
+
+/* Every layout. Flat and flat with a gap have the same buckets, one reduced
+ * in place in the first and copied in the second: the same bits. (Separate
+ * arrays use smaller buckets, so the TCP ring may add in another order.) */
+static int run_layouts(struct ddp_ctx *ctx, const char *dir)
+{
+	size_t total = 5 + 6 + BIG + 7;
+	float *flat = malloc(total * sizeof(float)), *gap = malloc(total * sizeof(float));
+
+	CHECK(flat && gap, "out of memory");
+	run(ctx, 0, dir, SEPARATE, gap);
+	run(ctx, 0, dir, FLAT, flat);
+	run(ctx, 0, dir, FLAT_GAP, gap);
+	CHECK(memcmp(flat, gap, total * sizeof(float)) == 0,
+	      "a bucket reduced in place and the same bucket copied gave other bits");
+	free(flat);
+	free(gap);
 	return 0;
 }
 
@@ -229,7 +302,10 @@ int main(int argc, char **argv)
 	}
 	me = ddp_rank(ctx);
 	world = ddp_world_size(ctx);
-	rc = run(ctx, argc > 1 && strcmp(argv[1], "mismatch") == 0, argc > 2 ? argv[2] : "/tmp");
+	if (argc > 1 && strcmp(argv[1], "mismatch") == 0)
+		rc = run(ctx, 1, argc > 2 ? argv[2] : "/tmp", SEPARATE, NULL);
+	else
+		rc = run_layouts(ctx, argc > 2 ? argv[2] : "/tmp");
 	ddp_free(ctx);
 	return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * test_bucket.c - the reducer's bucket plan: reverse parameter order, a
- * small first bucket, the cap, frozen parameters left out, dtype changes.
+ * small first bucket, the cap, frozen parameters left out, dtype changes,
+ * index order inside a bucket.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -26,11 +27,14 @@ static void test_reverse_order_and_caps(void **state)
 	/* First bucket (cap 256 KiB): params 4 (50) + 3 (200) = 250 KiB. */
 	assert_int_equal(p.bucket_of[4], 0);
 	assert_int_equal(p.bucket_of[3], 0);
-	assert_int_equal(p.offset[4], 0); /* the last parameter comes first */
-	assert_int_equal(p.offset[3], 12800);
+	/* Index order inside the bucket: the range of a flat gradient buffer. */
+	assert_int_equal(p.offset[3], 0);
+	assert_int_equal(p.offset[4], 51200);
 	/* Then cap 600 KiB: params 2 + 1 (600), then param 0. */
 	assert_int_equal(p.bucket_of[2], 1);
 	assert_int_equal(p.bucket_of[1], 1);
+	assert_int_equal(p.offset[1], 0);
+	assert_int_equal(p.offset[2], 76800);
 	assert_int_equal(p.bucket_of[0], 2);
 	assert_int_equal(p.nbuckets, 3);
 	assert_int_equal(p.bucket_numel[1], 153600);
