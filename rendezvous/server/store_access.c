@@ -272,7 +272,7 @@ void store_access_joined(struct store_conn *conn)
 static void access_thawed(struct store_server *server, uint64_t now)
 {
 	struct store_access *acc = server->access;
-	uint64_t gap = acc->swept_ms && now > acc->swept_ms ? now - acc->swept_ms : 0;
+	uint64_t gap = now > acc->swept_ms ? now - acc->swept_ms : 0;
 	acc->swept_ms = now;
 	if (gap <= ACCESS_SWEEP_MS + ACCESS_PAUSE_MS)
 		return;
@@ -334,7 +334,8 @@ void store_access_watch_idle(struct store_server *server)
 	}
 	t->data = server;
 	uv_timer_start(t, access_sweep, ACCESS_SWEEP_MS, ACCESS_SWEEP_MS);
-	uv_unref((uv_handle_t *)t); /* never keeps the loop alive by itself */
+	acc->swept_ms = uv_now(server->loop); /* a pause before the first sweep counts */
+	uv_unref((uv_handle_t *)t);	      /* never keeps the loop alive by itself */
 	acc->sweep = t;
 }
 
