@@ -431,7 +431,8 @@ int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *tensors, s
 
 /* Collective checkpoint save: rank 0 writes (ddp_ckpt_write), then a
  * barrier, so the file is complete on return on every rank. Non-zero ranks'
- * tensors are not read. */
+ * tensors are not read. A failed write returns rank 0's negative errno on
+ * every rank (-ENOSPC for a full disk), with a message naming the file. */
 int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,
 			size_t ntensors, const struct ddp_meta *meta, size_t nmeta);
 /* Collective load: a barrier (so rank 0's last save is complete), then every

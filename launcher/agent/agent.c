@@ -1,6 +1,7 @@
 /* The agent's state machine: join -> spawn -> run -> stop -> restart/finish. */
 #include "agent.h"
 #include "agent_int.h"
+#include "exit_status.h"
 #include "linebuf.h"
 #include "policy.h"
 #include "signames.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <timeutil.h>
 #include <unistd.h>
@@ -104,7 +106,11 @@ static void agent_worker_exited(struct agent *ag, struct agent_worker *w)
 	w->exit_seq = ++ag->nexited;
 	if (worker_failed(w) && !ag->failed && !w->stopped) {
 		char how[64];
-		struct summary_rec r = {.exit_code = w->exit_code, .term_signal = w->term_signal};
+		struct summary_rec r = {
+		    .pid = w->proc.pid > 0 ? w->proc.pid : w->proc.shim_pid,
+		    .exit_code = w->exit_code,
+		    .term_signal = w->term_signal,
+		};
 
 		ag->failed = true;
 		ag->last_fail_ns = (int64_t)time_now_ns();
@@ -124,6 +130,8 @@ static void on_proc_exit(struct worker_proc *p, void *arg)
 	w->exit_code = p->exit_code;
 	w->term_signal = p->term_signal;
 	w->exit_time_ms = p->exit_time_ms;
+	if (policy_exit_permanent(w->exit_code, w->term_signal))
+		w->ag->permanent = true;
 	agent_worker_exited(w->ag, w);
 }
 
@@ -215,7 +223,7 @@ static void agent_group_ended(struct agent *ag)
 		agent_multi_group_ended(ag); /* the job's policy is the rendezvous' */
 		return;
 	}
-	switch (policy_decide(&p, ag->attempt, ag->failed, ag->stop_signal > 0)) {
+	switch (policy_decide(&p, ag->attempt, ag->failed, ag->permanent, ag->stop_signal > 0)) {
 	case POLICY_SUCCEEDED:
 		ag->exit_status = 0;
 		break;
@@ -225,6 +233,13 @@ static void agent_group_ended(struct agent *ag)
 	case POLICY_FAILED:
 		summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
 		first = summary_first_failure(&ag->summary, ag->attempt);
+		if (ag->permanent) {
+			ag->exit_status = DDP_EXIT_PERMANENT;
+			log_error("not restarting: the failure above will repeat at every restart "
+				  "(exit status %d: fix the cause, then run again)",
+				  DDP_EXIT_PERMANENT);
+			break;
+		}
 		ag->exit_status = policy_exit_status(0, true, first ? first->exit_code : 1,
 						     first ? first->term_signal : 0);
 		if (ag->o->max_restarts > 0)
@@ -260,6 +275,29 @@ static void on_proc_closed(struct worker_proc *p, void *arg)
 	if (ag->nrunning == 0 && agent_all_closed(ag) &&
 	    (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING))
 		agent_group_ended(ag);
+}
+
+/* Says why worker w could not be started, with the fix for the shortages
+ * that a restart does not cure (policy_start_error_permanent). */
+static void agent_start_error(const struct agent_worker *w, int rc)
+{
+	struct rlimit rl;
+
+	if (rc == UV_EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		log_error("cannot start worker %d: ddplaunch has no file descriptor left (its "
+			  "limit, ulimit -n, is %llu): raise the limit, or run fewer workers per "
+			  "node",
+			  w->rank, (unsigned long long)rl.rlim_cur);
+	else if (rc == UV_ENFILE)
+		log_error("cannot start worker %d: the system's table of open files is full "
+			  "(fs.file-max): close programs or raise the limit",
+			  w->rank);
+	else if (rc == UV_ENOSPC || rc == -EDQUOT)
+		log_error("cannot start worker %d: no space left for its log files under '%s': "
+			  "free space there or give --log_dir elsewhere",
+			  w->rank, w->dir);
+	else
+		log_error("cannot start worker %d: %s", w->rank, uv_strerror(rc));
 }
 
 /* Starts worker w for this attempt through ddp-exec. Returns 0 or a negative
@@ -305,7 +343,7 @@ static int agent_worker_start(struct agent_worker *w)
 	rc = worker_proc_spawn(&w->proc, &cfg);
 out:
 	if (rc)
-		log_error("cannot start worker %d: %s", w->rank, uv_strerror(rc));
+		agent_start_error(w, rc);
 	free(argv);
 	worker_env_free(env);
 	return rc;
@@ -318,6 +356,8 @@ static void on_none_started(uv_timer_t *t)
 
 static void agent_spawn_all(struct agent *ag)
 {
+	int rc;
+
 	ag->state = AGENT_RUNNING;
 	/* Workers left unstarted below must carry nothing of the last attempt. */
 	for (int i = 0; i < ag->nproc; i++) {
@@ -329,8 +369,11 @@ static void agent_spawn_all(struct agent *ag)
 		struct agent_worker *w = &ag->w[i];
 
 		ag->nrunning++;
-		if (agent_worker_start(w) == 0)
+		rc = agent_worker_start(w);
+		if (rc == 0)
 			continue;
+		if (policy_start_error_permanent(rc))
+			ag->permanent = true;
 		w->exit_code = AGENT_START_FAILED;
 		w->term_signal = 0;
 		w->exit_time_ms = (int64_t)time(NULL) * 1000;
@@ -377,6 +420,7 @@ void agent_start_attempt(struct agent *ag)
 
 	ag->state = AGENT_JOINING;
 	ag->failed = false;
+	ag->permanent = false;
 	ag->nexited = 0;
 	/* torch 2.x workers key the store without an attempt prefix: a
 	 * restarted group must not find the last group's keys (its gloo

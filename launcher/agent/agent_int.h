@@ -67,6 +67,7 @@ struct agent {
 	struct agent_worker *w;
 	int nrunning, nexited; /* workers of the attempt not exited, exited */
 	bool failed;	       /* this attempt has a failed worker */
+	bool permanent;	       /* ... and its failure will repeat: no restart */
 	int stop_signal;       /* ddplaunch got this signal: finish */
 	bool set_omp;
 	uv_timer_t grace;		       /* then SIGKILL for a stopped group */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "agent_int.h"
+#include "exit_status.h"
 #include "policy.h"
 #include "signames.h"
 
@@ -22,6 +23,8 @@ static void agent_multi_finish(struct agent *ag)
 	case RDZV_OUT_LEFT:
 		ag->exit_status =
 		    ag->stop_signal > 0 ? policy_exit_status(ag->stop_signal, false, 0, 0) : 0;
+		if (ag->stop_signal <= 0 && ag->permanent)
+			ag->exit_status = DDP_EXIT_PERMANENT;
 		break;
 	case RDZV_OUT_REFUSED:
 		ag->exit_status = 2; /* a usage error: the wrong job for that store */
@@ -102,6 +105,16 @@ void agent_multi_group_ended(struct agent *ag)
 	ag->state = AGENT_JOINING;
 	if (ag->stop_signal > 0)
 		return; /* rdzv_leave was called; LEFT follows */
+	if (ag->permanent && !stopped_for_round) {
+		/* This node would fail the same way in every round: it leaves,
+		 * and the others go on without it if the job allows. */
+		summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
+		log_error("leaving the job: the failure above will repeat at every restart "
+			  "(exit status %d: fix the cause, then run again)",
+			  DDP_EXIT_PERMANENT);
+		rdzv_leave(ag->rdzv);
+		return; /* LEFT follows */
+	}
 	if (!stopped_for_round)
 		rdzv_group_exited(ag->rdzv, !ag->failed);
 	if (ag->state == AGENT_DONE)

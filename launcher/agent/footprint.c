@@ -86,13 +86,19 @@ static bool cg_populated(const char *dir)
 }
 
 /* Waits until the cgroup is empty or `ms` have passed: cgroup.events is
- * modified when "populated" changes. */
+ * modified when "populated" changes. The usual cgroup is empty already
+ * (every guard was reaped), and is answered without inotify: closing an
+ * inotify descriptor that held a watch waits for an SRCU grace period
+ * (15-20 ms here), which was most of a short job's launch time. */
 static void cg_wait_empty(const char *dir, int ms)
 {
 	char path[PATH_MAX + 32], ev[4096];
 	uint64_t deadline = time_now_ms() + (uint64_t)ms;
-	int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	int fd;
 
+	if (!cg_populated(dir))
+		return;
+	fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
 	if (fd >= 0 && inotify_add_watch(fd, path, IN_MODIFY) < 0) {
 		close(fd);
@@ -111,26 +117,51 @@ static void cg_wait_empty(const char *dir, int ms)
 		close(fd);
 }
 
-/* Whether the cgroup named CG_PREFIX `id` is provably abandoned: its lock
- * file exists and nobody holds it (its launcher died). A cgroup without a
- * lock file here is left alone: its launcher may run in another PID or
- * mount namespace, where our view of its pid proves nothing. The lock file
- * of an abandoned cgroup is removed. */
-static bool cg_lock_free(const char *id)
+/* Takes the lock of the cgroup named CG_PREFIX `id` when nobody holds it
+ * (its launcher died): returns the open lock file, held, or -1 (no lock
+ * file, or held). A cgroup without a lock file here is left alone: its
+ * launcher may run in another PID or mount namespace, where our view of its
+ * pid proves nothing. The caller removes the cgroup, then the lock file
+ * (cg_lock_drop): never the lock without the cgroup. */
+static int cg_lock_grab(const char *id)
 {
 	char path[PATH_MAX];
 	int fd;
-	bool free_lock;
 
 	snprintf(path, sizeof(path), CG_LOCK_FMT, id);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
-		return false;
-	free_lock = flock(fd, LOCK_EX | LOCK_NB) == 0;
-	if (free_lock)
+		return -1;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* Releases a grabbed lock, removing its file when `unlink_it`. */
+static void cg_lock_drop(const char *id, int fd, bool unlink_it)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), CG_LOCK_FMT, id);
+	if (unlink_it)
 		unlink(path);
 	close(fd);
-	return free_lock;
+}
+
+/* Kills what is left in an abandoned cgroup and removes it: 0, or -errno
+ * of rmdir (-ENOENT when it is gone already). */
+static int cg_remove(const char *path)
+{
+	if (cg_populated(path)) {
+		log_debug("killing what is left in '%s' (its launcher is gone)", path);
+		write_text(path, "cgroup.kill", "1");
+		cg_wait_empty(path, CG_EMPTY_MS);
+	}
+	if (rmdir(path))
+		return -errno;
+	log_debug("removed '%s' (its launcher is gone)", path);
+	return 0;
 }
 
 /* Removes the cgroups CG_PREFIX PID-START under `parent` whose launcher is
@@ -147,22 +178,18 @@ static void cg_remove_stale(const char *parent)
 	while ((e = readdir(d))) {
 		long pid;
 		unsigned long long start;
+		int lock;
 
 		if (strncmp(e->d_name, CG_PREFIX, strlen(CG_PREFIX)) ||
 		    sscanf(e->d_name + strlen(CG_PREFIX), "%ld-%llu", &pid, &start) != 2)
 			continue;
 		if (proc_start_time(pid) == start)
 			continue; /* its launcher runs */
-		if (!cg_lock_free(e->d_name + strlen(CG_PREFIX)))
+		lock = cg_lock_grab(e->d_name + strlen(CG_PREFIX));
+		if (lock < 0)
 			continue; /* held, or unknown: maybe a launcher in another PID namespace */
 		snprintf(path, sizeof(path), "%s/%s", parent, e->d_name);
-		if (cg_populated(path)) {
-			log_debug("killing what is left in '%s' (its launcher is gone)", path);
-			write_text(path, "cgroup.kill", "1");
-			cg_wait_empty(path, CG_EMPTY_MS);
-		}
-		if (rmdir(path) == 0)
-			log_debug("removed '%s' (its launcher is gone)", path);
+		cg_lock_drop(e->d_name + strlen(CG_PREFIX), lock, cg_remove(path) == 0);
 	}
 	closedir(d);
 }
@@ -229,9 +256,45 @@ static int cg_own_dir(char *dir, size_t len)
 	return access(line, W_OK) ? -errno : 0;
 }
 
-/* Removes lock files whose cgroup is gone and whose holder died (the guards
- * of a killed launcher remove its cgroup, not its lock file). */
-static void cg_remove_stale_locks(void)
+/* The cgroup directory a lock file names (its content, written by
+ * cg_lock_take), or -ENOENT when it names none (an older ddplaunch's). */
+static int cg_lock_read(int fd, char *dir, size_t len)
+{
+	ssize_t n = pread(fd, dir, len - 1, 0);
+
+	if (n <= 0)
+		return -ENOENT;
+	dir[n] = '\0';
+	dir[strcspn(dir, "\n")] = '\0';
+	return dir[0] == '/' ? 0 : -ENOENT;
+}
+
+/* An abandoned lock (its launcher died, its guards too perhaps): its cgroup
+ * goes first, wherever it is (a launcher started from another cgroup, under
+ * Slurm say, made it where we cannot see it by listing our own); the lock
+ * goes only when its cgroup is gone, so the next ddplaunch finds both or
+ * neither. A lock naming no cgroup is left as it is. */
+static void cg_remove_abandoned(const char *id, int fd, const char *own)
+{
+	char dir[PATH_MAX], mine[PATH_MAX];
+	const char *base;
+	int rc = cg_lock_read(fd, dir, sizeof(dir));
+
+	base = rc ? NULL : strrchr(dir, '/');
+	snprintf(mine, sizeof(mine), CG_PREFIX "%s", id);
+	/* Only the cgroup the lock is for, under the same cgroup2 mount. */
+	if (!base || strcmp(base + 1, mine) || strncmp(dir, own, strlen(own))) {
+		cg_lock_drop(id, fd, false);
+		return;
+	}
+	rc = cg_remove(dir);
+	cg_lock_drop(id, fd, rc == 0 || rc == -ENOENT);
+}
+
+/* Removes the abandoned lock files with their cgroups (the guards of a
+ * killed launcher remove its cgroup, not its lock file; a launcher and its
+ * guards killed at once leave both). `mnt`: our cgroup2 mount point. */
+static void cg_remove_stale_locks(const char *mnt)
 {
 	static const char prefix[] = "ddplaunch-cgroup-", suffix[] = ".lock";
 	char id[NAME_MAX + 1];
@@ -242,14 +305,16 @@ static void cg_remove_stale_locks(void)
 		return;
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name), p = sizeof(prefix) - 1, x = sizeof(suffix) - 1;
+		int fd;
 
 		if (n <= p + x || strncmp(e->d_name, prefix, p) ||
 		    strcmp(e->d_name + n - x, suffix))
 			continue;
 		memcpy(id, e->d_name + p, n - p - x);
 		id[n - p - x] = '\0';
-		if (cg_lock_free(id))
-			log_debug("removed '/dev/shm/%s' (its launcher is gone)", e->d_name);
+		fd = cg_lock_grab(id);
+		if (fd >= 0)
+			cg_remove_abandoned(id, fd, mnt);
 	}
 	closedir(d);
 }
@@ -271,17 +336,23 @@ static int cg_lock_take(struct footprint *f)
 		f->lock_fd = -1;
 		return rc;
 	}
+	/* The cgroup it is for, so that whoever finds the lock abandoned can
+	 * remove that cgroup with it (cg_remove_abandoned). */
+	if (ftruncate(f->lock_fd, 0) || pwrite(f->lock_fd, f->cgroup, strlen(f->cgroup), 0) < 0)
+		log_debug("cannot record '%s' in its lock file: %s", f->cgroup, strerror(errno));
 	return 0;
 }
 
 static void footprint_make_cgroup(struct footprint *f)
 {
-	char own[PATH_MAX], kill_file[PATH_MAX + 16];
+	char own[PATH_MAX], kill_file[PATH_MAX + 16], mnt[PATH_MAX], root[PATH_MAX];
 	int rc = cg_own_dir(own, sizeof(own));
 
+	if (rc == 0)
+		rc = cg_mount(mnt, sizeof(mnt), root, sizeof(root));
 	if (rc == 0) {
 		cg_remove_stale(own);
-		cg_remove_stale_locks();
+		cg_remove_stale_locks(mnt);
 		rc = snprintf(f->cgroup, sizeof(f->cgroup), "%s/" CG_PREFIX "%ld-%llu", own,
 			      (long)getpid(), proc_start_time((long)getpid()));
 		if (rc < 0 || (size_t)rc >= sizeof(f->cgroup))

@@ -1,13 +1,27 @@
 #include "policy.h"
 
+#include "exit_status.h"
+
 enum policy_decision policy_decide(const struct policy *p, int restarts_done, bool group_failed,
-				   bool stop_requested)
+				   bool permanent, bool stop_requested)
 {
 	if (stop_requested)
 		return POLICY_STOPPED;
 	if (!group_failed)
 		return POLICY_SUCCEEDED;
+	if (permanent)
+		return POLICY_FAILED;
 	return restarts_done < p->max_restarts ? POLICY_RESTART : POLICY_FAILED;
+}
+
+bool policy_start_error_permanent(int err)
+{
+	return exit_status_permanent_errno(err);
+}
+
+bool policy_exit_permanent(int exit_code, int term_signal)
+{
+	return term_signal <= 0 && exit_code == DDP_EXIT_PERMANENT;
 }
 
 uint64_t policy_backoff_ms(const struct policy *p, int restart)

@@ -17,21 +17,34 @@ struct policy {
 enum policy_decision {
 	POLICY_SUCCEEDED, /* every worker exited 0 */
 	POLICY_RESTART,	  /* a worker failed and restarts remain */
-	POLICY_FAILED,	  /* a worker failed, no restart left */
+	POLICY_FAILED,	  /* a worker failed, no restart left (or none would help) */
 	POLICY_STOPPED,	  /* ddplaunch was told to stop (a signal) */
 };
 
 /* `restarts_done`: restarts already made (TORCHELASTIC_RESTART_COUNT of the
- * group that ended). */
+ * group that ended). `permanent`: the failure will repeat (a worker exited
+ * DDP_EXIT_PERMANENT, or one could not be started for a reason that
+ * policy_start_error_permanent accepts): no restart is made for it. */
 enum policy_decision policy_decide(const struct policy *p, int restarts_done, bool group_failed,
-				   bool stop_requested);
+				   bool permanent, bool stop_requested);
+
+/* Whether a worker that could not be started (a negative errno from the
+ * spawn, libuv's codes being -errno) would fail the same way at every
+ * restart: no file descriptors (EMFILE, ENFILE), no space (ENOSPC, EDQUOT). */
+bool policy_start_error_permanent(int err);
+
+/* Whether a worker's exit code says "permanent: do not restart"
+ * (DDP_EXIT_PERMANENT, common/exit_status.h). */
+bool policy_exit_permanent(int exit_code, int term_signal);
 
 /* Milliseconds to wait before restart number `restart` (1 = the first):
  * initial * 2^(restart-1), capped at max; 0 when initial is 0. */
 uint64_t policy_backoff_ms(const struct policy *p, int restart);
 
 /* The launcher's exit status: 128+stop_signal when stopped by a signal,
- * else the failing worker's (exit code, or 128+signal), else 0. */
+ * else the failing worker's (exit code, or 128+signal), else 0. A failure
+ * that will repeat gives DDP_EXIT_PERMANENT instead (the caller passes
+ * that as exit_code). */
 int policy_exit_status(int stop_signal, bool failed, int exit_code, int term_signal);
 
 #endif

@@ -73,11 +73,19 @@ static int env_put_int(struct env_vec *e, const char *name, int value)
 	return env_put(e, name, buf);
 }
 
+/* Variables the agent reads that must not reach its workers. */
+static bool env_secret(const char *kv)
+{
+	static const char token[] = "DDP_RDZV_TOKEN";
+
+	return env_name_len(kv) == sizeof(token) - 1 && !strncmp(kv, token, sizeof(token) - 1);
+}
+
 static int env_copy(struct env_vec *e, const char *kv)
 {
 	char *copy;
 
-	if (!strchr(kv, '='))
+	if (!strchr(kv, '=') || env_secret(kv))
 		return 0;
 	copy = strdup(kv);
 	return copy ? env_put_owned(e, copy) : -ENOMEM;

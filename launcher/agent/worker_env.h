@@ -35,7 +35,11 @@ struct worker_env_spec {
 bool worker_env_needs_omp(char *const *base, char *const *extra, size_t nextra, int nproc);
 
 /* Builds a NULL-terminated environment array (array and strings malloc'ed;
- * free with worker_env_free). `base` may be NULL. Returns 0 or -ENOMEM. */
+ * free with worker_env_free): `base`, then `extra`, then torchrun's
+ * variables. The rendezvous token (DDP_RDZV_TOKEN) is left out whatever
+ * its source: workers never need it, and a worker's environment is
+ * readable in /proc/PID/environ by its user. `base` may be NULL. Returns 0
+ * or -ENOMEM. */
 int worker_env_build(char *const *base, const struct worker_env_spec *s, char ***out);
 
 void worker_env_free(char **env);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,18 @@ static const char *const opts_default_strs[][2] = {
     {"rdzv_id", "none"},       {"role", "default"},	     {"start_method", "spawn"},
     {"prefix", "[rank %r]: "},
 };
+
+void opts_line_add(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	va_list ap;
+
+	if (n + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - n, fmt, ap);
+	va_end(ap);
+}
 
 int opts_strv_push(struct opts_strv *v, const char *s)
 {

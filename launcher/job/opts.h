@@ -138,6 +138,10 @@ int opts_takes_value(const char *name);
 
 /* Appends a copy of s to v. Returns 0 or -ENOMEM. */
 int opts_strv_push(struct opts_strv *v, const char *s);
+/* Appends printf-formatted text to the NUL-terminated string in buf (len
+ * bytes in all), cut to fit: the one-line notices (opts_pet, opts_slurm). */
+void opts_line_add(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void opts_strv_clear(struct opts_strv *v);
 
 /* Parses "0:1,1:2" or "3" into *s. Returns 0 or -EINVAL. */

@@ -8,7 +8,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,18 +21,6 @@ struct pet_used {
 	char kept[192];
 	char ignored[192];
 };
-
-static void add(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t n = strlen(buf);
-	va_list ap;
-
-	if (n + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + n, len - n, fmt, ap);
-	va_end(ap);
-}
 
 static bool pet_read(const struct settings_def *d)
 {
@@ -129,7 +116,7 @@ static int pet_take(struct launch_opts *o, char *const envp[], size_t i, struct 
 	if (!pet_read(d) || !(v = pet_lookup(envp, d, var, sizeof(var), &by_alias)))
 		return 0;
 	if (opts_source_of(o, i) > OPTS_SRC_PET) {
-		add(u->kept, sizeof(u->kept), ", %s", var);
+		opts_line_add(u->kept, sizeof(u->kept), ", %s", var);
 		return 0;
 	}
 	value = v;
@@ -142,7 +129,7 @@ static int pet_take(struct launch_opts *o, char *const envp[], size_t i, struct 
 		return rc == -ENOMEM ? rc : pet_bad(d, var, v, err, errlen);
 	if (by_alias)
 		o->pet_by_alias |= 1ull << i;
-	add(u->taken, sizeof(u->taken), ", %s", by_alias ? d->alias : d->name);
+	opts_line_add(u->taken, sizeof(u->taken), ", %s", by_alias ? d->alias : d->name);
 	return 0;
 }
 
@@ -180,7 +167,7 @@ static void pet_ignored(char *const envp[], struct pet_used *u)
 		if (strncmp(e, OPTS_PET_PREFIX, plen) || !eq || !eq[1] ||
 		    pet_known(e, (size_t)(eq - e)))
 			continue;
-		add(u->ignored, sizeof(u->ignored), ", %.*s", (int)(eq - e), e);
+		opts_line_add(u->ignored, sizeof(u->ignored), ", %.*s", (int)(eq - e), e);
 	}
 }
 
@@ -193,17 +180,19 @@ static void pet_describe(struct launch_opts *o, const struct pet_used *u)
 	if (!u->taken[0] && !u->kept[0] && !u->ignored[0])
 		return;
 	if (u->taken[0])
-		add(line, len,
+		opts_line_add(
+		    line, len,
 		    "took %s from PET_* (Kubeflow/torchrun environment); flags and the job file "
 		    "override them",
 		    u->taken + 2);
 	else
-		add(line, len, "took nothing from PET_* (Kubeflow/torchrun environment)");
+		opts_line_add(line, len, "took nothing from PET_* (Kubeflow/torchrun environment)");
 	if (u->kept[0])
-		add(line, len, "; given as flags or in the job file, so not taken: %s",
-		    u->kept + 2);
+		opts_line_add(line, len, "; given as flags or in the job file, so not taken: %s",
+			      u->kept + 2);
 	if (u->ignored[0])
-		add(line, len, "; ignored, no ddplaunch option reads them: %s", u->ignored + 2);
+		opts_line_add(line, len, "; ignored, no ddplaunch option reads them: %s",
+			      u->ignored + 2);
 }
 
 int opts_pet_apply(struct launch_opts *o, char *const envp[], char *err, size_t errlen)
@@ -247,10 +236,11 @@ void opts_pet_explain(const struct launch_opts *o, char *const envp[], char *err
 			continue;
 		opts_pet_name(o, i, var, sizeof(var));
 		v = pet_env(envp, var);
-		add(list, sizeof(list), "%s%s=%.48s (--%s)", count++ ? ", " : "", var, v ? v : "",
-		    name);
+		opts_line_add(list, sizeof(list), "%s%s=%.48s (--%s)", count++ ? ", " : "", var,
+			      v ? v : "", name);
 	}
 	if (count)
-		add(err, errlen, "; from the environment: %s; fix or unset %s, or give the flag%s",
-		    list, count > 1 ? "them" : "it", count > 1 ? "s" : "");
+		opts_line_add(err, errlen,
+			      "; from the environment: %s; fix or unset %s, or give the flag%s",
+			      list, count > 1 ? "them" : "it", count > 1 ? "s" : "");
 }

@@ -419,6 +419,14 @@ static int resolve_token(const struct launch_opts *o, const char *env_token, str
 		r->token_from = NULL;
 		return 0;
 	}
+	if (strlen(r->token) < OPTS_RDZV_TOKEN_MIN) {
+		snprintf(err, errlen,
+			 "the token from %s is %zu bytes; it must be at least %d, because whoever "
+			 "records one handshake can test guesses of a short token offline (use a "
+			 "random one: head -c 32 /dev/urandom | base64)",
+			 r->token_from, strlen(r->token), OPTS_RDZV_TOKEN_MIN);
+		return -EINVAL;
+	}
 	if (strlen(r->token) > OPTS_RDZV_TOKEN_MAX) {
 		snprintf(err, errlen, "the token from %s is longer than %d bytes", r->token_from,
 			 OPTS_RDZV_TOKEN_MAX);

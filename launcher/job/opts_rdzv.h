@@ -41,6 +41,7 @@
 #define OPTS_RDZV_ENDPOINTS_MAX 1023
 #define OPTS_RDZV_CONF_STR_MAX	256 /* an etcd --rdzv_conf string, with its NUL */
 #define OPTS_RDZV_TOKEN_ENV	"DDP_RDZV_TOKEN"
+#define OPTS_RDZV_TOKEN_MIN	16 /* bytes: rendezvous/proto/proto_auth.h says why */
 #define OPTS_RDZV_TOKEN_MAX	4096
 
 /* --rdzv_conf, in seconds (torchrun's names and defaults). */

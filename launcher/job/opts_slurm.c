@@ -20,18 +20,6 @@ struct slurm_used {
 	char kept[192];
 };
 
-static void add(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t n = strlen(buf);
-	va_list ap;
-
-	if (n + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + n, len - n, fmt, ap);
-	va_end(ap);
-}
-
 static const char *env_get(char *const envp[], const char *name)
 {
 	size_t n = strlen(name);
@@ -59,9 +47,9 @@ static void keep(struct slurm_used *u, const struct launch_opts *o, const char *
 
 	if (i >= 0 && opts_source_of(o, (size_t)i) == OPTS_SRC_PET) {
 		opts_pet_name(o, (size_t)i, var, sizeof(var));
-		add(u->kept, sizeof(u->kept), ", %s", var);
+		opts_line_add(u->kept, sizeof(u->kept), ", %s", var);
 	} else {
-		add(u->kept, sizeof(u->kept), ", --%s", name);
+		opts_line_add(u->kept, sizeof(u->kept), ", --%s", name);
 	}
 }
 
@@ -124,12 +112,13 @@ static int take_rank(struct launch_opts *o, const struct slurm_step *s, struct s
 	rc = set(o, "node_rank", err, errlen, "%u", s->node_rank);
 	if (rc)
 		return rc;
-	add(u->taken, sizeof(u->taken), " --node_rank=%u", s->node_rank);
+	opts_line_add(u->taken, sizeof(u->taken), " --node_rank=%u", s->node_rank);
 	if (s->node_name && s->rank_from_list)
-		add(u->taken, sizeof(u->taken), " (%s, its place in %s; SLURM_NODEID is %u)",
-		    s->node_name, s->list_var, s->slurm_nodeid);
+		opts_line_add(u->taken, sizeof(u->taken),
+			      " (%s, its place in %s; SLURM_NODEID is %u)", s->node_name,
+			      s->list_var, s->slurm_nodeid);
 	else if (s->node_name)
-		add(u->taken, sizeof(u->taken), " (%s)", s->node_name);
+		opts_line_add(u->taken, sizeof(u->taken), " (%s)", s->node_name);
 	return 0;
 }
 
@@ -154,10 +143,11 @@ static int take_endpoint(struct launch_opts *o, const struct slurm_step *s, cons
 {
 	const char *lb = strchr(addr, ':') ? "[" : "", *rb = *lb ? "]" : "";
 
-	add(u->taken, sizeof(u->taken), " --rdzv_endpoint=%s%s%s:%u", lb, addr, rb, s->port);
+	opts_line_add(u->taken, sizeof(u->taken), " --rdzv_endpoint=%s%s%s:%u", lb, addr, rb,
+		      s->port);
 	o->slurm_endpoint = true;
 	if (strcmp(addr, s->master))
-		add(u->taken, sizeof(u->taken), " (%s)", s->master);
+		opts_line_add(u->taken, sizeof(u->taken), " (%s)", s->master);
 	return set(o, "rdzv_endpoint", err, errlen, "%s%s%s:%u", lb, addr, rb, s->port);
 }
 
@@ -176,8 +166,8 @@ static int take_master(struct launch_opts *o, const struct slurm_step *s,
 	if (need_addr && (rc = resolve_master(s, resolve, addr, note, notelen, err, errlen)))
 		return rc;
 	if (note[0])
-		add(note, notelen, " (give --%s to choose another)",
-		    c10d ? "rdzv_endpoint" : "master_addr");
+		opts_line_add(note, notelen, " (give --%s to choose another)",
+			      c10d ? "rdzv_endpoint" : "master_addr");
 	if (c10d)
 		return take_endpoint(o, s, addr, u, err, errlen);
 	if (!need_addr) {
@@ -185,15 +175,15 @@ static int take_master(struct launch_opts *o, const struct slurm_step *s,
 	} else {
 		if ((rc = set(o, "master_addr", err, errlen, "%s", addr)))
 			return rc;
-		add(u->taken, sizeof(u->taken), " --master_addr=%s", addr);
+		opts_line_add(u->taken, sizeof(u->taken), " --master_addr=%s", addr);
 		if (strcmp(addr, s->master))
-			add(u->taken, sizeof(u->taken), " (%s)", s->master);
+			opts_line_add(u->taken, sizeof(u->taken), " (%s)", s->master);
 	}
 	if (given(o, "master_port")) {
 		keep(u, o, "master_port");
 		return 0;
 	}
-	add(u->taken, sizeof(u->taken), " --master_port=%u", s->port);
+	opts_line_add(u->taken, sizeof(u->taken), " --master_port=%u", s->port);
 	return set(o, "master_port", err, errlen, "%u", s->port);
 }
 
@@ -206,7 +196,7 @@ static int take_port(struct launch_opts *o, const struct slurm_step *s, struct s
 		keep(u, o, given(o, "master_port") ? "master_port" : "rdzv_endpoint");
 		return 0;
 	}
-	add(u->taken, sizeof(u->taken), " --master_port=%u", s->port);
+	opts_line_add(u->taken, sizeof(u->taken), " --master_port=%u", s->port);
 	return set(o, "master_port", err, errlen, "%u", s->port);
 }
 
@@ -219,7 +209,7 @@ static int take_values(struct launch_opts *o, const struct slurm_step *s,
 	if (given(o, "nnodes"))
 		keep(u, o, "nnodes");
 	else if (!(rc = set(o, "nnodes", err, errlen, "%u", s->nnodes)))
-		add(u->taken, sizeof(u->taken), " --nnodes=%u", s->nnodes);
+		opts_line_add(u->taken, sizeof(u->taken), " --nnodes=%u", s->nnodes);
 	if (!rc)
 		rc = take_rank(o, s, u, err, errlen);
 	if (!rc && o->nnodes_max > 1 && given(o, "rdzv_endpoint"))
@@ -234,7 +224,7 @@ static int take_values(struct launch_opts *o, const struct slurm_step *s,
 		keep(u, o, "rdzv_id");
 		return 0;
 	}
-	add(u->taken, sizeof(u->taken), " --rdzv_id=%s", s->run_id);
+	opts_line_add(u->taken, sizeof(u->taken), " --rdzv_id=%s", s->run_id);
 	return set(o, "rdzv_id", err, errlen, "%s", s->run_id);
 }
 
@@ -247,15 +237,15 @@ static void describe(struct launch_opts *o, const struct slurm_step *s, const st
 
 	line[0] = '\0';
 	if (s->step_id == SLURM_STEP_BATCH)
-		add(line, len, "from slurm job %lu's batch script", s->job_id);
+		opts_line_add(line, len, "from slurm job %lu's batch script", s->job_id);
 	else
-		add(line, len, "from slurm job %lu step %lu", s->job_id, s->step_id);
-	add(line, len, " (%u node%s: %.48s%s):%s", s->nnodes, s->nnodes == 1 ? "" : "s",
-	    s->nodelist, listlen > 48 ? "..." : "", u->taken[0] ? u->taken : " nothing");
+		opts_line_add(line, len, "from slurm job %lu step %lu", s->job_id, s->step_id);
+	opts_line_add(line, len, " (%u node%s: %.48s%s):%s", s->nnodes, s->nnodes == 1 ? "" : "s",
+		      s->nodelist, listlen > 48 ? "..." : "", u->taken[0] ? u->taken : " nothing");
 	if (u->kept[0])
-		add(line, len, "; kept as given: %s", u->kept + 2);
+		opts_line_add(line, len, "; kept as given: %s", u->kept + 2);
 	if (note[0])
-		add(line, len, "; %s", note);
+		opts_line_add(line, len, "; %s", note);
 }
 
 int opts_slurm_apply_with(struct launch_opts *o, char *const envp[], opts_slurm_resolve_fn resolve,
@@ -277,7 +267,8 @@ int opts_slurm_apply_with(struct launch_opts *o, char *const envp[], opts_slurm_
 	if (rc == -ENOENT)
 		return 0;
 	if (rc) {
-		add(err, errlen, " (--no_slurm or %s=0 leaves slurm out)", OPTS_SLURM_ENV);
+		opts_line_add(err, errlen, " (--no_slurm or %s=0 leaves slurm out)",
+			      OPTS_SLURM_ENV);
 		return rc;
 	}
 	rc = take_values(o, &s, resolve, &u, note, sizeof(note), err, errlen);

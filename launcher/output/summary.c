@@ -142,6 +142,8 @@ const char *summary_describe(const struct summary_rec *r, char *buf, size_t len)
 {
 	if (r->term_signal > 0)
 		snprintf(buf, len, "was killed by %s", signame_name(r->term_signal));
+	else if (r->pid <= 0)
+		snprintf(buf, len, "could not be started (exit code %d)", r->exit_code);
 	else
 		snprintf(buf, len, "exited with code %d", r->exit_code);
 	return buf;
@@ -157,16 +159,25 @@ static void format_time(int64_t ms, char *buf, size_t len)
 		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
+/* "pid N", or "never started" for a worker that got no process. */
+static const char *rec_pid(const struct summary_rec *r, char *buf, size_t len)
+{
+	if (r->pid <= 0)
+		return "never started";
+	snprintf(buf, len, "pid %d", r->pid);
+	return buf;
+}
+
 static void print_first(const struct summary *s, const struct summary_rec *r, int max_restarts)
 {
-	char how[64], when[64];
+	char how[64], when[64], pid[32];
 	const char *p, *nl;
 	char hint[PATH_MAX + 512];
 
 	format_time(r->time_ms, when, sizeof(when));
-	log_error("first failure: rank %d (local rank %d, pid %d) %s at %s, attempt %d of %d",
-		  r->rank, r->local_rank, r->pid, summary_describe(r, how, sizeof(how)), when,
-		  r->attempt + 1, max_restarts + 1);
+	log_error("first failure: rank %d (local rank %d, %s) %s at %s, attempt %d of %d", r->rank,
+		  r->local_rank, rec_pid(r, pid, sizeof(pid)),
+		  summary_describe(r, how, sizeof(how)), when, r->attempt + 1, max_restarts + 1);
 	if (r->error_message)
 		log_error("  error file of rank %d: %s", r->rank, r->error_message);
 	if (!r->stderr_tail)
@@ -185,7 +196,7 @@ static void print_first(const struct summary *s, const struct summary_rec *r, in
 void summary_print(const struct summary *s, int attempt, int max_restarts)
 {
 	const struct summary_rec *first = summary_first_failure(s, attempt);
-	char how[64];
+	char how[64], pid[32];
 
 	if (!first)
 		return;
@@ -195,8 +206,8 @@ void summary_print(const struct summary *s, int attempt, int max_restarts)
 
 		if (r->attempt != attempt || r == first)
 			continue;
-		log_error("  then rank %d (local rank %d, pid %d) %s%s", r->rank, r->local_rank,
-			  r->pid, summary_describe(r, how, sizeof(how)),
+		log_error("  then rank %d (local rank %d, %s) %s%s", r->rank, r->local_rank,
+			  rec_pid(r, pid, sizeof(pid)), summary_describe(r, how, sizeof(how)),
 			  r->stopped ? " (stopped by ddplaunch)" : "");
 	}
 }

@@ -5,11 +5,12 @@
 #include "etcd_int.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "etcd_curl.h"
 
 static _Thread_local char etcd_errmsg[2048];
 
@@ -32,21 +33,12 @@ const char *etcd_error(void)
 	return etcd_errmsg;
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init_once(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
-}
-
 int etcd_global_init(void)
 {
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_rc != CURLE_OK)
-		return etcd_fail(-EIO, "etcd: libcurl failed to initialise: %s",
-				 curl_easy_strerror(curl_init_rc));
-	return 0;
+	char err[384];
+	int rc = etcd_curl_load(err, sizeof(err));
+
+	return rc < 0 ? etcd_fail(rc, "%s", err) : 0;
 }
 
 static int dup_opt(const char *s, char **out)

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "etcd_codec.h"
+#include "etcd_curl.h"
 #include "timeutil.h"
 
 size_t etcd_rx_write(char *p, size_t size, size_t n, void *userdata)
@@ -45,19 +46,19 @@ char *etcd_url(const char *base, const char *path)
 
 void etcd_easy_common(CURL *easy, const struct etcd_cfg *cfg, char *errbuf)
 {
-	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+	etcd_curl.easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	/* Members are reached directly: an http_proxy in the environment must
 	 * not route them. */
-	curl_easy_setopt(easy, CURLOPT_PROXY, "");
-	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 2L);
-	curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 1L);
-	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
+	etcd_curl.easy_setopt(easy, CURLOPT_PROXY, "");
+	etcd_curl.easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	etcd_curl.easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 2L);
+	etcd_curl.easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 1L);
+	etcd_curl.easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
 	if (cfg->ca_file)
-		curl_easy_setopt(easy, CURLOPT_CAINFO, cfg->ca_file);
+		etcd_curl.easy_setopt(easy, CURLOPT_CAINFO, cfg->ca_file);
 	if (cfg->cert_file) {
-		curl_easy_setopt(easy, CURLOPT_SSLCERT, cfg->cert_file);
-		curl_easy_setopt(easy, CURLOPT_SSLKEY, cfg->key_file);
+		etcd_curl.easy_setopt(easy, CURLOPT_SSLCERT, cfg->cert_file);
+		etcd_curl.easy_setopt(easy, CURLOPT_SSLKEY, cfg->key_file);
 	}
 }
 
@@ -72,7 +73,7 @@ struct curl_slist *etcd_headers(const char *token)
 	struct curl_slist *h = NULL, *t = NULL;
 	char *auth = NULL;
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-		t = curl_slist_append(h, fixed[i]);
+		t = etcd_curl.slist_append(h, fixed[i]);
 		if (!t)
 			goto fail;
 		h = t;
@@ -80,14 +81,14 @@ struct curl_slist *etcd_headers(const char *token)
 	if (token && *token) {
 		if (asprintf(&auth, "Authorization: %s", token) < 0)
 			goto fail;
-		if (!curl_slist_append(h, auth))
+		if (!etcd_curl.slist_append(h, auth))
 			goto fail;
 	}
 	free(auth);
 	return h;
 fail:
 	free(auth);
-	curl_slist_free_all(h);
+	etcd_curl.slist_free_all(h);
 	return NULL;
 }
 
@@ -101,7 +102,7 @@ int etcd_curl_errno(CURL *easy, CURLcode code, const char *errbuf, uint64_t atte
 		    size_t msglen)
 {
 	long os_err = 0;
-	curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_err);
+	etcd_curl.easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_err);
 	switch (code) {
 	case CURLE_OPERATION_TIMEDOUT:
 		snprintf(msg, msglen, "no answer within %llu ms", (unsigned long long)attempt_ms);
@@ -117,13 +118,14 @@ int etcd_curl_errno(CURL *easy, CURLcode code, const char *errbuf, uint64_t atte
 	case CURLE_SEND_ERROR:
 	case CURLE_RECV_ERROR:
 	case CURLE_PARTIAL_FILE:
-		snprintf(msg, msglen, "connection lost (%s)", curl_easy_strerror(code));
+		snprintf(msg, msglen, "connection lost (%s)", etcd_curl.easy_strerror(code));
 		return -ECONNRESET;
 	case CURLE_WRITE_ERROR:
 		snprintf(msg, msglen, "answer over %u bytes, or out of memory", ETCD_MAX_BODY);
 		return -EMSGSIZE;
 	default:
-		snprintf(msg, msglen, "%s", errbuf && *errbuf ? errbuf : curl_easy_strerror(code));
+		snprintf(msg, msglen, "%s",
+			 errbuf && *errbuf ? errbuf : etcd_curl.easy_strerror(code));
 		lower_first(msg);
 		return code == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EPROTO;
 	}
@@ -134,7 +136,7 @@ int etcd_conn_init(struct etcd_conn *c, const struct etcd_cfg *cfg)
 	memset(c, 0, sizeof(*c));
 	c->cfg = cfg;
 	c->ep_err = calloc(cfg->n, sizeof(*c->ep_err));
-	c->easy = curl_easy_init();
+	c->easy = etcd_curl.easy_init();
 	if (!c->ep_err || !c->easy) {
 		etcd_conn_release(c);
 		return etcd_fail(-ENOMEM, "etcd: out of memory");
@@ -145,7 +147,7 @@ int etcd_conn_init(struct etcd_conn *c, const struct etcd_cfg *cfg)
 void etcd_conn_release(struct etcd_conn *c)
 {
 	if (c->easy)
-		curl_easy_cleanup(c->easy);
+		etcd_curl.easy_cleanup(c->easy);
 	free(c->ep_err);
 	free(c->token);
 	free(c->rx.data);
@@ -192,24 +194,24 @@ static int post_once(struct etcd_conn *c, size_t ep, const char *path, const cha
 		rc = -ENOMEM;
 		goto out;
 	}
-	curl_easy_reset(c->easy);
+	etcd_curl.easy_reset(c->easy);
 	etcd_easy_common(c->easy, c->cfg, c->curl_err);
-	curl_easy_setopt(c->easy, CURLOPT_URL, url);
-	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-	curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, etcd_rx_write);
-	curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, &c->rx);
-	curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, (long)attempt_ms);
-	curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)attempt_ms);
-	code = c->perform ? c->perform(c->easy, c->perform_arg) : curl_easy_perform(c->easy);
+	etcd_curl.easy_setopt(c->easy, CURLOPT_URL, url);
+	etcd_curl.easy_setopt(c->easy, CURLOPT_HTTPHEADER, hdrs);
+	etcd_curl.easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
+	etcd_curl.easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	etcd_curl.easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, etcd_rx_write);
+	etcd_curl.easy_setopt(c->easy, CURLOPT_WRITEDATA, &c->rx);
+	etcd_curl.easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, (long)attempt_ms);
+	etcd_curl.easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)attempt_ms);
+	code = c->perform ? c->perform(c->easy, c->perform_arg) : etcd_curl.easy_perform(c->easy);
 	if (code != CURLE_OK) {
 		rc = etcd_curl_errno(c->easy, code, c->curl_err, attempt_ms, c->ep_err[ep],
 				     sizeof(c->ep_err[ep]));
 		*retry = curl_retryable(code);
 		goto out;
 	}
-	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+	etcd_curl.easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (status != 200) {
 		char msg[sizeof(c->ep_err[ep])];
 		if (etcd_parse_error(c->rx.data, c->rx.len, grpc_code, msg, sizeof(msg))) {
@@ -225,7 +227,7 @@ static int post_once(struct etcd_conn *c, size_t ep, const char *path, const cha
 		}
 	}
 out:
-	curl_slist_free_all(hdrs);
+	etcd_curl.slist_free_all(hdrs);
 	free(url);
 	return rc;
 }

@@ -100,7 +100,8 @@ void etcd_error_clear(void);
 const struct etcd_cfg *etcd_client_cfg(const struct etcd_client *c);
 size_t etcd_client_last_ep(const struct etcd_client *c);
 
-/* curl_global_init(), once per process. */
+/* Loads libcurl and runs its global init, once per process (etcd_curl.h);
+ * returns 0 or its error, with etcd_error() set. */
 int etcd_global_init(void);
 
 #endif

@@ -5,7 +5,7 @@
  *
  * The thread runs every transfer (the stream and any authentication)
  * through its own curl multi handle, so etcd_watch_free() interrupts it at
- * once with curl_multi_wakeup(). When a stream ends - the member died, lost
+ * once with etcd_curl.multi_wakeup(). When a stream ends - the member died, lost
  * its leader, or the connection broke - the thread resumes on the next
  * endpoint from the revision after the last event it delivered.
  */
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "etcd_codec.h"
+#include "etcd_curl.h"
 #include "etcd_int.h"
 #include "timeutil.h"
 
@@ -137,22 +138,22 @@ static void probe_start(struct etcd_watch *w)
 		w->probe_body = etcd_req_count(w->key);
 	if (!w->probe_url)
 		w->probe_url = etcd_url(w->cfg->urls[w->ep], "/v3/kv/range");
-	curl_slist_free_all(w->probe_hdrs);
+	etcd_curl.slist_free_all(w->probe_hdrs);
 	w->probe_hdrs = etcd_headers(w->auth.token);
 	if (!w->probe_body || !w->probe_url || !w->probe_hdrs)
 		return; /* out of memory: try again at the next due time */
-	curl_easy_reset(e);
+	etcd_curl.easy_reset(e);
 	etcd_easy_common(e, w->cfg, w->auth.curl_err);
-	curl_easy_setopt(e, CURLOPT_URL, w->probe_url);
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, w->probe_hdrs);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDS, w->probe_body);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, etcd_rx_write);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, &w->auth.rx);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-			 (long)(t < ETCD_FIRST_ATTEMPT_MS ? t : ETCD_FIRST_ATTEMPT_MS));
+	etcd_curl.easy_setopt(e, CURLOPT_URL, w->probe_url);
+	etcd_curl.easy_setopt(e, CURLOPT_HTTPHEADER, w->probe_hdrs);
+	etcd_curl.easy_setopt(e, CURLOPT_POSTFIELDS, w->probe_body);
+	etcd_curl.easy_setopt(e, CURLOPT_WRITEFUNCTION, etcd_rx_write);
+	etcd_curl.easy_setopt(e, CURLOPT_WRITEDATA, &w->auth.rx);
+	etcd_curl.easy_setopt(e, CURLOPT_TIMEOUT_MS,
+			      (long)(t < ETCD_FIRST_ATTEMPT_MS ? t : ETCD_FIRST_ATTEMPT_MS));
 	w->auth.rx.len = 0;
 	w->auth.curl_err[0] = '\0';
-	w->probing = curl_multi_add_handle(w->multi, e) == CURLM_OK;
+	w->probing = etcd_curl.multi_add_handle(w->multi, e) == CURLM_OK;
 	w->last_activity = time_now_ms();
 }
 
@@ -163,7 +164,7 @@ static int probe_done(struct etcd_watch *w, CURLcode code)
 	size_t errlen = sizeof(w->auth.ep_err[w->ep]);
 	long status = 0;
 	int gcode, rc;
-	curl_multi_remove_handle(w->multi, w->auth.easy);
+	etcd_curl.multi_remove_handle(w->multi, w->auth.easy);
 	w->probing = false;
 	if (code != CURLE_OK) {
 		rc = etcd_curl_errno(w->auth.easy, code, w->auth.curl_err,
@@ -174,7 +175,7 @@ static int probe_done(struct etcd_watch *w, CURLcode code)
 		snprintf(err, errlen, "liveness check: %s", msg);
 		return rc;
 	}
-	curl_easy_getinfo(w->auth.easy, CURLINFO_RESPONSE_CODE, &status);
+	etcd_curl.easy_getinfo(w->auth.easy, CURLINFO_RESPONSE_CODE, &status);
 	if (status == 200)
 		return 0;
 	if (!etcd_parse_error(w->auth.rx.data, w->auth.rx.len, &gcode, msg, sizeof(msg)))
@@ -196,7 +197,7 @@ static bool collect(struct etcd_watch *w, CURL *easy, CURLcode *res)
 	bool done = false;
 	CURLMsg *m;
 	int left;
-	while ((m = curl_multi_info_read(w->multi, &left))) {
+	while ((m = etcd_curl.multi_info_read(w->multi, &left))) {
 		if (m->msg != CURLMSG_DONE)
 			continue;
 		if (m->easy_handle == easy) {
@@ -232,11 +233,11 @@ static CURLcode watch_perform(CURL *easy, void *arg)
 	struct etcd_watch *w = arg;
 	bool stream = easy == w->stream;
 	CURLcode res = CURLE_OK;
-	if (curl_multi_add_handle(w->multi, easy) != CURLM_OK)
+	if (etcd_curl.multi_add_handle(w->multi, easy) != CURLM_OK)
 		return CURLE_OUT_OF_MEMORY;
 	for (;;) {
 		int running;
-		curl_multi_perform(w->multi, &running);
+		etcd_curl.multi_perform(w->multi, &running);
 		if (collect(w, easy, &res))
 			break;
 		if (atomic_load(&w->stop)) {
@@ -249,13 +250,13 @@ static CURLcode watch_perform(CURL *easy, void *arg)
 		}
 		if (stream && probe_due(w))
 			probe_start(w);
-		curl_multi_poll(w->multi, NULL, 0, wait_ms(w, stream), NULL);
+		etcd_curl.multi_poll(w->multi, NULL, 0, wait_ms(w, stream), NULL);
 	}
 	if (w->probing) {
-		curl_multi_remove_handle(w->multi, w->auth.easy);
+		etcd_curl.multi_remove_handle(w->multi, w->auth.easy);
 		w->probing = false;
 	}
-	curl_multi_remove_handle(w->multi, easy);
+	etcd_curl.multi_remove_handle(w->multi, easy);
 	return res;
 }
 
@@ -264,7 +265,7 @@ static bool watch_pause(struct etcd_watch *w, uint64_t ms)
 {
 	uint64_t deadline = time_now_ms() + ms;
 	while (!atomic_load(&w->stop) && time_left_ms(deadline))
-		curl_multi_poll(w->multi, NULL, 0, (int)time_left_ms(deadline), NULL);
+		etcd_curl.multi_poll(w->multi, NULL, 0, (int)time_left_ms(deadline), NULL);
 	return !atomic_load(&w->stop);
 }
 
@@ -385,17 +386,18 @@ static size_t stream_write(char *p, size_t size, size_t n, void *userdata)
 
 static CURL *stream_easy(struct etcd_watch *w, char *url, struct curl_slist *hdrs, char *body)
 {
-	CURL *e = curl_easy_init();
+	CURL *e = etcd_curl.easy_init();
 	if (!e)
 		return NULL;
 	etcd_easy_common(e, w->cfg, w->stream_err);
-	curl_easy_setopt(e, CURLOPT_URL, url);
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, stream_write);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, w);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)time_left_ms(w->created_deadline) + 1);
+	etcd_curl.easy_setopt(e, CURLOPT_URL, url);
+	etcd_curl.easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	etcd_curl.easy_setopt(e, CURLOPT_POSTFIELDS, body);
+	etcd_curl.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	etcd_curl.easy_setopt(e, CURLOPT_WRITEFUNCTION, stream_write);
+	etcd_curl.easy_setopt(e, CURLOPT_WRITEDATA, w);
+	etcd_curl.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+			      (long)time_left_ms(w->created_deadline) + 1);
 	return e;
 }
 
@@ -448,9 +450,9 @@ out:
 		ep_note(w, "out of memory");
 	w->created_deadline = 0;
 	if (e)
-		curl_easy_cleanup(e);
-	curl_slist_free_all(hdrs);
-	curl_slist_free_all(w->probe_hdrs);
+		etcd_curl.easy_cleanup(e);
+	etcd_curl.slist_free_all(hdrs);
+	etcd_curl.slist_free_all(w->probe_hdrs);
 	free(w->probe_url);
 	free(url);
 	free(body);
@@ -535,7 +537,7 @@ static int watch_alloc(struct etcd_client *c, const char *key, unsigned flags,
 	w->next_rev = start_revision > 0 ? start_revision : 0;
 	w->ep = etcd_client_last_ep(c);
 	w->lb.max = ETCD_MAX_BODY;
-	w->multi = curl_multi_init();
+	w->multi = etcd_curl.multi_init();
 	pthread_mutex_init(&w->mu, NULL);
 	if (w->efd < 0 || !w->key || !w->multi)
 		return w->efd < 0 ? -errno : -ENOMEM;
@@ -557,7 +559,7 @@ static void watch_release(struct etcd_watch *w)
 	if (w->auth.cfg)
 		etcd_conn_release(&w->auth);
 	if (w->multi)
-		curl_multi_cleanup(w->multi);
+		etcd_curl.multi_cleanup(w->multi);
 	if (w->efd >= 0)
 		close(w->efd);
 	etcd_linebuf_release(&w->lb);
@@ -640,7 +642,7 @@ void etcd_watch_free(struct etcd_watch *w)
 	if (!w)
 		return;
 	atomic_store(&w->stop, true);
-	curl_multi_wakeup(w->multi);
+	etcd_curl.multi_wakeup(w->multi);
 	pthread_join(w->thread, NULL);
 	watch_release(w);
 }

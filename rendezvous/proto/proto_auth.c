@@ -7,8 +7,8 @@
 #include <errno.h>
 #include <sodium.h>
 
-#define LABEL_SERVER "ddp-rdzv/1 server"
-#define LABEL_CLIENT "ddp-rdzv/1 client"
+#define LABEL_SERVER "ddp-rdzv/2 server"
+#define LABEL_CLIENT "ddp-rdzv/2 client"
 
 int proto_auth_init(void)
 {

@@ -107,7 +107,7 @@ static int allow_add(struct store_access *acc, const access_addr a)
 
 int store_server_set_token(struct store_server *server, const void *token, size_t len)
 {
-	if (!token || len == 0 || len > STORE_TOKEN_MAX || proto_auth_init() < 0)
+	if (!token || len < STORE_TOKEN_MIN || len > STORE_TOKEN_MAX || proto_auth_init() < 0)
 		return -EINVAL;
 	struct store_access *acc = access_get(server);
 	uint8_t *copy = acc ? malloc(len) : NULL;
@@ -179,6 +179,36 @@ const uint8_t *store_access_token(const struct store_server *server, size_t *len
 	const struct store_access *acc = server->access;
 	*len = acc && acc->token ? acc->token_len : 0;
 	return *len ? acc->token : NULL;
+}
+
+static bool agent_key(struct byteview key)
+{
+	size_t n = sizeof(STORE_AGENT_KEYS) - 1;
+	return key.len >= n && memcmp(key.data, STORE_AGENT_KEYS, n) == 0;
+}
+
+bool store_access_agent_write(const struct store_server *server, const struct proto_request *req)
+{
+	if (!server->access || !server->access->token || req->nfields == 0)
+		return false;
+	switch (req->op) {
+	case PROTO_OP_MULTI_SET:
+		for (size_t i = 0; i < req->nfields; i += 2) /* k0 v0 k1 v1 ... */
+			if (agent_key(req->fields[i]))
+				return true;
+		return false;
+	case PROTO_OP_SET:
+	case PROTO_OP_COMPARE_SET:
+	case PROTO_OP_ADD:
+	case PROTO_OP_DELETE_KEY:
+	case PROTO_OP_APPEND:
+	case PROTO_OP_QUEUE_PUSH:
+	case PROTO_OP_QUEUE_POP:
+	case PROTO_OP_BARRIER:
+		return agent_key(req->fields[0]);
+	default:
+		return false;
+	}
 }
 
 /* "10.0.0.5:41234" (or "?" when the peer is unknown). */

@@ -14,7 +14,14 @@
  *    Every refusal is logged at warning level, at most one line per second
  *    (the lines suppressed in between are counted in the next one).
  * With a token, every agent session must pass the handshake, whatever its
- * address, before any of its queries is served.
+ * address, before any of its queries is served, and the agents' keys (every
+ * key whose name begins with STORE_AGENT_KEYS: the rendezvous state,
+ * membership, rounds) are written only by such sessions: a torch query
+ * that would write one (SET, COMPARE_SET, ADD, APPEND, DELETE_KEY,
+ * MULTI_SET, BARRIER, the queue queries), from any address, is refused and
+ * its connection closed. Torch clients keep every other key, and may read
+ * the agents' (ddp-store get). Without a token nothing is protected: whoever
+ * may connect may also open a session.
  *
  * Allowed addresses: loopback means exactly 127.0.0.1 and ::1 (and
  * ::ffff:127.0.0.1), not all of 127.0.0.0/8, so that simulated nodes on
@@ -34,9 +41,14 @@
 
 #include "store_server.h"
 
+/* The agents' key space (docs/rendezvous.md, "Keys"). */
+#define STORE_AGENT_KEYS "ddprdzv/"
+
+#define STORE_TOKEN_MIN 16   /* bytes: shorter ones can be guessed (proto_auth.h) */
 #define STORE_TOKEN_MAX 4096 /* bytes */
 
-/* Sets the job's token (copied; 1..STORE_TOKEN_MAX bytes, any bytes).
+/* Sets the job's token (copied; STORE_TOKEN_MIN..STORE_TOKEN_MAX bytes, any
+ * bytes).
  * Applies to connections accepted afterwards (call it before
  * store_server_listen). Returns 0, -EINVAL or -ENOMEM. */
 int store_server_set_token(struct store_server *server, const void *token, size_t len);

@@ -80,16 +80,16 @@ static int agent_hello(struct store_conn *conn, const struct proto_request *req)
 			rc = proto_put_bytes(&conn->out, NULL, 0);
 		return rc == 0 ? proto_put_bytes(&conn->out, NULL, 0) : rc;
 	}
-	uint8_t proof[PROTO_SESSION_PROOF_LEN];
+	/* A challenge that owes nothing to the token: the client proves
+	 * first, so a stranger gets nothing to test guesses against. */
 	proto_auth_nonce(ag->server_nonce);
-	proto_auth_proof(token, tlen, true, ag->client_nonce, ag->server_nonce, proof);
 	ag->phase = AGENT_CHALLENGED;
 	if (!ag->handshake_until)
 		ag->handshake_until = store_access_handshake_deadline(conn->server);
 	rc = proto_put_u8(&conn->out, PROTO_SESSION_AUTH_TOKEN);
 	if (rc == 0)
 		rc = proto_put_bytes(&conn->out, ag->server_nonce, sizeof(ag->server_nonce));
-	return rc == 0 ? proto_put_bytes(&conn->out, proof, sizeof(proof)) : rc;
+	return rc == 0 ? proto_put_bytes(&conn->out, NULL, 0) : rc;
 }
 
 static int agent_auth(struct store_conn *conn, const struct proto_request *req)
@@ -110,11 +110,14 @@ static int agent_auth(struct store_conn *conn, const struct proto_request *req)
 			flush_now(conn);
 		return -EACCES;
 	}
+	/* Only now the store's own proof: to a client that proved the token. */
+	proto_auth_proof(token, tlen, true, ag->client_nonce, ag->server_nonce, want);
 	ag->phase = AGENT_READY;
 	ag->handshake_until = 0;
 	conn->access = CONN_ACCESS_OPEN;
 	store_access_joined(conn);
-	return reply_head(conn, 0);
+	int rc = reply_head(conn, 0);
+	return rc == 0 ? proto_put_bytes(&conn->out, want, sizeof(want)) : rc;
 }
 
 static int agent_get(struct store_conn *conn, const struct proto_request *req)

@@ -54,6 +54,10 @@ void store_access_refused(struct store_conn *conn, const char *why);
  * logs. */
 void store_access_peer_text(struct store_conn *conn, char *buf, size_t len);
 
+/* Whether `req`, a torch query, would write one of the agents' keys on a
+ * server with a token (store_access.h): then it must be refused. */
+bool store_access_agent_write(const struct store_server *server, const struct proto_request *req);
+
 /* The server's token, or NULL (*len 0) when it has none. */
 const uint8_t *store_access_token(const struct store_server *server, size_t *len);
 

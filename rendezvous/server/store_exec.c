@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "store_access.h"
 #include "store_agent.h"
 #include "store_conn.h"
 
@@ -149,6 +150,11 @@ int store_conn_execute(struct store_conn *conn, const struct proto_request *req)
 	int rc;
 	if (conn->agent || conn->access != CONN_ACCESS_OPEN || req->op >= PROTO_OP_S_HELLO)
 		return store_agent_execute(conn, req);
+	if (store_access_agent_write(conn->server, req)) {
+		store_access_refused(conn, "it tried to write the agents' keys (" STORE_AGENT_KEYS
+					   "...) without an agent session that proved the token");
+		return -EACCES;
+	}
 	switch (req->op) {
 	case PROTO_OP_VALIDATE:
 		return 0;

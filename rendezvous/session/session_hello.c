@@ -1,7 +1,8 @@
 /*
- * session_hello.c - the agent session's handshake (HELLO, checking the
- * store's proof, AUTH: docs/protocol.md, "Agent sessions"), becoming ready,
- * and the pings that notice a dead or frozen store.
+ * session_hello.c - the agent session's handshake (HELLO, AUTH with this
+ * node's proof, checking the store's proof in the AUTH reply:
+ * docs/protocol.md, "The handshake"), becoming ready, and the pings that
+ * notice a dead or frozen store.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -123,7 +124,8 @@ static void refuse(struct store_session *s, const char *fmt)
 	sess_connect_failed(s, -EACCES, msg);
 }
 
-/* The HELLO reply: authenticate the store, answer its challenge. */
+/* The HELLO reply: answer the store's challenge with this node's proof
+ * (the client proves first: docs/protocol.md, "The handshake"). */
 static int on_hello(struct store_session *s, uint8_t auth, struct byteview nonce,
 		    struct byteview proof)
 {
@@ -136,22 +138,21 @@ static int on_hello(struct store_session *s, uint8_t auth, struct byteview nonce
 		become_ready(s);
 		return 0;
 	}
-	if (auth != PROTO_SESSION_AUTH_TOKEN || nonce.len != PROTO_SESSION_NONCE_LEN ||
-	    proof.len != PROTO_SESSION_PROOF_LEN)
+	if (auth != PROTO_SESSION_AUTH_TOKEN || nonce.len != PROTO_SESSION_NONCE_LEN)
 		return -EPROTO;
+	if (proof.len != 0) {
+		refuse(s, "the store at %s speaks an older handshake that gives its proof first "
+			  "(run the same ddplaunch or ddp-rdzvd version on every node)");
+		return 0;
+	}
 	if (!s->opts.token) {
 		refuse(s, "the store at %s requires the job's token (set --rdzv_token or "
 			  "DDP_RDZV_TOKEN)");
 		return 0;
 	}
-	uint8_t want[PROTO_SESSION_PROOF_LEN], mine[PROTO_SESSION_PROOF_LEN];
-	proto_auth_proof(s->opts.token, s->opts.token_len, true, s->client_nonce, nonce.data, want);
-	if (!proto_auth_equal(want, proof.data)) {
-		refuse(s, "the store at %s does not know this job's token (it belongs to another "
-			  "job, or the tokens differ: check --rdzv_token or DDP_RDZV_TOKEN)");
-		return 0;
-	}
-	proto_auth_proof(s->opts.token, s->opts.token_len, false, s->client_nonce, nonce.data,
+	uint8_t mine[PROTO_SESSION_PROOF_LEN];
+	memcpy(s->server_nonce, nonce.data, PROTO_SESSION_NONCE_LEN);
+	proto_auth_proof(s->opts.token, s->opts.token_len, false, s->client_nonce, s->server_nonce,
 			 mine);
 	int rc = proto_put_op(&s->out, PROTO_GEN_V2, PROTO_OP_S_AUTH);
 	if (rc == 0)
@@ -161,6 +162,41 @@ static int on_hello(struct store_session *s, uint8_t auth, struct byteview nonce
 	s->phase = SESS_AUTH;
 	sess_flush(s);
 	return 0;
+}
+
+/* The AUTH reply: the store accepted this node's proof and gives its own;
+ * a store that cannot prove the token is not this job's. */
+static void on_auth(struct store_session *s, struct byteview proof)
+{
+	uint8_t want[PROTO_SESSION_PROOF_LEN];
+	proto_auth_proof(s->opts.token, s->opts.token_len, true, s->client_nonce, s->server_nonce,
+			 want);
+	if (proof.len != PROTO_SESSION_PROOF_LEN || !proto_auth_equal(want, proof.data)) {
+		refuse(s, "the store at %s does not know this job's token (it belongs to another "
+			  "job, or the tokens differ: check --rdzv_token or DDP_RDZV_TOKEN)");
+		return;
+	}
+	become_ready(s);
+}
+
+/* The body of a successful HELLO reply (auth, nonce, proof) or AUTH reply
+ * (proof): 1 taken (*off advanced), 0 more bytes needed, < 0 malformed. */
+static int take_body(struct store_session *s, const uint8_t *p, size_t len, size_t *off,
+		     uint8_t *auth, struct byteview *nonce, struct byteview *proof)
+{
+	size_t n;
+	int rc = 1;
+	if (s->phase == SESS_HELLO) {
+		rc = proto_take_u8(p + *off, len - *off, auth, &n);
+		*off += rc == 1 ? n : 0;
+		if (rc == 1)
+			rc = proto_take_bytes(p + *off, len - *off, 64, nonce, &n);
+		*off += rc == 1 ? n : 0;
+	}
+	if (rc == 1)
+		rc = proto_take_bytes(p + *off, len - *off, 64, proof, &n);
+	*off += rc == 1 ? n : 0;
+	return rc < 0 ? -EPROTO : rc;
 }
 
 /* Parses the handshake reply in s->in: 1 handled (consumed), 0 more bytes
@@ -182,18 +218,8 @@ static int handshake_step(struct store_session *s)
 	off += n;
 	if (tag != PROTO_SESSION_REPLY)
 		return -EPROTO;
-	if (s->phase == SESS_HELLO && status == 0) {
-		rc = proto_take_u8(p + off, len - off, &auth, &n);
-		off += rc == 1 ? n : 0;
-		if (rc == 1)
-			rc = proto_take_bytes(p + off, len - off, 64, &nonce, &n);
-		off += rc == 1 ? n : 0;
-		if (rc == 1)
-			rc = proto_take_bytes(p + off, len - off, 64, &proof, &n);
-		off += rc == 1 ? n : 0;
-		if (rc != 1)
-			return rc < 0 ? -EPROTO : 0;
-	}
+	if (status == 0 && (rc = take_body(s, p, len, &off, &auth, &nonce, &proof)) != 1)
+		return rc;
 	/* The views point into s->in: act on them before consuming. */
 	if (s->phase == SESS_HELLO && status != 0)
 		rc = -EPROTO;
@@ -204,7 +230,7 @@ static int handshake_step(struct store_session *s)
 	else if (status != 0)
 		rc = -EPROTO;
 	else
-		become_ready(s);
+		on_auth(s, proof);
 	if (rc < 0)
 		return rc;
 	if (s->phase != SESS_DEAD)

@@ -83,6 +83,7 @@ struct store_session {
 	int gai_pending;       /* lookups whose callback is still due */
 	struct sockaddr_storage addr;
 	uint8_t client_nonce[PROTO_SESSION_NONCE_LEN];
+	uint8_t server_nonce[PROTO_SESSION_NONCE_LEN]; /* the challenge, kept for its proof */
 	int init_error; /* proto_auth_init() failed: reported by the first attempt */
 
 	/* handles: the current link, timer (first attempt, retry, attempt

@@ -23,7 +23,8 @@ static bool opts_ok(const struct store_session_opts *o)
 	struct sockaddr_storage ss;
 	if (!o->host || !o->host[0] || strlen(o->host) >= 256 || o->port == 0)
 		return false;
-	if (o->token && (o->token_len == 0 || o->token_len > STORE_SESSION_MAX_TOKEN))
+	if (o->token &&
+	    (o->token_len < STORE_SESSION_MIN_TOKEN || o->token_len > STORE_SESSION_MAX_TOKEN))
 		return false;
 	if (!o->token && o->token_len)
 		return false;

@@ -23,9 +23,10 @@
  * connected to, retried with backoff (50 ms doubling to 1 s) until
  * connect_timeout_ms have passed since the call; then the handshake runs:
  * the client proves it knows the token by an HMAC-SHA-256 (libsodium) over
- * a server nonce, and checks the server's proof over its own nonce, so an
- * agent never joins a store that does not know the job's token. The token
- * itself never crosses the network. Without a token the session is only
+ * both nonces, first (a stranger who connects to the store gets nothing
+ * to test guesses of the token against), then checks the store's proof,
+ * so an agent never joins a store that does not know the job's token. The
+ * token itself never crosses the network. Without a token the session is only
  * possible with a store that has none (and accepts this node's address).
  * A refused handshake (wrong token, a token missing on either side) is not
  * retried: it fails at once with -EACCES.
@@ -82,6 +83,7 @@
 #define STORE_SESSION_MAX_KEY	(64 * 1024)
 #define STORE_SESSION_MAX_VALUE (16 * 1024 * 1024)
 #define STORE_SESSION_MAX_KEYS	(64 * 1024)
+#define STORE_SESSION_MIN_TOKEN 16 /* why: proto_auth.h */
 #define STORE_SESSION_MAX_TOKEN 4096
 #define STORE_SESSION_MSG_MAX	768 /* room for any message given to a callback */
 
@@ -101,7 +103,7 @@ struct store_session_opts {
 	const char *host; /* the store's host: a name or an IPv4/IPv6 literal */
 	uint16_t port;
 	const void *token;		 /* the job's token, or NULL (token_len 0) for none */
-	size_t token_len;		 /* 1..STORE_SESSION_MAX_TOKEN when token is set */
+	size_t token_len;		 /* STORE_SESSION_MIN_TOKEN..MAX_TOKEN when set */
 	const char *bind_addr;		 /* local address to connect from (a literal),
 					    or NULL for the kernel's choice: simulated
 					    nodes on one host use 127.0.0.2, ... */
@@ -151,7 +153,7 @@ typedef void (*store_session_close_fn)(struct store_session *s, void *arg, int s
 /* Starts connecting (asynchronously; nothing is sent before this returns).
  * opts and the strings in it are copied. on_close may be NULL. Returns 0
  * with *out set (on_connect will run exactly once), or -EINVAL (no host,
- * port 0, a token of 0 or over STORE_SESSION_MAX_TOKEN bytes, a bind
+ * port 0, a token under STORE_SESSION_MIN_TOKEN or over STORE_SESSION_MAX_TOKEN bytes, a bind
  * address that is not a literal, a ping timeout not over the interval) or
  * -ENOMEM, with no callback ever. */
 int store_session_connect(uv_loop_t *loop, const struct store_session_opts *opts,

@@ -78,7 +78,10 @@ static void usage(FILE *f)
 	    "                     prove it (torch workers, ddp-store) are served only from\n"
 	    "                     127.0.0.1/::1, from --allow addresses and from the\n"
 	    "                     addresses of agents that proved it; any other client is\n"
-	    "                     disconnected and logged\n"
+	    "                     disconnected and logged. Those clients cannot write the\n"
+	    "                     agents' keys (ddprdzv/...): only agents that proved the\n"
+	    "                     token can. At least 16 bytes (a short token can be\n"
+	    "                     guessed offline from one recorded handshake)\n"
 	    "  --allow ADDR       serve clients from ADDR (an IPv4 or IPv6 address; may be\n"
 	    "                     repeated) without the token; without a token, --allow\n"
 	    "                     refuses every other address except 127.0.0.1 and ::1\n"
@@ -316,6 +319,14 @@ static int rdzvd_access(struct rdzvd *d, const char *host)
 			return -EINVAL;
 		}
 		memcpy(token, getenv("DDP_RDZV_TOKEN"), len);
+	}
+	if (len && len < STORE_TOKEN_MIN) {
+		log_error("the token from %s is %zu bytes; it must be at least %d, because whoever "
+			  "records one handshake can test guesses of a short token offline (use a "
+			  "random one: head -c 32 /dev/urandom | base64 > FILE)",
+			  from, len, STORE_TOKEN_MIN);
+		explicit_bzero(token, sizeof(token));
+		return -EINVAL;
 	}
 	if (len && store_server_set_token(d->server, token, len) < 0) {
 		log_error("cannot use the token from %s", from);

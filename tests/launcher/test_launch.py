@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import re
+import resource
 import select
 import signal
 import socket
@@ -47,6 +48,19 @@ class Basics(LaunchCase):
         self.assertEqual(r.returncode, 128 + signal.SIGUSR1, r.stderr)
         self.assertIn("rank 0 (local rank 0, pid", r.stderr)
         self.assertIn("was killed by SIGUSR1", r.stderr)
+
+    def test_one_node_job_loads_no_etcd_client(self):
+        """libcurl (and the TLS, Kerberos and LDAP libraries it pulls in) is
+        loaded only by an etcd job: a one-node launcher's memory map lacks it."""
+        maps = self.path("launcher.maps")
+        script = ('launcher=$(awk \'/^PPid/ {print $2}\' /proc/$PPID/status); '
+                  'cat /proc/$launcher/maps > %s' % maps)
+        r = self.launch(["--nproc_per_node=1", "/bin/sh", "-c", script])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = open(maps).read()
+        self.assertIn("libuv", text)  # the map is ddplaunch's
+        for lib in ("libcurl", "libssl", "libgssapi"):
+            self.assertNotIn(lib, text)
 
     def test_program_not_found(self):
         r = self.launch([os.path.join(self.dir, "no-such-program")])
@@ -506,6 +520,102 @@ for argv in json.loads(sys.argv[1]):
     print(json.dumps([argv[-1], r.returncode, sorted(os.listdir("/dev/shm")), r.stderr[-800:]]))
 """
 
+
+
+class Permanent(LaunchCase):
+    """A failure that will repeat at every restart spends none: ddplaunch
+    names it, stops at once and exits 78 (DDP_EXIT_PERMANENT)."""
+
+    def test_out_of_file_descriptors(self):
+        def few_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))
+        r = self.launch(["--nproc_per_node=2", "--max_restarts=3", HELPER, "exit", "0"],
+                        preexec_fn=few_fds)
+        self.assertEqual(r.returncode, 78, r.stderr)
+        self.assertIn("no file descriptor left (its limit, ulimit -n, is 20)", r.stderr)
+        self.assertNotIn("restarting the worker group", r.stderr)
+        self.assertNotIn("pid 0", r.stderr)
+        self.assertIn("never started", r.stderr)
+
+    def test_worker_says_permanent(self):
+        r = self.launch(["--nproc_per_node=2", "--max_restarts=3", HELPER, "--only", "1",
+                         "exit", "78"])
+        self.assertEqual(r.returncode, 78, r.stderr)
+        self.assertNotIn("restarting the worker group", r.stderr)
+        self.assertIn("will repeat at every restart", r.stderr)
+        r = self.launch(["--nproc_per_node=1", "--max_restarts=1", HELPER, "exit", "3"])
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("restarting the worker group", r.stderr)
+
+
+def cgroup2_mount():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.startswith("cgroup2 ") and left.split()[3] == "/":
+                return left.split()[4]
+    return None
+
+
+class StaleCgroups(LaunchCase):
+    """Whoever removes a dead launcher's lock file removes its cgroup, even
+    one made under another cgroup (a launcher started from a Slurm step's):
+    an abandoned cgroup never loses the lock that leads to it."""
+
+    def test_cgroup_of_a_launcher_from_another_cgroup(self):
+        mnt = cgroup2_mount()
+        if not mnt or not os.access(os.path.join(mnt, "cgroup.procs"), os.W_OK):
+            self.skipTest("no writable cgroup2 hierarchy here")
+        parent = os.path.join(mnt, "ddplaunch-test-other-%d" % os.getpid())
+        os.mkdir(parent)
+        job = lock = None
+        try:
+            def enter():
+                with open(os.path.join(parent, "cgroup.procs"), "w") as f:
+                    f.write("0")
+            a = subprocess.Popen([DDPLAUNCH, "--master_port=0", "--nproc_per_node=1",
+                                  "/bin/sleep", "100"], stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, DDP_LOG_LEVEL="debug", **self.env()),
+                                 preexec_fn=enter)
+            self.procs.append(a)
+            seen = ""
+            for line in a.stderr:  # bounded by the test's timeout
+                seen += line
+                if "the workers run in cgroup" in line or "no cgroup for the job" in line:
+                    break
+            m = re.search(r"the workers run in cgroup '([^']+)'", seen)
+            if not m:
+                self.skipTest("no cgroup for jobs here: " + seen)
+            job = m.group(1)
+            lock = "/dev/shm/ddplaunch-cgroup-%s.lock" % os.path.basename(job)[10:]
+            self.assertTrue(os.path.dirname(job) == parent, job)
+
+            def populated():
+                with open(os.path.join(job, "cgroup.procs")) as f:
+                    return f.read().strip() != ""
+            wait_for(populated, what="the worker in its cgroup")
+            # The launcher and its guards die at once: stopped, the job's
+            # cgroup (guards and worker) killed, then the launcher.
+            os.kill(a.pid, signal.SIGSTOP)
+            with open(os.path.join(job, "cgroup.kill"), "w") as f:
+                f.write("1")
+            wait_for(lambda: not populated(), what="the job's cgroup to empty")
+            a.kill()
+            a.wait(timeout=30)
+            self.assertTrue(os.path.exists(job) and os.path.exists(lock))
+            # A launcher in our own cgroup, which cannot list the other one.
+            r = self.launch(["--nproc_per_node=1", "/bin/true"],
+                            env={"DDP_LOG_LEVEL": "debug"})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual((os.path.exists(job), os.path.exists(lock)), (False, False),
+                             "the abandoned cgroup and its lock must go together:\n"
+                             + r.stderr)
+        finally:
+            if job and os.path.isdir(job):
+                os.rmdir(job)
+            if lock and os.path.exists(lock):
+                os.unlink(lock)
+            os.rmdir(parent)
 
 class SharedMemory(LaunchCase):
     """A rank killed at any moment of the shared-memory set-up (and after)

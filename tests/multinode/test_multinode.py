@@ -337,14 +337,41 @@ def served(host, port, bind):
     return len(data) >= 8
 
 
+def forged(host, port, bind, key):
+    """A torch-2.x-style client from `bind` that SETs `key` and GETs it back:
+    True when it was served (the value read back), False when the store
+    disconnected it."""
+    s = socket.socket()
+    s.bind((bind, 0))
+    s.settimeout(10)
+    s.connect((host, port))
+    value = b"rdzv2 forged"
+
+    def field(b):
+        return len(b).to_bytes(8, "little") + b
+    s.sendall(bytes([0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x01]) + field(key) + field(value) +
+              bytes([0x03]) + field(key))
+    data = b""
+    try:
+        while len(data) < 8 + len(value):
+            chunk = s.recv(64)
+            if not chunk:
+                break
+            data += chunk
+    except ConnectionResetError:
+        pass
+    s.close()
+    return data == field(value)
+
+
 class Security(MultiNodeCase):
-    TOKEN = "tok-%d-secret" % os.getpid()
+    TOKEN = "tok-%d-secret-0123456789" % os.getpid()
 
     def test_wrong_token_and_no_token_refused(self):
         env = {"DDP_RDZV_TOKEN": self.TOKEN}
         first = self.cluster.agent(0, self.c10d(2, 0, extra=[fast_conf()]), env=env)
         port = self.host_port(first)
-        for i, other in ((1, {"DDP_RDZV_TOKEN": "not-the-token"}), (2, None)):
+        for i, other in ((1, {"DDP_RDZV_TOKEN": "not-the-job-token-0123"}), (2, None)):
             p = self.cluster.agent(i, self.c10d(2, port, extra=[fast_conf()]), env=other)
             rc, t_end = p.wait(10)
             self.assertNotEqual(rc, 0, p.text())
@@ -381,6 +408,59 @@ class Security(MultiNodeCase):
         for p in (first, second):
             p.signal(signal.SIGTERM)
             p.wait()
+
+    def test_raw_clients_cannot_write_the_agents_keys(self):
+        # a local process without the token, on the store's host (127.0.0.1)
+        # or on a member's address, cannot forge the rendezvous state (it
+        # ended the job in 0.37 s): it is disconnected and the job goes on;
+        # it keeps the rest of the store
+        env = {"DDP_RDZV_TOKEN": self.TOKEN}
+        nodes, port = self.start_c10d(2, worker=("run", "4"), env=env)
+        for p in nodes:
+            p.wait_line(r"MNW ")
+        for bind in ("127.0.0.1", addr(1)):
+            for key in (b"ddprdzv/job/state", b"ddprdzv/job/a/" + bind.encode()):
+                self.assertFalse(forged(addr(0), port, bind, key), (bind, key))
+            self.assertTrue(forged(addr(0), port, bind, b"/default_pg/0//cpu//0/1"), bind)
+        nodes[0].wait_line(r"refused a client from 127\.0\.0\.1:\d+: it tried to write the "
+                           r"agents' keys")
+        self.assert_all_exit(nodes)
+        self.assertEqual(ranks_of(nodes), [0, 1])
+        for p in nodes:
+            self.assertEqual(p.text().count("MNW "), 1, p.text())  # no restart
+
+    def test_token_reaches_no_worker(self):
+        # DDP_RDZV_TOKEN was in every worker's /proc/PID/environ
+        env = {"DDP_RDZV_TOKEN": self.TOKEN}
+        nodes, _ = self.start_c10d(2, nproc=2, worker=("forever",), env=env)
+        for p in nodes:
+            p.wait_line(r"MNW (?=.*local=0)")
+            p.wait_line(r"MNW (?=.*local=1)")
+        pids = [int(w["pid"]) for p in nodes for w in p.workers()]
+        self.assertEqual(len(pids), 4)
+        for pid in pids:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                environ = f.read()
+            self.assertIn(b"\0RANK=", b"\0" + environ)  # the worker's own
+            self.assertNotIn(b"DDP_RDZV_TOKEN", environ)
+            self.assertNotIn(self.TOKEN.encode(), environ)
+        for p in nodes:
+            p.signal(signal.SIGTERM)
+        for p in nodes:
+            p.wait()
+
+    def test_short_token_refused(self):
+        # 15 bytes: refused at once, saying why, run or dry run
+        short = "0123456789abcde"
+        for dry in ([], ["--dry_run"]):
+            r = subprocess.run([DDPLAUNCH] + dry + self.c10d(2, 1) + [WORKER, "run", "0"],
+                               capture_output=True, text=True, timeout=30,
+                               env=self.cluster.env({"DDP_RDZV_TOKEN": short}))
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("the token from DDP_RDZV_TOKEN is 15 bytes; it must be at least 16",
+                          r.stderr)
+            self.assertIn("guesses of a short token offline", r.stderr)
+            self.assertNotIn(short, r.stdout + r.stderr)
 
     def test_no_token_says_so(self):
         first = self.cluster.agent(0, self.c10d(2, 0, extra=[fast_conf(join_timeout=1)]))

@@ -18,16 +18,20 @@ int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path, const struct ddp_
 	if (ctx->rank == 0) {
 		rc = ddp_ckpt_write(path, tensors, ntensors, meta, nmeta, ctx->err,
 				    sizeof(ctx->err));
-		status = rc < 0 ? 1.0f : 0.0f;
+		status = rc < 0 ? (float)-rc : 0.0f;
 	}
-	/* Everyone learns whether rank 0's write worked (and waits for it). */
+	/* Everyone learns rank 0's errno (and waits for the write): a full
+	 * disk is ENOSPC on every rank, so each can say it will repeat. */
 	brc = ddp_broadcast(ctx, &status, 1, DDP_FLOAT32, 0);
 	if (brc < 0)
 		return brc;
-	if (status != 0.0f && ctx->rank != 0)
-		snprintf(ctx->err, sizeof(ctx->err), "rank 0 could not write checkpoint '%s'",
-			 path);
-	return status != 0.0f ? (rc < 0 ? rc : -EIO) : 0;
+	if (status == 0.0f)
+		return 0;
+	rc = status >= 1.0f && status < 4096.0f ? -(int)status : -EIO;
+	if (ctx->rank != 0)
+		snprintf(ctx->err, sizeof(ctx->err), "rank 0 could not write checkpoint '%s': %s",
+			 path, strerror(-rc));
+	return rc;
 }
 
 int ddp_checkpoint_load(struct ddp_ctx *ctx, const char *path, const struct ddp_tensor *tensors,

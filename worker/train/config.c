@@ -73,6 +73,7 @@ static const struct settings_def config_defs[] = {
     OPT_I64(checkpoint_every, "steps between checkpoints (0: final only)"),
     OPT_PATH(resume, "checkpoint to start from"),
     OPT_BOOL(strict, "refuse checkpoints with missing or extra tensors"),
+    OPT_BOOL(fresh, "start from step 0 (or --resume), replacing checkpoint_dir's"),
     OPT_I64(log_every, "steps between progress lines (0: per epoch)"),
     OPT_PATH(metrics, "JSON-lines metrics file (empty: none)"),
     OPT_BOOL(eval_every_epoch, "evaluate on the held-out set each epoch"),
@@ -86,6 +87,40 @@ static const struct settings_def config_defs[] = {
 
 static const struct settings_table config_settings = {config_defs,
 						      sizeof(config_defs) / sizeof(config_defs[0])};
+
+const char *const config_job_settings[] = {
+    "data",
+    "held_out",
+    "split_seed",
+    "synthetic_samples",
+    "synthetic_features",
+    "synthetic_classes",
+    "hidden",
+    "batchnorm",
+    "sync_bn",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "bias_lr_mult",
+    "bias_weight_decay",
+    "schedule",
+    "poly_power",
+    "min_lr",
+    "warmup_steps",
+    "clip_norm",
+    "seed",
+    NULL,
+};
+
+int config_format(const struct train_config *cfg, const char *key, char *buf, size_t len)
+{
+	int i = settings_find(&config_settings, key);
+
+	if (i < 0)
+		return -ENOENT;
+	settings_format(&config_settings, (size_t)i, cfg, buf, len);
+	return 0;
+}
 
 void config_defaults(struct train_config *cfg)
 {

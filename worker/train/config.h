@@ -48,8 +48,9 @@ struct train_config {
 	int64_t checkpoint_every;	     /* steps; 0 = only the final one */
 	char resume[CONFIG_STR_MAX];	     /* a checkpoint to start from */
 	bool strict;			     /* strict checkpoint loading */
-	int64_t log_every;		     /* steps between progress lines */
-	char metrics[CONFIG_STR_MAX];	     /* JSON-lines file, "" = none */
+	bool fresh;	   /* replace checkpoints found in checkpoint_dir, start afresh */
+	int64_t log_every; /* steps between progress lines */
+	char metrics[CONFIG_STR_MAX]; /* JSON-lines file, "" = none */
 	bool eval_every_epoch;
 	char device[8]; /* cpu, cuda, auto */
 	double bucket_cap_mb;
@@ -93,6 +94,17 @@ int config_hidden_dims(const struct train_config *cfg, int *widths, int max);
 
 /* Checks values that only make sense together; -EINVAL with a message. */
 int config_validate(const struct train_config *cfg, char *err, size_t errlen);
+
+/* The settings that make a job what it is, whatever the number of ranks:
+ * the data, the model, the optimizer, the seed (not the batch per rank,
+ * the step count, the outputs or the device). Checkpoints carry them as
+ * "job.NAME" metadata; ddp-train resumes only from its own job's.
+ * NULL-terminated. */
+extern const char *const config_job_settings[];
+
+/* Writes setting `key` of cfg as text into buf; -ENOENT for an unknown
+ * name. */
+int config_format(const struct train_config *cfg, const char *key, char *buf, size_t len);
 
 /* Writes a usage text listing every setting and its default. */
 void config_usage(const char *prog, FILE *file);

@@ -7,9 +7,11 @@
  * as a single process.
  */
 #include "config.h"
+#include "exit_status.h"
 #include "log.h"
 #include "trainer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,7 +23,7 @@ int main(int argc, char **argv)
 	struct trainer t;
 	char err[1024] = "";
 	const char *rank = getenv("RANK");
-	bool help;
+	bool help, permanent;
 	int ret;
 
 	if (rank && atoi(rank) != 0)
@@ -40,8 +42,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	ret = trainer_init(&t, &cfg);
+	/* Checkpoints it may not replace, or a failure every restart would
+	 * meet again: the launcher is told not to restart. */
+	permanent = ret == -EEXIST;
 	if (ret == 0)
 		ret = trainer_run(&t);
 	trainer_release(&t);
+	if (ret < 0 && (permanent || exit_status_permanent_errno(ret)))
+		return DDP_EXIT_PERMANENT;
 	return ret < 0 ? 1 : 0;
 }

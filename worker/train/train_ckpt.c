@@ -7,6 +7,7 @@
  */
 #include "trainer.h"
 
+#include "exit_status.h"
 #include "log.h"
 
 #include <errno.h>
@@ -102,56 +103,117 @@ static int ckpt_stage(struct trainer *t, struct ckpt_state *s, bool to_host)
 	return ret;
 }
 
-enum { CKPT_NMETA = 12 };
+enum { CKPT_NMETA = 12, CKPT_NJOB_MAX = 31, CKPT_VAL_LEN = 160 };
 
-static void ckpt_meta(const struct trainer *t, struct ddp_meta *meta, char (*vals)[80])
+/* The metadata of a checkpoint: the state's keys, then the job's. */
+struct ckpt_meta_buf {
+	struct ddp_meta meta[CKPT_NMETA + CKPT_NJOB_MAX];
+	char keys[CKPT_NJOB_MAX][48];
+	char vals[CKPT_NMETA + CKPT_NJOB_MAX][CKPT_VAL_LEN];
+	size_t n;
+};
+
+/* Job identity item i ("job.NAME" and its value in this run): the settings
+ * of config_job_settings, then the number of training samples (the data
+ * itself). Returns 0, or -ENOENT past the last. */
+static int ckpt_job_item(const struct trainer *t, int i, char *key, size_t klen, char *val,
+			 size_t vlen)
 {
-	const char *keys[CKPT_NMETA] = {"format",      "ddp_train",  "step",	    "epoch",
-					"sampler_pos", "world_size", "batch_size",  "seed",
-					"lr_schedule", "lr",	     "total_steps", "rng_state"};
-	uint64_t spe = t->steps_per_epoch;
+	const char *name = config_job_settings[i];
 
-	snprintf(vals[0], 80, "pt");
-	snprintf(vals[1], 80, CKPT_FORMAT);
-	snprintf(vals[2], 80, "%" PRIu64, t->step);
-	snprintf(vals[3], 80, "%" PRIu64, t->step / spe);
-	snprintf(vals[4], 80, "%" PRIu64, (t->step % spe) * (uint64_t)t->cfg.batch_size);
-	snprintf(vals[5], 80, "%d", t->world);
-	snprintf(vals[6], 80, "%" PRId64, t->cfg.batch_size);
-	snprintf(vals[7], 80, "%" PRId64, t->cfg.seed);
-	snprintf(vals[8], 80, "%s", t->cfg.schedule);
-	snprintf(vals[9], 80, "%.9g", t->cfg.lr);
-	snprintf(vals[10], 80, "%" PRIu64, t->total_steps);
-	snprintf(vals[11], 80, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, t->rng.s[0],
-		 t->rng.s[1], t->rng.s[2], t->rng.s[3]);
-	for (int i = 0; i < CKPT_NMETA; i++) {
-		meta[i].key = keys[i];
-		meta[i].value = vals[i];
+	if (name) {
+		snprintf(key, klen, "job.%s", name);
+		return config_format(&t->cfg, name, val, vlen);
 	}
+	if (config_job_settings[i - 1] == NULL)
+		return -ENOENT;
+	snprintf(key, klen, "job.train_samples");
+	snprintf(val, vlen, "%zu", t->train.n);
+	return 0;
+}
+
+static void ckpt_meta(const struct trainer *t, struct ckpt_meta_buf *b)
+{
+	static const char *const keys[CKPT_NMETA] = {
+	    "format",	  "ddp_train", "step",	      "epoch", "sampler_pos", "world_size",
+	    "batch_size", "seed",      "lr_schedule", "lr",    "total_steps", "rng_state"};
+	uint64_t spe = t->steps_per_epoch;
+	char(*vals)[CKPT_VAL_LEN] = b->vals;
+
+	snprintf(vals[0], CKPT_VAL_LEN, "pt");
+	snprintf(vals[1], CKPT_VAL_LEN, CKPT_FORMAT);
+	snprintf(vals[2], CKPT_VAL_LEN, "%" PRIu64, t->step);
+	snprintf(vals[3], CKPT_VAL_LEN, "%" PRIu64, t->step / spe);
+	snprintf(vals[4], CKPT_VAL_LEN, "%" PRIu64, (t->step % spe) * (uint64_t)t->cfg.batch_size);
+	snprintf(vals[5], CKPT_VAL_LEN, "%d", t->world);
+	snprintf(vals[6], CKPT_VAL_LEN, "%" PRId64, t->cfg.batch_size);
+	snprintf(vals[7], CKPT_VAL_LEN, "%" PRId64, t->cfg.seed);
+	snprintf(vals[8], CKPT_VAL_LEN, "%s", t->cfg.schedule);
+	snprintf(vals[9], CKPT_VAL_LEN, "%.9g", t->cfg.lr);
+	snprintf(vals[10], CKPT_VAL_LEN, "%" PRIu64, t->total_steps);
+	snprintf(vals[11], CKPT_VAL_LEN, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+		 t->rng.s[0], t->rng.s[1], t->rng.s[2], t->rng.s[3]);
+	for (b->n = 0; b->n < CKPT_NMETA; b->n++) {
+		b->meta[b->n].key = keys[b->n];
+		b->meta[b->n].value = vals[b->n];
+	}
+	for (int i = 0; i < CKPT_NJOB_MAX; i++) {
+		if (ckpt_job_item(t, i, b->keys[i], sizeof(b->keys[i]), vals[b->n], CKPT_VAL_LEN))
+			break;
+		b->meta[b->n].key = b->keys[i];
+		b->meta[b->n].value = vals[b->n];
+		b->n++;
+	}
+}
+
+/* Names why a save failed and the fix; a shortage that a restart would
+ * meet again (exit_status_permanent_errno) is said to be one. */
+static void ckpt_save_error(const struct trainer *t, const char *path, int ret, const char *err)
+{
+	const char *why = t->ddp ? ddp_error(t->ddp) : err;
+
+	if (ret == -ENOSPC || ret == -EDQUOT)
+		log_error("cannot write checkpoint '%s': %s: no space left on the file system of "
+			  "checkpoint_dir '%s'; free space there or give another checkpoint_dir "
+			  "(a restart would fail the same way)",
+			  path, why, t->cfg.checkpoint_dir);
+	else if (exit_status_permanent_errno(ret))
+		log_error("cannot write checkpoint '%s': %s: no file descriptor left; raise the "
+			  "limit (ulimit -n) (a restart would fail the same way)",
+			  path, why);
+	else if (ret == -EACCES || ret == -EPERM || ret == -EROFS)
+		log_error("cannot write checkpoint '%s': %s (check that checkpoint_dir '%s' is "
+			  "writable)",
+			  path, why, t->cfg.checkpoint_dir);
+	else
+		log_error("cannot write checkpoint '%s': %s", path, why);
 }
 
 int trainer_ckpt_save(struct trainer *t, const char *path)
 {
 	struct ckpt_state s;
-	struct ddp_meta meta[CKPT_NMETA];
-	char vals[CKPT_NMETA][80], err[512] = "";
+	struct ckpt_meta_buf *b = malloc(sizeof(*b));
+	char err[512] = "";
 	int ret;
 
+	if (!b)
+		return -ENOMEM;
 	ret = ckpt_state_init(&s, &t->model);
-	if (ret < 0)
+	if (ret < 0) {
+		free(b);
 		return ret;
+	}
 	if (t->rank == 0)
 		ret = ckpt_stage(t, &s, true);
-	ckpt_meta(t, meta, vals);
+	ckpt_meta(t, b);
 	if (ret == 0 && t->ddp)
-		ret = ddp_checkpoint_save(t->ddp, path, s.tensors, s.ntensors, meta, CKPT_NMETA);
+		ret = ddp_checkpoint_save(t->ddp, path, s.tensors, s.ntensors, b->meta, b->n);
 	else if (ret == 0)
-		ret =
-		    ddp_ckpt_write(path, s.tensors, s.ntensors, meta, CKPT_NMETA, err, sizeof(err));
+		ret = ddp_ckpt_write(path, s.tensors, s.ntensors, b->meta, b->n, err, sizeof(err));
 	if (ret < 0)
-		log_error("cannot write checkpoint '%s': %s (check that the directory is writable)",
-			  path, t->ddp ? ddp_error(t->ddp) : err);
+		ckpt_save_error(t, path, ret, err);
 	ckpt_state_release(&s);
+	free(b);
 	return ret;
 }
 
@@ -350,5 +412,37 @@ int trainer_ckpt_load(struct trainer *t, const char *path)
 	ddp_ckpt_free(ck);
 	ddp_load_report_release(&rep);
 	ckpt_state_release(&s);
+	return ret;
+}
+
+int trainer_ckpt_peek(const struct trainer *t, const char *path, uint64_t *step, char *why,
+		      size_t len)
+{
+	struct ddp_ckpt *ck = NULL;
+	char key[48], val[CKPT_VAL_LEN], err[512] = "";
+	const char *v;
+	int ret = ddp_ckpt_open(path, &ck, err, sizeof(err));
+
+	if (ret < 0) {
+		snprintf(why, len, "%s", err);
+		return ret;
+	}
+	v = ddp_ckpt_meta(ck, "step");
+	*step = v ? strtoull(v, NULL, 10) : 0;
+	ret = 1;
+	for (int i = 0; ret == 1 && ckpt_job_item(t, i, key, sizeof(key), val, sizeof(val)) == 0;
+	     i++) {
+		v = ddp_ckpt_meta(ck, key);
+		if (!v)
+			snprintf(why, len,
+				 "it has no '%s' in its metadata (written by another program "
+				 "or an older ddp-train)",
+				 key);
+		else if (strcmp(v, val) != 0)
+			snprintf(why, len, "its %s is '%.60s', this run's '%.60s'", key + 4, v,
+				 val);
+		ret = v && strcmp(v, val) == 0 ? 1 : 0;
+	}
+	ddp_ckpt_free(ck);
 	return ret;
 }

@@ -444,68 +444,133 @@ static int trainer_load_agreed(struct trainer *t, const char *path)
 	return failed != 0.0f ? -EINVAL : 0;
 }
 
-/* After a restart: latest.safetensors, else (missing or failing its
- * checks) previous.safetensors, the one before, which every save keeps.
- * Rank 0 looks which exist and tells the others. Returns 1 when one was
- * loaded, 0 when neither exists, or a negative errno when those there
- * all failed (nothing is loaded then). */
-static int trainer_resume_restart(struct trainer *t)
+/* The checkpoints of checkpoint_dir a run may resume from; a plan that
+ * refuses them all. */
+#define RESUME_N      3
+#define RESUME_REFUSE (-2.0f)
+static const char *const resume_names[RESUME_N] = {"final", "latest", "previous"};
+
+/* --fresh on the first attempt: rank 0 removes what the dir holds. */
+static void trainer_remove_for_fresh(const struct trainer *t)
 {
-	static const char *const names[2] = {"latest", "previous"};
-	char path[2][CONFIG_STR_MAX + 32];
-	float found[2] = {0, 0};
+	char path[CONFIG_STR_MAX + 32];
+
+	for (int i = 0; i < RESUME_N; i++) {
+		snprintf(path, sizeof(path), "%s/%s.safetensors", t->cfg.checkpoint_dir,
+			 resume_names[i]);
+		if (unlink(path) == 0)
+			log_warn("removed '%s' (--fresh: starting afresh)", path);
+	}
+}
+
+/* Rank 0 looks at checkpoint_dir's checkpoints: plan[k] is the index of
+ * the k-th to try, newest step first (-1: no more), or plan[0] is
+ * RESUME_REFUSE when one is another job's or past this run's end (said
+ * here: a run never replaces them with older steps). */
+static void trainer_resume_plan(const struct trainer *t, float plan[RESUME_N])
+{
+	char path[CONFIG_STR_MAX + 32], why[512];
+	uint64_t step[RESUME_N];
+	int n = 0, nbad = 0, k;
+
+	for (int i = 0; i < RESUME_N; i++) {
+		int ret;
+
+		plan[i] = -1;
+		snprintf(path, sizeof(path), "%s/%s.safetensors", t->cfg.checkpoint_dir,
+			 resume_names[i]);
+		if (access(path, F_OK) != 0)
+			continue;
+		ret = trainer_ckpt_peek(t, path, &step[i], why, sizeof(why));
+		if (ret == 0 || (ret == 1 && step[i] > t->total_steps)) {
+			if (ret == 1)
+				snprintf(why, sizeof(why),
+					 "it is at step %llu, past this run's %llu",
+					 (unsigned long long)step[i],
+					 (unsigned long long)t->total_steps);
+			log_error("checkpoint_dir '%s' holds '%s', not a checkpoint this run may "
+				  "replace: %s; give another checkpoint_dir, or pass --fresh to "
+				  "start from step 0 and replace it",
+				  t->cfg.checkpoint_dir, path, why);
+			plan[0] = RESUME_REFUSE;
+			return;
+		}
+		if (ret < 0) {
+			log_warn("cannot use '%s': %s; falling back to an older checkpoint", path,
+				 why);
+			nbad++;
+			continue;
+		}
+		k = n++;
+		for (; k > 0 && step[(int)plan[k - 1]] < step[i]; k--)
+			plan[k] = plan[k - 1];
+		plan[k] = (float)i;
+	}
+	if (n == 0 && nbad > 0) {
+		log_error("no usable checkpoint in '%s' (see above): pass --fresh to start from "
+			  "step 0 and replace them, or --resume with a good one",
+			  t->cfg.checkpoint_dir);
+		plan[0] = RESUME_REFUSE;
+	}
+}
+/* Tries the planned checkpoints in turn, each load agreed by all ranks (a
+ * damaged one falls back to the next). Returns 1 when one was loaded, 0
+ * when there was none, -EEXIST when those there all failed (said here). */
+static int trainer_resume_dir(struct trainer *t, const float plan[RESUME_N])
+{
+	char path[CONFIG_STR_MAX + 32], who[32] = "";
 	int ret = 0, tried = 0;
 
-	for (int i = 0; i < 2; i++) {
-		snprintf(path[i], sizeof(path[i]), "%s/%s.safetensors", t->cfg.checkpoint_dir,
-			 names[i]);
-		if (t->rank == 0)
-			found[i] = access(path[i], F_OK) == 0 ? 1.0f : 0.0f;
-	}
-	if (t->ddp)
-		ret = ddp_broadcast(t->ddp, found, 2, DDP_FLOAT32, 0);
-	if (ret < 0) {
-		log_error("cannot agree on the checkpoint to resume from: %s", ddp_error(t->ddp));
-		return ret;
-	}
-	for (int i = 0; i < 2; i++) {
-		if (found[i] == 0.0f)
-			continue;
+	if (t->attempt > 0)
+		snprintf(who, sizeof(who), "restart %d: ", t->attempt);
+	for (int k = 0; k < RESUME_N && plan[k] >= 0; k++) {
+		snprintf(path, sizeof(path), "%s/%s.safetensors", t->cfg.checkpoint_dir,
+			 resume_names[(int)plan[k]]);
 		if (tried && t->rank == 0)
-			log_warn("restart %d: falling back to '%s', the checkpoint before the "
-				 "latest",
-				 t->attempt, path[i]);
-		else if (i > 0 && t->rank == 0)
-			log_warn("restart %d: no '%s' (interrupted while it was replaced); "
-				 "falling back to '%s'",
-				 t->attempt, path[0], path[i]);
+			log_warn("%sfalling back to '%s', the next newest checkpoint", who, path);
 		tried++;
-		ret = trainer_load_agreed(t, path[i]);
+		ret = trainer_load_agreed(t, path);
 		if (ret == 0 && t->rank == 0)
-			log_info("restart %d: resumed from '%s' at step %llu", t->attempt, path[i],
-				 (unsigned long long)t->step);
+			log_info("%sresumed from '%s' at step %llu%s", who, path,
+				 (unsigned long long)t->step,
+				 t->attempt ? "" : " (this job's, left by an earlier run)");
 		if (ret == 0)
 			return 1;
 		if (ret != -EINVAL)
 			return ret;
 	}
 	if (tried && t->rank == 0)
-		log_error("restart %d: no usable checkpoint in '%s' (see above): remove "
-			  "latest.safetensors and previous.safetensors to start from step 0, or "
-			  "pass --resume with a good one",
-			  t->attempt, t->cfg.checkpoint_dir);
-	return tried ? -EINVAL : 0;
+		log_error("%sno usable checkpoint in '%s' (see above): pass --fresh to start from "
+			  "step 0 and replace them, or --resume with a good one",
+			  who, t->cfg.checkpoint_dir);
+	return tried ? -EEXIST : 0;
 }
 
-/* The checkpoint to resume from: after a restart, the latest one this job
- * wrote (or the one before it, falling back to --resume, then to step 0);
- * on the first attempt, --resume if given. */
+/* The starting point: the newest usable checkpoint of this job in
+ * checkpoint_dir, whether ddplaunch restarted the group or the same command
+ * line runs again (after a crash, a requeue); else --resume; else step 0.
+ * Another job's checkpoints there are never replaced: -EEXIST, unless
+ * --fresh (first attempt) removes them first. */
 static int trainer_resume(struct trainer *t)
 {
+	float plan[RESUME_N] = {-1, -1, -1};
 	int ret = 0;
 
-	if (t->attempt > 0 && t->cfg.checkpoint_dir[0]) {
-		ret = trainer_resume_restart(t);
+	if (t->cfg.checkpoint_dir[0]) {
+		if (t->rank == 0 && t->cfg.fresh && t->attempt == 0)
+			trainer_remove_for_fresh(t);
+		if (t->rank == 0)
+			trainer_resume_plan(t, plan);
+		if (t->ddp)
+			ret = ddp_broadcast(t->ddp, plan, RESUME_N, DDP_FLOAT32, 0);
+		if (ret < 0) {
+			log_error("cannot agree on the checkpoint to resume from: %s",
+				  ddp_error(t->ddp));
+			return ret;
+		}
+		if (plan[0] == RESUME_REFUSE)
+			return -EEXIST;
+		ret = trainer_resume_dir(t, plan);
 		if (ret != 0)
 			return ret < 0 ? ret : 0;
 	}

@@ -46,7 +46,9 @@ struct trainer {
  * present), the kernels for cfg->device, the data, the model (parameters
  * broadcast from rank 0), and the starting point (a checkpoint when
  * resuming). Returns 0, or a negative errno after printing a message that
- * names the problem and the fix. */
+ * names the problem and the fix: -EEXIST when checkpoint_dir holds
+ * checkpoints this run may neither resume from nor replace (another job's,
+ * steps past this run's end, or none usable), which no restart cures. */
 int trainer_init(struct trainer *t, const struct train_config *cfg);
 
 /* Trains until the last step, writing checkpoints and metrics; returns 0 or
@@ -63,5 +65,11 @@ int trainer_ckpt_save(struct trainer *t, const char *path);
 /* Restores the state from path (every rank), including step, sampler
  * position and RNG. strict per t->cfg.strict. */
 int trainer_ckpt_load(struct trainer *t, const char *path);
+/* Reads path's metadata only: 1 when it is this job's (every "job.NAME" of
+ * config_job_settings, and the sample count, equal to this run's), 0 when
+ * not (why says the first difference), or a negative errno when it cannot
+ * be read (why says so). *step: the step it holds (0 when unknown). */
+int trainer_ckpt_peek(const struct trainer *t, const char *path, uint64_t *step, char *why,
+		      size_t len);
 
 #endif

@@ -22,12 +22,30 @@ static void test_decide(void **state)
 {
 	struct policy p = {.max_restarts = 2};
 
-	assert_int_equal(policy_decide(&p, 0, false, false), POLICY_SUCCEEDED);
-	assert_int_equal(policy_decide(&p, 0, true, false), POLICY_RESTART);
-	assert_int_equal(policy_decide(&p, 1, true, false), POLICY_RESTART);
-	assert_int_equal(policy_decide(&p, 2, true, false), POLICY_FAILED);
-	assert_int_equal(policy_decide(&p, 0, true, true), POLICY_STOPPED);
-	assert_int_equal(policy_decide(&p, 0, false, true), POLICY_STOPPED);
+	assert_int_equal(policy_decide(&p, 0, false, false, false), POLICY_SUCCEEDED);
+	assert_int_equal(policy_decide(&p, 0, true, false, false), POLICY_RESTART);
+	assert_int_equal(policy_decide(&p, 1, true, false, false), POLICY_RESTART);
+	assert_int_equal(policy_decide(&p, 2, true, false, false), POLICY_FAILED);
+	assert_int_equal(policy_decide(&p, 0, true, false, true), POLICY_STOPPED);
+	assert_int_equal(policy_decide(&p, 0, false, false, true), POLICY_STOPPED);
+	/* A failure that will repeat spends no restart; a signal still wins. */
+	assert_int_equal(policy_decide(&p, 0, true, true, false), POLICY_FAILED);
+	assert_int_equal(policy_decide(&p, 0, true, true, true), POLICY_STOPPED);
+}
+
+static void test_permanent(void **state)
+{
+	assert_true(policy_start_error_permanent(-EMFILE));
+	assert_true(policy_start_error_permanent(-ENFILE));
+	assert_true(policy_start_error_permanent(-ENOSPC));
+	assert_true(policy_start_error_permanent(-EDQUOT));
+	assert_false(policy_start_error_permanent(-EAGAIN));
+	assert_false(policy_start_error_permanent(-ENOMEM));
+	assert_false(policy_start_error_permanent(-ENOENT));
+	assert_true(policy_exit_permanent(78, 0));
+	assert_false(policy_exit_permanent(78, SIGKILL));
+	assert_false(policy_exit_permanent(1, 0));
+	assert_false(policy_exit_permanent(127, 0));
 }
 
 static void test_backoff(void **state)
@@ -123,6 +141,11 @@ static void test_summary_json(void **state)
 	assert_null(summary_first_failure(&s, 1));
 	assert_string_equal(summary_describe(&s.recs[1], how, sizeof(how)),
 			    "was killed by SIGTERM");
+	b.pid = 0; /* never started: no "pid 0" */
+	b.term_signal = 0;
+	b.exit_code = 127;
+	assert_string_equal(summary_describe(&b, how, sizeof(how)),
+			    "could not be started (exit code 127)");
 	assert_int_equal(summary_write_json(&s, path, 3, 1, 0), 0);
 	root = json_load_file(path, 0, NULL);
 	assert_non_null(root);
@@ -141,9 +164,10 @@ static void test_summary_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_decide),	cmocka_unit_test(test_backoff),
-	    cmocka_unit_test(test_exit_status), cmocka_unit_test(test_signames),
-	    cmocka_unit_test(test_error_file),	cmocka_unit_test(test_summary_json),
+	    cmocka_unit_test(test_decide),	 cmocka_unit_test(test_permanent),
+	    cmocka_unit_test(test_backoff),	 cmocka_unit_test(test_exit_status),
+	    cmocka_unit_test(test_signames),	 cmocka_unit_test(test_error_file),
+	    cmocka_unit_test(test_summary_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

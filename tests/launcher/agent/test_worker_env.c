@@ -102,6 +102,25 @@ static void test_extra_and_user_values(void **state)
 	worker_env_free(env);
 }
 
+/* The rendezvous token reaches no worker, from the agent's environment
+ * or the job file's (a worker's environment is in /proc/PID/environ). */
+static void test_no_token(void **state)
+{
+	char *base[] = {"DDP_RDZV_TOKEN=0123456789abcdef-secret", "DDP_RDZV_TOKENX=kept", NULL};
+	char *extra[] = {"DDP_RDZV_TOKEN=from-the-job-file-0123"};
+	struct worker_env_spec s = spec();
+	char **env;
+
+	s.extra = extra;
+	s.nextra = 1;
+	assert_int_equal(worker_env_build(base, &s, &env), 0);
+	assert_null(worker_env_get(env, "DDP_RDZV_TOKEN"));
+	assert_string_equal(worker_env_get(env, "DDP_RDZV_TOKENX"), "kept");
+	for (char **p = env; *p; p++)
+		assert_null(strstr(*p, "secret"));
+	worker_env_free(env);
+}
+
 static void test_omp(void **state)
 {
 	char *with[] = {"OMP_NUM_THREADS=4", NULL};
@@ -156,9 +175,8 @@ static void test_command(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_torchrun_vars),
-	    cmocka_unit_test(test_extra_and_user_values),
-	    cmocka_unit_test(test_omp),
+	    cmocka_unit_test(test_torchrun_vars), cmocka_unit_test(test_extra_and_user_values),
+	    cmocka_unit_test(test_no_token),	  cmocka_unit_test(test_omp),
 	    cmocka_unit_test(test_command),
 	};
 

@@ -241,16 +241,31 @@ static void test_token_sources(void **state)
 	struct opts_rdzv r;
 	char big[OPTS_RDZV_TOKEN_MAX + 2];
 
-	assert_int_equal(resolve("from-env", &o, &r, "--nnodes=2", NULL), 0);
-	assert_string_equal(r.token, "from-env");
+	assert_int_equal(resolve("from-env-0123456789", &o, &r, "--nnodes=2", NULL), 0);
+	assert_string_equal(r.token, "from-env-0123456789");
 	assert_string_equal(r.token_from, "DDP_RDZV_TOKEN");
 	opts_release(&o);
-	assert_int_equal(resolve("from-env", &o, &r, "--nnodes=2", "--rdzv_token=s3cret", NULL), 0);
-	assert_string_equal(r.token, "s3cret");
+	assert_int_equal(resolve("from-env-0123456789", &o, &r, "--nnodes=2",
+				 "--rdzv_token=s3cret-0123456789", NULL),
+			 0);
+	assert_string_equal(r.token, "s3cret-0123456789");
 	assert_string_equal(r.token_from, "--rdzv_token");
 	opts_release(&o);
 	assert_int_equal(resolve("", &o, &r, "--nnodes=2", NULL), 0);
 	assert_null(r.token);
+	opts_release(&o);
+	/* 15 bytes: refused, saying why and how to make a good one, from any
+	 * source (the same check refuses it under --dry_run). */
+	assert_int_equal(resolve("0123456789abcde", &o, &r, "--nnodes=2", NULL), -EINVAL);
+	assert_non_null(
+	    strstr(err, "the token from DDP_RDZV_TOKEN is 15 bytes; it must be at least 16"));
+	assert_non_null(strstr(err, "guesses of a short token offline"));
+	assert_null(strstr(err, "0123456789abcde"));
+	opts_release(&o);
+	assert_int_equal(resolve(NULL, &o, &r, "--nnodes=2", "--rdzv_token=short", NULL), -EINVAL);
+	assert_non_null(strstr(err, "from --rdzv_token is 5 bytes"));
+	opts_release(&o);
+	assert_int_equal(resolve("0123456789abcdef", &o, &r, "--nnodes=2", NULL), 0);
 	opts_release(&o);
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
@@ -343,7 +358,7 @@ static void test_etcd(void **state)
 /* The job file's key, and the token never printed by --dry_run's block. */
 static void test_jobfile_token_not_printed(void **state)
 {
-	static const char ini[] = "[launch]\nnnodes = 2\nrdzv_token = hunter2-secret\n"
+	static const char ini[] = "[launch]\nnnodes = 2\nrdzv_token = hunter2-secret-0123\n"
 				  "rdzv_conf = join_timeout=3\n";
 	struct launch_opts o;
 	struct opts_rdzv r;
@@ -357,7 +372,7 @@ static void test_jobfile_token_not_printed(void **state)
 	assert_int_equal(jobfile_load_stream(&o, f, "job.ini", err, sizeof(err)), 0);
 	fclose(f);
 	assert_int_equal(opts_rdzv_resolve(&o, NULL, &r, err, sizeof(err)), 0);
-	assert_string_equal(r.token, "hunter2-secret");
+	assert_string_equal(r.token, "hunter2-secret-0123");
 	opts_rdzv_print(&r, mem);
 	fclose(mem);
 	assert_non_null(strstr(out, "rdzv = static\n"));

@@ -2,12 +2,16 @@
  * test_session.c - the agent session client (rendezvous/session) against
  * the store server in the same libuv loop, on loopback, port 0: every
  * primitive, watches, session keys deleted when their session ends, the
- * token handshake both ways, strangers' addresses refused (127.0.0.2 and up
+ * token handshake both ways (the client proves first: a stranger's hello
+ * gets nothing that depends on the token), the agents' keys written only by
+ * sessions that proved it, tokens under 16 bytes refused, strangers'
+ * addresses refused (127.0.0.2 and up
  * are other "nodes"; only 127.0.0.1 is loopback to the store), connect
  * retries, and a real ddp-rdzvd (DDP_RDZVD) frozen or killed: on_close
  * within 2 s.
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -19,6 +23,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <uv.h>
 
 #include <cmocka.h>
@@ -472,10 +477,10 @@ static void test_auth(void **state)
 	assert_int_equal(r.status, 0);
 	store_session_close(a.s);
 
-	/* A wrong token: the client sees the store's proof fail first. */
+	/* A wrong token: the client proves first, and the store refuses it. */
 	sess_open(&f.loop, &a, f.port, "another-jobs-token", NULL, 5000);
 	assert_int_equal(a.status, -EACCES);
-	assert_non_null(strstr(a.msg, "does not know this job's token"));
+	assert_non_null(strstr(a.msg, "refused this node's proof of the token"));
 	assert_non_null(strstr(a.msg, "127.0.0.1:"));
 	/* No token at a store that has one. */
 	sess_open(&f.loop, &a, f.port, NULL, NULL, 5000);
@@ -492,16 +497,17 @@ static void test_auth(void **state)
 }
 
 /* A client that cannot authenticate (like a torch worker): connects from
- * `bind`, sends VALIDATE and a 2.x GET, and reads until the 8-byte reply or
- * the end of the connection. */
+ * `bind`, sends its bytes, and reads until `want` bytes came or the end of
+ * the connection. */
 struct raw {
 	uv_tcp_t tcp;
 	uv_connect_t creq;
 	uv_write_t wreq;
-	uint8_t req[64];
+	uint8_t req[256];
 	size_t reqlen;
-	uint8_t buf[64];
+	uint8_t buf[256];
 	size_t got;
+	size_t want;
 	int finished;
 	bool eof;
 };
@@ -522,7 +528,7 @@ static void raw_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		return;
 	}
 	r->got += (size_t)n;
-	if (r->got >= 8) {
+	if (r->got >= r->want || r->got == sizeof(r->buf)) {
 		r->finished = 1;
 		uv_read_stop(st);
 	}
@@ -546,33 +552,82 @@ static void raw_connected(uv_connect_t *c, int status)
 	uv_read_start((uv_stream_t *)&r->tcp, raw_alloc, raw_read);
 }
 
+/* Runs one raw client to its end; *r holds what it got. */
+static void raw_run(uv_loop_t *loop, int port, const char *bind, struct raw *r)
+{
+	uv_tcp_init(loop, &r->tcp);
+	r->tcp.data = r;
+	r->creq.data = r;
+	struct sockaddr_in b, to;
+	uv_ip4_addr(bind, 0, &b);
+	uv_ip4_addr("127.0.0.1", port, &to);
+	assert_int_equal(uv_tcp_bind(&r->tcp, (struct sockaddr *)&b, 0), 0);
+	assert_int_equal(uv_tcp_connect(&r->creq, &r->tcp, (struct sockaddr *)&to, raw_connected),
+			 0);
+	run_until(loop, &r->finished, 1, 5000);
+	uv_close((uv_handle_t *)&r->tcp, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* Appends a 2.x byte string (u64 length, bytes) to r's request. */
+static void raw_bytes(struct raw *r, const void *p, size_t n)
+{
+	uint64_t len = n;
+	assert_true(r->reqlen + 8 + n <= sizeof(r->req));
+	memcpy(r->req + r->reqlen, &len, 8);
+	memcpy(r->req + r->reqlen + 8, p, n);
+	r->reqlen += 8 + n;
+}
+
+static void raw_op(struct raw *r, uint8_t code)
+{
+	static const uint8_t validate[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C};
+	if (r->reqlen == 0) {
+		memcpy(r->req, validate, sizeof(validate));
+		r->reqlen = sizeof(validate);
+	}
+	r->req[r->reqlen++] = code;
+}
+
 /* Returns true when the client was served (a GET reply came); a silent
  * client sends nothing and waits for the end of the connection. */
 static bool raw_client(uv_loop_t *loop, int port, const char *bind, bool silent)
 {
 	struct raw r;
 	memset(&r, 0, sizeof(r));
-	const uint8_t frame[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, /* VALIDATE */
-				 0x03, 1,    0,	   0,	 0,    0, 0, 0, 0, 'k'};
-	memcpy(r.req, frame, sizeof(frame));
-	r.reqlen = silent ? 0 : sizeof(frame);
-	uv_tcp_init(loop, &r.tcp);
-	r.tcp.data = &r;
-	r.creq.data = &r;
-	struct sockaddr_in b, to;
-	uv_ip4_addr(bind, 0, &b);
-	uv_ip4_addr("127.0.0.1", port, &to);
-	assert_int_equal(uv_tcp_bind(&r.tcp, (struct sockaddr *)&b, 0), 0);
-	assert_int_equal(uv_tcp_connect(&r.creq, &r.tcp, (struct sockaddr *)&to, raw_connected), 0);
-	run_until(loop, &r.finished, 1, 5000);
-	uv_close((uv_handle_t *)&r.tcp, NULL);
-	uv_run(loop, UV_RUN_NOWAIT);
+	r.want = 8;
+	if (!silent) {
+		raw_op(&r, 0x03); /* GET */
+		raw_bytes(&r, "k", 1);
+	}
+	raw_run(loop, port, bind, &r);
 	return !r.eof && r.got >= 8;
 }
 
 static bool raw_served(uv_loop_t *loop, int port, const char *bind)
 {
 	return raw_client(loop, port, bind, false);
+}
+
+/* A torch 2.x client from `bind`: SET key "forged", then GET key. Returns
+ * true when it was served (the GET answered "forged"), false when the store
+ * closed the connection. */
+static bool raw_set(uv_loop_t *loop, int port, const char *bind, const char *key)
+{
+	struct raw r;
+	memset(&r, 0, sizeof(r));
+	r.want = 8 + 6;
+	raw_op(&r, 0x01); /* SET */
+	raw_bytes(&r, key, strlen(key));
+	raw_bytes(&r, "forged", 6);
+	raw_op(&r, 0x03); /* GET */
+	raw_bytes(&r, key, strlen(key));
+	raw_run(loop, port, bind, &r);
+	if (r.eof && r.got == 0)
+		return false;
+	assert_int_equal(r.got, 8 + 6);
+	assert_memory_equal(r.buf + 8, "forged", 6);
+	return true;
 }
 
 static void test_strangers(void **state)
@@ -623,6 +678,252 @@ static void test_strangers(void **state)
 	assert_non_null(strstr(a.msg, "within 0.3 s"));
 	assert_non_null(strstr(a.msg, "closed the connection during the handshake"));
 	fx_release(&f);
+}
+
+#define STATE_KEY "ddprdzv/job/state"
+
+/* With a token, the agents' keys (ddprdzv/...) are written only by agent
+ * sessions that proved it: a torch client from loopback, or from the
+ * address of a node that joined, cannot forge the rendezvous state (it is
+ * closed); it keeps every other key. Without a token nothing is protected
+ * (anyone who may connect may open a session). */
+static void test_agent_keys(void **state)
+{
+	struct fx f;
+	struct sess a;
+	struct res r = {0};
+	fx_init(&f, TOKEN, false);
+	sess_open(&f.loop, &a, f.port, TOKEN, "127.0.0.2", 5000);
+	assert_int_equal(a.status, 0);
+	assert_int_equal(store_session_set(a.s, B(STATE_KEY), B("agents"), done_cb, &r, 0), 0);
+	run_until(&f.loop, &r.n, 1, 5000);
+	assert_int_equal(r.status, 0);
+	size_t refused = store_server_refused_count(f.server);
+	assert_false(raw_set(&f.loop, f.port, "127.0.0.1", STATE_KEY));
+	assert_false(raw_set(&f.loop, f.port, "127.0.0.2", STATE_KEY)); /* a member's address */
+	assert_false(raw_set(&f.loop, f.port, "127.0.0.1", "ddprdzv/owner"));
+	assert_int_equal(store_server_refused_count(f.server), refused + 3);
+	struct store_session_bytes key = B(STATE_KEY);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(store_session_get(a.s, &key, 1, get_cb, &r, 0), 0);
+	run_until(&f.loop, &r.n, 1, 5000);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.val[0], "agents");
+	/* Torch clients keep the rest of the key space, and read the agents'. */
+	assert_true(raw_set(&f.loop, f.port, "127.0.0.1", "/default_pg/0//cpu//0/1"));
+	assert_true(raw_set(&f.loop, f.port, "127.0.0.2", "ddprdzv"));
+	assert_true(raw_served(&f.loop, f.port, "127.0.0.2"));
+	store_session_close(a.s);
+	fx_release(&f);
+
+	fx_init(&f, NULL, false);
+	assert_true(raw_set(&f.loop, f.port, "127.0.0.1", STATE_KEY));
+	fx_release(&f);
+}
+
+/* Deterministic "random" bytes, so that two handshakes can be compared. */
+static uint8_t fixed_next;
+
+static const char *fixed_name(void)
+{
+	return "fixed";
+}
+
+static uint32_t fixed_random(void)
+{
+	return fixed_next++;
+}
+
+static void fixed_stir(void)
+{
+}
+
+static void fixed_buf(void *const buf, const size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		((uint8_t *)buf)[i] = fixed_next++;
+}
+
+static int fixed_close(void)
+{
+	return 0;
+}
+
+static randombytes_implementation fixed_rng = {fixed_name, fixed_random, fixed_stir,
+					       NULL,	   fixed_buf,	 fixed_close};
+
+/* Everything a store with `token` sends a client that opens a session
+ * without proving anything (until it ends the connection, 0.3 s later). */
+static size_t hello_transcript(const char *token, uint8_t *out, size_t cap)
+{
+	struct fx f;
+	struct raw r;
+	uint8_t nonce[PROTO_SESSION_NONCE_LEN];
+	int64_t idle = 0;
+	fx_init(&f, token, false);
+	store_server_set_handshake_timeout(f.server, 300);
+	memset(&r, 0, sizeof(r));
+	memset(nonce, 0x5a, sizeof(nonce));
+	r.want = SIZE_MAX;
+	raw_op(&r, 0xA0); /* SESSION_HELLO */
+	memcpy(r.req + r.reqlen, &idle, 8);
+	r.reqlen += 8;
+	raw_bytes(&r, nonce, sizeof(nonce));
+	fixed_next = 0;
+	raw_run(&f.loop, f.port, "127.0.0.2", &r);
+	assert_true(r.eof);
+	fx_release(&f);
+	assert_true(r.got <= cap);
+	memcpy(out, r.buf, r.got);
+	return r.got;
+}
+
+/* No offline guessing: what a store sends before the client proved the
+ * token (its challenge) is the same whatever the token, so it holds
+ * nothing to test a guess against. The store's proof comes only after the
+ * client's (test_auth: the handshake still works both ways). */
+static void test_hello_reveals_nothing(void **state)
+{
+	uint8_t a[256], b[256];
+	randombytes_set_implementation(&fixed_rng);
+	size_t na = hello_transcript(TOKEN, a, sizeof(a));
+	size_t nb = hello_transcript("another-jobs-token-0123456789", b, sizeof(b));
+	randombytes_set_implementation(&randombytes_sysrandom_implementation);
+	assert_int_equal(na, nb);
+	assert_memory_equal(a, b, na);
+	/* tag, status 0, auth 1, the nonce (32 bytes), an empty proof */
+	assert_int_equal(na, 1 + 8 + 1 + 8 + PROTO_SESSION_NONCE_LEN + 8);
+}
+
+/* A fake store that takes any proof: it answers HELLO with a challenge
+ * (with a proof of `hello_proof` bytes, as version 1 did when 32), and AUTH
+ * with status 0 and a proof it cannot have made. */
+struct fake {
+	uv_tcp_t listener, conn;
+	uv_write_t w;
+	uint8_t in[256], out[128];
+	size_t got, outlen;
+	size_t hello_proof;
+	int stage;
+};
+
+static void fake_alloc(uv_handle_t *h, size_t n, uv_buf_t *buf)
+{
+	struct fake *f = h->data;
+	*buf = uv_buf_init((char *)f->in + f->got, (unsigned)(sizeof(f->in) - f->got));
+}
+
+static void fake_put(struct fake *f, const void *p, size_t n)
+{
+	memcpy(f->out + f->outlen, p, n);
+	f->outlen += n;
+}
+
+static void fake_bytes(struct fake *f, uint8_t fill, size_t n)
+{
+	uint64_t len = n;
+	uint8_t b[32];
+	memset(b, fill, sizeof(b));
+	fake_put(f, &len, 8);
+	fake_put(f, b, n);
+}
+
+static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+	static const size_t hello = 5 + 1 + 8 + 8 + 32, auth = 1 + 8 + 32;
+	struct fake *f = st->data;
+	int64_t status = 0;
+	if (n < 0) {
+		uv_read_stop(st);
+		return;
+	}
+	f->got += (size_t)n;
+	f->outlen = 0;
+	if (f->stage == 0 && f->got >= hello) {
+		fake_put(f, "\0", 1);
+		fake_put(f, &status, 8);
+		fake_put(f, "\1", 1);
+		fake_bytes(f, 0x11, 32);
+		fake_bytes(f, 0x22, f->hello_proof);
+		f->stage = 1;
+	} else if (f->stage == 1 && f->got >= hello + auth) {
+		fake_put(f, "\0", 1);
+		fake_put(f, &status, 8);
+		fake_bytes(f, 0x33, 32);
+		f->stage = 2;
+	}
+	uv_buf_t b = uv_buf_init((char *)f->out, (unsigned)f->outlen);
+	if (f->outlen)
+		assert_int_equal(uv_try_write(st, &b, 1), (int)f->outlen);
+}
+
+static void fake_accept(uv_stream_t *l, int status)
+{
+	struct fake *f = l->data;
+	uv_tcp_init(l->loop, &f->conn);
+	f->conn.data = f;
+	assert_int_equal(uv_accept(l, (uv_stream_t *)&f->conn), 0);
+	uv_read_start((uv_stream_t *)&f->conn, fake_alloc, fake_read);
+}
+
+static void fake_session(size_t hello_proof, struct sess *a)
+{
+	uv_loop_t loop;
+	struct fake f;
+	struct sockaddr_in sa;
+	int len = sizeof(sa);
+	memset(&f, 0, sizeof(f));
+	f.hello_proof = hello_proof;
+	assert_int_equal(uv_loop_init(&loop), 0);
+	uv_tcp_init(&loop, &f.listener);
+	f.listener.data = &f;
+	uv_ip4_addr("127.0.0.1", 0, &sa);
+	assert_int_equal(uv_tcp_bind(&f.listener, (struct sockaddr *)&sa, 0), 0);
+	assert_int_equal(uv_listen((uv_stream_t *)&f.listener, 4, fake_accept), 0);
+	uv_tcp_getsockname(&f.listener, (struct sockaddr *)&sa, &len);
+	sess_open(&loop, a, ntohs(sa.sin_port), TOKEN, NULL, 5000);
+	assert_int_equal(f.stage, hello_proof ? 1 : 2);
+	uv_close((uv_handle_t *)&f.listener, NULL);
+	if (uv_is_active((uv_handle_t *)&f.conn) || f.conn.loop)
+		uv_close((uv_handle_t *)&f.conn, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* The store proves the token too: one that accepts any proof but cannot
+ * make its own is left; a version-1 store (its proof in the HELLO reply)
+ * is told apart and refused without the client's proof. */
+static void test_fake_store(void **state)
+{
+	struct sess a;
+	fake_session(0, &a);
+	assert_int_equal(a.status, -EACCES);
+	assert_non_null(strstr(a.msg, "does not know this job's token"));
+	fake_session(PROTO_SESSION_PROOF_LEN, &a);
+	assert_int_equal(a.status, -EACCES);
+	assert_non_null(strstr(a.msg, "speaks an older handshake"));
+}
+
+/* Tokens shorter than 16 bytes are refused on both sides (proto_auth.h). */
+static void test_short_token(void **state)
+{
+	uv_loop_t loop;
+	struct store_server *server;
+	struct store_session *s;
+	struct store_session_opts o;
+	assert_int_equal(uv_loop_init(&loop), 0);
+	assert_int_equal(store_server_new(&loop, NULL, &server), 0);
+	assert_int_equal(store_server_set_token(server, "0123456789abcde", 15), -EINVAL);
+	assert_int_equal(store_server_set_token(server, "0123456789abcdef", 16), 0);
+	store_server_close(server, NULL, NULL);
+	store_session_opts_default(&o);
+	o.host = "127.0.0.1";
+	o.port = 1;
+	o.token = "0123456789abcde";
+	o.token_len = 15;
+	assert_int_equal(store_session_connect(&loop, &o, on_connect, on_close, NULL, &s), -EINVAL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 /* A session that asked for an idle timeout is ended by the store when it
@@ -860,12 +1161,21 @@ int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_primitives),		cmocka_unit_test(test_watch),
-	    cmocka_unit_test(test_session_keys),	cmocka_unit_test(test_close_fails_pending),
-	    cmocka_unit_test(test_close_from_callback), cmocka_unit_test(test_auth),
-	    cmocka_unit_test(test_strangers),		cmocka_unit_test(test_connect_retries),
-	    cmocka_unit_test(test_idle_timeout),	cmocka_unit_test(test_loop_paused),
+	    cmocka_unit_test(test_primitives),
+	    cmocka_unit_test(test_watch),
+	    cmocka_unit_test(test_session_keys),
+	    cmocka_unit_test(test_close_fails_pending),
+	    cmocka_unit_test(test_close_from_callback),
+	    cmocka_unit_test(test_auth),
+	    cmocka_unit_test(test_strangers),
+	    cmocka_unit_test(test_connect_retries),
+	    cmocka_unit_test(test_idle_timeout),
+	    cmocka_unit_test(test_loop_paused),
 	    cmocka_unit_test(test_host_lost),
+	    cmocka_unit_test(test_agent_keys),
+	    cmocka_unit_test(test_hello_reveals_nothing),
+	    cmocka_unit_test(test_short_token),
+	    cmocka_unit_test(test_fake_store),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,8 +79,14 @@ def main():
     del os.environ["DDP_RDZV_TOKEN"]
     empty = os.path.join(tmp.name, "empty")
     open(empty, "w").close()
+    short = os.path.join(tmp.name, "short")
+    with open(short, "w") as f:
+        f.write("0123456789abcde\n")
+    os.chmod(short, 0o600)
     for args, want in (
         (["--token-file", empty], "is empty"),
+        (["--token-file", short], "is 15 bytes; it must be at least 16, because whoever "
+         "records one handshake can test guesses of a short token offline"),
         (["--token-file", os.path.join(tmp.name, "missing")], "cannot read the token file"),
         (["--allow", "node7"], "is not an IPv4 or IPv6 address"),
     ):

@@ -675,11 +675,64 @@ def case_bad_inputs(env, args):
     print("bad_inputs: %d refusals, each naming the path and what it is" % len(cases))
 
 
+def case_rerun(env, args):
+    """The same command line run again after the job died resumes its
+    checkpoints; another job's are refused (exit 78) until --fresh; a full
+    /dev/shm or disk exits 78 at once, restarts unspent."""
+    ck = os.path.join(env.tmp, "ck")
+    extra = ["--max_steps", "60", "--checkpoint_every", "10"]
+    p = env.launch(2, digits_args(env, ck, extra + ["--fault_kill_step", "25",
+                                                     "--fault_rank", "1"]), expect_ok=False)
+    check(p.returncode != 0, "the fault did not end the first run")
+    p = env.launch(2, digits_args(env, ck, extra))
+    check("resumed from '%s' at step 20" % os.path.join(ck, "latest.safetensors") in p.stderr,
+          "the re-run did not resume at step 20:\n" + p.stderr[-2000:])
+    base = os.path.join(env.tmp, "base")
+    env.launch(2, digits_args(env, base, extra))
+    check(open(os.path.join(base, "final.safetensors"), "rb").read() ==
+          open(os.path.join(ck, "final.safetensors"), "rb").read(),
+          "the resumed re-run's final checkpoint differs from an undisturbed run's")
+    before = open(os.path.join(ck, "final.safetensors"), "rb").read()
+    p = env.launch(2, digits_args(env, ck, extra + ["--hidden", "128"]), max_restarts=2,
+                   expect_ok=False)
+    check(p.returncode == 78 and "its hidden is '256,256', this run's '128'" in p.stderr
+          and "--fresh" in p.stderr and "restarting the worker group" not in p.stderr,
+          "another job's checkpoints were not refused (78, once):\n" + p.stderr[-2000:])
+    check(open(os.path.join(ck, "final.safetensors"), "rb").read() == before,
+          "the refused run changed the checkpoints")
+    env.launch(2, digits_args(env, ck, extra + ["--hidden", "128", "--fresh"]))
+    if os.geteuid() != 0:
+        print("rerun: not root, the full /dev/shm and disk parts are skipped")
+        return
+    full_shm = ("mount -t tmpfs -o size=8k tmpfs /dev/shm && exec \"$@\"")
+    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", full_shm, "sh",
+           env.launcher, "--standalone", "--nproc_per_node=2", "--max_restarts=2",
+           env.trainer, "--config", os.path.join(env.source, "configs", "digits.ini"),
+           "--max_steps", "5", "--device", "cpu"]
+    p = env._run(cmd, expect_ok=False)
+    check(p.returncode == 78 and "/dev/shm" in p.stderr
+          and "restarting the worker group" not in p.stderr,
+          "a full /dev/shm did not stop at once with 78:\n" + p.stderr[-2000:])
+    mnt = os.path.join(env.tmp, "small")
+    os.mkdir(mnt)
+    full_disk = ("mount -t tmpfs -o size=64k tmpfs \"$0\" && exec \"$@\"")
+    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", full_disk, mnt,
+           env.launcher, "--standalone", "--nproc_per_node=2", "--max_restarts=2",
+           env.trainer] + digits_args(env, os.path.join(mnt, "ck"), ["--max_steps", "5"])
+    p = env._run(cmd, expect_ok=False)
+    check(p.returncode == 78 and "no space left on the file system of checkpoint_dir"
+          in p.stderr and "writable" not in p.stderr
+          and "restarting the worker group" not in p.stderr,
+          "a full disk did not stop at once with 78:\n" + p.stderr[-2000:])
+    print("rerun: resumed at step 20 (final identical), another job refused with 78, "
+          "--fresh replaced it; full /dev/shm and disk exit 78 unrestarted")
+
+
 CASES = {"digits": case_digits, "equivalence": case_equivalence, "resume": case_resume,
          "resume_external": case_resume_external,
          "pitfalls": case_pitfalls, "real_client": case_real_client,
          "ckpt_verify": case_ckpt_verify, "ckpt_fallback": case_ckpt_fallback,
-         "no_strict": case_no_strict, "outputs": case_outputs, "bad_inputs": case_bad_inputs}
+         "no_strict": case_no_strict, "outputs": case_outputs, "rerun": case_rerun, "bad_inputs": case_bad_inputs}
 
 
 def main():
