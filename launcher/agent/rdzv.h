@@ -15,9 +15,11 @@
  *   starts connecting) -> per attempt: rdzv_join -> spawn with the round ->
  *   the workers end on their own: rdzv_group_exited -> rdzv_join again ...
  * and hears, through struct rdzv_events:
- *   round_over  the running round is over (a node died, left or joined, or
- *               workers failed elsewhere): stop the local workers (SIGTERM,
- *               grace) without counting a failure, then rdzv_join
+ *   round_over  the running round is over (a node died, left or joined,
+ *               workers failed elsewhere, or this node lost its session with
+ *               the store and joins again as a new node): stop the local
+ *               workers (SIGTERM, grace) without counting a failure, then
+ *               rdzv_join
  *   ended       FINISHED (exit 0), LEFT (after rdzv_leave), FAILED (msg
  *               is the user-facing reason) or REFUSED (another job's store
  *               or run id; exit 2): stop any workers and exit

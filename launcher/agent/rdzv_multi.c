@@ -27,6 +27,10 @@
 #define DRV_WAIT_FIRST_MS 3000u
 #define DRV_WAIT_MAX_MS	  60000u
 
+/* The machine's timer this late means this process did not run (SIGSTOP, a
+ * VM migration, a swapped-out host): rdzv_resumed. */
+#define DRV_PAUSE_MS 500
+
 static void drv_drain(struct rdzv_multi *d);
 
 int64_t drv_now(void)
@@ -254,9 +258,19 @@ static void drv_round_over(struct rdzv_multi *d, const char *why)
 static void drv_timer_cb(uv_timer_t *t)
 {
 	struct rdzv_multi *d = t->data;
+	int64_t now = drv_now();
 
-	if (d->phase == DRV_ON)
-		drv_after(d, rdzv_on_timer(d->m, drv_now()));
+	if (d->phase != DRV_ON)
+		return;
+	/* libuv runs the expired timers before it reads the sockets: after a
+	 * pause the peers' beats wait unread, and must be heard first. */
+	if (now > d->timer_due + DRV_PAUSE_MS) {
+		log_info("this agent did not run for %.1f s (stopped, or its host was); the "
+			 "others' liveness is judged from now",
+			 (double)(now - d->timer_due) / 1000.0);
+		rdzv_resumed(d->m, now);
+	}
+	drv_after(d, rdzv_on_timer(d->m, now));
 }
 
 static void drv_arm(struct rdzv_multi *d, int64_t at)
@@ -268,8 +282,10 @@ static void drv_arm(struct rdzv_multi *d, int64_t at)
 	 * timer callback again in the same pass, before any I/O; a deadline
 	 * already past (one the machine asks for again while it waits for an
 	 * answer) would spin without ever reading the answer. */
-	if (at >= 0)
-		uv_timer_start(&d->timer, drv_timer_cb, (uint64_t)(at > now + 1 ? at - now : 1), 0);
+	if (at < 0)
+		return;
+	d->timer_due = at > now + 1 ? at : now + 1;
+	uv_timer_start(&d->timer, drv_timer_cb, (uint64_t)(d->timer_due - now), 0);
 }
 
 /* Performs one request; returns the backend's code. */
@@ -443,27 +459,72 @@ static void sink_event(void *p, uint64_t watch, int status, struct rdzv_value v)
 	drv_after(d, rdzv_on_key(d->m, drv_now(), watch, v));
 }
 
+static int drv_open(struct rdzv_multi *d, int64_t connect_timeout_ms);
+
+static const char *drv_store_owner(const struct rdzv_multi *d)
+{
+	return d->c.mode == OPTS_RDZV_STATIC ? "node 0's agent" : "the endpoint's host";
+}
+
+/* The session ended while the job goes on: this node did not run for longer
+ * than the keep-alive window (the store ended its session; the others
+ * re-form without it), or the store did not answer for that long (its host
+ * stopped, or a partition). A node that comes back is a joiner, not a
+ * failure: its machine goes, its workers stop with no restart counted, and
+ * a new session joins again as a new node. A closed connection gets one
+ * attempt (a store that died refuses it at once), a silent store until the
+ * join deadline. Returns whether the node rejoins. */
+static bool drv_rejoin(struct rdzv_multi *d, int status, const char *msg)
+{
+	double secs = status == -ETIMEDOUT ? d->c.conf.join_timeout : 0;
+
+	if (d->c.mode == OPTS_RDZV_ETCD || d->shutdown || d->leaving || d->phase != DRV_ON ||
+	    status == -EPROTO)
+		return false;
+	snprintf(d->lost_msg, sizeof(d->lost_msg), "%s", msg);
+	uv_timer_stop(&d->timer);
+	rdzv_machine_free(d->m);
+	d->m = NULL;
+	d->have_round = false;
+	d->rejoins++;
+	if (drv_open(d, (int64_t)(secs * 1000.0)) < 0)
+		return false;
+	if (secs > 0)
+		log_warn("%s; this node rejoins run id '%s' as a new node, trying until the join "
+			 "deadline (join_timeout=%g s)",
+			 msg, d->run_id, secs);
+	else
+		log_warn("%s; this node rejoins run id '%s' as a new node if the store (hosted by "
+			 "%s) is still there",
+			 msg, d->run_id, drv_store_owner(d));
+	if (d->ev)
+		d->ev->round_over(d->ev_arg, "this node lost the rendezvous store");
+	return true;
+}
+
 static void sink_lost(void *p, int status, const char *msg)
 {
 	struct rdzv_multi *d = p;
 
 	d->be = NULL; /* the backend freed itself */
-	if (d->phase == DRV_ENDED)
+	if (d->phase == DRV_ENDED || drv_rejoin(d, status, msg))
 		return;
 	if (d->c.mode == OPTS_RDZV_ETCD)
 		drv_fail(d, "%s; run id '%s' cannot go on without etcd", msg, d->run_id);
 	else
 		drv_fail(d,
 			 "%s; run id '%s' cannot go on without its rendezvous store (hosted by %s)",
-			 msg, d->run_id,
-			 d->c.mode == OPTS_RDZV_STATIC ? "node 0's agent" : "the endpoint's host");
+			 msg, d->run_id, drv_store_owner(d));
 }
 
-/* A node id that is unique per agent: its address and process id. */
+/* A node id that is unique per agent: its address and process id (and,
+ * after it lost the store, the rejoin's number: the others may not yet have
+ * seen the old one go). */
 static void drv_node_id(struct rdzv_multi *d)
 {
-	char pid[24];
-	int n = snprintf(pid, sizeof(pid), ":%d", (int)getpid());
+	char pid[40];
+	int n = d->rejoins ? snprintf(pid, sizeof(pid), ":%d.%d", (int)getpid(), d->rejoins)
+			   : snprintf(pid, sizeof(pid), ":%d", (int)getpid());
 	size_t keep = strlen(d->addr);
 
 	if (keep + (size_t)n > RDZV_ID_MAX)
@@ -543,7 +604,13 @@ static void sink_connected(void *p, int status, const char *msg)
 	uv_timer_stop(&d->timer); /* the reminder */
 	if (status < 0) {
 		d->be = NULL;
-		drv_fail(d, "%s", msg);
+		if (d->rejoins)
+			drv_fail(d,
+				 "%s; and then %s; run id '%s' cannot go on without its "
+				 "rendezvous store (hosted by %s)",
+				 d->lost_msg, msg, d->run_id, drv_store_owner(d));
+		else
+			drv_fail(d, "%s", msg);
 		return;
 	}
 	if (d->local_addr)
@@ -691,18 +758,48 @@ static void drv_etcd_config(struct rdzv_multi *d, struct rdzv_prims_config *pc)
 	snprintf(d->peer, sizeof(d->peer), "%.*s", (int)sizeof(d->peer) - 1, d->c.endpoints);
 }
 
+/* Opens the session (again, after a loss), connecting for up to
+ * connect_timeout_ms. Liveness, on both sides, is the keep-alive window: the
+ * store ends a session silent that long, and the session is lost when a
+ * ping waits that long; a ping each keep_alive_interval, at least two
+ * within the window. */
+static int drv_open(struct rdzv_multi *d, int64_t connect_timeout_ms)
+{
+	const struct opts_rdzv_conf *c = &d->c.conf;
+	uint32_t every = (uint32_t)(c->keep_alive_interval * 1000.0 + 0.5);
+	uint32_t window =
+	    (uint32_t)(c->keep_alive_interval * 1000.0 * (double)c->keep_alive_max_attempt + 0.5);
+	struct rdzv_prims_config pc = {
+	    .loop = d->loop,
+	    .token = d->token,
+	    .token_len = d->token ? strlen(d->token) : 0,
+	    .connect_timeout_ms = connect_timeout_ms,
+	    .idle_timeout_ms = window,
+	    .ping_interval_ms = every < window / 2 ? every : window / 2,
+	};
+	int rc;
+
+	/* The host talks to its own store at the address it bound. */
+	pc.host = d->rstore ? d->bind_lit : d->c.host;
+	pc.port = (uint16_t)d->c.port;
+	pc.bind_addr = d->local_addr && rdzv_host_is_literal(d->local_addr) ? d->local_addr : NULL;
+	if (d->c.mode == OPTS_RDZV_ETCD)
+		drv_etcd_config(d, &pc);
+	rc = d->ops->open(&pc, &drv_sink, d, &d->be);
+	if (rc < 0) {
+		log_error("cannot connect to the rendezvous store at %s: %s", d->peer,
+			  strerror(-rc));
+		return rc;
+	}
+	d->phase = DRV_CONNECTING;
+	drv_wait_start(d);
+	return 0;
+}
+
 int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_events *ev,
 		      void *arg)
 {
-	const struct opts_rdzv_conf *c = &d->c.conf;
-	struct rdzv_prims_config pc = {
-	    .loop = loop,
-	    .token = d->token,
-	    .token_len = d->token ? strlen(d->token) : 0,
-	    .connect_timeout_ms = (int64_t)(c->join_timeout * 1000.0),
-	    .idle_timeout_ms =
-		(uint32_t)(c->keep_alive_interval * 1000.0 * (double)c->keep_alive_max_attempt),
-	};
+	const char *host;
 	int rc;
 
 	d->loop = loop;
@@ -719,23 +816,10 @@ int rdzv_multi_attach(struct rdzv_multi *d, uv_loop_t *loop, const struct rdzv_e
 			  "the port that host reported");
 		return -EINVAL;
 	}
-	/* The host talks to its own store at the address it bound. */
-	pc.host = d->rstore ? d->bind_lit : d->c.host;
-	pc.port = (uint16_t)d->c.port;
-	pc.bind_addr = d->local_addr && rdzv_host_is_literal(d->local_addr) ? d->local_addr : NULL;
-	snprintf(d->peer, sizeof(d->peer), "%s%s%s:%d", strchr(pc.host, ':') ? "[" : "", pc.host,
-		 strchr(pc.host, ':') ? "]" : "", d->c.port);
-	if (d->c.mode == OPTS_RDZV_ETCD)
-		drv_etcd_config(d, &pc);
-	rc = d->ops->open(&pc, &drv_sink, d, &d->be);
-	if (rc < 0) {
-		log_error("cannot connect to the rendezvous store at %s: %s", d->peer,
-			  strerror(-rc));
-		return rc;
-	}
-	d->phase = DRV_CONNECTING;
-	drv_wait_start(d);
-	return 0;
+	host = d->rstore ? d->bind_lit : d->c.host;
+	snprintf(d->peer, sizeof(d->peer), "%s%s%s:%d", strchr(host, ':') ? "[" : "", host,
+		 strchr(host, ':') ? "]" : "", d->c.port);
+	return drv_open(d, (int64_t)(d->c.conf.join_timeout * 1000.0));
 }
 
 int rdzv_multi_join(struct rdzv_multi *d, rdzv_joined_fn done, void *arg)

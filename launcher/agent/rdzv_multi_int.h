@@ -48,11 +48,14 @@ struct rdzv_multi {
 	int exit_status;
 	int64_t fail_grace_ms; /* the machine's fail_grace_ms, for the log */
 
-	uv_timer_t timer;    /* the machine's one timer; while connecting, the
-				reminder that the store does not answer */
-	int64_t wait_since;  /* drv_now() when the connecting began */
-	uint64_t wait_delay; /* ms until the next reminder */
-	bool handles;	     /* timer and linger are initialised */
+	uv_timer_t timer;		   /* the machine's one timer; while connecting, the
+					      reminder that the store does not answer */
+	int64_t timer_due;		   /* drv_now() when the machine's timer should fire */
+	int rejoins;			   /* sessions reopened after losing the store */
+	char lost_msg[RDZV_PRIMS_MSG_MAX]; /* why, while rejoining */
+	int64_t wait_since;		   /* drv_now() when the connecting began */
+	uint64_t wait_delay;		   /* ms until the next reminder */
+	bool handles;			   /* timer and linger are initialised */
 	char addr[RDZV_ADDR_MAX + 1];
 	char node_id[RDZV_ID_MAX + 1];
 

@@ -50,7 +50,12 @@ struct rdzv_prims_config {
 	size_t token_len;
 	const char *bind_addr;	    /* connect from this literal, or NULL */
 	int64_t connect_timeout_ms; /* keep trying this long */
-	uint32_t idle_timeout_ms;   /* the store ends a session silent this long (0: never) */
+	uint32_t idle_timeout_ms;   /* the keep-alive window: the store ends a session
+				       silent this long (0: never); our store's
+				       session is lost when a ping is unanswered
+				       this long */
+	uint32_t ping_interval_ms;  /* our store: a ping this often (0: the
+				       session's default, with its deadline) */
 	/* etcd only (NULL where not given): the endpoint list ("h1:2379,
 	 * https://h2:2379"; host/port above are unused), TLS files and the
 	 * user and password of etcd's authentication; each request's deadline

@@ -102,6 +102,11 @@ static int sess_open(const struct rdzv_prims_config *cfg, const struct rdzv_prim
 	o.bind_addr = cfg->bind_addr;
 	o.connect_timeout_ms = cfg->connect_timeout_ms;
 	o.server_idle_timeout_ms = cfg->idle_timeout_ms;
+	/* Both sides judge liveness by the keep-alive window. */
+	if (cfg->ping_interval_ms && cfg->idle_timeout_ms > cfg->ping_interval_ms) {
+		o.ping_interval_ms = cfg->ping_interval_ms;
+		o.ping_timeout_ms = cfg->idle_timeout_ms;
+	}
 	rc = store_session_connect(cfg->loop, &o, on_connect, on_close, be, &be->s);
 	if (rc < 0) {
 		free(be);

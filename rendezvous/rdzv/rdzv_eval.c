@@ -381,6 +381,12 @@ void rdzv_timer_check(struct rdzv_machine *m, int64_t now)
 	}
 }
 
+void rdzv_resumed(struct rdzv_machine *m, int64_t now)
+{
+	if (m->ring_deadline >= 0 && m->ring_deadline < now + stale_span(m))
+		m->ring_deadline = now + stale_span(m);
+}
+
 static void earliest(int64_t *at, int64_t t)
 {
 	if (t >= 0 && (*at < 0 || t < *at))

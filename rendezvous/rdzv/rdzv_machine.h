@@ -224,6 +224,14 @@ int rdzv_on_key(struct rdzv_machine *m, int64_t now_ms, uint64_t watch, struct r
 
 int rdzv_on_timer(struct rdzv_machine *m, int64_t now_ms);
 
+/* This process was stopped and runs again (the driver's timer came far too
+ * late: SIGSTOP, a VM migration, a swapped-out host). A liveness deadline
+ * that ran out during the pause is moved to now + the keep-alive window:
+ * the peers' heartbeats that arrived meanwhile are read after this call, and
+ * a node is judged by what is heard after the thaw, never by the pause
+ * alone. Call it before rdzv_on_timer. */
+void rdzv_resumed(struct rdzv_machine *m, int64_t now_ms);
+
 /* Stop requested (SIGTERM): leave. A member of a running round tells the
  * others first (they re-form at once), within close_timeout; then LEFT. */
 int rdzv_stop(struct rdzv_machine *m, int64_t now_ms);

@@ -18,6 +18,7 @@
 
 #define ACCESS_LOG_GAP_MS   1000 /* at most one refusal line per second */
 #define ACCESS_SWEEP_MS	    100
+#define ACCESS_PAUSE_MS	    500	  /* a sweep this late: the process did not run */
 #define ACCESS_HANDSHAKE_MS 10000 /* default: a stranger's time to prove the token */
 
 /* Addresses as 16 bytes: IPv6, IPv4 as its mapped form ::ffff:a.b.c.d. */
@@ -36,6 +37,7 @@ struct store_access {
 	bool logged;
 	uint64_t handshake_ms;
 	uv_timer_t *sweep;
+	uint64_t swept_ms; /* uv_now() of the last sweep */
 };
 
 static struct store_access *access_get(struct store_server *server)
@@ -294,10 +296,29 @@ void store_access_joined(struct store_conn *conn)
 		log_debug("store: out of memory allowing a joined node's address");
 }
 
+/* After a pause of this process (SIGSTOP, a VM migration, a swapped-out
+ * host) libuv runs the sweep before it reads the sockets, where the agents'
+ * pings wait: their silence is counted from the thaw, not across it. */
+static void access_thawed(struct store_server *server, uint64_t now)
+{
+	struct store_access *acc = server->access;
+	uint64_t gap = now > acc->swept_ms ? now - acc->swept_ms : 0;
+	acc->swept_ms = now;
+	if (gap <= ACCESS_SWEEP_MS + ACCESS_PAUSE_MS)
+		return;
+	log_debug("store: this process did not run for %llu ms; agent sessions' silence counts "
+		  "from now",
+		  (unsigned long long)gap);
+	for (struct store_conn *c = server->conns; c; c = c->next)
+		if (c->agent && c->agent->phase == AGENT_READY && c->agent->last_ms < now)
+			c->agent->last_ms = now;
+}
+
 static void access_sweep(uv_timer_t *timer)
 {
 	struct store_server *server = timer->data;
 	uint64_t now = uv_now(server->loop);
+	access_thawed(server, now);
 	for (struct store_conn *c = server->conns; c; c = c->next) {
 		struct store_agent *ag = c->agent;
 		if (c->state == CONN_CLOSING || !ag)
@@ -343,7 +364,8 @@ void store_access_watch_idle(struct store_server *server)
 	}
 	t->data = server;
 	uv_timer_start(t, access_sweep, ACCESS_SWEEP_MS, ACCESS_SWEEP_MS);
-	uv_unref((uv_handle_t *)t); /* never keeps the loop alive by itself */
+	acc->swept_ms = uv_now(server->loop); /* a pause before the first sweep counts */
+	uv_unref((uv_handle_t *)t);	      /* never keeps the loop alive by itself */
 	acc->sweep = t;
 }
 

@@ -13,27 +13,52 @@
 
 /* ---- pings ---- */
 
+/* A ping tick this late means that this process did not run (SIGSTOP, a VM
+ * migration, a swapped-out or overloaded host), not that the store is
+ * silent: a loaded machine's scheduling delays are far shorter. */
+#define SESS_PAUSE_MS 500
+
+static void ping_tick(uv_timer_t *t);
+
+static void ping_arm(struct store_session *s, uint64_t now, uint64_t delay)
+{
+	s->ping_due = now + delay;
+	uv_timer_start(&s->ping, ping_tick, delay, 0);
+}
+
+static uint64_t later(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
 static void ping_tick(uv_timer_t *t)
 {
 	struct store_session *s = t->data;
 	if (s->phase != SESS_READY)
 		return;
 	uint64_t now = sess_now_ms();
+	/* After a pause libuv runs the expired timers before it reads the
+	 * socket, where the store's answers wait: the silence is counted
+	 * from the thaw, so the store gets the whole timeout to be heard. */
+	if (now > s->ping_due + SESS_PAUSE_MS)
+		s->resumed = now;
 	if (!s->ping_out) {
 		s->ping_nonce++;
 		if (sess_push_ping(s) < 0) {
-			uv_timer_start(&s->ping, ping_tick, s->opts.ping_interval_ms, 0);
+			ping_arm(s, now, s->opts.ping_interval_ms);
 			return;
 		}
 		s->ping_out = true;
 		s->ping_sent = now;
 	}
-	/* Lost when nothing at all was heard for the timeout while a ping
-	 * waits: a store frozen just after its last word is noticed
-	 * ping_timeout_ms later, not an interval more. */
-	uint64_t deadline = s->last_heard + s->opts.ping_timeout_ms;
+	/* Lost when nothing at all was heard for the timeout since the
+	 * waiting ping went out (and since the thaw): a store frozen just
+	 * after its last word is noticed ping_timeout_ms after the next
+	 * ping, and a store that answers within the timeout is never lost. */
+	uint64_t since = later(later(s->last_heard, s->ping_sent), s->resumed);
+	uint64_t deadline = since + s->opts.ping_timeout_ms;
 	if (now < deadline) {
-		uv_timer_start(&s->ping, ping_tick, deadline - now, 0);
+		ping_arm(s, now, deadline - now);
 		return;
 	}
 	char why[96], secs[32];
@@ -48,7 +73,7 @@ void sess_ping_answered(struct store_session *s)
 	uint64_t now = sess_now_ms();
 	uint64_t next = s->ping_sent + s->opts.ping_interval_ms;
 	s->ping_out = false;
-	uv_timer_start(&s->ping, ping_tick, next > now ? next - now : 0, 0);
+	ping_arm(s, now, next > now ? next - now : 0);
 }
 
 /* ---- the handshake ---- */
@@ -68,7 +93,7 @@ static void become_ready(struct store_session *s)
 	}
 	sess_flush(s);
 	if (s->opts.ping_interval_ms)
-		uv_timer_start(&s->ping, ping_tick, s->opts.ping_interval_ms, 0);
+		ping_arm(s, s->last_heard, s->opts.ping_interval_ms);
 	s->dispatching++;
 	s->on_connect(s, s->arg, 0, "");
 	s->dispatching--;

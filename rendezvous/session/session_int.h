@@ -112,6 +112,8 @@ struct store_session {
 	bool ping_out;	     /* one ping awaits its answer */
 	uint64_t ping_sent;  /* when it was sent */
 	uint64_t last_heard; /* when bytes last came from the store */
+	uint64_t ping_due;   /* when the ping timer should fire */
+	uint64_t resumed;    /* when a pause of this process last ended */
 	uint32_t ping_nonce;
 
 	int dispatching; /* > 0 while callbacks run: freeing waits */

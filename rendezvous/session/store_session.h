@@ -55,11 +55,18 @@
  *
  * Liveness: TCP keep-alive is on, a ping goes out every ping_interval_ms
  * (one at a time), and when nothing at all has come from the store for
- * ping_timeout_ms while a ping waits, the connection is declared lost
- * (on_close with -ETIMEDOUT): with the defaults a dead or frozen store
- * host, or a partition, is noticed 1.5 s after the store's last word, even
- * when the session is otherwise silent. A closed connection (the store
- * process died, or the store closed it) is noticed at once (-ECONNRESET).
+ * ping_timeout_ms since the waiting ping went out, the connection is
+ * declared lost (on_close with -ETIMEDOUT): a dead or frozen store host, or
+ * a partition, is noticed even when the session is otherwise silent, and a
+ * store that answers each ping within ping_timeout_ms (a store host paused
+ * for less than that) never is. A pause of this process (SIGSTOP, a VM
+ * migration, a swapped-out host: a ping tick that runs 0.5 s or more late)
+ * is not the store's silence: it is counted from the thaw, so what the
+ * store sent meanwhile is read before anything is concluded. Agents set
+ * the two from --rdzv_conf's keep_alive_interval and its window
+ * (keep_alive_interval x keep_alive_max_attempt). A closed connection (the
+ * store process died, or the store closed it) is noticed at once
+ * (-ECONNRESET).
  *
  * Not thread-safe: one session belongs to one loop and is used from that
  * loop's thread only.
@@ -103,8 +110,9 @@ struct store_session_opts {
 	int64_t connect_timeout_ms;	 /* retry until this long after the call (the
 					    join deadline); 0 means one attempt */
 	uint32_t ping_interval_ms;	 /* 0: no pings (TCP keep-alive only) */
-	uint32_t ping_timeout_ms;	 /* nothing heard this long while a ping
-					    waits: lost (must exceed the interval) */
+	uint32_t ping_timeout_ms;	 /* nothing heard this long since the
+					    waiting ping went out: lost (must
+					    exceed the interval) */
 	uint32_t server_idle_timeout_ms; /* asks the store to end this session
 					    when it hears nothing from it this
 					    long (its session keys go with it;
@@ -136,7 +144,7 @@ typedef void (*store_session_connect_fn)(struct store_session *s, void *arg, int
  * -ECONNRESET (the store closed the connection, or its process died),
  * -ETIMEDOUT (pings unanswered: host dead, frozen or cut off) or -EPROTO
  * (the store sent bytes this client cannot parse); msg names host:port,
- * e.g. "lost the store at node0:29400: no answer for 1.5 s". Runs once,
+ * e.g. "lost the store at node0:29400: no answer for 15 s". Runs once,
  * after every pending request and watch has been failed with -ECONNRESET;
  * the session is freed after it returns. */
 typedef void (*store_session_close_fn)(struct store_session *s, void *arg, int status,

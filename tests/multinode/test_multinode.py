@@ -491,7 +491,7 @@ class NetnsCase(MultiNodeCase):
 
 class Partition(NetnsCase):
     def test_partition_caught_by_heartbeats(self):
-        conf = fast_conf(keep_alive_interval=0.5, keep_alive_max_attempt=2)
+        conf = fast_conf(keep_alive_interval=0.5, keep_alive_max_attempt=2, join_timeout=6)
         first = self.ns_agent(0, self.ns_c10d("2:3", 0, [conf]))
         port = self.host_port(first)
         nodes = [first] + [self.ns_agent(i, self.ns_c10d("2:3", port, [conf])) for i in (1, 2)]
@@ -503,10 +503,14 @@ class Partition(NetnsCase):
         for p in nodes[:2]:
             t_run, _ = p.wait_line(r"MNW .*groups=2", after=t_cut, timeout=15)
             self.assertLess(t_run - t_cut, 5.0, p.text())
-        # the cut-off node loses the store and says which
+        # the cut-off node loses the store and says which, tries to rejoin
+        # until its join deadline (a pause would have ended), then fails
+        t_lost, _ = nodes[2].wait_line(r"lost the store at .*rejoins run id 'job'",
+                                       after=t_cut, timeout=10)
+        self.assertLess(t_lost - t_cut, 3.0, nodes[2].text())
         rc, t_end = nodes[2].wait(15)
         self.assertNotEqual(rc, 0)
-        self.assertLess(t_end - t_cut, 3.0, nodes[2].text())
+        self.assertLess(t_end - t_lost, 6.0 + 3.0, nodes[2].text())
         self.assertIn("%s:%d" % (self.hosts.addr(0), port), nodes[2].text())
         for p in nodes[:2]:
             p.signal(signal.SIGTERM)
