@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -341,6 +342,22 @@ static int rdzvd_access(struct rdzvd *d, const char *host)
 	return 0;
 }
 
+/* Buffers this large or larger get a mapping of their own (malloc.h). */
+#define RDZVD_MMAP_THRESHOLD (128 * 1024)
+
+/* glibc raises its mmap threshold (up to 32 MiB) each time it frees a large
+ * mapped buffer, and then keeps up to twice that of freed heap memory: a
+ * connection's buffer freed when the budget closes it stays resident, and
+ * the next ones grow on the heap beside it by copying (issue 18: 111 MB of
+ * RSS under --max-total-bytes 64M). A fixed threshold keeps every buffer of
+ * 128 KiB or more in a mapping of its own, grown with mremap and given back
+ * when freed, so what the budget counts is what is resident. */
+static void bound_malloc(void)
+{
+	mallopt(M_MMAP_THRESHOLD, RDZVD_MMAP_THRESHOLD);
+	mallopt(M_TRIM_THRESHOLD, RDZVD_MMAP_THRESHOLD);
+}
+
 /* Thousands of clients need thousands of descriptors. */
 static void raise_fd_limit(void)
 {
@@ -407,6 +424,7 @@ int main(int argc, char **argv)
 		log_set_level(LOG_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
+	bound_malloc();
 	if (rdzvd_start(&d, host, port, &limits) < 0) {
 		if (d.server)
 			store_server_close(d.server, NULL, NULL);

@@ -369,14 +369,33 @@ static int unread_getter(int port, char key, int gets)
 	return fd;
 }
 
-/* Issue 18 (section 5): 20 clients send half of a SET that announces a
- * 60 MiB value while 20 others pipeline GETs of a 1 MiB value and read
- * nothing, against --max-total-bytes 64M. The daemon's peak RSS, its own
- * few MiB included, stays within 1.5 times the bound (it reached 111 MB:
- * freed buffers kept by malloc on its heap). */
+/* One round of issue 18's attack (section 5): 20 clients send half of a SET
+ * that announces a 60 MiB value while 20 others pipeline GETs of the 1 MiB
+ * value "g" and read nothing. Returns when the daemon has closed at least
+ * half of them and they are closed here too. */
+static void attack_round(struct fx *f, int round)
+{
+	enum { N = 20, GETS = 16 };
+	int fds[2 * N];
+	for (int i = 0; i < N; i++) {
+		fds[2 * i] = half_sender(f->d.port, i, 60 * MIB, 30 * MIB);
+		fds[2 * i + 1] = unread_getter(f->d.port, 'g', GETS);
+		served(f, round * N + i);
+	}
+	int closed = count_closed(fds, 2 * N, 5000);
+	print_message("round %d: %d of %d clients closed\n", round, closed, 2 * N);
+	assert_true(closed >= N);
+	for (int i = 0; i < 2 * N; i++)
+		close(fds[i]);
+}
+
+/* Issue 18's attack against --max-total-bytes 64M, three times over (the
+ * first round leaves malloc's thresholds where the next ones find them).
+ * The daemon's peak RSS, its own few MiB included, stays within 1.5 times
+ * the bound: it reached 111 MB, freed buffers kept by malloc on its heap. */
 static void test_half_frames_and_unread_gets(void **state)
 {
-	enum { N = 20, VALUE = MIB, GETS = 16 };
+	enum { VALUE = MIB, ROUNDS = 3, PEAK_KIB = 96 * 1024 };
 	struct fx *f = *state;
 	const char *args[] = {"-v", "--max-total-bytes", "64M", NULL};
 	fx_start(f, args);
@@ -384,11 +403,9 @@ static void test_half_frames_and_unread_gets(void **state)
 	memset(val, 'g', VALUE);
 	assert_int_equal(store_client_set(f->c, "g", val, VALUE), 0);
 	assert_int_equal(store_client_confirm(f->c), 0);
-	int fds[2 * N];
-	for (int i = 0; i < N; i++) {
-		fds[2 * i] = half_sender(f->d.port, i, 60 * MIB, 30 * MIB);
-		fds[2 * i + 1] = unread_getter(f->d.port, 'g', GETS);
-		served(f, i);
+	for (int r = 0; r < ROUNDS; r++) {
+		attack_round(f, r);
+		print_message("round %d: daemon VmHWM %ld KiB\n", r, daemon_hwm_kib(&f->d));
 	}
 	void *v = NULL;
 	size_t len = 0;
@@ -397,18 +414,13 @@ static void test_half_frames_and_unread_gets(void **state)
 	assert_memory_equal(v, val, VALUE);
 	free(v);
 	long peak = daemon_hwm_kib(&f->d);
-	print_message("half frames + unread gets: daemon VmHWM %ld KiB (bound 64 MiB, at most "
-		      "%d KiB)\n",
-		      peak, 96 * 1024);
+	print_message("half frames + unread gets: daemon VmHWM %ld KiB (at most %d KiB: 1.5 "
+		      "times --max-total-bytes 64M)\n",
+		      peak, PEAK_KIB);
 	if (DAEMON_RSS_MEANINGFUL)
-		assert_true(peak <= 96 * 1024);
-	int closed = count_closed(fds, 2 * N, 5000);
-	print_message("%d of %d clients closed\n", closed, 2 * N);
-	assert_true(closed >= N);
+		assert_true(peak <= PEAK_KIB);
 	assert_true(daemon_log_contains(&f->d, "past its share", 2000));
-	for (int i = 0; i < 2 * N; i++)
-		close(fds[i]);
-	served(f, N);
+	served(f, 1000);
 	free(val);
 }
 
