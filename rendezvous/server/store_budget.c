@@ -5,6 +5,7 @@
 #include "store_budget.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,6 +26,28 @@ size_t store_budget_conn_bytes(const struct store_conn *conn)
 	       (conn->out.len ? conn->out.cap : 0) + conn->inflight_cap;
 }
 
+/* The heap's free pages go back to the system (malloc_trim) each time this
+ * fraction of --max-total-bytes (at least BUDGET_TRIM_MIN) has been freed:
+ * small buffers and values, which malloc keeps on its heap between live
+ * ones, then never stay resident beside new large ones. */
+#define BUDGET_TRIM_SHARE 64
+#define BUDGET_TRIM_MIN	  (1024 * 1024)
+
+void store_budget_freed(struct store_server *s, size_t bytes)
+{
+	struct store_budget *b = &s->budget;
+	size_t used = store_bytes_used(s->store);
+	if (used < b->used_seen)
+		bytes += b->used_seen - used;
+	b->used_seen = used;
+	b->freed += bytes;
+	size_t step = s->limits.max_total_bytes / BUDGET_TRIM_SHARE;
+	if (b->freed < step || b->freed < BUDGET_TRIM_MIN)
+		return;
+	malloc_trim(0);
+	b->freed = 0;
+}
+
 /* Sets conn's count to `now`, and the server's total with it. */
 static void budget_set(struct store_conn *conn, size_t now)
 {
@@ -39,7 +62,9 @@ static void budget_set(struct store_conn *conn, size_t now)
 
 void store_budget_recount(struct store_conn *conn)
 {
+	size_t was = conn->held;
 	budget_set(conn, store_budget_conn_bytes(conn));
+	store_budget_freed(conn->server, was > conn->held ? was - conn->held : 0);
 }
 
 void store_budget_forget(struct store_conn *conn)

@@ -18,7 +18,11 @@
  *     The connection whose growth passed the room is spared while others
  *     can go: it is the one making progress.
  * So the server holds at most max_total_bytes plus one connection's worth,
- * plus a small fixed cost per connection.
+ * plus a small fixed cost per connection. Its RSS follows: buffers of
+ * 128 KiB and more are mapped apart and given back when freed (ddp-rdzvd
+ * fixes malloc's mmap threshold), and the heap's free pages are given back
+ * (malloc_trim) each time 1/64 of max_total_bytes (at least 1 MiB) of
+ * buffers and stored values has been freed.
  * Clients that read their replies and finish their queries hold little and
  * are served on. Every close is logged (warning level, at most one line a
  * second with a count of the rest), naming the peer and the limit.
@@ -35,6 +39,7 @@
 #include <stdint.h>
 
 struct store_conn;
+struct store_server;
 
 /* The server's side of the count (embedded in struct store_server). */
 struct store_budget {
@@ -44,6 +49,8 @@ struct store_budget {
 	uint64_t tick;	     /* counts progress events (store_budget_progress) */
 	uint64_t log_ms;     /* when the last close was logged */
 	size_t unlogged;     /* closes since then not logged */
+	size_t freed;	     /* bytes freed since the last malloc_trim */
+	size_t used_seen;    /* store_bytes_used when last looked at */
 	unsigned logged : 1; /* a close was logged once */
 };
 
@@ -51,8 +58,13 @@ struct store_budget {
 size_t store_budget_conn_bytes(const struct store_conn *conn);
 
 /* Recounts conn after its buffers changed (shrank, or grew in a way the
- * caller checks separately). */
+ * caller checks separately); what it no longer holds counts as freed. */
 void store_budget_recount(struct store_conn *conn);
+
+/* Notes that `bytes` of buffers went back to malloc (and, read here, what
+ * the store no longer holds): each time 1/64 of max_total_bytes (at least
+ * 1 MiB) has, the heap's free pages go back to the system (malloc_trim). */
+void store_budget_freed(struct store_server *s, size_t bytes);
 
 /* Recounts conn after its buffers grew and enforces both limits. Returns 0,
  * or -ENOBUFS when conn itself is over its limit or is the one to go (logged
