@@ -20,7 +20,7 @@ size_t store_budget_conn_bytes(const struct store_conn *conn)
 {
 	if (conn->state == CONN_CLOSING)
 		return 0;
-	/* An empty reply buffer (at most 4 KiB, kept for reuse) is not
+	/* An empty reply buffer (at most 256 bytes, kept for reuse) is not
 	 * counted: an idle connection holds nothing. */
 	return proto_decoder_held(&conn->dec) + (conn->stash.len ? conn->stash.cap : 0) +
 	       (conn->out.len ? conn->out.cap : 0) + conn->inflight_cap;
