@@ -48,13 +48,12 @@ static void conn_closed(uv_handle_t *handle)
 	if (conn->next)
 		conn->next->prev = conn->prev;
 	conn_forget(conn); /* if a store callback closed it, not done yet */
-	size_t held = proto_decoder_held(&conn->dec) + conn->out.cap + conn->stash.cap;
 	proto_decoder_release(&conn->dec);
 	bytebuf_release(&conn->out);
 	bytebuf_release(&conn->stash);
+	store_budget_release(conn);
 	free(conn);
 	server->nconns--;
-	store_budget_freed(server, held);
 	store_server_conn_gone(server);
 }
 

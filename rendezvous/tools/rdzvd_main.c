@@ -342,20 +342,23 @@ static int rdzvd_access(struct rdzvd *d, const char *host)
 	return 0;
 }
 
-/* Buffers this large or larger get a mapping of their own (malloc.h). */
-#define RDZVD_MMAP_THRESHOLD (128 * 1024)
+/* Buffers this large or larger get a mapping of their own (malloc.h), and
+ * the heap keeps at most this much free at its top. */
+#define RDZVD_MALLOC_MMAP (4 * 1024 * 1024)
 
 /* glibc raises its mmap threshold (up to 32 MiB) each time it frees a large
  * mapped buffer, and then keeps up to twice that of freed heap memory: a
  * connection's buffer freed when the budget closes it stays resident, and
  * the next ones grow on the heap beside it by copying (issue 18: 111 MB of
  * RSS under --max-total-bytes 64M). A fixed threshold keeps every buffer of
- * 128 KiB or more in a mapping of its own, grown with mremap and given back
- * when freed, so what the budget counts is what is resident. */
+ * 4 MiB or more in a mapping of its own, grown with mremap and given back
+ * when freed; smaller ones are reused from the heap (a lower threshold costs
+ * page faults on every large value: 1 MiB ones took 4 times as long at
+ * 128 KiB), and the server trims the heap (store_budget.h). */
 static void bound_malloc(void)
 {
-	mallopt(M_MMAP_THRESHOLD, RDZVD_MMAP_THRESHOLD);
-	mallopt(M_TRIM_THRESHOLD, RDZVD_MMAP_THRESHOLD);
+	mallopt(M_MMAP_THRESHOLD, RDZVD_MALLOC_MMAP);
+	mallopt(M_TRIM_THRESHOLD, RDZVD_MALLOC_MMAP);
 }
 
 /* Thousands of clients need thousands of descriptors. */
