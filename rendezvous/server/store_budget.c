@@ -5,6 +5,7 @@
 #include "store_budget.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,10 +20,43 @@ size_t store_budget_conn_bytes(const struct store_conn *conn)
 {
 	if (conn->state == CONN_CLOSING)
 		return 0;
-	/* An empty reply buffer (at most 4 KiB, kept for reuse) is not
+	/* An empty reply buffer (at most 256 bytes, kept for reuse) is not
 	 * counted: an idle connection holds nothing. */
 	return proto_decoder_held(&conn->dec) + (conn->stash.len ? conn->stash.cap : 0) +
 	       (conn->out.len ? conn->out.cap : 0) + conn->inflight_cap;
+}
+
+/* The heap's free pages go back to the system (malloc_trim) once the
+ * connections and the store hold this fraction of --max-total-bytes (at
+ * least BUDGET_TRIM_MIN) less than at their highest since the last time:
+ * small buffers and values freed between live ones, which malloc keeps,
+ * then never stay resident beside new ones. Traffic whose buffers come and
+ * go by less reuses them as they are. */
+#define BUDGET_TRIM_SHARE 16
+#define BUDGET_TRIM_MIN	  (1024 * 1024)
+
+/* Checks the level (what is allocated: held, closing, stored) against its
+ * mark; called only after memory was freed. */
+static void budget_trim(struct store_server *s)
+{
+	struct store_budget *b = &s->budget;
+	size_t level = b->held + b->closing + store_bytes_used(s->store);
+	size_t step = s->limits.max_total_bytes / BUDGET_TRIM_SHARE;
+	if (step < BUDGET_TRIM_MIN)
+		step = BUDGET_TRIM_MIN;
+	if (level > b->trim_mark)
+		b->trim_mark = level;
+	if (b->trim_mark - level < step)
+		return;
+	malloc_trim(0);
+	b->trim_mark = level;
+}
+
+void store_budget_release(struct store_conn *conn)
+{
+	conn->server->budget.closing -= conn->unfreed;
+	conn->unfreed = 0;
+	budget_trim(conn->server);
 }
 
 /* Sets conn's count to `now`, and the server's total with it. */
@@ -40,10 +74,14 @@ static void budget_set(struct store_conn *conn, size_t now)
 void store_budget_recount(struct store_conn *conn)
 {
 	budget_set(conn, store_budget_conn_bytes(conn));
+	budget_trim(conn->server);
 }
 
 void store_budget_forget(struct store_conn *conn)
 {
+	/* Its buffers stay allocated until its close callback. */
+	conn->server->budget.closing += conn->held;
+	conn->unfreed += conn->held;
 	budget_set(conn, 0);
 }
 

@@ -18,7 +18,11 @@
  *     The connection whose growth passed the room is spared while others
  *     can go: it is the one making progress.
  * So the server holds at most max_total_bytes plus one connection's worth,
- * plus a small fixed cost per connection.
+ * plus a small fixed cost per connection. Its RSS follows: buffers of
+ * 4 MiB and more are mapped apart and given back when freed (ddp-rdzvd
+ * fixes malloc's mmap threshold), and the heap's free pages are given back
+ * (malloc_trim) each time held + stored has fallen by 1/16 of
+ * max_total_bytes (at least 1 MiB) from its highest since the last time.
  * Clients that read their replies and finish their queries hold little and
  * are served on. Every close is logged (warning level, at most one line a
  * second with a count of the rest), naming the peer and the limit.
@@ -35,6 +39,7 @@
 #include <stdint.h>
 
 struct store_conn;
+struct store_server;
 
 /* The server's side of the count (embedded in struct store_server). */
 struct store_budget {
@@ -44,6 +49,8 @@ struct store_budget {
 	uint64_t tick;	     /* counts progress events (store_budget_progress) */
 	uint64_t log_ms;     /* when the last close was logged */
 	size_t unlogged;     /* closes since then not logged */
+	size_t closing;	     /* held by closing connections, not yet freed */
+	size_t trim_mark;    /* held + closing + stored, highest since a trim */
 	unsigned logged : 1; /* a close was logged once */
 };
 
@@ -51,8 +58,16 @@ struct store_budget {
 size_t store_budget_conn_bytes(const struct store_conn *conn);
 
 /* Recounts conn after its buffers changed (shrank, or grew in a way the
- * caller checks separately). */
+ * caller checks separately); after a shrink, may trim malloc's heap (see
+ * store_budget_release). */
 void store_budget_recount(struct store_conn *conn);
+
+/* conn's buffers have been freed (its close callback): what it held when
+ * forgotten is no longer allocated. Each time the connections and the store
+ * hold 1/16 of max_total_bytes (at least 1 MiB) less than at their highest
+ * since the last time, the heap's free pages go back to the system
+ * (malloc_trim). */
+void store_budget_release(struct store_conn *conn);
 
 /* Recounts conn after its buffers grew and enforces both limits. Returns 0,
  * or -ENOBUFS when conn itself is over its limit or is the one to go (logged
@@ -65,7 +80,8 @@ int store_budget_check(struct store_conn *conn);
  * conn past max_conn_bytes. */
 int store_budget_reserve(struct store_conn *conn, size_t bytes);
 
-/* conn is closing: what it holds no longer counts. Idempotent. */
+/* conn is closing: what it holds no longer counts (but stays allocated
+ * until store_budget_release). Idempotent. */
 void store_budget_forget(struct store_conn *conn);
 
 /* Notes that conn sent or read something now: of those past their share,

@@ -13,6 +13,12 @@
 /* libuv buffers hold an unsigned int length: larger replies go in pieces. */
 #define CONN_WRITE_PIECE ((size_t)1 << 30)
 
+/* An emptied reply buffer up to this size is kept for the next replies
+ * (small ones need no malloc); a larger one is freed. The budget does not
+ * count it, so it is a fixed cost of every connection, --max-connections
+ * times over: 4 KiB was 256 MiB. */
+#define CONN_OUT_KEEP 256
+
 struct conn_write {
 	uv_write_t req;
 	struct store_conn *conn;
@@ -45,6 +51,7 @@ static void conn_closed(uv_handle_t *handle)
 	proto_decoder_release(&conn->dec);
 	bytebuf_release(&conn->out);
 	bytebuf_release(&conn->stash);
+	store_budget_release(conn);
 	free(conn);
 	server->nconns--;
 	store_server_conn_gone(server);
@@ -122,7 +129,7 @@ static void conn_flush(struct store_conn *conn)
 		store_budget_progress(conn);
 	bytebuf_consume(&conn->out, (size_t)n);
 	if (conn->out.len == 0) {
-		if (conn->out.cap > 4096)
+		if (conn->out.cap > CONN_OUT_KEEP)
 			bytebuf_release(&conn->out);
 		store_budget_recount(conn);
 		return;

@@ -61,6 +61,7 @@ struct store_conn {
 	enum conn_access access;
 	struct store_agent *agent; /* NULL unless the client opened a session */
 	size_t held;		   /* bytes counted in server->budget (store_budget.h) */
+	size_t unfreed;		   /* CLOSING: what it held, until its buffers are freed */
 	uint64_t active;	   /* budget.tick when it last sent or read anything */
 };
 

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -103,6 +104,16 @@ static void usage(FILE *f)
 	    "  --max-barrier-world N         world size of one torch 2.x barrier (default %zu)\n"
 	    "  --max-list-keys N             keys one torch 2.x list_keys may return\n"
 	    "                                (default %zu)\n"
+	    "\n"
+	    "memory: at most --max-total-bytes, plus --max-conn-bytes (or --max-total-bytes\n"
+	    "if less) so that a full store still answers one client, plus about 700 bytes\n"
+	    "per open connection (up to --max-connections), plus a few MiB of its own and\n"
+	    "freed memory not yet given back (1/16 of --max-total-bytes, at least 1 MiB).\n"
+	    "With --max-total-bytes 64M: at worst 128 MiB + 700 bytes per connection + a\n"
+	    "few MiB (a full store and a client reading a 64 MiB value); clients holding\n"
+	    "half-sent queries and unread replies beside a near-empty store keep it\n"
+	    "within 64 MiB (47 MiB measured). A lower --max-conn-bytes lowers the worst\n"
+	    "case (it also bounds one query: keep it over the largest value).\n"
 	    "\n"
 	    "The bound port is printed on stdout. SIGTERM or SIGINT stops the daemon\n"
 	    "cleanly (exit status 0).\n"
@@ -352,6 +363,25 @@ static int rdzvd_access(struct rdzvd *d, const char *host)
 	return 0;
 }
 
+/* Buffers this large or larger get a mapping of their own (malloc.h), and
+ * the heap keeps at most this much free at its top. */
+#define RDZVD_MALLOC_MMAP (4 * 1024 * 1024)
+
+/* glibc raises its mmap threshold (up to 32 MiB) each time it frees a large
+ * mapped buffer, and then keeps up to twice that of freed heap memory: a
+ * connection's buffer freed when the budget closes it stays resident, and
+ * the next ones grow on the heap beside it by copying (issue 18: 111 MB of
+ * RSS under --max-total-bytes 64M). A fixed threshold keeps every buffer of
+ * 4 MiB or more in a mapping of its own, grown with mremap and given back
+ * when freed; smaller ones are reused from the heap (a lower threshold costs
+ * page faults on every large value: 1 MiB ones took 4 times as long at
+ * 128 KiB), and the server trims the heap (store_budget.h). */
+static void bound_malloc(void)
+{
+	mallopt(M_MMAP_THRESHOLD, RDZVD_MALLOC_MMAP);
+	mallopt(M_TRIM_THRESHOLD, RDZVD_MALLOC_MMAP);
+}
+
 /* Thousands of clients need thousands of descriptors. */
 static void raise_fd_limit(void)
 {
@@ -418,6 +448,7 @@ int main(int argc, char **argv)
 		log_set_level(LOG_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
+	bound_malloc();
 	if (rdzvd_start(&d, host, port, &limits) < 0) {
 		if (d.server)
 			store_server_close(d.server, NULL, NULL);

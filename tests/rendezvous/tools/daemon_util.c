@@ -147,23 +147,34 @@ long daemon_hwm_kib(const struct daemon *d)
 	return status_kib(d, "VmHWM: %ld kB");
 }
 
-int daemon_log_contains(const struct daemon *d, const char *needle, int timeout_ms)
+/* Lines of the daemon's log that contain needle. */
+static int log_lines(const struct daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->log_file, "r");
+	if (!f)
+		return 0;
+	char line[1024];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+int daemon_log_count(const struct daemon *d, const char *needle, int count, int timeout_ms)
 {
 	long deadline = now_ms() + timeout_ms;
 	do {
-		FILE *f = fopen(d->log_file, "r");
-		if (f) {
-			char line[1024];
-			int found = 0;
-			while (!found && fgets(line, sizeof(line), f))
-				found = strstr(line, needle) != NULL;
-			fclose(f);
-			if (found)
-				return 1;
-		}
+		if (log_lines(d, needle) >= count)
+			return 1;
 		pause_ms(5);
 	} while (now_ms() < deadline);
 	return 0;
+}
+
+int daemon_log_contains(const struct daemon *d, const char *needle, int timeout_ms)
+{
+	return daemon_log_count(d, needle, 1, timeout_ms);
 }
 
 int raw_connect(int port)

@@ -51,6 +51,10 @@ long daemon_hwm_kib(const struct daemon *d);
 /* True if `needle` appears in the daemon's log within timeout_ms. */
 int daemon_log_contains(const struct daemon *d, const char *needle, int timeout_ms);
 
+/* True if at least `count` lines of the daemon's log contain `needle`
+ * within timeout_ms. */
+int daemon_log_count(const struct daemon *d, const char *needle, int count, int timeout_ms);
+
 /* Raw connection to 127.0.0.1:port (blocking, TCP_NODELAY). fd or -1. */
 int raw_connect(int port);
 int raw_send(int fd, const void *buf, size_t len);

@@ -334,6 +334,182 @@ static void test_full_store_answers(void **state)
 	free(val);
 }
 
+/* A half-sender: the 2.x handshake, then a SET of key "a<i>" announcing
+ * `announced` bytes of value, of which `sent` follow (fewer once the daemon
+ * has closed it). Returns the connection. */
+static int half_sender(int port, int i, size_t announced, size_t sent)
+{
+	enum { CHUNK = 256 * 1024 };
+	static uint8_t chunk[CHUNK];
+	memset(chunk, 'h', sizeof(chunk));
+	int fd = raw_connect(port);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	uint8_t head[1 + 8 + 3 + 8] = {0x01};
+	put_u64(head + 1, 3);
+	head[9] = 'a';
+	head[10] = (uint8_t)('0' + i / 10);
+	head[11] = (uint8_t)('0' + i % 10);
+	put_u64(head + 12, announced);
+	assert_int_equal(raw_send(fd, head, sizeof(head)), 0);
+	for (size_t n = 0; n < sent; n += CHUNK)
+		if (raw_send(fd, chunk, sent - n < CHUNK ? sent - n : CHUNK) < 0)
+			break;
+	return fd;
+}
+
+/* A reader that never reads: the 2.x handshake, then `gets` pipelined GETs
+ * of `key` (one byte long). */
+static int unread_getter(int port, char key, int gets)
+{
+	const uint8_t get[] = {0x03, 1, 0, 0, 0, 0, 0, 0, 0, (uint8_t)key};
+	int fd = stingy_connect(port);
+	assert_int_equal(raw_handshake_v2(fd), 0);
+	for (int i = 0; i < gets; i++)
+		assert_int_equal(raw_send(fd, get, sizeof(get)), 0);
+	return fd;
+}
+
+/* One round of issue 18's attack (section 5): 20 clients send half of a SET
+ * that announces a 60 MiB value while 20 others pipeline GETs of the 1 MiB
+ * value "g" and read nothing. Returns when the daemon has closed at least
+ * half of them and they are closed here too. */
+static void attack_round(struct fx *f, int round)
+{
+	enum { N = 20, GETS = 16 };
+	int fds[2 * N];
+	for (int i = 0; i < N; i++) {
+		fds[2 * i] = half_sender(f->d.port, i, 60 * MIB, 30 * MIB);
+		fds[2 * i + 1] = unread_getter(f->d.port, 'g', GETS);
+		served(f, round * N + i);
+	}
+	int closed = count_closed(fds, 2 * N, 5000);
+	print_message("round %d: %d of %d clients closed\n", round, closed, 2 * N);
+	assert_true(closed >= N);
+	for (int i = 0; i < 2 * N; i++)
+		close(fds[i]);
+}
+
+/* Issue 18's attack against --max-total-bytes 64M, three times over (the
+ * first round leaves malloc's thresholds where the next ones find them).
+ * The daemon's peak RSS, its own few MiB included, stays within 1.5 times
+ * the bound: it reached 111 MB, freed buffers kept by malloc on its heap. */
+static void test_half_frames_and_unread_gets(void **state)
+{
+	enum { VALUE = MIB, ROUNDS = 3, PEAK_KIB = 96 * 1024 };
+	struct fx *f = *state;
+	const char *args[] = {"-v", "--max-total-bytes", "64M", NULL};
+	fx_start(f, args);
+	char *val = malloc(VALUE);
+	memset(val, 'g', VALUE);
+	assert_int_equal(store_client_set(f->c, "g", val, VALUE), 0);
+	assert_int_equal(store_client_confirm(f->c), 0);
+	for (int r = 0; r < ROUNDS; r++) {
+		attack_round(f, r);
+		print_message("round %d: daemon VmHWM %ld KiB\n", r, daemon_hwm_kib(&f->d));
+	}
+	void *v = NULL;
+	size_t len = 0;
+	assert_int_equal(store_client_get(f->c, "g", 5000, &v, &len), 0);
+	assert_int_equal(len, VALUE);
+	assert_memory_equal(v, val, VALUE);
+	free(v);
+	long peak = daemon_hwm_kib(&f->d);
+	print_message("half frames + unread gets: daemon VmHWM %ld KiB (at most %d KiB: 1.5 "
+		      "times --max-total-bytes 64M)\n",
+		      peak, PEAK_KIB);
+	if (DAEMON_RSS_MEANINGFUL)
+		assert_true(peak <= PEAK_KIB);
+	assert_true(daemon_log_contains(&f->d, "past its share", 2000));
+	served(f, 1000);
+	free(val);
+}
+
+/* Freed small buffers between live ones: 560 clients each hold a 60 KiB
+ * half-sent query (on malloc's heap, side by side) and every other one
+ * closes. malloc keeps those freed buffers resident between the live ones
+ * until the server trims its heap: most of them are given back at once, and
+ * 3 clients then holding 8 MiB half-sent queries (mapped apart) keep the
+ * peak within 1.5 times --max-total-bytes 64M. */
+static void test_freed_small_buffers(void **state)
+{
+	enum { N = 560, SMALL = 60 * 1024, BIG = 3, PEAK_KIB = 96 * 1024 };
+	struct fx *f = *state;
+	const char *args[] = {"-v", "--max-total-bytes", "64M", NULL};
+	fx_start(f, args);
+	int *small = calloc(N, sizeof(int));
+	for (int i = 0; i < N; i++)
+		small[i] = half_sender(f->d.port, i % 100, MIB, SMALL);
+	served(f, 0);
+	long held = daemon_rss_kib(&f->d);
+	for (int i = 0; i < N; i += 2)
+		close(small[i]);
+	assert_true(daemon_log_count(&f->d, "closed in the middle of a frame", N / 2, 10000));
+	/* Their buffers are freed in the close callbacks, which run before
+	 * the daemon polls again: a round trip later, they have run. */
+	served(f, 1);
+	long left = daemon_rss_kib(&f->d);
+	int big[BIG];
+	for (int i = 0; i < BIG; i++)
+		big[i] = half_sender(f->d.port, i, 60 * MIB, 8 * MIB - 64 * 1024);
+	served(f, 2);
+	long peak = daemon_hwm_kib(&f->d);
+	print_message("freed small buffers: daemon VmRSS %ld KiB with the small ones, %ld KiB "
+		      "with half of them, VmHWM %ld KiB with the large ones too (at most %d "
+		      "KiB)\n",
+		      held, left, peak, PEAK_KIB);
+	if (DAEMON_RSS_MEANINGFUL) {
+		/* Half of what the closed ones held, at least, is given back. */
+		assert_true(left <= held - (long)(N / 2) * (SMALL / 1024) / 2);
+		assert_true(peak <= PEAK_KIB);
+	}
+	for (int i = 0; i < BIG; i++)
+		close(big[i]);
+	for (int i = 1; i < N; i += 2)
+		close(small[i]);
+	free(small);
+	served(f, 3);
+}
+
+/* Idle connections hold no reply buffer: 3000 clients each read the reply
+ * to a GET of a 3000-byte value and then stay connected, idle. The daemon
+ * keeps under 2 KiB per idle connection (it kept each one's 4 KiB reply
+ * buffer, which the budget does not count: --max-connections of them were
+ * 256 MiB out of any bound). */
+static void test_idle_after_replies(void **state)
+{
+	enum { N = 3000, VALUE = 3000, PER_CONN = 2048 };
+	struct fx *f = *state;
+	const char *args[] = {"-v", NULL};
+	fx_start(f, args);
+	char val[VALUE];
+	memset(val, 'r', sizeof(val));
+	assert_int_equal(store_client_set(f->c, "r", val, VALUE), 0);
+	assert_int_equal(store_client_confirm(f->c), 0);
+	const uint8_t get[] = {0x03, 1, 0, 0, 0, 0, 0, 0, 0, 'r'};
+	static uint8_t reply[8 + VALUE];
+	long before = daemon_rss_kib(&f->d);
+	int *fds = calloc(N, sizeof(int));
+	for (int i = 0; i < N; i++) {
+		fds[i] = raw_connect(f->d.port);
+		assert_true(fds[i] >= 0);
+		assert_int_equal(raw_handshake_v2(fds[i]), 0);
+		assert_int_equal(raw_send(fds[i], get, sizeof(get)), 0);
+		assert_int_equal(raw_recv(fds[i], reply, sizeof(reply), 5000), 0);
+	}
+	served(f, 0);
+	long after = daemon_rss_kib(&f->d);
+	long per_conn = (after - before) * 1024 / N;
+	print_message("%d idle clients after a %d-byte reply: daemon VmRSS %ld -> %ld KiB, %ld "
+		      "bytes each (at most %d)\n",
+		      N, VALUE, before, after, per_conn, PER_CONN);
+	if (DAEMON_RSS_MEANINGFUL)
+		assert_true(per_conn <= PER_CONN);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	free(fds);
+	served(f, 1);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -348,6 +524,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_watcher_not_reading, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reply_over_conn_limit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_full_store_answers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_half_frames_and_unread_gets, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_freed_small_buffers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_after_replies, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
