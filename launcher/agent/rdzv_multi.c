@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "rdzv_host.h"
 #include "rdzv_multi_int.h"
@@ -19,13 +18,6 @@
  * etcd's lease checks and the watcher's census and state CAS on a loaded
  * host. */
 #define DRV_FAIL_SLACK_MS 2000
-
-/* The first word that the store does not answer, or that this node waits
- * for others, comes after DRV_WAIT_FIRST_MS, the next ones when the time
- * waited has doubled, at most DRV_WAIT_MAX_MS apart, until the session
- * connects (the round forms) or the join deadline. */
-#define DRV_WAIT_FIRST_MS 3000u
-#define DRV_WAIT_MAX_MS	  60000u
 
 /* The machine's timer this late means this process did not run (SIGSTOP, a
  * VM migration, a swapped-out host): rdzv_resumed. */
@@ -642,102 +634,6 @@ static const struct rdzv_prims_sink drv_sink = {
     .done = sink_done,
     .event = sink_event,
 };
-
-/* ---- waiting for the store ---- */
-
-/* Why this node does not host the store (c10d). */
-static const char *drv_not_host_why(const struct rdzv_multi *d)
-{
-	if (d->is_host)
-		return "another process holds that port here";
-	if (d->c.conf.is_host == 0)
-		return "this node does not host it (is_host=false)";
-	if (d->c.host_is_node0)
-		return "node 0 of slurm's step hosts it, not this node";
-	return "this node is not on the endpoint's machine";
-}
-
-/* What to do about a store that does not answer. */
-static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
-{
-	if (d->c.mode == OPTS_RDZV_STATIC) {
-		snprintf(buf, len,
-			 "node 0's agent hosts it (--node_rank=0 on %s): start it, or check "
-			 "--master_addr and --master_port",
-			 d->c.host);
-		return;
-	}
-	snprintf(buf, len,
-		 "%s; set is_host=true in --rdzv_conf on the node that should host it, or start "
-		 "ddp-rdzvd --host %s --port %d there",
-		 drv_not_host_why(d), d->c.host, d->c.port);
-}
-
-/* What to do about a peer that accepts and never answers the handshake:
- * on this machine, name who holds the port. */
-static void drv_silent_advice(const struct rdzv_multi *d, char *buf, size_t len)
-{
-	const char *flag =
-	    d->c.mode == OPTS_RDZV_STATIC ? "--master_port" : "port in --rdzv_endpoint";
-	char owner[160];
-
-	if (d->store_here) {
-		rdzv_port_owner(d->c.port, owner, sizeof(owner));
-		snprintf(buf, len,
-			 "%s holds that port on this machine: stop it if it is not the job's "
-			 "store, or give every node another %s",
-			 owner, flag);
-		return;
-	}
-	snprintf(buf, len,
-		 "check what listens on port %d of %s: if it is not the job's store, stop it or "
-		 "give every node another %s",
-		 d->c.port, d->c.host, flag);
-}
-
-static void drv_waiting_cb(uv_timer_t *t)
-{
-	struct rdzv_multi *d = t->data;
-	bool silent = d->be && d->ops->peer_silent && d->ops->peer_silent(d->be);
-	const char *why = silent ? "it accepts connections but does not answer the session "
-				   "handshake: not a ddp-rdzvd or ddplaunch store, or a frozen one"
-			  : d->be && d->ops->last_error ? d->ops->last_error(d->be)
-							: NULL;
-	double waited = (double)(drv_now() - d->wait_since) / 1000.0;
-	double left = d->c.conf.join_timeout - waited;
-	char me[256], advice[512];
-
-	if (d->phase != DRV_CONNECTING)
-		return;
-	if (d->local_addr)
-		snprintf(me, sizeof(me), "%s", d->local_addr);
-	else if (gethostname(me, sizeof(me)) < 0)
-		snprintf(me, sizeof(me), "this machine");
-	me[sizeof(me) - 1] = '\0';
-	if (silent)
-		drv_silent_advice(d, advice, sizeof(advice));
-	else
-		drv_wait_advice(d, advice, sizeof(advice));
-	log_warn("no rendezvous store answers at %s (%s) after %.0f s; node %s keeps trying "
-		 "until the join deadline (join_timeout=%g s, %.0f s left): %s",
-		 d->peer, why ? why : "no answer yet", waited, me, d->c.conf.join_timeout,
-		 left > 0 ? left : 0.0, advice);
-	/* The next at twice the time waited so far: 3, 6, 12, 24 s, ... */
-	d->wait_delay = (uint64_t)(waited * 1000.0);
-	if (d->wait_delay > DRV_WAIT_MAX_MS)
-		d->wait_delay = DRV_WAIT_MAX_MS;
-	uv_timer_start(&d->timer, drv_waiting_cb, d->wait_delay, 0);
-}
-
-/* Until the session is open the machine's timer is free: it reminds. */
-static void drv_wait_start(struct rdzv_multi *d)
-{
-	if (d->c.mode == OPTS_RDZV_ETCD)
-		return; /* etcd's client names every endpoint with its error */
-	d->wait_since = drv_now();
-	d->wait_delay = DRV_WAIT_FIRST_MS;
-	uv_timer_start(&d->timer, drv_waiting_cb, d->wait_delay, 0);
-}
 
 /* ---- the agent's calls ---- */
 

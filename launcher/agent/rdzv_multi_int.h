@@ -79,6 +79,18 @@ int64_t drv_now(void);
 /* Ends the rendezvous with a failure (once): `ended` unless shut down. */
 void drv_fail(struct rdzv_multi *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* rdzv_multi_wait.c */
+/* The first word that the store does not answer, or that this node waits
+ * for others, comes after DRV_WAIT_FIRST_MS, the next ones when the time
+ * waited has doubled, at most DRV_WAIT_MAX_MS apart, until the session
+ * connects (the round forms) or the join deadline. */
+#define DRV_WAIT_FIRST_MS 3000u
+#define DRV_WAIT_MAX_MS	  60000u
+/* Until the session is open the machine's timer is free: it reminds, on
+ * d->timer, while d->phase is DRV_CONNECTING (not for etcd, whose client
+ * names every endpoint with its error). */
+void drv_wait_start(struct rdzv_multi *d);
+
 /* rdzv_keeper.c */
 /* Hosts the rendezvous store at bind_lit:c.port (updates c.port when 0).
  * Returns 0 (d->rstore may be NULL: c10d found the port taken and joins
