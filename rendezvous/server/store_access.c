@@ -21,6 +21,14 @@
 #define ACCESS_PAUSE_MS	    500	  /* a sweep this late: the process did not run */
 #define ACCESS_HANDSHAKE_MS 10000 /* default: a stranger's time to prove the token */
 
+/* What a stranger's decoder accepts: enough for a hello and a proof. */
+static const struct proto_limits access_stranger_limits = {
+    .max_key_len = STORE_STRANGER_FRAME_MAX,
+    .max_value_len = STORE_STRANGER_FRAME_MAX,
+    .max_keys_per_request = 4,
+    .max_request_bytes = STORE_STRANGER_FRAME_MAX,
+};
+
 /* Addresses as 16 bytes: IPv6, IPv4 as its mapped form ::ffff:a.b.c.d. */
 typedef uint8_t access_addr[16];
 
@@ -254,6 +262,54 @@ void store_access_refused(struct store_conn *conn, const char *why)
 	acc->logged = true;
 }
 
+/* Makes room for one more stranger from `a` (store_access.h's bounds):
+ * -EACCES when its address has too many already (refused, logged); when
+ * there are too many in all, the oldest one is closed. */
+static int access_bound(struct store_conn *conn, const access_addr a)
+{
+	struct store_conn *oldest = NULL;
+	size_t all = 0, same = 0;
+	for (struct store_conn *c = conn->server->conns; c; c = c->next) {
+		if (c == conn || c->state == CONN_CLOSING || c->access != CONN_ACCESS_PROOF ||
+		    !c->agent)
+			continue;
+		all++;
+		same += memcmp(c->agent->peer, a, 16) == 0;
+		oldest = c; /* the list is newest first */
+	}
+	if (same >= STORE_STRANGERS_PER_ADDR) {
+		store_access_refused(conn, "its address has too many connections that have not "
+					   "passed the token handshake");
+		return -EACCES;
+	}
+	if (all >= STORE_STRANGERS_MAX && oldest) {
+		store_access_refused(oldest, "too many connections have not passed the token "
+					     "handshake; the oldest is closed");
+		store_conn_close(oldest);
+	}
+	return 0;
+}
+
+/* A stranger that must prove the token: its session state now, so that the
+ * sweep ends one that never finishes (or never starts) the handshake. */
+static int access_stranger(struct store_conn *conn, const access_addr a)
+{
+	int rc = access_bound(conn, a);
+	if (rc < 0)
+		return rc;
+	struct store_agent *ag = calloc(1, sizeof(*ag));
+	if (!ag)
+		return -ENOMEM;
+	ag->phase = AGENT_NEW;
+	ag->handshake_until = store_access_handshake_deadline(conn->server);
+	memcpy(ag->peer, a, 16);
+	conn->agent = ag;
+	conn->access = CONN_ACCESS_PROOF;
+	conn->dec.limits = &access_stranger_limits;
+	store_access_watch_idle(conn->server);
+	return 0;
+}
+
 int store_access_admit(struct store_conn *conn)
 {
 	struct store_access *acc = conn->server->access;
@@ -263,24 +319,30 @@ int store_access_admit(struct store_conn *conn)
 	struct sockaddr_storage ss;
 	int n = sizeof(ss);
 	access_addr a;
-	if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&ss, &n) == 0 &&
-	    addr_key((struct sockaddr *)&ss, a) == 0 && access_allowed(acc, a))
+	if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&ss, &n) < 0 ||
+	    addr_key((struct sockaddr *)&ss, a) < 0)
+		memset(a, 0, sizeof(a));
+	else if (access_allowed(acc, a))
 		return 0;
-	if (acc->token) {
-		/* Its session state now, so that the sweep ends a stranger that
-		 * never finishes (or never starts) the handshake. */
-		struct store_agent *ag = calloc(1, sizeof(*ag));
-		if (!ag)
-			return -ENOMEM;
-		ag->phase = AGENT_NEW;
-		ag->handshake_until = store_access_handshake_deadline(conn->server);
-		conn->agent = ag;
-		conn->access = CONN_ACCESS_PROOF;
-		store_access_watch_idle(conn->server);
-		return 0;
-	}
+	if (acc->token)
+		return access_stranger(conn, a);
 	store_access_refused(conn, "its address is not allowed (ddp-rdzvd --allow, or a token)");
 	return -EACCES;
+}
+
+void store_access_frame_refused(struct store_conn *conn)
+{
+	_Static_assert(STORE_STRANGER_FRAME_MAX == 256, "the message below says 256");
+	store_access_refused(conn, "it announced a frame over 256 bytes before passing the "
+				   "token handshake");
+}
+
+size_t store_server_member_count(const struct store_server *server)
+{
+	size_t n = 0;
+	for (const struct store_conn *c = server->conns; c; c = c->next)
+		n += c->state != CONN_CLOSING && c->access != CONN_ACCESS_PROOF;
+	return n;
 }
 
 void store_access_joined(struct store_conn *conn)

@@ -23,6 +23,17 @@
  * the agents' (ddp-store get). Without a token nothing is protected: whoever
  * may connect may also open a session.
  *
+ * Strangers (connections that must still pass the handshake) are bounded
+ * so that they cannot take the host's file descriptors or memory: at most
+ * STORE_STRANGERS_PER_ADDR from one address (a new one over it is closed at
+ * once), at most STORE_STRANGERS_MAX in all (the oldest is closed to make
+ * room, so a real agent's handshake, done in a round trip, still passes
+ * during a flood), each for at most the handshake timeout (10 s by
+ * default); and a frame of a stranger that announces more than
+ * STORE_STRANGER_FRAME_MAX bytes (a proof is 32) closes it before anything
+ * of it is buffered. Torch clients from allowed addresses are not
+ * strangers: they are served at once.
+ *
  * Allowed addresses: loopback means exactly 127.0.0.1 and ::1 (and
  * ::ffff:127.0.0.1), not all of 127.0.0.0/8, so that simulated nodes on
  * 127.0.0.2, 127.0.0.3, ... are told apart from the host itself (a client
@@ -46,6 +57,10 @@
 
 #define STORE_TOKEN_MIN 16   /* bytes: shorter ones can be guessed (proto_auth.h) */
 #define STORE_TOKEN_MAX 4096 /* bytes */
+
+#define STORE_STRANGERS_PER_ADDR 16  /* handshakes in progress from one address */
+#define STORE_STRANGERS_MAX	 128 /* handshakes in progress in all */
+#define STORE_STRANGER_FRAME_MAX 256 /* bytes of one frame before the handshake */
 
 /* Sets the job's token (copied; STORE_TOKEN_MIN..STORE_TOKEN_MAX bytes, any
  * bytes).
@@ -74,6 +89,11 @@ void store_server_set_handshake_timeout(struct store_server *server, unsigned ms
 /* Whether a connection from `addr` would be served without the handshake
  * now (for tests and logs). */
 bool store_server_allowed(const struct store_server *server, const struct sockaddr *addr);
+
+/* Connections open now that are not strangers (not closing and not
+ * waiting to pass the handshake): the job's agents and workers. Without a
+ * token every connection counts. */
+size_t store_server_member_count(const struct store_server *server);
 
 /* Connections refused so far (for tests). */
 size_t store_server_refused_count(const struct store_server *server);

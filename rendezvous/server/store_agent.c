@@ -115,6 +115,7 @@ static int agent_auth(struct store_conn *conn, const struct proto_request *req)
 	ag->phase = AGENT_READY;
 	ag->handshake_until = 0;
 	conn->access = CONN_ACCESS_OPEN;
+	conn->dec.limits = &conn->server->plimits; /* between frames: the next is read so */
 	store_access_joined(conn);
 	int rc = reply_head(conn, 0);
 	return rc == 0 ? proto_put_bytes(&conn->out, want, sizeof(want)) : rc;

@@ -24,6 +24,7 @@ struct store_agent {
 	uint64_t idle_ms;	  /* the client's idle timeout (0: none) */
 	uint64_t handshake_until; /* uv_now() by which AUTH must pass (0: none) */
 	uint64_t last_ms;	  /* uv_now() of its last request */
+	uint8_t peer[16];	  /* a stranger's address (IPv4 mapped), for the bounds */
 	uint8_t client_nonce[PROTO_SESSION_NONCE_LEN];
 	uint8_t server_nonce[PROTO_SESSION_NONCE_LEN];
 };
@@ -75,6 +76,10 @@ void store_access_watch_idle(struct store_server *server);
 
 /* Stops the sweep (store_server_close). */
 void store_access_close(struct store_server *server);
+
+/* Says why a stranger's frame over STORE_STRANGER_FRAME_MAX closed it
+ * (logged and counted as a refusal). */
+void store_access_frame_refused(struct store_conn *conn);
 
 /* Frees the server's access state (NULL allowed). */
 void store_access_free(struct store_access *access);

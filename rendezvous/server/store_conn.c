@@ -242,6 +242,8 @@ static void conn_process(struct store_conn *conn, const uint8_t *p, size_t left)
 		left -= used;
 		if (rc == 1)
 			rc = store_conn_execute(conn, req);
+		if (rc == -EMSGSIZE && conn->access == CONN_ACCESS_PROOF)
+			store_access_frame_refused(conn);
 		if (rc < 0) {
 			conn_log_refusal(conn, rc);
 			store_conn_close(conn);
