@@ -2,9 +2,12 @@
  * fileutil.c - opening regular files only (see fileutil.h).
  */
 #include "fileutil.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,4 +52,25 @@ int file_open_regular(const char *path, mode_t *mode)
 fail:
 	close(fd);
 	return rc;
+}
+
+unsigned long long file_raise_nofile(void)
+{
+	struct rlimit rl;
+	rlim_t was;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 0;
+	if (rl.rlim_cur >= rl.rlim_max)
+		return (unsigned long long)rl.rlim_cur;
+	was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warn("cannot raise the limit on open files from %llu to %llu: %s",
+			 (unsigned long long)was, (unsigned long long)rl.rlim_max, strerror(errno));
+		return (unsigned long long)was;
+	}
+	log_debug("raised the limit on open files (ulimit -n) from %llu to the hard limit %llu",
+		  (unsigned long long)was, (unsigned long long)rl.rlim_max);
+	return (unsigned long long)rl.rlim_cur;
 }

@@ -22,4 +22,10 @@ int file_open_regular(const char *path, mode_t *mode);
  * file". */
 const char *file_kind(mode_t mode);
 
+/* Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit, as
+ * servers do, so that a flood of clients or a job with many workers is not
+ * stopped at the common 1024; says so at debug level, and at warning level
+ * when the raise fails. Returns the soft limit now (0 when unknown). */
+unsigned long long file_raise_nofile(void);
+
 #endif

@@ -2,6 +2,7 @@
 #include "agent.h"
 #include "args.h"
 #include "dryrun.h"
+#include "fileutil.h"
 #include "identity.h"
 #include "jobfile.h"
 #include "opts.h"
@@ -95,6 +96,8 @@ int main(int argc, char **argv)
 	standalone_run_id(&o);
 	/* A closed console must not kill the launcher in the middle of a job. */
 	signal(SIGPIPE, SIG_IGN);
+	/* Workers, the stores this agent hosts and their clients share it. */
+	file_raise_nofile();
 	rc = agent_run(&o, environ);
 	opts_release(&o);
 	return rc;

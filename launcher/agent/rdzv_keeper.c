@@ -25,6 +25,10 @@
 #define KEEPER_TICK_MS	     20
 #define KEEPER_HANDOFF_MS    300
 #define KEEPER_CHILD_TICK_MS 100
+/* However long clients stay, the kept store ends this long after the job
+ * (torchrun's default join_timeout): a client without the token never
+ * counts, but without a token no client can be told from the job's. */
+#define KEEPER_DEADLINE_MS 600000
 
 static void keeper_store_close(struct store_server **s)
 {
@@ -175,10 +179,11 @@ static void keeper_hand_off(struct rdzv_multi *d)
 		return;
 	}
 	if (pid > 0) {
-		log_info("the rendezvous store at %s:%d stays up in process %d for %zu agents "
-			 "still connected; it ends when the last one leaves",
-			 d->bind_lit, d->c.port, (int)pid,
-			 store_server_connection_count(d->rstore));
+		log_info("the rendezvous store at %s:%d stays up in process %d for %zu clients "
+			 "of the job still connected; it ends when the last one leaves, or "
+			 "%d s after the job",
+			 d->bind_lit, d->c.port, (int)pid, store_server_member_count(d->rstore),
+			 KEEPER_DEADLINE_MS / 1000);
 		fflush(NULL);
 		_exit(d->exit_status);
 	}
@@ -199,12 +204,20 @@ static void keeper_tick(uv_timer_t *t)
 {
 	struct rdzv_multi *d = t->data;
 
-	if (store_server_connection_count(d->rstore) == 0) {
+	uint64_t held = uv_hrtime() / 1000000u - d->linger_since;
+
+	/* Only the job's clients count: agents that passed the token
+	 * handshake and the workers served by address, not strangers. */
+	if (store_server_member_count(d->rstore) == 0 || held >= KEEPER_DEADLINE_MS) {
+		if (held >= KEEPER_DEADLINE_MS)
+			log_info("the kept rendezvous store ends %d s after the job with %zu "
+				 "clients still connected",
+				 KEEPER_DEADLINE_MS / 1000, store_server_member_count(d->rstore));
 		keeper_store_close(&d->rstore);
 		keeper_handles_close(d);
 		return;
 	}
-	if (!d->kept && uv_hrtime() / 1000000u - d->linger_since >= KEEPER_HANDOFF_MS) {
+	if (!d->kept && held >= KEEPER_HANDOFF_MS) {
 		keeper_hand_off(d);
 		uv_timer_stop(&d->linger);
 		uv_timer_start(&d->linger, keeper_tick, KEEPER_CHILD_TICK_MS, KEEPER_CHILD_TICK_MS);

@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "cli_util.h"
+#include "fileutil.h"
 #include "log.h"
 #include "store_access.h"
 #include "store_server.h"
@@ -383,15 +383,6 @@ static void bound_malloc(void)
 }
 
 /* Thousands of clients need thousands of descriptors. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 static int rdzvd_start(struct rdzvd *d, const char *host, int port,
 		       const struct store_limits *limits)
 {
@@ -447,7 +438,7 @@ int main(int argc, char **argv)
 	if (verbose > 0)
 		log_set_level(LOG_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
-	raise_fd_limit();
+	file_raise_nofile();
 	bound_malloc();
 	if (rdzvd_start(&d, host, port, &limits) < 0) {
 		if (d.server)
