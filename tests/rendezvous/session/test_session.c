@@ -680,6 +680,146 @@ static void test_strangers(void **state)
 	fx_release(&f);
 }
 
+/* ---- strangers cannot starve the host ---- */
+
+/* Silent clients from one address, counted as they connect and end. */
+struct flood {
+	uv_tcp_t tcp;
+	uv_connect_t creq;
+	int *connected;
+	int *ended;
+	char buf[64];
+};
+
+static void flood_alloc(uv_handle_t *h, size_t s, uv_buf_t *buf)
+{
+	struct flood *c = h->data;
+	*buf = uv_buf_init(c->buf, sizeof(c->buf));
+}
+
+static void flood_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+	struct flood *c = st->data;
+	if (n < 0) {
+		(*c->ended)++;
+		uv_read_stop(st);
+	}
+}
+
+static void flood_connected(uv_connect_t *r, int status)
+{
+	struct flood *c = r->data;
+	(*c->connected)++;
+	if (status < 0)
+		(*c->ended)++;
+	else
+		uv_read_start((uv_stream_t *)&c->tcp, flood_alloc, flood_read);
+}
+
+static void flood_start(uv_loop_t *loop, struct flood *c, size_t n, int port, const char *bind,
+			int *connected, int *ended)
+{
+	struct sockaddr_in b, to;
+	uv_ip4_addr(bind, 0, &b);
+	uv_ip4_addr("127.0.0.1", port, &to);
+	for (size_t i = 0; i < n; i++) {
+		c[i].connected = connected;
+		c[i].ended = ended;
+		uv_tcp_init(loop, &c[i].tcp);
+		c[i].tcp.data = &c[i];
+		c[i].creq.data = &c[i];
+		assert_int_equal(uv_tcp_bind(&c[i].tcp, (struct sockaddr *)&b, 0), 0);
+		assert_int_equal(
+		    uv_tcp_connect(&c[i].creq, &c[i].tcp, (struct sockaddr *)&to, flood_connected),
+		    0);
+	}
+}
+
+static void flood_stop(uv_loop_t *loop, struct flood *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		uv_close((uv_handle_t *)&c[i].tcp, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* Runs the loop until the server's connections settle at `want` (the close
+ * callbacks of those it refused run a turn after the clients hear it). */
+static void conns_settle(struct fx *f, size_t want)
+{
+	for (int i = 0; i < 1000 && store_server_connection_count(f->server) != want; i++)
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(store_server_connection_count(f->server), want);
+}
+
+/* Connections that have not passed the handshake are bounded: 16 from one
+ * address (more are closed at once), 128 in all (the oldest is closed), and
+ * an agent with the token still joins during the flood. */
+static void test_stranger_flood(void **state)
+{
+	enum { PER = STORE_STRANGERS_PER_ADDR, ADDRS = STORE_STRANGERS_MAX / PER };
+	static struct flood one[PER + 8], many[ADDRS][PER];
+	struct fx f;
+	struct sess a;
+	int connected = 0, ended = 0;
+	fx_init(&f, TOKEN, false);
+	flood_start(&f.loop, one, PER + 8, f.port, "127.0.0.6", &connected, &ended);
+	run_until(&f.loop, &connected, PER + 8, 5000);
+	run_until(&f.loop, &ended, 8, 5000);
+	conns_settle(&f, PER);
+	assert_int_equal(store_server_refused_count(f.server), 8);
+	assert_int_equal(store_server_member_count(f.server), 0);
+	/* From many addresses: the total stays bounded, the oldest go. */
+	connected = 0;
+	for (int i = 0; i < ADDRS; i++) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "127.0.0.%d", 10 + i);
+		flood_start(&f.loop, many[i], PER, f.port, addr, &connected, &ended);
+	}
+	run_until(&f.loop, &connected, ADDRS * PER, 5000);
+	run_until(&f.loop, &ended, 8 + PER, 5000);
+	conns_settle(&f, STORE_STRANGERS_MAX);
+	/* An agent with the token joins at once. */
+	sess_open(&f.loop, &a, f.port, TOKEN, "127.0.0.7", 5000);
+	assert_int_equal(a.status, 0);
+	assert_int_equal(store_server_member_count(f.server), 1);
+	conns_settle(&f, STORE_STRANGERS_MAX);
+	store_session_close(a.s);
+	flood_stop(&f.loop, one, PER + 8);
+	for (int i = 0; i < ADDRS; i++)
+		flood_stop(&f.loop, many[i], PER);
+	fx_release(&f);
+}
+
+/* A stranger's frame that announces more than what the handshake needs
+ * (60 MiB here) closes it at once, before anything of it is buffered. */
+static void test_stranger_big_frame(void **state)
+{
+	struct fx f;
+	struct raw r;
+	fx_init(&f, TOKEN, false);
+	memset(&r, 0, sizeof(r));
+	r.want = 8;
+	raw_op(&r, 0x01); /* SET "k", then a value of 60 MiB announced */
+	raw_bytes(&r, "k", 1);
+	uint64_t len = (uint64_t)60 << 20;
+	memcpy(r.req + r.reqlen, &len, 8);
+	r.reqlen += 8;
+	memset(r.req + r.reqlen, 'x', 64);
+	r.reqlen += 64;
+	uint64_t t0 = now_ms();
+	raw_run(&f.loop, f.port, "127.0.0.8", &r);
+	assert_true(r.eof);
+	assert_int_equal(r.got, 0);
+	assert_true(now_ms() - t0 < 2000); /* not the 10 s handshake timeout */
+	assert_int_equal(store_server_refused_count(f.server), 1);
+	/* A hello is within the limit: a session with the token joins. */
+	struct sess a;
+	sess_open(&f.loop, &a, f.port, TOKEN, "127.0.0.8", 5000);
+	assert_int_equal(a.status, 0);
+	store_session_close(a.s);
+	fx_release(&f);
+}
+
 #define STATE_KEY "ddprdzv/job/state"
 
 /* With a token, the agents' keys (ddprdzv/...) are written only by agent
@@ -1168,6 +1308,8 @@ int main(void)
 	    cmocka_unit_test(test_close_from_callback),
 	    cmocka_unit_test(test_auth),
 	    cmocka_unit_test(test_strangers),
+	    cmocka_unit_test(test_stranger_flood),
+	    cmocka_unit_test(test_stranger_big_frame),
 	    cmocka_unit_test(test_connect_retries),
 	    cmocka_unit_test(test_idle_timeout),
 	    cmocka_unit_test(test_loop_paused),
