@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -364,6 +365,32 @@ def forged(host, port, bind, key):
     return data == field(value)
 
 
+def stranger(host, port, stop, gone):
+    """A client without the token from 127.0.0.9 that opens a connection
+    every second and keeps the last two open; sets `gone` once the store
+    refuses connections."""
+    socks = []
+    while not stop.is_set():
+        s = socket.socket()
+        s.bind(("127.0.0.9", 0))
+        s.settimeout(5)
+        try:
+            s.connect((host, port))
+        except ConnectionRefusedError:
+            s.close()
+            gone.set()
+            break
+        except OSError:
+            s.close()
+        else:
+            socks.append(s)
+        while len(socks) > 2:
+            socks.pop(0).close()
+        stop.wait(1.0)
+    for s in socks:
+        s.close()
+
+
 class Security(MultiNodeCase):
     TOKEN = "tok-%d-secret-0123456789" % os.getpid()
 
@@ -461,6 +488,51 @@ class Security(MultiNodeCase):
                           r.stderr)
             self.assertIn("guesses of a short token offline", r.stderr)
             self.assertNotIn(short, r.stdout + r.stderr)
+
+    def test_a_flood_of_strangers_leaves_fds_for_the_workers(self):
+        # under ulimit -n 256, 300 silent connections from 3 addresses took
+        # the hosting agent's descriptors: loopback clients were no longer
+        # served and the restart could not start a worker (127/137)
+        env = {"DDP_RDZV_TOKEN": self.TOKEN}
+        argv = (["sh", "-c", 'ulimit -n 256 && exec "$0" "$@"', DDPLAUNCH,
+                 "--local_addr=" + addr(0), "--max_restarts=1"] + self.c10d(1, 0) +
+                [WORKER, "run", "5"])
+        first = self.cluster.start("node0", argv, env)
+        port = self.host_port(first)
+        first.wait_line(r"MNW ")
+        flood = []
+        self.addCleanup(lambda: [s.close() for s in flood])
+        for bind in ("127.0.0.9", "127.0.0.10", "127.0.0.11"):
+            for _ in range(100):
+                s = socket.socket()
+                s.bind((bind, 0))
+                s.settimeout(10)
+                s.connect((addr(0), port))
+                flood.append(s)
+        # accepted in order: the flood has been dealt with when this is served
+        self.assertTrue(served(addr(0), port, "127.0.0.1"), first.text())
+        first.wait_line(r"refused a client from 127\.0\.0\.(9|10|11):\d+: its address has too "
+                        r"many connections")
+        os.kill(int(first.workers()[0]["pid"]), signal.SIGKILL)
+        rc, _ = first.wait(30)
+        self.assertEqual(rc, 0, first.text())
+        self.assertEqual(first.text().count("MNW "), 2, first.text())
+
+    def test_strangers_do_not_keep_the_kept_store(self):
+        # a client without the token that reconnects every second kept the
+        # store of a finished job alive forever
+        env = {"DDP_RDZV_TOKEN": self.TOKEN}
+        first = self.cluster.agent(0, self.c10d(1, 0), ("run", "2"), env=env)
+        port = self.host_port(first)
+        stop, gone = threading.Event(), threading.Event()
+        t = threading.Thread(target=stranger, args=(addr(0), port, stop, gone), daemon=True)
+        t.start()
+        self.addCleanup(t.join, 10)
+        self.addCleanup(stop.set)
+        rc, _ = first.wait(30)
+        self.assertEqual(rc, 0, first.text())
+        self.assertNotIn("stays up in process", first.text())
+        self.assertTrue(gone.wait(5), "the store is still up: " + first.text())
 
     def test_no_token_says_so(self):
         first = self.cluster.agent(0, self.c10d(2, 0, extra=[fast_conf(join_timeout=1)]))
