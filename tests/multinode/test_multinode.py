@@ -495,8 +495,8 @@ class Security(MultiNodeCase):
         # served and the restart could not start a worker (127/137)
         env = {"DDP_RDZV_TOKEN": self.TOKEN}
         argv = (["sh", "-c", 'ulimit -n 256 && exec "$0" "$@"', DDPLAUNCH,
-                 "--local_addr=" + addr(0), "--max_restarts=1"] + self.c10d(1, 0) +
-                [WORKER, "run", "5"])
+                 "--local_addr=" + addr(0), "--max_restarts=1"] +
+                self.c10d(1, 0, extra=[fast_conf()]) + [WORKER, "run", "3"])
         first = self.cluster.start("node0", argv, env)
         port = self.host_port(first)
         first.wait_line(r"MNW ")
