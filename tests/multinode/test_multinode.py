@@ -365,6 +365,11 @@ def forged(host, port, bind, key):
     return data == field(value)
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int([line.split()[1] for line in f if line.startswith("VmRSS:")][0])
+
+
 def stranger(host, port, stop, gone):
     """A client without the token from 127.0.0.9 that opens a connection
     every second and keeps the last two open; sets `gone` once the store
@@ -533,6 +538,49 @@ class Security(MultiNodeCase):
         self.assertEqual(rc, 0, first.text())
         self.assertNotIn("stays up in process", first.text())
         self.assertTrue(gone.wait(5), "the store is still up: " + first.text())
+
+    def test_big_frames_of_strangers_are_not_buffered(self):
+        # 60 MiB frames from clients without the token drove the host to
+        # 1 GiB in 9 s: now the announce alone closes them
+        env = {"DDP_RDZV_TOKEN": self.TOKEN}
+        first = self.cluster.agent(0, self.c10d(1, 0), ("forever",), env=env)
+        port = self.host_port(first)
+        first.wait_line(r"MNW ")
+        before = rss_kib(first.pid)
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for i in range(4):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.9", 0))
+            s.settimeout(10)
+            s.connect((addr(0), port))
+            head = (bytes([0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x01]) + (1).to_bytes(8, "little") +
+                    b"k" + (60 << 20).to_bytes(8, "little"))
+            try:
+                s.sendall(head + bytes(8 << 20))
+            except OSError:
+                pass  # closed while sending
+        first.wait_line(r"refused a client from 127\.0\.0\.9:\d+: it announced a frame over "
+                        r"256 bytes")
+        self.assertTrue(served(addr(0), port, "127.0.0.1"))  # every frame was read by now
+        # open, their 32 MiB would be held (unless closed at the announce)
+        self.assertLess(rss_kib(first.pid) - before, 16 << 10, first.text())
+        first.signal(signal.SIGTERM)
+        first.wait()
+
+    def test_the_limit_on_open_files_is_raised(self):
+        argv = (["sh", "-c", 'ulimit -S -n 200 && exec "$0" "$@"', DDPLAUNCH,
+                 "--nproc_per_node=1", WORKER, "forever"])
+        first = self.cluster.start("node0", argv, {"DDP_LOG_LEVEL": "debug"})
+        first.wait_line(r"raised the limit on open files \(ulimit -n\) from 200 to the hard "
+                        r"limit")
+        first.wait_line(r"MNW ")
+        with open("/proc/%d/limits" % first.pid) as f:
+            row = [line.split() for line in f if line.startswith("Max open files")][0]
+        self.assertEqual(row[3], row[4])  # soft == hard
+        first.signal(signal.SIGTERM)
+        first.wait()
 
     def test_no_token_says_so(self):
         first = self.cluster.agent(0, self.c10d(2, 0, extra=[fast_conf(join_timeout=1)]))
