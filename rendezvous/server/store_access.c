@@ -45,7 +45,8 @@ struct store_access {
 	bool logged;
 	uint64_t handshake_ms;
 	uv_timer_t *sweep;
-	uint64_t swept_ms; /* uv_now() of the last sweep */
+	uint64_t swept_ms;	       /* uv_now() of the last sweep */
+	struct store_agent *strangers; /* still to pass the handshake, newest first */
 };
 
 static struct store_access *access_get(struct store_server *server)
@@ -264,18 +265,16 @@ void store_access_refused(struct store_conn *conn, const char *why)
 
 /* Makes room for one more stranger from `a` (store_access.h's bounds):
  * -EACCES when its address has too many already (refused, logged); when
- * there are too many in all, the oldest one is closed. */
+ * there are too many in all, the oldest one is closed. The list holds at
+ * most STORE_STRANGERS_MAX, so a flood costs no more per connection. */
 static int access_bound(struct store_conn *conn, const access_addr a)
 {
-	struct store_conn *oldest = NULL;
+	struct store_agent *oldest = NULL;
 	size_t all = 0, same = 0;
-	for (struct store_conn *c = conn->server->conns; c; c = c->next) {
-		if (c == conn || c->state == CONN_CLOSING || c->access != CONN_ACCESS_PROOF ||
-		    !c->agent)
-			continue;
+	for (struct store_agent *ag = conn->server->access->strangers; ag; ag = ag->snext) {
 		all++;
-		same += memcmp(c->agent->peer, a, 16) == 0;
-		oldest = c; /* the list is newest first */
+		same += memcmp(ag->peer, a, 16) == 0;
+		oldest = ag;
 	}
 	if (same >= STORE_STRANGERS_PER_ADDR) {
 		store_access_refused(conn, "its address has too many connections that have not "
@@ -283,11 +282,40 @@ static int access_bound(struct store_conn *conn, const access_addr a)
 		return -EACCES;
 	}
 	if (all >= STORE_STRANGERS_MAX && oldest) {
-		store_access_refused(oldest, "too many connections have not passed the token "
-					     "handshake; the oldest is closed");
-		store_conn_close(oldest);
+		struct store_conn *c = oldest->conn;
+		store_access_refused(c, "too many connections have not passed the token "
+					"handshake; the oldest is closed");
+		store_access_unlist(c); /* at once: its close may wait for a callback */
+		store_conn_close(c);
 	}
 	return 0;
+}
+
+static void access_list(struct store_access *acc, struct store_conn *conn)
+{
+	struct store_agent *ag = conn->agent;
+	ag->conn = conn;
+	ag->sprev = NULL;
+	ag->snext = acc->strangers;
+	if (acc->strangers)
+		acc->strangers->sprev = ag;
+	acc->strangers = ag;
+}
+
+void store_access_unlist(struct store_conn *conn)
+{
+	struct store_agent *ag = conn->agent;
+	struct store_access *acc = conn->server->access;
+	if (!ag || !ag->conn || !acc)
+		return;
+	if (ag->sprev)
+		ag->sprev->snext = ag->snext;
+	else
+		acc->strangers = ag->snext;
+	if (ag->snext)
+		ag->snext->sprev = ag->sprev;
+	ag->conn = NULL;
+	ag->snext = ag->sprev = NULL;
 }
 
 /* A stranger that must prove the token: its session state now, so that the
@@ -306,6 +334,7 @@ static int access_stranger(struct store_conn *conn, const access_addr a)
 	conn->agent = ag;
 	conn->access = CONN_ACCESS_PROOF;
 	conn->dec.limits = &access_stranger_limits;
+	access_list(conn->server->access, conn);
 	store_access_watch_idle(conn->server);
 	return 0;
 }

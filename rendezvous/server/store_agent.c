@@ -114,6 +114,7 @@ static int agent_auth(struct store_conn *conn, const struct proto_request *req)
 	proto_auth_proof(token, tlen, true, ag->client_nonce, ag->server_nonce, want);
 	ag->phase = AGENT_READY;
 	ag->handshake_until = 0;
+	store_access_unlist(conn);
 	conn->access = CONN_ACCESS_OPEN;
 	conn->dec.limits = &conn->server->plimits; /* between frames: the next is read so */
 	store_access_joined(conn);
@@ -256,6 +257,7 @@ void store_agent_forget(struct store_conn *conn)
 	size_t n = store_owner_expire(conn->server->store, &conn->owner);
 	if (n)
 		log_debug("store: session ended; deleted its %zu key(s)", n);
+	store_access_unlist(conn);
 	free(conn->agent);
 	conn->agent = NULL;
 }

@@ -21,10 +21,12 @@ enum agent_phase {
 
 struct store_agent {
 	enum agent_phase phase;
-	uint64_t idle_ms;	  /* the client's idle timeout (0: none) */
-	uint64_t handshake_until; /* uv_now() by which AUTH must pass (0: none) */
-	uint64_t last_ms;	  /* uv_now() of its last request */
-	uint8_t peer[16];	  /* a stranger's address (IPv4 mapped), for the bounds */
+	uint64_t idle_ms;		   /* the client's idle timeout (0: none) */
+	uint64_t handshake_until;	   /* uv_now() by which AUTH must pass (0: none) */
+	uint64_t last_ms;		   /* uv_now() of its last request */
+	uint8_t peer[16];		   /* a stranger's address (IPv4 mapped), for the bounds */
+	struct store_conn *conn;	   /* a stranger's connection, while listed */
+	struct store_agent *snext, *sprev; /* the server's strangers, newest first */
 	uint8_t client_nonce[PROTO_SESSION_NONCE_LEN];
 	uint8_t server_nonce[PROTO_SESSION_NONCE_LEN];
 };
@@ -76,6 +78,10 @@ void store_access_watch_idle(struct store_server *server);
 
 /* Stops the sweep (store_server_close). */
 void store_access_close(struct store_server *server);
+
+/* The connection is no longer a stranger (it passed the handshake, or it
+ * is going): it leaves the list the bounds are counted on. Idempotent. */
+void store_access_unlist(struct store_conn *conn);
 
 /* Says why a stranger's frame over STORE_STRANGER_FRAME_MAX closed it
  * (logged and counted as a refusal). */

@@ -63,6 +63,7 @@ void store_conn_close(struct store_conn *conn)
 		return;
 	conn->state = CONN_CLOSING;
 	store_budget_forget(conn);
+	store_access_unlist(conn); /* a stranger no longer counts */
 	/* At once, so a queue push cannot wake a closing client instead of a
 	 * live one; but a store callback must not change the store under
 	 * itself, so from there it waits for the close callback. */
