@@ -62,8 +62,7 @@ void pe_job_free(struct ejob *j)
 }
 
 /* A request with copies of its keys (and value, expected). */
-struct ejob *pe_job_new(enum job_kind kind, uint64_t tag, const struct rdzv_bytes *keys,
-			size_t nkeys)
+struct ejob *pe_job_new(enum job_kind kind, uint64_t tag, const struct byteview *keys, size_t nkeys)
 {
 	struct ejob *j = calloc(1, sizeof(*j));
 

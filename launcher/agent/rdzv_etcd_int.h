@@ -102,7 +102,7 @@ struct etcd_be {
 /* n bytes of p, NUL-terminated (n may be 0, p then NULL), or NULL. */
 char *pe_mem_dup(const void *p, size_t n);
 /* A job with copies of the keys; NULL when out of memory. */
-struct ejob *pe_job_new(enum job_kind kind, uint64_t tag, const struct rdzv_bytes *keys,
+struct ejob *pe_job_new(enum job_kind kind, uint64_t tag, const struct byteview *keys,
 			size_t nkeys);
 /* Frees j and what it holds (a watch it set up; its ewatch when that was
  * cancelled before the answer). NULL allowed. */

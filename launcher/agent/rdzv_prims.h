@@ -89,15 +89,15 @@ struct rdzv_prims_ops {
 	 * connection closes at once, a frozen host's session only ends when it
 	 * has been silent that long). Valid after connected(0). */
 	int64_t (*death_delay_ms)(void *be);
-	int (*get)(void *be, uint64_t tag, const struct rdzv_bytes *keys, size_t n);
-	int (*cas)(void *be, uint64_t tag, struct rdzv_bytes key, bool has_expected,
-		   struct rdzv_bytes expected, struct rdzv_bytes value);
-	int (*add)(void *be, uint64_t tag, struct rdzv_bytes key, int64_t delta);
+	int (*get)(void *be, uint64_t tag, const struct byteview *keys, size_t n);
+	int (*cas)(void *be, uint64_t tag, struct byteview key, bool has_expected,
+		   struct byteview expected, struct byteview value);
+	int (*add)(void *be, uint64_t tag, struct byteview key, int64_t delta);
 	/* session: the key lives as long as this session (etcd: a lease). */
-	int (*set)(void *be, uint64_t tag, struct rdzv_bytes key, struct rdzv_bytes value,
+	int (*set)(void *be, uint64_t tag, struct byteview key, struct byteview value,
 		   bool session);
 	/* `watch` is the caller's id for it (events carry it). */
-	int (*watch)(void *be, uint64_t watch, struct rdzv_bytes key);
+	int (*watch)(void *be, uint64_t watch, struct byteview key);
 	void (*unwatch)(void *be, uint64_t watch);
 	/* Ends the session (its session keys go) and frees the backend once
 	 * its handles are closed (keep the loop running). NULL-safe. */

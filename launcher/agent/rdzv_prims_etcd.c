@@ -493,7 +493,7 @@ static int be_usable(const struct etcd_be *be)
 	return be->open && !be->closed ? 0 : -ENOTCONN;
 }
 
-static int pe_get(void *p, uint64_t tag, const struct rdzv_bytes *keys, size_t n)
+static int pe_get(void *p, uint64_t tag, const struct byteview *keys, size_t n)
 {
 	struct etcd_be *be = p;
 	struct ejob *j;
@@ -508,8 +508,8 @@ static int pe_get(void *p, uint64_t tag, const struct rdzv_bytes *keys, size_t n
 	return 0;
 }
 
-static int pe_cas(void *p, uint64_t tag, struct rdzv_bytes key, bool has_expected,
-		  struct rdzv_bytes expected, struct rdzv_bytes value)
+static int pe_cas(void *p, uint64_t tag, struct byteview key, bool has_expected,
+		  struct byteview expected, struct byteview value)
 {
 	struct etcd_be *be = p;
 	struct ejob *j;
@@ -531,7 +531,7 @@ static int pe_cas(void *p, uint64_t tag, struct rdzv_bytes key, bool has_expecte
 	return 0;
 }
 
-static int pe_add(void *p, uint64_t tag, struct rdzv_bytes key, int64_t delta)
+static int pe_add(void *p, uint64_t tag, struct byteview key, int64_t delta)
 {
 	struct etcd_be *be = p;
 	struct ejob *j;
@@ -545,8 +545,7 @@ static int pe_add(void *p, uint64_t tag, struct rdzv_bytes key, int64_t delta)
 	return 0;
 }
 
-static int pe_set(void *p, uint64_t tag, struct rdzv_bytes key, struct rdzv_bytes value,
-		  bool session)
+static int pe_set(void *p, uint64_t tag, struct byteview key, struct byteview value, bool session)
 {
 	struct etcd_be *be = p;
 	struct ejob *j;
@@ -565,7 +564,7 @@ static int pe_set(void *p, uint64_t tag, struct rdzv_bytes key, struct rdzv_byte
 	return 0;
 }
 
-static int pe_watch(void *p, uint64_t id, struct rdzv_bytes key)
+static int pe_watch(void *p, uint64_t id, struct byteview key)
 {
 	struct etcd_be *be = p;
 	struct ewatch *w;

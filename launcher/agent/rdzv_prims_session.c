@@ -26,9 +26,9 @@ struct sess_be {
 	struct sess_watch *watches;
 };
 
-static struct store_session_bytes sb(struct rdzv_bytes b)
+static struct byteview sb(struct byteview b)
 {
-	return (struct store_session_bytes){b.data, b.len};
+	return (struct byteview){b.data, b.len};
 }
 
 static struct rdzv_value rv(struct store_session_value v)
@@ -171,15 +171,13 @@ static void on_get(void *arg, uint64_t tag, int status, const struct store_sessi
 		free(v);
 }
 
-static int sess_get(void *p, uint64_t tag, const struct rdzv_bytes *keys, size_t n)
+static int sess_get(void *p, uint64_t tag, const struct byteview *keys, size_t n)
 {
 	struct sess_be *be = p;
 
-	/* struct rdzv_bytes and struct store_session_bytes have one layout. */
-	_Static_assert(sizeof(struct rdzv_bytes) == sizeof(struct store_session_bytes),
-		       "byte views differ");
-	return be->s ? store_session_get(be->s, (const struct store_session_bytes *)keys, n, on_get,
-					 be, tag)
+	/* struct byteview and struct byteview have one layout. */
+	_Static_assert(sizeof(struct byteview) == sizeof(struct byteview), "byte views differ");
+	return be->s ? store_session_get(be->s, (const struct byteview *)keys, n, on_get, be, tag)
 		     : -ENOTCONN;
 }
 
@@ -192,8 +190,8 @@ static void on_cas(void *arg, uint64_t tag, int status, bool swapped,
 		be->sink->cased(be->drv, tag, status, swapped, rv(cur));
 }
 
-static int sess_cas(void *p, uint64_t tag, struct rdzv_bytes key, bool has_expected,
-		    struct rdzv_bytes expected, struct rdzv_bytes value)
+static int sess_cas(void *p, uint64_t tag, struct byteview key, bool has_expected,
+		    struct byteview expected, struct byteview value)
 {
 	struct sess_be *be = p;
 
@@ -210,7 +208,7 @@ static void on_add(void *arg, uint64_t tag, int status, int64_t value)
 		be->sink->added(be->drv, tag, status, value);
 }
 
-static int sess_add(void *p, uint64_t tag, struct rdzv_bytes key, int64_t delta)
+static int sess_add(void *p, uint64_t tag, struct byteview key, int64_t delta)
 {
 	struct sess_be *be = p;
 
@@ -225,8 +223,7 @@ static void on_done(void *arg, uint64_t tag, int status)
 		be->sink->done(be->drv, tag, status);
 }
 
-static int sess_set(void *p, uint64_t tag, struct rdzv_bytes key, struct rdzv_bytes value,
-		    bool session)
+static int sess_set(void *p, uint64_t tag, struct byteview key, struct byteview value, bool session)
 {
 	struct sess_be *be = p;
 
@@ -249,7 +246,7 @@ static void on_event(void *arg, uint64_t sid, int status, struct store_session_v
 	be->sink->event(be->drv, id, status, rv(v));
 }
 
-static int sess_watch(void *p, uint64_t id, struct rdzv_bytes key)
+static int sess_watch(void *p, uint64_t id, struct byteview key)
 {
 	struct sess_be *be = p;
 	struct sess_watch *w;

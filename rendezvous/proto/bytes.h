@@ -8,11 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A borrowed run of bytes; the owner of `data` says how long it lives. */
-struct byteview {
-	const uint8_t *data;
-	size_t len;
-};
+#include "byteview.h"
 
 /* A growable buffer. Zero-initialised (or after bytebuf_release) it holds no
  * memory; it allocates on the first append. */

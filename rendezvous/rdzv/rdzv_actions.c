@@ -67,9 +67,9 @@ static int act_fill(struct rdzv_act *a, const char *key, const void *e, size_t e
 	if (vlen)
 		memcpy(a->buf + klen + elen, v, vlen);
 	a->buf[klen + elen + vlen] = '\0';
-	a->a.key = (struct rdzv_bytes){a->buf, klen};
-	a->a.expected = (struct rdzv_bytes){a->buf + klen, elen};
-	a->a.value = (struct rdzv_bytes){a->buf + klen + elen, vlen};
+	a->a.key = (struct byteview){a->buf, klen};
+	a->a.expected = (struct byteview){a->buf + klen, elen};
+	a->a.value = (struct byteview){a->buf + klen + elen, vlen};
 	return 0;
 }
 
@@ -142,7 +142,7 @@ static int get_append(struct rdzv_act *a, size_t *cap, size_t i, const char *key
 		*cap = ncap;
 	}
 	memcpy(a->buf + a->buf_len, key, kl);
-	a->keys[i] = (struct rdzv_bytes){(const uint8_t *)(uintptr_t)a->buf_len, kl};
+	a->keys[i] = (struct byteview){(const uint8_t *)(uintptr_t)a->buf_len, kl};
 	a->buf_len += kl;
 	return 0;
 }

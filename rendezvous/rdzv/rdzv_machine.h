@@ -74,6 +74,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "byteview.h"
 #include "rdzv_codec.h"
 
 /* Whose store this node meets the others on (see "Job identity" above). */
@@ -153,22 +154,17 @@ enum rdzv_action_kind {
 				 missing, until when (report_first_ms) */
 };
 
-struct rdzv_bytes {
-	const uint8_t *data;
-	size_t len;
-};
-
 /* One thing to do. Every pointer in it stays valid until the next call of
  * an entry point other than rdzv_next_action. */
 struct rdzv_action {
 	enum rdzv_action_kind kind;
 	uint64_t id;	/* answer with this id (requests and WATCH) */
 	uint64_t watch; /* UNWATCH: the id of the WATCH to stop */
-	struct rdzv_bytes key;
-	const struct rdzv_bytes *keys; /* GET */
+	struct byteview key;
+	const struct byteview *keys; /* GET */
 	size_t nkeys;
 	bool has_expected; /* CAS: false = the key must be absent */
-	struct rdzv_bytes expected, value;
+	struct byteview expected, value;
 	int64_t delta;
 	int64_t at_ms;
 	const char *text;
@@ -177,7 +173,7 @@ struct rdzv_action {
 /* A value read: present or missing. */
 struct rdzv_value {
 	bool present;
-	struct rdzv_bytes bytes;
+	struct byteview bytes;
 };
 
 /* This node's round, valid from RDZV_ACT_ROUND until the next ROUND_OVER,

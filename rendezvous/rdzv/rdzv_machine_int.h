@@ -52,7 +52,7 @@ struct rdzv_census {
 
 struct rdzv_act {
 	struct rdzv_action a;
-	struct rdzv_bytes *keys;
+	struct byteview *keys;
 	uint8_t *buf;
 	size_t buf_len;
 };

@@ -124,12 +124,12 @@ static bool sess_usable(const struct store_session *s)
 	return s && s->phase != SESS_DEAD;
 }
 
-static bool key_ok(struct store_session_bytes k)
+static bool key_ok(struct byteview k)
 {
 	return k.len > 0 && k.len <= STORE_SESSION_MAX_KEY && k.data;
 }
 
-static bool value_ok(struct store_session_bytes v)
+static bool value_ok(struct byteview v)
 {
 	return v.len <= STORE_SESSION_MAX_VALUE && (v.data || v.len == 0);
 }
@@ -173,8 +173,8 @@ static void pop_tail(struct store_session *s, struct sess_req *r)
 }
 
 /* Encodes op with fields; rolls the buffer back on failure. */
-static int encode(struct store_session *s, enum proto_op op, const struct store_session_bytes *f,
-		  size_t nf, bool has_int, int64_t integer, bool count)
+static int encode(struct store_session *s, enum proto_op op, const struct byteview *f, size_t nf,
+		  bool has_int, int64_t integer, bool count)
 {
 	struct bytebuf *b = sess_outbuf(s);
 	size_t mark = b->len;
@@ -194,8 +194,8 @@ static int encode(struct store_session *s, enum proto_op op, const struct store_
 }
 
 static int submit(struct store_session *s, enum proto_op op, void *fn, void *arg, uint64_t tag,
-		  const struct store_session_bytes *f, size_t nf, bool has_int, int64_t integer,
-		  bool count, struct sess_req **out)
+		  const struct byteview *f, size_t nf, bool has_int, int64_t integer, bool count,
+		  struct sess_req **out)
 {
 	struct sess_req *r;
 	int rc = push_req(s, op, fn, arg, tag, &r);
@@ -233,33 +233,30 @@ int sess_push_ping(struct store_session *s)
 	return 0;
 }
 
-static int set_common(struct store_session *s, enum proto_op op, struct store_session_bytes key,
-		      struct store_session_bytes value, store_session_done_fn done, void *arg,
-		      uint64_t tag)
+static int set_common(struct store_session *s, enum proto_op op, struct byteview key,
+		      struct byteview value, store_session_done_fn done, void *arg, uint64_t tag)
 {
 	if (!sess_usable(s))
 		return -ENOTCONN;
 	if (!done || !key_ok(key) || !value_ok(value))
 		return -EINVAL;
-	struct store_session_bytes f[2] = {key, value};
+	struct byteview f[2] = {key, value};
 	return submit(s, op, (void *)done, arg, tag, f, 2, false, 0, false, NULL);
 }
 
-int store_session_set(struct store_session *s, struct store_session_bytes key,
-		      struct store_session_bytes value, store_session_done_fn done, void *arg,
-		      uint64_t tag)
+int store_session_set(struct store_session *s, struct byteview key, struct byteview value,
+		      store_session_done_fn done, void *arg, uint64_t tag)
 {
 	return set_common(s, PROTO_OP_S_SET, key, value, done, arg, tag);
 }
 
-int store_session_set_session(struct store_session *s, struct store_session_bytes key,
-			      struct store_session_bytes value, store_session_done_fn done,
-			      void *arg, uint64_t tag)
+int store_session_set_session(struct store_session *s, struct byteview key, struct byteview value,
+			      store_session_done_fn done, void *arg, uint64_t tag)
 {
 	return set_common(s, PROTO_OP_S_SET_SESSION, key, value, done, arg, tag);
 }
 
-int store_session_get(struct store_session *s, const struct store_session_bytes *keys, size_t n,
+int store_session_get(struct store_session *s, const struct byteview *keys, size_t n,
 		      store_session_get_fn done, void *arg, uint64_t tag)
 {
 	if (!sess_usable(s))
@@ -276,22 +273,22 @@ int store_session_get(struct store_session *s, const struct store_session_bytes 
 	return rc;
 }
 
-int store_session_cas(struct store_session *s, struct store_session_bytes key, bool has_expected,
-		      struct store_session_bytes expected, struct store_session_bytes value,
-		      store_session_cas_fn done, void *arg, uint64_t tag)
+int store_session_cas(struct store_session *s, struct byteview key, bool has_expected,
+		      struct byteview expected, struct byteview value, store_session_cas_fn done,
+		      void *arg, uint64_t tag)
 {
 	if (!sess_usable(s))
 		return -ENOTCONN;
 	if (!has_expected)
-		expected = (struct store_session_bytes){NULL, 0};
+		expected = (struct byteview){NULL, 0};
 	if (!done || !key_ok(key) || !value_ok(expected) || !value_ok(value))
 		return -EINVAL;
-	struct store_session_bytes f[3] = {key, expected, value};
+	struct byteview f[3] = {key, expected, value};
 	return submit(s, PROTO_OP_S_CAS, (void *)done, arg, tag, f, 3, true, has_expected ? 1 : 0,
 		      false, NULL);
 }
 
-int store_session_add(struct store_session *s, struct store_session_bytes key, int64_t delta,
+int store_session_add(struct store_session *s, struct byteview key, int64_t delta,
 		      store_session_add_fn done, void *arg, uint64_t tag)
 {
 	if (!sess_usable(s))
@@ -334,8 +331,8 @@ void sess_watch_gc(struct store_session *s)
 	}
 }
 
-int store_session_watch(struct store_session *s, struct store_session_bytes key,
-			store_session_event_fn event, void *arg, uint64_t *id)
+int store_session_watch(struct store_session *s, struct byteview key, store_session_event_fn event,
+			void *arg, uint64_t *id)
 {
 	if (!sess_usable(s))
 		return -ENOTCONN;
@@ -383,7 +380,7 @@ int store_session_unwatch(struct store_session *s, uint64_t id)
 	/* The store keeps one registration per key: drop it with the last
 	 * watch. Failing to say so only costs events that are ignored. */
 	if (!others && s->phase != SESS_DEAD) {
-		struct store_session_bytes k = {w->key, w->key_len};
+		struct byteview k = {w->key, w->key_len};
 		submit(s, PROTO_OP_S_UNWATCH, NULL, NULL, 0, &k, 1, false, 0, false, NULL);
 	}
 	sess_watch_gc(s);

@@ -79,6 +79,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "byteview.h"
+
 /* Argument limits (the server's defaults are larger). */
 #define STORE_SESSION_MAX_KEY	(64 * 1024)
 #define STORE_SESSION_MAX_VALUE (16 * 1024 * 1024)
@@ -87,16 +89,10 @@
 #define STORE_SESSION_MAX_TOKEN 4096
 #define STORE_SESSION_MSG_MAX	768 /* room for any message given to a callback */
 
-/* A byte string (same layout as struct rdzv_bytes). */
-struct store_session_bytes {
-	const uint8_t *data;
-	size_t len;
-};
-
 /* A value read: present or missing (an empty value is present, len 0). */
 struct store_session_value {
 	bool present;
-	struct store_session_bytes bytes;
+	struct byteview bytes;
 };
 
 struct store_session_opts {
@@ -196,18 +192,16 @@ bool store_session_peer_silent(const struct store_session *s);
  * unbinds it, as a put without lease does in etcd; another set_session binds
  * it to that session). */
 typedef void (*store_session_done_fn)(void *arg, uint64_t tag, int status);
-int store_session_set(struct store_session *s, struct store_session_bytes key,
-		      struct store_session_bytes value, store_session_done_fn done, void *arg,
-		      uint64_t tag);
-int store_session_set_session(struct store_session *s, struct store_session_bytes key,
-			      struct store_session_bytes value, store_session_done_fn done,
-			      void *arg, uint64_t tag);
+int store_session_set(struct store_session *s, struct byteview key, struct byteview value,
+		      store_session_done_fn done, void *arg, uint64_t tag);
+int store_session_set_session(struct store_session *s, struct byteview key, struct byteview value,
+			      store_session_done_fn done, void *arg, uint64_t tag);
 
 /* Reads n keys (1..STORE_SESSION_MAX_KEYS) at one point of the store's
  * history; vals has n entries in the order of keys (NULL when status < 0). */
 typedef void (*store_session_get_fn)(void *arg, uint64_t tag, int status,
 				     const struct store_session_value *vals, size_t n);
-int store_session_get(struct store_session *s, const struct store_session_bytes *keys, size_t n,
+int store_session_get(struct store_session *s, const struct byteview *keys, size_t n,
 		      store_session_get_fn done, void *arg, uint64_t tag);
 
 /* Compare-and-set: stores `value` iff the key holds `expected` (has_expected)
@@ -218,14 +212,14 @@ int store_session_get(struct store_session *s, const struct store_session_bytes 
  * false when the key already held `value` but not `expected`. */
 typedef void (*store_session_cas_fn)(void *arg, uint64_t tag, int status, bool swapped,
 				     struct store_session_value current);
-int store_session_cas(struct store_session *s, struct store_session_bytes key, bool has_expected,
-		      struct store_session_bytes expected, struct store_session_bytes value,
-		      store_session_cas_fn done, void *arg, uint64_t tag);
+int store_session_cas(struct store_session *s, struct byteview key, bool has_expected,
+		      struct byteview expected, struct byteview value, store_session_cas_fn done,
+		      void *arg, uint64_t tag);
 
 /* Atomic add to a decimal counter (missing counts as 0; stored as decimal
  * text, as TCPStore's add); value is the sum. */
 typedef void (*store_session_add_fn)(void *arg, uint64_t tag, int status, int64_t value);
-int store_session_add(struct store_session *s, struct store_session_bytes key, int64_t delta,
+int store_session_add(struct store_session *s, struct byteview key, int64_t delta,
 		      store_session_add_fn done, void *arg, uint64_t tag);
 
 /* Watches a key: `event` runs first with the key's value at the time the
@@ -239,8 +233,8 @@ int store_session_add(struct store_session *s, struct store_session_bytes key, i
  * again. *id (never 0) names the watch. Returns as the other requests. */
 typedef void (*store_session_event_fn)(void *arg, uint64_t id, int status,
 				       struct store_session_value value);
-int store_session_watch(struct store_session *s, struct store_session_bytes key,
-			store_session_event_fn event, void *arg, uint64_t *id);
+int store_session_watch(struct store_session *s, struct byteview key, store_session_event_fn event,
+			void *arg, uint64_t *id);
 
 /* Stops a watch: its callback never runs again, even for events already
  * received. Returns 0, or -ENOENT for an unknown or finished id. (The store

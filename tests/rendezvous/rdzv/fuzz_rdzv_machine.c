@@ -61,10 +61,10 @@ static uint16_t u16(struct fin *in)
 }
 
 /* A view of up to `max` bytes of the input (its length from the input). */
-static struct rdzv_bytes bytes_of(struct fin *in, size_t max)
+static struct byteview bytes_of(struct fin *in, size_t max)
 {
 	size_t want = u16(in) % (max + 1);
-	struct rdzv_bytes b = {in->p, want < in->n ? want : in->n};
+	struct byteview b = {in->p, want < in->n ? want : in->n};
 	in->p += b.len;
 	in->n -= b.len;
 	return b;
@@ -93,9 +93,9 @@ struct watcher {
 struct msg {
 	enum rdzv_action_kind kind; /* 0: a watch event */
 	uint64_t id;
-	struct rdzv_bytes *keys; /* owned copies */
+	struct byteview *keys; /* owned copies */
 	size_t nkeys;
-	struct rdzv_bytes val, exp;
+	struct byteview val, exp;
 	bool has_exp;
 	int64_t delta;
 	bool swapped;
@@ -150,12 +150,12 @@ static uint8_t *dup_bytes(const void *p, size_t n)
 	return d;
 }
 
-static struct rdzv_bytes copy_view(struct rdzv_bytes b)
+static struct byteview copy_view(struct byteview b)
 {
-	return (struct rdzv_bytes){dup_bytes(b.data, b.len), b.len};
+	return (struct byteview){dup_bytes(b.data, b.len), b.len};
 }
 
-static struct entry *lookup(struct sim *s, struct rdzv_bytes key, bool create)
+static struct entry *lookup(struct sim *s, struct byteview key, bool create)
 {
 	for (struct entry *e = s->entries; e; e = e->next)
 		if (e->klen == key.len && memcmp(e->key, key.data, key.len) == 0)
@@ -235,7 +235,7 @@ static struct rdzv_value value_of(const struct entry *e)
 	struct rdzv_value v = {false, {NULL, 0}};
 	if (e && e->present) {
 		v.present = true;
-		v.bytes = copy_view((struct rdzv_bytes){e->val, e->vlen});
+		v.bytes = copy_view((struct byteview){e->val, e->vlen});
 	}
 	return v;
 }
@@ -288,14 +288,14 @@ static void del(struct sim *s, struct entry *e)
 static void exec_cas(struct sim *s, struct msg *m)
 {
 	struct entry *e = lookup(s, m->keys[0], true);
-	struct rdzv_bytes exp = m->has_exp ? m->exp : (struct rdzv_bytes){(const uint8_t *)"", 0};
-	struct rdzv_bytes after;
+	struct byteview exp = m->has_exp ? m->exp : (struct byteview){(const uint8_t *)"", 0};
+	struct byteview after;
 	if (!e->present && exp.len != 0) {
 		after = exp; /* TCPStore answers `expected` for a missing key */
 	} else {
 		if (!e->present || (e->vlen == exp.len && memcmp(e->val, exp.data, exp.len) == 0))
 			put(s, e, m->val.data, m->val.len, -1);
-		after = (struct rdzv_bytes){e->val, e->vlen};
+		after = (struct byteview){e->val, e->vlen};
 	}
 	m->swapped = after.len == m->val.len && memcmp(after.data, m->val.data, after.len) == 0;
 	set_vals(m, 1);
@@ -646,7 +646,7 @@ static void stranger(struct sim *s, struct fin *in, uint8_t how)
 		return;
 	s->tampered = true;
 	if (how == 0) {
-		struct rdzv_bytes b = bytes_of(in, VALUE_MAX);
+		struct byteview b = bytes_of(in, VALUE_MAX);
 		put(s, e, b.data, b.len, -1);
 	} else if (how == 1) {
 		del(s, e);

@@ -414,7 +414,7 @@ static void drain(struct fake_net *net, struct node *nd)
 		m->nkeys = act.kind == RDZV_ACT_GET ? act.nkeys : 1;
 		m->keys = calloc(m->nkeys ? m->nkeys : 1, sizeof(*m->keys));
 		for (size_t i = 0; i < m->nkeys; i++) {
-			struct rdzv_bytes k = act.kind == RDZV_ACT_GET ? act.keys[i] : act.key;
+			struct byteview k = act.kind == RDZV_ACT_GET ? act.keys[i] : act.key;
 			m->keys[i] = (char *)dup_bytes(k.data, k.len);
 		}
 		m->val = dup_bytes(act.value.data, act.value.len);

@@ -340,9 +340,9 @@ static void on_close(struct store_session *s, void *arg, int status, const char 
 /* One request of the session, chosen by the input. */
 static void request(struct client *c, struct fin *in)
 {
-	static const struct store_session_bytes keys[] = {
+	static const struct byteview keys[] = {
 	    {(const uint8_t *)"k0", 2}, {(const uint8_t *)"k1", 2}, {(const uint8_t *)"k2", 2}};
-	struct store_session_bytes v = {(const uint8_t *)"value", 5};
+	struct byteview v = {(const uint8_t *)"value", 5};
 	uint8_t op = u8(in);
 	int rc;
 	c->issued++;

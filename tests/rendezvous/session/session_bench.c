@@ -113,9 +113,9 @@ static void rtt_next(struct rtt *r)
 {
 	char next[32];
 	snprintf(next, sizeof(next), "%d", r->n + 1);
-	struct store_session_bytes k = {(const uint8_t *)"cas", 3};
-	struct store_session_bytes e = {(const uint8_t *)r->cur, strlen(r->cur)};
-	struct store_session_bytes v = {(const uint8_t *)next, strlen(next)};
+	struct byteview k = {(const uint8_t *)"cas", 3};
+	struct byteview e = {(const uint8_t *)r->cur, strlen(r->cur)};
+	struct byteview v = {(const uint8_t *)next, strlen(next)};
 	r->t0 = now_ns();
 	store_session_cas(r->s, k, r->n > 0, e, v, rtt_cas_done, r, 0);
 }
@@ -158,8 +158,8 @@ static void bench_rtt(uv_loop_t *loop, int port)
 	r.done = 0;
 	r.total = 100000;
 	uint64_t t0 = now_ns();
-	struct store_session_bytes k = {(const uint8_t *)"cas2", 4};
-	struct store_session_bytes v = {(const uint8_t *)"x", 1};
+	struct byteview k = {(const uint8_t *)"cas2", 4};
+	struct byteview v = {(const uint8_t *)"x", 1};
 	for (int i = 0; i < r.total; i++)
 		store_session_cas(r.s, k, false, v, v, rtt_cas_done, &r, 0);
 	while (!r.done)
@@ -211,8 +211,8 @@ static void agent_connected(struct store_session *s, void *arg, int status, cons
 		a->c->t_connected = now_ns();
 	char key[32];
 	snprintf(key, sizeof(key), "m/%d", a->idx);
-	struct store_session_bytes k = {(const uint8_t *)key, strlen(key)};
-	struct store_session_bytes v = {(const uint8_t *)"alive", 5};
+	struct byteview k = {(const uint8_t *)key, strlen(key)};
+	struct byteview v = {(const uint8_t *)"alive", 5};
 	store_session_set_session(s, k, v, agent_written, a, 0);
 }
 
@@ -256,14 +256,14 @@ static void bench_crowd(uv_loop_t *loop, int port, int n, bool token)
 	}
 	while (c.written < n)
 		uv_run(loop, UV_RUN_ONCE);
-	struct store_session_bytes k = {(const uint8_t *)"state", 5};
+	struct byteview k = {(const uint8_t *)"state", 5};
 	for (int i = 0; i < n; i++)
 		store_session_watch(agents[i].s, k, agent_event, &agents[i], &agents[i].watch);
 	while (c.watching < n)
 		uv_run(loop, UV_RUN_ONCE);
 	c.expect_change = true;
 	uint64_t t1 = now_ns();
-	struct store_session_bytes v = {(const uint8_t *)"closed", 6};
+	struct byteview v = {(const uint8_t *)"closed", 6};
 	store_session_set(agents[0].s, k, v, set_done, NULL, 0);
 	while (c.heard < n)
 		uv_run(loop, UV_RUN_ONCE);

@@ -35,8 +35,8 @@
 
 #define TOKEN "job-token-0123456789"
 
-static struct store_session_bytes B(const char *s) {
-	return (struct store_session_bytes){(const uint8_t *)s, strlen(s)};
+static struct byteview B(const char *s) {
+	return (struct byteview){(const uint8_t *)s, strlen(s)};
 }
 
 static uint64_t
@@ -250,7 +250,7 @@ static void test_primitives(void **state)
 	memset(r, 0, sizeof(r));
 	struct store_session *s = a.s;
 	assert_int_equal(store_session_set(s, B("a"), B("1"), done_cb, &r[0], 1), 0);
-	struct store_session_bytes keys[2] = {B("a"), B("missing")};
+	struct byteview keys[2] = {B("a"), B("missing")};
 	assert_int_equal(store_session_get(s, keys, 2, get_cb, &r[1], 2), 0);
 	assert_int_equal(store_session_cas(s, B("c"), false, B(""), B("x"), cas_cb, &r[2], 3), 0);
 	assert_int_equal(store_session_cas(s, B("c"), false, B(""), B("z"), cas_cb, &r[3], 4), 0);
@@ -348,7 +348,7 @@ static void test_watch(void **state)
 	struct res s2 = {0}, g = {0};
 	assert_int_equal(store_session_set(b.s, B("w"), B("x"), done_cb, &s2, 0), 0);
 	run_until(&f.loop, &s2.n, 1, 5000);
-	struct store_session_bytes k = B("w");
+	struct byteview k = B("w");
 	assert_int_equal(store_session_get(a.s, &k, 1, get_cb, &g, 0), 0);
 	run_until(&f.loop, &g.n, 1, 5000);
 	assert_string_equal(g.val[0], "x");
@@ -385,7 +385,7 @@ static void test_session_keys(void **state)
 	store_session_close(a.s);
 	run_until(&f.loop, &ea.n, 2, 5000);
 	assert_false(ea.present);
-	struct store_session_bytes keys[2] = {B("m/a"), B("m/x")};
+	struct byteview keys[2] = {B("m/a"), B("m/x")};
 	struct res g = {0};
 	assert_int_equal(store_session_get(b.s, keys, 2, get_cb, &g, 0), 0);
 	run_until(&f.loop, &g.n, 1, 5000);
@@ -843,7 +843,7 @@ static void test_agent_keys(void **state)
 	assert_false(raw_set(&f.loop, f.port, "127.0.0.2", STATE_KEY)); /* a member's address */
 	assert_false(raw_set(&f.loop, f.port, "127.0.0.1", "ddprdzv/owner"));
 	assert_int_equal(store_server_refused_count(f.server), refused + 3);
-	struct store_session_bytes key = B(STATE_KEY);
+	struct byteview key = B(STATE_KEY);
 	memset(&r, 0, sizeof(r));
 	assert_int_equal(store_session_get(a.s, &key, 1, get_cb, &r, 0), 0);
 	run_until(&f.loop, &r.n, 1, 5000);
@@ -1106,7 +1106,7 @@ static void test_idle_timeout(void **state)
 	assert_false(eq.present);
 	/* Meanwhile the pinging session lives on, its key with it. */
 	assert_int_equal(pinging.closed, 0);
-	struct store_session_bytes k = B("p");
+	struct byteview k = B("p");
 	struct res g = {0};
 	assert_int_equal(store_session_get(watcher.s, &k, 1, get_cb, &g, 0), 0);
 	run_until(&f.loop, &g.n, 1, 5000);
@@ -1154,7 +1154,7 @@ static void test_loop_paused(void **state)
 	uv_close((uv_handle_t *)&t, NULL);
 	if (a.closed)
 		fail_msg("the session ended after the pause: %s", a.close_msg);
-	struct store_session_bytes k = B("p");
+	struct byteview k = B("p");
 	struct res g = {0};
 	assert_int_equal(store_session_get(a.s, &k, 1, get_cb, &g, 0), 0);
 	run_until(&f.loop, &g.n, 1, 5000);
