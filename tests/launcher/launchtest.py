@@ -4,9 +4,12 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
-import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from waiting import wait_for  # noqa: E402  (the tests' one wait_for)
 
 DDPLAUNCH = os.environ.get("DDPLAUNCH", "ddplaunch")
 HELPER = os.environ.get("LAUNCH_HELPER", "launch_helper")
@@ -36,17 +39,6 @@ def start(args, env=None):
     full_env.update(env or {})
     return subprocess.Popen([DDPLAUNCH] + with_port(args), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=full_env)
-
-
-def wait_for(predicate, timeout=20.0, what="condition"):
-    """Polls `predicate` until it is true or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
 def pid_alive(pid):

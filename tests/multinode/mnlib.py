@@ -12,10 +12,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from waiting import wait_for  # noqa: E402,F401  (re-exported: the tests' one wait_for)
 
 DDPLAUNCH = os.environ.get("DDPLAUNCH", "ddplaunch")
 WORKER = os.environ.get("MN_WORKER", "mn_worker")
@@ -45,16 +49,6 @@ def fast_conf(**kw):
 # the keep-alive window (0.5 s x 3) + 2 s (rdzv_multi.c's DRV_FAIL_SLACK_MS);
 # less once every other node has beaten since (rendezvous/rdzv/rdzv_grace.c)
 FAIL_GRACE_S = 3.5
-
-
-def wait_for(predicate, timeout, what):
-    """For conditions no line announces (a file appears): checks every
-    20 ms until `predicate` holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(0.02)
 
 
 class Proc:

@@ -36,7 +36,9 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from slurm_cluster import SlurmCluster  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 DDPLAUNCH = os.environ.get("DDPLAUNCH", "ddplaunch")
 DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
@@ -112,18 +114,6 @@ def environ_of(pid):
                         if "=" in kv)
     except OSError:
         return {}
-
-
-def wait_for(predicate, timeout, what):
-    """Polls an outside condition (a process gone, a file written) until it
-    holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
 class SlurmTest(unittest.TestCase):
