@@ -4,10 +4,22 @@ The daemon path comes from $DDP_RDZVD. Used as a context manager:
     with Rdzvd() as d: ... d.port ...
 """
 import os
+import select
 import signal
 import subprocess
 import tempfile
-import time
+
+
+def read_announced_port(proc, timeout, why=lambda: ""):
+    """The port ddp-rdzvd prints on its standard output (a pipe) once it
+    listens: a blocking read of that one line, bounded by `timeout`."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else b""
+    if not line.strip().isdigit():
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("ddp-rdzvd announced no port within %g s: %s" % (timeout, why()))
+    return int(line)
 
 
 class Rdzvd:
@@ -18,22 +30,12 @@ class Rdzvd:
 
     def __enter__(self):
         self.dir = tempfile.TemporaryDirectory(prefix="rdzvd-")
-        port_file = os.path.join(self.dir.name, "port")
         self.log = open(os.path.join(self.dir.name, "log"), "w+")
         self.proc = subprocess.Popen(
-            [os.environ["DDP_RDZVD"], "--port", "0", "--port-file", port_file] + self.args,
-            stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("ddp-rdzvd exited early: " + self.log_text())
-            try:
-                with open(port_file) as f:
-                    self.port = int(f.read())
-                return self
-            except (FileNotFoundError, ValueError):
-                time.sleep(0.005)
-        raise RuntimeError("ddp-rdzvd wrote no port file within 10 s")
+            [os.environ["DDP_RDZVD"], "--port", "0"] + self.args,
+            stdout=subprocess.PIPE, stderr=self.log)
+        self.port = read_announced_port(self.proc, 10, self.log_text)
+        return self
 
     def log_text(self):
         self.log.flush()
@@ -51,6 +53,7 @@ class Rdzvd:
                 raise RuntimeError("ddp-rdzvd did not exit on SIGTERM")
             if exc[0] is None and rc != 0:
                 raise RuntimeError(f"ddp-rdzvd exited with {rc}: {self.log_text()}")
+        self.proc.stdout.close()
         self.log.close()
         self.dir.cleanup()
         return False

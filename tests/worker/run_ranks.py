@@ -2,7 +2,7 @@
 """Start N ranks of a libddp program without ddplaunch, so a test can let a
 rank die and watch what the survivors do (ddplaunch would stop them).
 
-The store is ddp-rdzvd on 127.0.0.1 port 0 (--port-file), reached through
+The store is ddp-rdzvd on 127.0.0.1 port 0 (the port it prints), reached through
 MASTER_ADDR/MASTER_PORT (--store tcp, env://) or a tcp://HOST:PORT init
 method (--store tcp-url), or a file store (--store file, file://). Every process started here is killed by PID at the end.
 
@@ -23,6 +23,7 @@ Checks (exit 0 when all hold):
 import argparse
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -30,22 +31,17 @@ import tempfile
 import time
 
 
-def start_store(rdzvd, tmp):
-    port_file = os.path.join(tmp, "port")
-    proc = subprocess.Popen([rdzvd, "--host", "127.0.0.1", "--port", "0",
-                             "--port-file", port_file],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if os.path.exists(port_file):
-            text = open(port_file).read()
-            if text.endswith("\n"):
-                return proc, int(text)
-        if proc.poll() is not None:
-            sys.exit("ddp-rdzvd exited: " + proc.stderr.read().decode())
-        time.sleep(0.01)  # polling the port file, bounded by the deadline
+def start_store(rdzvd):
+    """ddp-rdzvd on 127.0.0.1, port 0; the port it announces on its standard
+    output (a pipe), read as one line within 20 s."""
+    proc = subprocess.Popen([rdzvd, "--host", "127.0.0.1", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ready, _, _ = select.select([proc.stdout], [], [], 20)
+    line = proc.stdout.readline() if ready else b""
+    if line.strip().isdigit():
+        return proc, int(line)
     proc.kill()
-    sys.exit("ddp-rdzvd did not write its port file in 20 s")
+    sys.exit("ddp-rdzvd announced no port within 20 s: " + proc.stderr.read().decode())
 
 
 def run_once(args, tmp, run_no):
@@ -58,7 +54,7 @@ def run_once(args, tmp, run_no):
                 "DDP_BACKEND": "cpu",
                 "OMP_NUM_THREADS": "1"})
     if args.store in ("tcp", "tcp-url"):
-        store, port = start_store(args.rdzvd, tmp)
+        store, port = start_store(args.rdzvd)
         if args.store == "tcp":
             env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
         else:

@@ -33,16 +33,32 @@ static void pause_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-static int read_port(const char *path)
+/* The port ddp-rdzvd announces on its standard output once it listens (one
+ * line), read from the pipe `fd` within `ms`: a blocking wait, no polling.
+ * -1 when the daemon exits (end of file) or the deadline passes first. */
+static int read_announced_port(int fd, int ms)
 {
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return -1;
-	int port = -1;
-	if (fscanf(f, "%d", &port) != 1)
-		port = -1;
-	fclose(f);
-	return port;
+	char line[32];
+	size_t n = 0;
+	long deadline = now_ms() + ms;
+
+	while (n + 1 < sizeof(line)) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		long left = deadline - now_ms();
+		ssize_t got;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+			return -1;
+		got = read(fd, line + n, 1);
+		if (got <= 0)
+			return -1;
+		if (line[n] == '\n') {
+			line[n] = '\0';
+			return atoi(line);
+		}
+		n++;
+	}
+	return -1;
 }
 
 int daemon_start(struct daemon *d, const char *const *args)
@@ -62,25 +78,28 @@ int daemon_start(struct daemon *d, const char *const *args)
 	for (; args && *args && n < 62; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
+	int out[2];
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return -1;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 2, d->log_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
 	int rc = posix_spawn(&d->pid, bin, &fa, NULL, (char *const *)argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
-	if (rc != 0)
+	close(out[1]);
+	if (rc != 0) {
+		close(out[0]);
 		return -1;
-	long deadline = now_ms() + 10000;
-	while (now_ms() < deadline) {
-		d->port = read_port(d->port_file);
-		if (d->port > 0)
-			return 0;
-		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-			d->pid = 0;
-			return -1;
-		}
-		pause_ms(5);
 	}
+	d->port = read_announced_port(out[0], 10000);
+	/* Nothing else comes on stdout; a write after this close would get
+	 * EPIPE, which the daemon ignores. */
+	close(out[0]);
+	if (d->port > 0)
+		return 0;
+	if (waitpid(d->pid, NULL, WNOHANG) == d->pid)
+		d->pid = 0;
 	return -1;
 }
 

@@ -31,7 +31,8 @@ struct daemon {
 };
 
 /* Starts $DDP_RDZVD --port 0 --port-file ... [args] (NULL-terminated) with
- * stderr in log_file, and waits (up to 10 s) for the port file. 0 or -1. */
+ * stderr in log_file, and waits (up to 10 s) for the port it announces on
+ * its standard output (a pipe). 0 or -1. */
 int daemon_start(struct daemon *d, const char *const *args);
 
 /* SIGTERM, then waits up to 10 s; returns the exit status (or -1 if it had
