@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "rdzv_codec.h"
 #include "rdzv_machine.h"
 
@@ -38,37 +39,6 @@
 #define PENDING_MAX 256	 /* messages in flight per agent (then the agent is killed) */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* ---- reading the input ---- */
-
-struct fin {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint8_t u8(struct fin *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
-
-static uint16_t u16(struct fin *in)
-{
-	uint16_t v = u8(in);
-	return (uint16_t)(v << 8 | u8(in));
-}
-
-/* A view of up to `max` bytes of the input (its length from the input). */
-static struct byteview bytes_of(struct fin *in, size_t max)
-{
-	size_t want = u16(in) % (max + 1);
-	struct byteview b = {in->p, want < in->n ? want : in->n};
-	in->p += b.len;
-	in->n -= b.len;
-	return b;
-}
 
 /* ---- the store ---- */
 
@@ -528,99 +498,100 @@ static void deliver(struct sim *s, int ai, struct msg *m, int status)
 	check(s, ai, rc);
 }
 
-static struct rdzv_value fuzz_value(struct fin *in)
+static struct rdzv_value fuzz_value(struct fuzz_input *in)
 {
-	uint8_t how = u8(in);
+	uint8_t how = fuzz_u8(in);
 	struct rdzv_value v = {false, {NULL, 0}};
 	if (how & 1) {
 		v.present = true;
-		v.bytes = copy_view(bytes_of(in, how & 2 ? 16 : VALUE_MAX));
+		v.bytes = copy_view(fuzz_bytes(in, how & 2 ? 16 : VALUE_MAX));
 	}
 	return v;
 }
 
 /* Replaces the answer's content with the input's: a malicious store. */
-static int lie(struct sim *s, struct fin *in, struct msg *m)
+static int lie(struct sim *s, struct fuzz_input *in, struct msg *m)
 {
 	static const int errs[] = {-EIO, -ECONNRESET, -ENOSPC, -EINVAL, -ERANGE, -ETIMEDOUT};
-	uint8_t how = u8(in);
+	uint8_t how = fuzz_u8(in);
 	s->tampered = true;
 	if (m->kind && (how & 1))
 		return errs[(how >> 1) % (sizeof(errs) / sizeof(errs[0]))];
 	for (size_t i = 0; i < m->nvals; i++)
-		if (u8(in) & 1) {
+		if (fuzz_u8(in) & 1) {
 			free((void *)m->vals[i].bytes.data);
 			m->vals[i] = fuzz_value(in);
 		}
 	if (how & 2)
 		m->swapped = !m->swapped;
 	if (how & 4)
-		m->added = (int64_t)((uint64_t)u16(in) << 48 | (uint64_t)u16(in) << 16) - 3;
+		m->added =
+		    (int64_t)((uint64_t)fuzz_u16(in) << 48 | (uint64_t)fuzz_u16(in) << 16) - 3;
 	return 0;
 }
 
 /* ---- a stranger writes the store ---- */
 
-static const char *pick_id(struct sim *s, struct fin *in)
+static const char *pick_id(struct sim *s, struct fuzz_input *in)
 {
-	uint8_t k = u8(in) % (s->n + 2);
+	uint8_t k = fuzz_u8(in) % (s->n + 2);
 	return k < s->n ? s->agents[k].node_id : k == s->n ? "stranger" : "";
 }
 
-static int build_state(struct sim *s, struct fin *in, char *buf, size_t cap)
+static int build_state(struct sim *s, struct fuzz_input *in, char *buf, size_t cap)
 {
 	struct rdzv_state st;
 	memset(&st, 0, sizeof(st));
-	st.gen = 1 + u8(in) % 3;
-	st.round = 1 + u8(in) % 4;
-	st.phase = (enum rdzv_phase)(1 + u8(in) % 4);
-	st.min_nodes = 1 + u8(in) % 4;
-	st.max_nodes = st.min_nodes + u8(in) % 3;
-	st.expect = u8(in) % 8;
-	st.size = u8(in) % (st.max_nodes + 1);
-	st.max_restarts = u8(in) % 4;
-	st.restarts = u8(in) % (st.max_restarts + 1);
-	st.reason = (enum rdzv_reason)(1 + u8(in) % 6);
+	st.gen = 1 + fuzz_u8(in) % 3;
+	st.round = 1 + fuzz_u8(in) % 4;
+	st.phase = (enum rdzv_phase)(1 + fuzz_u8(in) % 4);
+	st.min_nodes = 1 + fuzz_u8(in) % 4;
+	st.max_nodes = st.min_nodes + fuzz_u8(in) % 3;
+	st.expect = fuzz_u8(in) % 8;
+	st.size = fuzz_u8(in) % (st.max_nodes + 1);
+	st.max_restarts = fuzz_u8(in) % 4;
+	st.restarts = fuzz_u8(in) % (st.max_restarts + 1);
+	st.reason = (enum rdzv_reason)(1 + fuzz_u8(in) % 6);
 	snprintf(st.subject, sizeof(st.subject), "%s", pick_id(s, in));
 	snprintf(st.coord, sizeof(st.coord), "%s", pick_id(s, in));
-	snprintf(st.job, sizeof(st.job), "%s", u8(in) & 1 ? "jobA" : "jobB");
+	snprintf(st.job, sizeof(st.job), "%s", fuzz_u8(in) & 1 ? "jobA" : "jobB");
 	if (st.phase == RDZV_FAILED)
 		snprintf(st.msg, sizeof(st.msg), "a stranger says so");
 	return rdzv_state_encode(&st, buf, cap);
 }
 
-static int build_slot(struct sim *s, struct fin *in, char *buf, size_t cap)
+static int build_slot(struct sim *s, struct fuzz_input *in, char *buf, size_t cap)
 {
 	struct rdzv_slot sl;
 	memset(&sl, 0, sizeof(sl));
-	sl.gen = 1 + u8(in) % 3;
-	sl.round = 1 + u8(in) % 4;
+	sl.gen = 1 + fuzz_u8(in) % 3;
+	sl.round = 1 + fuzz_u8(in) % 4;
 	snprintf(sl.id, sizeof(sl.id), "%s", pick_id(s, in));
-	snprintf(sl.addr, sizeof(sl.addr), "10.9.9.%u", u8(in));
-	sl.port = u16(in);
-	sl.nproc = 1 + u8(in) % 4;
-	sl.node_rank = (int32_t)(u8(in) % 6) - 1;
-	sl.prev_round = u8(in) % 4;
-	sl.prev_rank = sl.prev_round ? u8(in) % 4 : 0;
+	snprintf(sl.addr, sizeof(sl.addr), "10.9.9.%u", fuzz_u8(in));
+	sl.port = fuzz_u16(in);
+	sl.nproc = 1 + fuzz_u8(in) % 4;
+	sl.node_rank = (int32_t)(fuzz_u8(in) % 6) - 1;
+	sl.prev_round = fuzz_u8(in) % 4;
+	sl.prev_rank = sl.prev_round ? fuzz_u8(in) % 4 : 0;
 	return rdzv_slot_encode(&sl, buf, cap);
 }
 
-static int build_world(struct sim *s, struct fin *in, char **out, size_t *len)
+static int build_world(struct sim *s, struct fuzz_input *in, char **out, size_t *len)
 {
 	struct rdzv_member mem[6];
-	uint32_t n = 1 + u8(in) % 6;
+	uint32_t n = 1 + fuzz_u8(in) % 6;
 	for (uint32_t i = 0; i < n; i++) {
 		mem[i].id = pick_id(s, in);
 		mem[i].addr = i & 1 ? "10.9.9.9" : "127.0.0.9";
-		mem[i].nproc = 1 + u8(in) % 3;
+		mem[i].nproc = 1 + fuzz_u8(in) % 3;
 	}
-	uint64_t gen = 1 + u8(in) % 3;
-	uint32_t round = 1 + u8(in) % 4;
-	return rdzv_world_encode(gen, round, u16(in), mem, n, out, len);
+	uint64_t gen = 1 + fuzz_u8(in) % 3;
+	uint32_t round = 1 + fuzz_u8(in) % 4;
+	return rdzv_world_encode(gen, round, fuzz_u16(in), mem, n, out, len);
 }
 
 /* Writes a value built from the input, in the encoding the key holds now. */
-static void stranger_builds(struct sim *s, struct fin *in, struct entry *e)
+static void stranger_builds(struct sim *s, struct fuzz_input *in, struct entry *e)
 {
 	char buf[RDZV_STATE_MAX + RDZV_SLOT_MAX], *world = NULL;
 	size_t wlen = 0;
@@ -633,20 +604,20 @@ static void stranger_builds(struct sim *s, struct fin *in, struct entry *e)
 		 build_world(s, in, &world, &wlen) == 0)
 		put(s, e, (const uint8_t *)world, wlen, -1);
 	else
-		n = snprintf(buf, sizeof(buf), "%d", (int)(int16_t)u16(in));
+		n = snprintf(buf, sizeof(buf), "%d", (int)(int16_t)fuzz_u16(in));
 	if (n >= 0)
 		put(s, e, (const uint8_t *)buf, (size_t)n, -1);
 	free(world);
 }
 
-static void stranger(struct sim *s, struct fin *in, uint8_t how)
+static void stranger(struct sim *s, struct fuzz_input *in, uint8_t how)
 {
-	struct entry *e = s->nentries ? entry_at(s, u8(in) % s->nentries) : NULL;
+	struct entry *e = s->nentries ? entry_at(s, fuzz_u8(in) % s->nentries) : NULL;
 	if (!e)
 		return;
 	s->tampered = true;
 	if (how == 0) {
-		struct byteview b = bytes_of(in, VALUE_MAX);
+		struct byteview b = fuzz_bytes(in, VALUE_MAX);
 		put(s, e, b.data, b.len, -1);
 	} else if (how == 1) {
 		del(s, e);
@@ -706,19 +677,19 @@ static void start(struct sim *s, struct setup *u, int ai)
 	check(s, ai, rdzv_start(a->m, s->now));
 }
 
-static void read_setup(struct sim *s, struct fin *in, struct setup *u)
+static void read_setup(struct sim *s, struct fuzz_input *in, struct setup *u)
 {
-	s->n = 1 + u8(in) % AGENTS_MAX;
-	u->mode = u8(in) % 3;
+	s->n = 1 + fuzz_u8(in) % AGENTS_MAX;
+	u->mode = fuzz_u8(in) % 3;
 	u->max = (uint32_t)s->n;
-	u->min = u->mode == 2 ? u->max : 1 + u8(in) % u->max;
-	u->restarts = u8(in) % 4;
-	u->jobs = u8(in) & (uint8_t)(u8(in) & 1 ? 0xf : 0); /* mostly one job */
-	u->join = 1000 + (int64_t)u8(in) * 1000;
-	u->last_call = (int64_t)u8(in) * 50;
-	u->close = 100 + (int64_t)u8(in) * 100;
-	u->keep_alive = 100 + (int64_t)u8(in) * 20;
-	u->attempts = 1 + u8(in) % 4;
+	u->min = u->mode == 2 ? u->max : 1 + fuzz_u8(in) % u->max;
+	u->restarts = fuzz_u8(in) % 4;
+	u->jobs = fuzz_u8(in) & (uint8_t)(fuzz_u8(in) & 1 ? 0xf : 0); /* mostly one job */
+	u->join = 1000 + (int64_t)fuzz_u8(in) * 1000;
+	u->last_call = (int64_t)fuzz_u8(in) * 50;
+	u->close = 100 + (int64_t)fuzz_u8(in) * 100;
+	u->keep_alive = 100 + (int64_t)fuzz_u8(in) * 20;
+	u->attempts = 1 + fuzz_u8(in) % 4;
 }
 
 static void fire_timer(struct sim *s, int ai)
@@ -733,10 +704,10 @@ static void fire_timer(struct sim *s, int ai)
 }
 
 /* The node's process: killed, stopped, restarted, or its workers exit. */
-static void life(struct sim *s, struct setup *u, struct fin *in, int ai)
+static void life(struct sim *s, struct setup *u, struct fuzz_input *in, int ai)
 {
 	struct agent *a = &s->agents[ai];
-	uint8_t what = u8(in) % 5;
+	uint8_t what = fuzz_u8(in) % 5;
 	if (!a->running) {
 		if (what == 0 && a->lives < 4)
 			start(s, u, ai); /* a node that comes back */
@@ -748,13 +719,13 @@ static void life(struct sim *s, struct setup *u, struct fin *in, int ai)
 		a->in_round = false;
 		check(s, ai, rdzv_workers_exited(a->m, s->now, what == 2));
 	} else {
-		rdzv_set_port(a->m, u16(in));
+		rdzv_set_port(a->m, fuzz_u16(in));
 	}
 }
 
-static void step(struct sim *s, struct setup *u, struct fin *in)
+static void step(struct sim *s, struct setup *u, struct fuzz_input *in)
 {
-	uint8_t op = u8(in);
+	uint8_t op = fuzz_u8(in);
 	int ai = (op >> 4) % s->n;
 	struct agent *a = &s->agents[ai];
 	switch (op & 15) {
@@ -773,13 +744,13 @@ static void step(struct sim *s, struct setup *u, struct fin *in)
 		}
 		break;
 	case 11:
-		stranger(s, in, u8(in) % 3);
+		stranger(s, in, fuzz_u8(in) % 3);
 		break;
 	case 12:
 		fire_timer(s, ai);
 		break;
 	case 13:
-		s->now += (int64_t)u16(in) * 4;
+		s->now += (int64_t)fuzz_u16(in) * 4;
 		break;
 	default:
 		life(s, u, in, ai);
@@ -810,7 +781,7 @@ static void sim_free(struct sim *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fin in = {data, size};
+	struct fuzz_input in = {data, size};
 	struct setup u;
 	struct sim s;
 	memset(&s, 0, sizeof(s));

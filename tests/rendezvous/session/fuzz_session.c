@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "fuzz_input.h"
 #include "log.h"
 #include "proto.h"
 #include "proto_auth.h"
@@ -45,19 +46,6 @@
 #define PUMP_ROUNDS 64
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-struct fin {
-	const uint8_t *p;
-	size_t n;
-};
-
-static uint8_t u8(struct fin *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
 
 /* ---- the shared loop, server and listener ---- */
 
@@ -151,10 +139,10 @@ static void send_all(int fd, const void *p, size_t len)
 }
 
 /* Sends the rest of the input in chunks of 1 to 64 bytes, reading between. */
-static void send_chunks(int fd, struct fin *in, bool *closed)
+static void send_chunks(int fd, struct fuzz_input *in, bool *closed)
 {
 	while (in->n && !*closed) {
-		size_t chunk = 1 + u8(in) % 64;
+		size_t chunk = 1 + fuzz_u8(in) % 64;
 		if (chunk > in->n)
 			chunk = in->n;
 		send_all(fd, in->p, chunk);
@@ -236,7 +224,7 @@ static void prove(int fd, bool *closed)
 	bytebuf_release(&b);
 }
 
-static void fuzz_server(uint8_t flags, struct fin *in)
+static void fuzz_server(uint8_t flags, struct fuzz_input *in)
 {
 	size_t before = server->nconns;
 	bool closed = false;
@@ -338,12 +326,12 @@ static void on_close(struct store_session *s, void *arg, int status, const char 
 }
 
 /* One request of the session, chosen by the input. */
-static void request(struct client *c, struct fin *in)
+static void request(struct client *c, struct fuzz_input *in)
 {
 	static const struct byteview keys[] = {
 	    {(const uint8_t *)"k0", 2}, {(const uint8_t *)"k1", 2}, {(const uint8_t *)"k2", 2}};
 	struct byteview v = {(const uint8_t *)"value", 5};
-	uint8_t op = u8(in);
+	uint8_t op = fuzz_u8(in);
 	int rc;
 	c->issued++;
 	switch (op % 7) {
@@ -434,7 +422,7 @@ static void end_session(struct client *c, int fd)
 		abort(); /* a request whose callback never ran */
 }
 
-static void fuzz_client(uint8_t flags, struct fin *in)
+static void fuzz_client(uint8_t flags, struct fuzz_input *in)
 {
 	struct client c = {.close_in_cb = flags & 8};
 	struct store_session_opts o;
@@ -452,15 +440,15 @@ static void fuzz_client(uint8_t flags, struct fin *in)
 		close(fd);
 	if (store_session_connect(&loop, &o, on_connect, on_close, &c, &c.s) < 0)
 		abort();
-	for (int n = u8(in) % 8; n > 0 && c.s; n--)
+	for (int n = fuzz_u8(in) % 8; n > 0 && c.s; n--)
 		request(&c, in);
 	int fd = accept_session(&c);
 	if (fd >= 0 && (flags & 4))
 		challenge(fd, flags & 2, &closed);
 	while (fd >= 0 && in->n && !closed && c.s) {
-		if (u8(in) % 4 == 0 && c.s)
+		if (fuzz_u8(in) % 4 == 0 && c.s)
 			request(&c, in);
-		size_t chunk = 1 + u8(in) % 64;
+		size_t chunk = 1 + fuzz_u8(in) % 64;
 		chunk = chunk < in->n ? chunk : in->n;
 		send_all(fd, in->p, chunk);
 		in->p += chunk;
@@ -472,11 +460,11 @@ static void fuzz_client(uint8_t flags, struct fin *in)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fin in = {data, size};
+	struct fuzz_input in = {data, size};
 	if (size < 1)
 		return 0;
 	setup_once();
-	uint8_t flags = u8(&in);
+	uint8_t flags = fuzz_u8(&in);
 	if (flags & 1)
 		fuzz_client(flags, &in);
 	else
