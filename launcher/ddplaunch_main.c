@@ -3,10 +3,10 @@
 #include "args.h"
 #include "dryrun.h"
 #include "fileutil.h"
-#include "identity.h"
 #include "jobfile.h"
 #include "opts.h"
 #include "opts_pet.h"
+#include "opts_rdzv.h"
 #include "opts_slurm.h"
 
 #include <log.h>
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		rc = opts_slurm_apply(&o, environ, err, sizeof(err));
 	/* Across nodes, a run id that two different jobs never share. */
-	if (rc == 0 && (rc = identity_default_run_id(&o)) < 0)
+	if (rc == 0 && (rc = opts_rdzv_default_run_id(&o)) < 0)
 		snprintf(err, sizeof(err), "out of memory");
 	/* A dry run may check a job file that leaves the program to the
 	 * command line. */

@@ -10,9 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "opts_rdzv.h"
-#include "settings.h"
-
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME  0x100000001b3ull
 #define CMD_SHOWN  120 /* characters of the command in the description */
@@ -87,25 +84,4 @@ void identity_make(const struct launch_opts *o, const char *mode, char job[IDENT
 	command_text(o, cmd);
 	snprintf(text, IDENTITY_TEXT_MAX + 1, "'%s' on --nnodes=%s --nproc_per_node=%s (%s)", cmd,
 		 nodes, o->nproc_spec ? o->nproc_spec : "1", mode);
-}
-
-/* Whether any source (flags, job file, PET_*, Slurm) set option `name`. */
-static bool given(const struct launch_opts *o, const char *name)
-{
-	int i = settings_find(&opts_settings, name);
-
-	return i >= 0 && opts_source_of(o, (size_t)i) != OPTS_SRC_DEFAULT;
-}
-
-int identity_default_run_id(struct launch_opts *o)
-{
-	char id[sizeof(IDENTITY_RUN_ID_PREFIX) + IDENTITY_JOB_LEN], err[OPTS_ERR_LEN];
-	struct opts_rdzv r;
-
-	if (given(o, "rdzv_id") || !o->rdzv_id || strcmp(o->rdzv_id, "none") != 0)
-		return 0;
-	if (opts_rdzv_resolve(o, NULL, &r, err, sizeof(err)) < 0 || r.mode == OPTS_RDZV_LOCAL)
-		return 0;
-	snprintf(id, sizeof(id), "%s%s", IDENTITY_RUN_ID_PREFIX, r.job);
-	return opts_set(o, "rdzv_id", id, OPTS_SRC_DEFAULT, err, sizeof(err)) < 0 ? -ENOMEM : 0;
 }

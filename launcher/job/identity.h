@@ -37,11 +37,4 @@
 void identity_make(const struct launch_opts *o, const char *mode, char job[IDENTITY_JOB_LEN + 1],
 		   char text[IDENTITY_TEXT_MAX + 1]);
 
-/* When no source gave --rdzv_id (not the flags, the job file, PET_RDZV_ID
- * or a Slurm step: it is still the default "none") and the job runs across
- * nodes, sets it, as a default, to "job-" and the fingerprint. Call it after
- * every source was applied. Options the rendezvous refuses
- * are left for it to report. Returns 0 or -ENOMEM. */
-int identity_default_run_id(struct launch_opts *o);
-
 #endif

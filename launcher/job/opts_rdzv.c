@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "settings.h"
+
 void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c)
 {
 	c->join_timeout = 600;
@@ -663,4 +665,25 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 			"rdzv_lost_node = ends the job when fewer than %d nodes are left (a "
 			"slurm step does not restart it)\n",
 			r->min_nodes);
+}
+
+/* Whether any source (flags, job file, PET_*, Slurm) set option `name`. */
+static bool opts_given(const struct launch_opts *o, const char *name)
+{
+	int i = settings_find(&opts_settings, name);
+
+	return i >= 0 && opts_source_of(o, (size_t)i) != OPTS_SRC_DEFAULT;
+}
+
+int opts_rdzv_default_run_id(struct launch_opts *o)
+{
+	char id[sizeof(IDENTITY_RUN_ID_PREFIX) + IDENTITY_JOB_LEN], err[OPTS_ERR_LEN];
+	struct opts_rdzv r;
+
+	if (opts_given(o, "rdzv_id") || !o->rdzv_id || strcmp(o->rdzv_id, "none") != 0)
+		return 0;
+	if (opts_rdzv_resolve(o, NULL, &r, err, sizeof(err)) < 0 || r.mode == OPTS_RDZV_LOCAL)
+		return 0;
+	snprintf(id, sizeof(id), "%s%s", IDENTITY_RUN_ID_PREFIX, r.job);
+	return opts_set(o, "rdzv_id", id, OPTS_SRC_DEFAULT, err, sizeof(err)) < 0 ? -ENOMEM : 0;
 }

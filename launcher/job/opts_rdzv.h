@@ -151,4 +151,11 @@ const char *opts_rdzv_mode_name(enum opts_rdzv_mode mode);
  * token and etcd's password are never shown, only where they came from). */
 void opts_rdzv_print(const struct opts_rdzv *r, FILE *out);
 
+/* When no source gave --rdzv_id (not the flags, the job file, PET_RDZV_ID
+ * or a Slurm step: it is still the default "none") and the job runs across
+ * nodes, sets it, as a default, to "job-" and the fingerprint. Call it after
+ * every source was applied. Options the rendezvous refuses
+ * are left for it to report. Returns 0 or -ENOMEM. */
+int opts_rdzv_default_run_id(struct launch_opts *o);
+
 #endif
