@@ -113,6 +113,11 @@ def main():
         accuracy = (model(x).argmax(1) == y).float().mean().item()
     if rank == 0:
         print("done: accuracy %.2f%% on all %d samples" % (100 * accuracy, len(x)), flush=True)
+    # The DDP model holds the process group: drop it first, once no rank is in
+    # a collective, so torch 2.x's gloo is not torn down with the interpreter
+    # (it aborts there now and then, under torchrun as well).
+    dist.barrier()
+    del model
     dist.destroy_process_group()
 
 

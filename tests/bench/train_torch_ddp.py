@@ -97,6 +97,8 @@ def main():
         print(json.dumps({"impl": "torch-ddp", "ranks": world, "steps": steps,
                           "samples_per_s": steps * args.batch * world / dt, "seconds": dt,
                           "accuracy": acc, "threads": torch.get_num_threads()}), flush=True)
+    dist.barrier()
+    del net  # holds the process group; see ddp_gloo.py's end
     dist.destroy_process_group()
 
 

@@ -75,6 +75,12 @@ def main():
     assert len(set(torch.cat(all_idx).tolist())) == len(data), "sampler overlap"
     print("rank %d ok world=%d steps=%d attempt=%s port=%s" % (
         rank, world, steps, attempt, os.environ["MASTER_PORT"]), flush=True)
+    # torch 2.x's gloo aborts at exit ("terminate called without an active
+    # exception", SIGABRT; torchrun 2.15 shows it too) when its process group
+    # is torn down while the interpreter is: the DDP model holds the group, so
+    # it goes first, after a barrier no peer is still inside a collective.
+    dist.barrier()
+    del model
     dist.destroy_process_group()
 
 
