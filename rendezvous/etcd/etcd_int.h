@@ -151,6 +151,26 @@ struct etcd_awatch_list *etcd_async_watches(struct etcd_async *c);
 void etcd_awatch_deliver(struct etcd_async *c);
 void etcd_awatch_drop_all(struct etcd_async *c);
 
+/* The client (etcd_async.c), its requests (etcd_request.c). */
+struct etcd_op;
+struct etcd_async {
+	uv_loop_t *loop;
+	struct etcd_cfg cfg;
+	struct etcd_multi m;
+	uv_timer_t tick; /* the wake-ups */
+	struct etcd_wake *wakes;
+	struct etcd_op *ops;
+	struct etcd_awatch_list watches;
+	char *token;
+	size_t cur; /* the endpoint that answered last */
+	bool closing;
+	int handles;
+	void (*closed)(void *arg);
+	void *closed_arg;
+};
+/* Frees every request without its callback (the client closes). */
+void etcd_request_drop_all(struct etcd_async *c);
+
 /* The message when every endpoint failed: what, each endpoint's name with
  * its last error (errs[i][0] == 0: not tried), via etcd_fail(rc, ...). */
 int etcd_fail_all(int rc, const struct etcd_cfg *cfg, char (*errs)[160], const char *what);
