@@ -1,19 +1,17 @@
 /*
- * rdzv_etcd_calls.c - the etcd backend's worker thread (rdzv_etcd_int.h):
- * its queue, and the blocking calls of etcd_client.h each job makes. The
- * loop never waits for it; a job's results are written before its `done`
- * flag (under the mutex) and read by the loop after.
+ * rdzv_etcd_calls.c - each request of the etcd backend (rdzv_etcd_int.h)
+ * as a chain of calls of the async client (etcd_async.h), one started from
+ * the callback of the one before; the last sets the job's results and
+ * tells the backend.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <log.h>
 #include <netdb.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "opts_rdzv.h"
@@ -51,9 +49,8 @@ void pe_job_free(struct ejob *j)
 			etcd_kv_release(&j->kv[i]);
 		free(j->kv);
 	}
-	etcd_watch_free(j->ew);
 	/* A watch unwatched before its answer is the job's to free. */
-	if (j->w && j->w->cancelled && !j->w->polling)
+	if (j->w && j->w->cancelled)
 		free(j->w);
 	free(j->value);
 	free(j->expected);
@@ -84,51 +81,21 @@ struct ejob *pe_job_new(enum job_kind kind, uint64_t tag, const struct byteview 
 	return j;
 }
 
-/* Hands j to the worker (ahead of the others when urgent); a request also
- * joins the FIFO of answers. */
-void pe_job_submit(struct etcd_be *be, struct ejob *j, bool urgent)
-{
-	if (j->kind != J_KEEPALIVE && j->kind != J_REVOKE) {
-		if (be->fifo_tail)
-			be->fifo_tail->fnext = j;
-		else
-			be->fifo = j;
-		be->fifo_tail = j;
-	}
-	pthread_mutex_lock(&be->mu);
-	if (urgent) {
-		j->next = be->q_head;
-		be->q_head = j;
-		if (!be->q_tail)
-			be->q_tail = j;
-	} else {
-		if (be->q_tail)
-			be->q_tail->next = j;
-		else
-			be->q_head = j;
-		be->q_tail = j;
-	}
-	pthread_cond_signal(&be->cv);
-	pthread_mutex_unlock(&be->mu);
-}
+/* ---- the calls ---- */
 
-/* ---- the worker's side: the etcd calls ---- */
-
-static int job_fail(struct ejob *j, int rc)
+/* The end of j's chain: its status (and message), then the backend. */
+static void job_end(struct ejob *j, int rc)
 {
-	j->msg = strdup(etcd_error()[0] ? etcd_error() : strerror(-rc));
-	return rc;
-}
-
-static bool unavailable(int rc)
-{
-	return rc == -ETIMEDOUT || rc == -ECONNREFUSED || rc == -ECONNRESET ||
-	       rc == -EHOSTUNREACH || rc == -EAGAIN;
+	if (rc < 0 && !j->msg)
+		j->msg = strdup(etcd_error()[0] ? etcd_error() : strerror(-rc));
+	j->status = rc < 0 ? rc : 0;
+	j->done = true;
+	pe_job_ended(j->be);
 }
 
 /* This machine's address towards etcd: the source address a datagram to
  * the endpoint that answered would have (nothing is sent). */
-static void local_toward(const char *endpoint, char *out, size_t len)
+void pe_local_toward(const char *endpoint, char *out, size_t len)
 {
 	char host[256], *port;
 	const char *p = strstr(endpoint, "://");
@@ -137,6 +104,7 @@ static void local_toward(const char *endpoint, char *out, size_t len)
 	socklen_t sl = sizeof(ss);
 	int fd = -1;
 
+	out[0] = '\0';
 	snprintf(host, sizeof(host), "%s", p ? p + 3 : endpoint);
 	port = strrchr(host, ':');
 	if (!port)
@@ -161,60 +129,6 @@ static void local_toward(const char *endpoint, char *out, size_t len)
 	if (fd >= 0)
 		close(fd);
 	freeaddrinfo(ai);
-}
-
-/* Waits up to ms unless the backend is closing; false when it is. */
-static bool pause_unless_quit(struct etcd_be *be, int64_t ms)
-{
-	struct timespec ts;
-	bool quit;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_mutex_lock(&be->mu);
-	while (!be->quit && pthread_cond_timedwait(&be->cv, &be->mu, &ts) == 0)
-		;
-	quit = be->quit;
-	pthread_mutex_unlock(&be->mu);
-	return !quit;
-}
-
-/* The client, and the session's lease: while no endpoint answers, tried
- * again until the connect deadline (the nodes may start before etcd). */
-static int run_open(struct etcd_be *be, struct ejob *j)
-{
-	int64_t ttl = 0;
-	int rc;
-
-	if (be->opt.user && !be->opt.password) {
-		if (asprintf(&j->msg,
-			     "etcd user '%s' needs a password: set %s (or password= in "
-			     "--rdzv_conf, visible to every local user)",
-			     be->opt.user, OPTS_ETCD_PASSWORD_ENV) < 0)
-			j->msg = NULL;
-		return -EINVAL;
-	}
-	rc = etcd_client_new(&be->opt, &be->c);
-
-	while (rc == 0) {
-		rc = etcd_lease_grant(be->c, LEASE_TTL_S, &be->lease, &ttl);
-		if (rc == 0 || !unavailable(rc) ||
-		    (int64_t)time_now_ms() >= be->connect_deadline_ms)
-			break;
-		log_debug("etcd at %s: no answer yet (%s); trying again", be->peer, etcd_error());
-		if (!pause_unless_quit(be, 100))
-			return -ECANCELED;
-	}
-	if (rc < 0)
-		return job_fail(j, rc);
-	j->num = ttl;
-	local_toward(etcd_client_endpoint(be->c), be->local, sizeof(be->local));
-	return 0;
 }
 
 /* The common folder of the keys ("ddprdzv/RUN/s/"), when it is deep enough
@@ -254,47 +168,101 @@ static int kv_copy(struct etcd_kv *to, const struct etcd_kv *from)
 	return -ENOMEM;
 }
 
-static int run_get_prefix(struct etcd_be *be, struct ejob *j, size_t cut)
+/* ---- GET ---- */
+
+static void on_get_prefix(void *arg, int status, struct etcd_result *r)
 {
-	char *prefix = pe_mem_dup(j->keys[0], cut);
-	struct etcd_kv *kvs = NULL;
-	size_t n = 0;
-	int rc = prefix ? etcd_get_prefix(be->c, prefix, &kvs, &n, NULL) : -ENOMEM;
+	struct ejob *j = arg;
+	int rc = status;
 
-	free(prefix);
-	if (rc < 0)
-		return job_fail(j, rc);
 	/* kvs come in key order: copy each asked key's entry. */
-	for (size_t i = 0; i < j->nkeys && rc == 0; i++) {
-		const struct etcd_kv *kv = bsearch(j->keys[i], kvs, n, sizeof(*kvs), kv_cmp);
+	for (size_t i = 0; rc == 0 && i < j->nkeys; i++) {
+		const struct etcd_kv *kv =
+		    bsearch(j->keys[i], r->kvs, r->n, sizeof(*r->kvs), kv_cmp);
 
-		if (kv)
-			rc = kv_copy(&j->kv[i], kv);
+		if (kv && (rc = kv_copy(&j->kv[i], kv)) < 0)
+			j->msg = strdup("out of memory");
 	}
-	etcd_kvs_free(kvs, n);
+	job_end(j, rc);
+}
+
+static void get_next(struct ejob *j);
+
+static void on_get_one(void *arg, int status, struct etcd_result *r)
+{
+	struct ejob *j = arg;
+
+	if (status < 0) {
+		job_end(j, status);
+		return;
+	}
+	if (r->n) {
+		j->kv[j->next_key] = r->kvs[0];
+		memset(&r->kvs[0], 0, sizeof(r->kvs[0]));
+	}
+	j->next_key++;
+	get_next(j);
+}
+
+/* The keys one read after the other. */
+static void get_next(struct ejob *j)
+{
+	int rc;
+
+	if (j->next_key == j->nkeys) {
+		job_end(j, 0);
+		return;
+	}
+	rc = etcd_async_range(j->be->c, j->keys[j->next_key], false, on_get_one, j);
 	if (rc < 0)
-		j->msg = strdup("out of memory");
-	return rc;
+		job_end(j, rc);
 }
 
 static int run_get(struct etcd_be *be, struct ejob *j)
 {
 	size_t cut = common_folder(j->keys, j->nkeys);
+	char *prefix;
+	int rc;
 
-	if (cut)
-		return run_get_prefix(be, j, cut);
-	for (size_t i = 0; i < j->nkeys; i++) {
-		int rc = etcd_get(be->c, j->keys[i], &j->kv[i], NULL);
-
-		if (rc < 0)
-			return job_fail(j, rc);
+	if (!cut) {
+		get_next(j);
+		return 0;
 	}
-	return 0;
+	if (!(prefix = pe_mem_dup(j->keys[0], cut)))
+		return -ENOMEM;
+	rc = etcd_async_range(be->c, prefix, true, on_get_prefix, j);
+	free(prefix);
+	return rc;
 }
+
+/* ---- CAS ---- */
 
 static bool kv_holds(const struct etcd_kv *kv, const void *v, size_t len)
 {
 	return kv->key && kv->value_len == len && (!len || !memcmp(kv->value, v, len));
+}
+
+/* The key as it is, from a compare-and-set that failed, into *kv. */
+static void take_current(struct etcd_result *r, struct etcd_kv *kv)
+{
+	etcd_kv_release(kv);
+	if (r->n) {
+		*kv = r->kvs[0];
+		memset(&r->kvs[0], 0, sizeof(r->kvs[0]));
+	}
+}
+
+static void on_cas(void *arg, int status, struct etcd_result *r)
+{
+	struct ejob *j = arg;
+
+	if (status >= 0) {
+		take_current(r, &j->kv[0]);
+		/* A transaction retried after a broken connection may find its
+		 * own write: that is a swap (the machine accepts it as one). */
+		j->swapped = r->succeeded || kv_holds(&j->kv[0], j->value, j->vlen);
+	}
+	job_end(j, status);
 }
 
 static int run_cas(struct etcd_be *be, struct ejob *j)
@@ -302,15 +270,12 @@ static int run_cas(struct etcd_be *be, struct ejob *j)
 	struct etcd_cmp cmp = {.kind = j->has_expected ? ETCD_CMP_VALUE : ETCD_CMP_ABSENT,
 			       .value = j->expected,
 			       .value_len = j->elen};
-	int rc = etcd_cas(be->c, j->keys[0], &cmp, j->value, j->vlen, 0, &j->kv[0]);
 
-	if (rc < 0)
-		return job_fail(j, rc);
-	/* A transaction retried after a broken connection may find its own
-	 * write: that is a swap (the machine accepts it as one). */
-	j->swapped = rc == 1 || kv_holds(&j->kv[0], j->value, j->vlen);
-	return 0;
+	return etcd_async_cas(be->c, j->keys[0], &cmp, j->value, j->vlen, 0, on_cas, j);
 }
+
+/* ---- ADD: read, then compare-and-set on the mod revision read, until no
+ * other writer came between (each conflict answers the current value) ---- */
 
 /* The counter's value in kv (0 when absent). */
 static int counter_value(struct ejob *j, const struct etcd_kv *kv, int64_t *out)
@@ -334,146 +299,102 @@ static int counter_value(struct ejob *j, const struct etcd_kv *kv, int64_t *out)
 	return 0;
 }
 
-/* ADD: read, then compare-and-set on the mod revision read, until no
- * other writer came between (each conflict answers the current value). */
-static int run_add(struct etcd_be *be, struct ejob *j)
+static void on_add_cas(void *arg, int status, struct etcd_result *r);
+
+/* The next try with the counter as in j->kv[0]. */
+static int add_try(struct ejob *j)
 {
 	struct etcd_kv *kv = &j->kv[0];
-	int rc = etcd_get(be->c, j->keys[0], kv, NULL);
+	struct etcd_cmp cmp = {.kind = kv->key ? ETCD_CMP_MOD_REVISION : ETCD_CMP_ABSENT,
+			       .mod_revision = kv->mod_revision};
+	char text[24];
+	int64_t v;
+	int rc = counter_value(j, kv, &v);
 
-	while (rc >= 0) {
-		struct etcd_cmp cmp = {.kind = kv->key ? ETCD_CMP_MOD_REVISION : ETCD_CMP_ABSENT,
-				       .mod_revision = kv->mod_revision};
-		char text[24];
-		int64_t v;
-
-		if ((rc = counter_value(j, kv, &v)) < 0)
-			return rc;
-		if (__builtin_add_overflow(v, j->delta, &j->num)) {
-			j->msg = strdup("etcd: a counter of the rendezvous overflowed");
-			return -EOVERFLOW;
-		}
-		snprintf(text, sizeof(text), "%lld", (long long)j->num);
-		etcd_kv_release(kv);
-		rc = etcd_cas(be->c, j->keys[0], &cmp, text, strlen(text), 0, kv);
-		if (rc == 1)
-			return 0;
-	}
-	return job_fail(j, rc);
-}
-
-static int run_set(struct etcd_be *be, struct ejob *j)
-{
-	int rc = etcd_put(be->c, j->keys[0], j->value, j->vlen, j->session ? be->lease : 0, NULL);
-
-	return rc < 0 ? job_fail(j, rc) : 0;
-}
-
-static int run_watch(struct etcd_be *be, struct ejob *j)
-{
-	int64_t rev = 0;
-	int rc = etcd_get(be->c, j->keys[0], &j->kv[0], &rev);
-
-	if (rc >= 0)
-		rc = etcd_watch_new(be->c, j->keys[0], 0, rev + 1, &j->ew);
-	return rc < 0 ? job_fail(j, rc) : 0;
-}
-
-static int run_keepalive(struct etcd_be *be, struct ejob *j)
-{
-	int rc = etcd_lease_keepalive(be->c, be->lease, NULL);
-
-	if (rc == -ENOENT) {
-		if (asprintf(&j->msg,
-			     "etcd: this node's session (lease %llx) expired: it did not reach "
-			     "etcd at %s within %d s (frozen, or cut off), so its keys are gone",
-			     (unsigned long long)be->lease, be->peer, LEASE_TTL_S) < 0)
-			j->msg = NULL;
+	if (rc < 0)
 		return rc;
+	if (__builtin_add_overflow(v, j->delta, &j->num)) {
+		j->msg = strdup("etcd: a counter of the rendezvous overflowed");
+		return -EOVERFLOW;
 	}
-	return rc < 0 ? job_fail(j, rc) : 0;
+	snprintf(text, sizeof(text), "%lld", (long long)j->num);
+	return etcd_async_cas(j->be->c, j->keys[0], &cmp, text, strlen(text), 0, on_add_cas, j);
+}
+
+static void on_add_cas(void *arg, int status, struct etcd_result *r)
+{
+	struct ejob *j = arg;
+
+	if (status >= 0 && r->succeeded) {
+		job_end(j, 0);
+		return;
+	}
+	if (status >= 0) {
+		take_current(r, &j->kv[0]);
+		status = add_try(j);
+	}
+	if (status < 0)
+		job_end(j, status);
+}
+
+static void on_add_read(void *arg, int status, struct etcd_result *r)
+{
+	struct ejob *j = arg;
+
+	if (status >= 0) {
+		take_current(r, &j->kv[0]);
+		status = add_try(j);
+	}
+	if (status < 0)
+		job_end(j, status);
+}
+
+/* ---- SET, WATCH ---- */
+
+static void on_set(void *arg, int status, struct etcd_result *r)
+{
+	(void)r;
+	job_end(arg, status);
+}
+
+static void on_watch_read(void *arg, int status, struct etcd_result *r)
+{
+	struct ejob *j = arg;
+	struct ewatch *w = j->w;
+
+	if (status >= 0 && !w->cancelled) {
+		take_current(r, &j->kv[0]);
+		/* From the read's revision + 1: no change after it is missed. */
+		status = etcd_async_watch(j->be->c, j->keys[0], 0, r->revision + 1, pe_on_event, w,
+					  &w->aw);
+	}
+	job_end(j, status);
 }
 
 static int run_job(struct etcd_be *be, struct ejob *j)
 {
 	switch (j->kind) {
-	case J_OPEN:
-		return run_open(be, j);
 	case J_GET:
 		return run_get(be, j);
 	case J_CAS:
 		return run_cas(be, j);
 	case J_ADD:
-		return run_add(be, j);
+		return etcd_async_range(be->c, j->keys[0], false, on_add_read, j);
 	case J_SET:
-		return run_set(be, j);
+		return etcd_async_put(be->c, j->keys[0], j->value, j->vlen,
+				      j->session ? be->lease : 0, on_set, j);
 	case J_WATCH:
-		return run_watch(be, j);
-	case J_KEEPALIVE:
-		return run_keepalive(be, j);
-	case J_REVOKE:
-		/* Its keys vanish at once; a lease already gone is as good. */
-		if (be->lease && etcd_lease_revoke(be->c, be->lease) < 0)
-			log_debug("etcd: revoking the session's lease: %s", etcd_error());
-		else
-			log_debug("etcd: the session's lease %llx is revoked",
-				  (unsigned long long)be->lease);
-		return 0;
+		return etcd_async_range(be->c, j->keys[0], false, on_watch_read, j);
 	}
 	return -EINVAL;
 }
 
-/* Takes jobs until the backend is closing and nothing is left; once it is
- * closing, only the revoke is still made. */
-static void *worker_main(void *arg)
+void pe_job_run(struct etcd_be *be, struct ejob *j)
 {
-	struct etcd_be *be = arg;
-
-	pthread_mutex_lock(&be->mu);
-	for (;;) {
-		struct ejob *j = be->q_head;
-
-		if (!j) {
-			if (be->quit)
-				break;
-			pthread_cond_wait(&be->cv, &be->mu);
-			continue;
-		}
-		be->q_head = j->next;
-		if (!be->q_head)
-			be->q_tail = NULL;
-		j->next = NULL;
-		if (!be->quit || j->kind == J_REVOKE) {
-			pthread_mutex_unlock(&be->mu);
-			j->status = be->c || j->kind == J_OPEN ? run_job(be, j) : -ENOTCONN;
-			pthread_mutex_lock(&be->mu);
-		} else {
-			j->status = -ECANCELED;
-		}
-		j->done = true;
-		if (j->kind == J_KEEPALIVE || j->kind == J_REVOKE) {
-			j->next = be->idone;
-			be->idone = j;
-		}
-		uv_async_send(&be->async);
-	}
-	be->worker_exited = true;
-	pthread_mutex_unlock(&be->mu);
-	uv_async_send(&be->async);
-	return NULL;
-}
-
-/* The worker starts with every signal blocked: the loop's thread takes
- * them (and the watch threads it starts inherit the mask). */
-int pe_worker_start(struct etcd_be *be)
-{
-	sigset_t all, old;
 	int rc;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&be->worker, NULL, worker_main, be);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	be->worker_started = rc == 0;
-	return rc;
+	j->be = be;
+	j->running = true;
+	if ((rc = run_job(be, j)) < 0)
+		job_end(j, rc);
 }

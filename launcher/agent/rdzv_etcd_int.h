@@ -1,41 +1,38 @@
 /*
  * rdzv_etcd_int.h - the etcd backend of the rendezvous primitives, shared
  * by its two files:
- *   rdzv_prims_etcd.c  the loop's side: the ops, the answers in request
- *                      order, the watches' polls, the lease's renewal timer,
- *                      the end
- *   rdzv_etcd_calls.c  the worker thread: the queue, the blocking etcd calls
+ *   rdzv_prims_etcd.c  the ops, the session (lease, renewal), the answers in
+ *                      request order, the watches, the end
+ *   rdzv_etcd_calls.c  each request as a chain of async etcd calls
+ * Everything runs on the agent's loop (etcd_async.h): no thread.
  */
 #ifndef DDP_LAUNCHER_RDZV_ETCD_INT_H
 #define DDP_LAUNCHER_RDZV_ETCD_INT_H
 
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
-#include "etcd_client.h"
+#include "etcd_async.h"
 #include "rdzv_prims.h"
 
 /* The session's lease: a node killed is noticed within this. */
 #define LEASE_TTL_S 3
-enum job_kind {
-	J_OPEN,
-	J_GET,
-	J_CAS,
-	J_ADD,
-	J_SET,
-	J_WATCH,
-	J_KEEPALIVE, /* internal: not answered to the sink */
-	J_REVOKE,    /* internal, the last one */
+enum job_kind { J_GET, J_CAS, J_ADD, J_SET, J_WATCH };
+
+struct ewatch {
+	struct etcd_be *be;
+	uint64_t id;		/* the driver's */
+	struct etcd_awatch *aw; /* NULL until its WATCH is answered */
+	bool cancelled;		/* unwatched before that */
+	struct ewatch *prev, *next;
 };
 
-struct ewatch;
-
+/* A request: its arguments, where its chain of calls is, its results. */
 struct ejob {
-	struct ejob *next;  /* the worker's queue */
-	struct ejob *fnext; /* the loop's FIFO of requests to answer */
+	struct ejob *next; /* the FIFO of requests to answer */
+	struct etcd_be *be;
 	enum job_kind kind;
 	uint64_t tag;
 	bool session, has_expected;
@@ -45,26 +42,17 @@ struct ejob {
 	size_t vlen, elen;
 	int64_t delta;
 	struct ewatch *w; /* WATCH */
+	size_t next_key;  /* GET one key at a time: the next to read */
 
-	/* Results: written by the worker before `done`, read by the loop after. */
-	bool done;
+	bool running, done;
 	int status;
 	char *msg;	    /* why it failed (etcd_error()) */
 	struct etcd_kv *kv; /* nkeys values (GET), or 1 (CAS current, WATCH's read) */
 	bool swapped;
-	int64_t num;	       /* ADD */
-	struct etcd_watch *ew; /* WATCH */
+	int64_t num; /* ADD */
 };
 
-struct ewatch {
-	uv_poll_t poll;
-	struct etcd_be *be;
-	uint64_t id;	       /* the driver's */
-	struct etcd_watch *ew; /* NULL until its WATCH is answered */
-	bool cancelled;	       /* unwatched (or closing) */
-	bool polling;	       /* poll is initialised: freed in its close callback */
-	struct ewatch *prev, *next;
-};
+enum be_state { BE_NEW, BE_GRANTING, BE_WAITING, BE_OPEN };
 
 struct etcd_be {
 	uv_loop_t *loop;
@@ -72,30 +60,18 @@ struct etcd_be {
 	void *drv;
 	struct etcd_options opt; /* its strings are ours */
 	int64_t connect_deadline_ms;
-	struct etcd_client *c; /* made and used by the worker; freed at the end */
 	char *peer;
-
-	/* Shared with the worker, under mu. */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct ejob *q_head, *q_tail;
-	struct ejob *idone; /* finished internal jobs */
-	bool quit, worker_exited;
-
-	/* The worker's own. */
+	struct etcd_async *c;
 	int64_t lease;
 	char local[INET6_ADDRSTRLEN];
-
-	/* The loop's own. */
-	pthread_t worker;
-	bool worker_started;
+	enum be_state state;
 	struct ejob *fifo, *fifo_tail;
 	struct ewatch *watches;
-	uv_async_t async;
-	uv_timer_t ka;
-	int64_t ttl_ms; /* the lease's, as granted */
-	bool open, ka_busy, closed, lost, finishing;
-	int handles; /* initialised handles not yet closed */
+	uv_timer_t ka;	 /* the lease's renewal */
+	uv_timer_t kick; /* the next step, from the loop */
+	int64_t ttl_ms;	 /* the lease's, as granted */
+	bool ka_busy, closed, lost;
+	int handles; /* initialised handles (and the client) not yet closed */
 };
 
 /* rdzv_etcd_calls.c */
@@ -104,13 +80,20 @@ char *pe_mem_dup(const void *p, size_t n);
 /* A job with copies of the keys; NULL when out of memory. */
 struct ejob *pe_job_new(enum job_kind kind, uint64_t tag, const struct byteview *keys,
 			size_t nkeys);
-/* Frees j and what it holds (a watch it set up; its ewatch when that was
- * cancelled before the answer). NULL allowed. */
+/* Frees j and what it holds (its ewatch when that was cancelled before the
+ * answer). NULL allowed. */
 void pe_job_free(struct ejob *j);
-/* Hands j to the worker (ahead of the others when urgent); a request (not
- * KEEPALIVE or REVOKE) also joins the loop's FIFO of answers. Loop only. */
-void pe_job_submit(struct etcd_be *be, struct ejob *j, bool urgent);
-/* Starts the worker (all signals blocked in it). 0 or a negative errno. */
-int pe_worker_start(struct etcd_be *be);
+/* Starts j's etcd calls. When they end (maybe before this returns), j->done
+ * and j->status are set and pe_job_ended() is called. */
+void pe_job_run(struct etcd_be *be, struct ejob *j);
+/* The watch's events, to the sink (etcd_awatch_cb). */
+void pe_on_event(void *arg, int status, struct etcd_event *ev);
+/* This machine's address towards endpoint ("" when unknown). */
+void pe_local_toward(const char *endpoint, char *out, size_t len);
+
+/* rdzv_prims_etcd.c */
+void pe_job_ended(struct etcd_be *be);
+/* The session ended by itself: pending requests fail, then lost(). */
+void pe_lose(struct etcd_be *be, int status, const char *why);
 
 #endif

@@ -106,8 +106,8 @@ struct rdzv_prims_ops {
 
 /* Our store, through an agent session (store_session.h). */
 extern const struct rdzv_prims_ops rdzv_prims_session;
-/* etcd v3 (etcd_client.h): a lease for the session, a worker thread for the
- * client's blocking calls. */
+/* etcd v3 (etcd_async.h): a lease for the session, the client's requests
+ * and watches on the loop (no thread). */
 extern const struct rdzv_prims_ops rdzv_prims_etcd;
 
 #endif

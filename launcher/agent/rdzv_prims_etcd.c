@@ -2,24 +2,26 @@
  * rdzv_prims_etcd.c - the rendezvous primitives over etcd v3 (rdzv_prims.h;
  * docs/rendezvous.md has the mapping), with the client of rendezvous/etcd/.
  *
- * The client's calls block, so the loop never makes them: a worker thread
- * of the backend takes the requests from a queue, in order, and makes the
- * calls; the loop hears of each end through uv_async_send and answers the
- * sink there, in request order (a FIFO of the requests made), never from
- * inside the call that made the request.
+ * Everything runs on the agent's loop, with the async client of
+ * rendezvous/etcd/ (curl's multi-socket interface on the loop's polls and
+ * timers): no thread. The requests run one at a time, in the order they
+ * were made (a FIFO: the head's chain of etcd calls runs, the next starts
+ * when it has been answered), so writes reach etcd in that order and the
+ * answers come in it; a request starts from a loop timer, so its answer is
+ * never given inside the call that made it.
  *
  * Session: a lease of LEASE_TTL_S, granted at open (tried again until the
  * connect deadline while no endpoint answers), renewed by a loop timer every
- * third of its TTL (the renewal goes ahead of the queue), revoked at close so
+ * third of its TTL (the renewal runs beside the requests), revoked at close so
  * that a finished node's keys vanish at once; a killed agent's keys go when
  * its lease expires. SET_SESSION is a put with the lease.
  * CAS: one transaction comparing the value (absent: create revision 0).
  * ADD: a CAS loop on the counter's mod revision (etcd has no atomic add).
  * GET of several keys of one folder ("ddprdzv/RUN/s/"): one prefix read
  * (one revision); otherwise one read per key.
- * WATCH: the worker reads the key (its value is the first event) and starts
- * the watch from the read's revision + 1, so no change is missed; the loop
- * polls the watch's eventfd (uv_poll) and hands every event on.
+ * WATCH: a read of the key (its value is the first event), then a watch
+ * from the read's revision + 1, so no change is missed; a streaming request
+ * on the same multi handle, whose events are handed on as they arrive.
  *
  * A failed etcd call ends the session: no endpoint answered within the
  * request's deadline (etcd_error() names each endpoint tried, with its
@@ -37,27 +39,23 @@
  */
 #include <errno.h>
 #include <log.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "opts_rdzv.h"
 #include "rdzv_etcd_int.h"
 #include "timeutil.h"
 
-static void be_lose(struct etcd_be *be, int status, const char *msg);
 static void be_teardown(struct etcd_be *be, bool revoke);
-static void be_try_finish(struct etcd_be *be);
 
-/* ---- the loop's side: answers ---- */
+/* ---- answers ---- */
 
 static struct rdzv_value kv_value(const struct etcd_kv *kv)
 {
 	return (struct rdzv_value){kv->key != NULL,
 				   {kv->key ? kv->value : NULL, kv->key ? kv->value_len : 0}};
 }
-
-static void watch_start(struct etcd_be *be, struct ewatch *w, struct ejob *j);
 
 /* Gives the sink j's answer (status < 0: its failure, without results). */
 static void answer(struct etcd_be *be, struct ejob *j, int status)
@@ -86,56 +84,61 @@ static void answer(struct etcd_be *be, struct ejob *j, int status)
 		k->done(be->drv, j->tag, status);
 		break;
 	case J_WATCH:
-		if (status < 0 || j->w->cancelled) {
-			if (!j->w->cancelled)
-				k->event(be->drv, j->w->id, status, none);
-			break;
-		}
-		watch_start(be, j->w, j);
-		break;
-	default:
+		/* The value read is the first event; the watch's follow. */
+		if (!j->w->cancelled)
+			k->event(be->drv, j->w->id, status,
+				 status >= 0 ? kv_value(&j->kv[0]) : none);
 		break;
 	}
 }
 
 static void fifo_pop(struct etcd_be *be)
 {
-	be->fifo = be->fifo->fnext;
+	be->fifo = be->fifo->next;
 	if (!be->fifo)
 		be->fifo_tail = NULL;
 }
 
-static bool job_done(struct etcd_be *be, struct ejob *j)
+/* Runs the FIFO: starts its head, answers the heads that are done, in
+ * request order, until one is still running (or the backend closes: the
+ * sink may close it from an answer). Called from the loop only. */
+static void pump(struct etcd_be *be)
 {
-	bool done;
-
-	pthread_mutex_lock(&be->mu);
-	done = j->done;
-	pthread_mutex_unlock(&be->mu);
-	return done;
-}
-
-static void on_opened(struct etcd_be *be, struct ejob *j);
-
-/* Answers the requests that are done, in request order, until one that is
- * not (or the backend closes: the sink may close it from an answer). */
-static void deliver_due(struct etcd_be *be)
-{
-	while (!be->closed && be->fifo && job_done(be, be->fifo)) {
+	while (!be->closed && be->fifo) {
 		struct ejob *j = be->fifo;
 
-		if (j->kind == J_OPEN) {
-			fifo_pop(be);
-			on_opened(be, j);
-		} else if (j->status < 0) {
-			be_lose(be, j->status, j->msg);
-			return;
-		} else {
-			fifo_pop(be);
-			answer(be, j, 0);
+		if (!j->running) {
+			pe_job_run(be, j);
+			continue;
 		}
+		if (!j->done)
+			return;
+		if (j->status < 0) {
+			pe_lose(be, j->status, j->msg);
+			return;
+		}
+		fifo_pop(be);
+		answer(be, j, 0);
 		pe_job_free(j);
 	}
+}
+
+void pe_job_ended(struct etcd_be *be)
+{
+	pump(be);
+}
+
+static void on_kick(uv_timer_t *t);
+
+/* Takes a request: it starts from the loop. */
+static void be_submit(struct etcd_be *be, struct ejob *j)
+{
+	if (be->fifo_tail)
+		be->fifo_tail->next = j;
+	else
+		be->fifo = j;
+	be->fifo_tail = j;
+	uv_timer_start(&be->kick, on_kick, 0, 0);
 }
 
 /* ---- watches ---- */
@@ -151,148 +154,173 @@ static void watch_unlink(struct etcd_be *be, struct ewatch *w)
 	w->prev = w->next = NULL;
 }
 
-static void be_handle_closed(struct etcd_be *be);
-
-static void on_watch_closed(uv_handle_t *h)
-{
-	struct ewatch *w = h->data;
-	struct etcd_be *be = w->be;
-
-	etcd_watch_free(w->ew);
-	free(w);
-	be_handle_closed(be);
-}
-
-/* Ends a watch: a polled one closes its handle (freed in the callback);
- * one whose WATCH is still in the queue is freed with that job. */
+/* Ends a watch: a running one goes at once; one whose WATCH is still in the
+ * FIFO is freed with that job. */
 static void watch_stop(struct etcd_be *be, struct ewatch *w)
 {
 	watch_unlink(be, w);
 	w->cancelled = true;
-	if (w->polling)
-		uv_close((uv_handle_t *)&w->poll, on_watch_closed);
+	if (w->aw) {
+		etcd_awatch_free(w->aw);
+		free(w);
+	}
 }
 
-static void on_watch_ready(uv_poll_t *h, int status, int events)
+void pe_on_event(void *arg, int status, struct etcd_event *ev)
 {
-	struct ewatch *w = h->data;
+	struct ewatch *w = arg;
 	struct etcd_be *be = w->be;
-	struct etcd_event ev;
-	int rc;
+	struct rdzv_value v = {false, {NULL, 0}};
 
 	if (status < 0) {
-		be_lose(be, status, "etcd: cannot poll a watch");
+		pe_lose(be, status, etcd_error());
 		return;
 	}
-	/* Every event, in order: the last one is the key's latest value. */
-	while (!be->closed && !w->cancelled && (rc = etcd_watch_next(w->ew, 0, &ev)) != 0) {
-		struct rdzv_value v = {false, {NULL, 0}};
-
-		if (rc < 0) {
-			be_lose(be, rc, etcd_error());
-			return;
-		}
-		if (ev.type == ETCD_EVENT_PUT)
-			v = (struct rdzv_value){true, {ev.kv.value, ev.kv.value_len}};
+	if (ev->type == ETCD_EVENT_PUT)
+		v = (struct rdzv_value){true, {ev->kv.value, ev->kv.value_len}};
+	if (!be->closed)
 		be->sink->event(be->drv, w->id, 0, v);
-		etcd_event_release(&ev);
-	}
-}
-
-/* The WATCH's answer: the value read is the first event; then its changes. */
-static void watch_start(struct etcd_be *be, struct ewatch *w, struct ejob *j)
-{
-	int rc = uv_poll_init(be->loop, &w->poll, etcd_watch_fd(j->ew));
-
-	if (rc < 0) {
-		be_lose(be, rc, "etcd: cannot poll a watch");
-		return;
-	}
-	w->poll.data = w;
-	w->polling = true;
-	be->handles++;
-	w->ew = j->ew;
-	j->ew = NULL;
-	uv_poll_start(&w->poll, UV_READABLE, on_watch_ready);
-	be->sink->event(be->drv, w->id, 0, kv_value(&j->kv[0]));
+	etcd_event_release(ev);
 }
 
 /* ---- the session ---- */
 
+static void on_keepalive(void *arg, int status, struct etcd_result *r)
+{
+	struct etcd_be *be = arg;
+	char msg[RDZV_PRIMS_MSG_MAX];
+
+	(void)r;
+	be->ka_busy = false;
+	if (status >= 0 || be->closed)
+		return;
+	if (status == -ENOENT)
+		snprintf(msg, sizeof(msg),
+			 "etcd: this node's session (lease %llx) expired: it did not reach "
+			 "etcd at %s within %d s (frozen, or cut off), so its keys are gone",
+			 (unsigned long long)be->lease, be->peer, LEASE_TTL_S);
+	else
+		snprintf(msg, sizeof(msg), "%s", etcd_error());
+	pe_lose(be, status, msg);
+}
+
 static void on_ka_timer(uv_timer_t *t)
 {
 	struct etcd_be *be = t->data;
-	struct ejob *j;
+	int rc;
 
 	if (be->ka_busy || be->closed)
 		return;
-	if (!(j = pe_job_new(J_KEEPALIVE, 0, NULL, 0))) {
-		be_lose(be, -ENOMEM, "etcd: out of memory renewing the session's lease");
-		return;
-	}
-	be->ka_busy = true;
-	pe_job_submit(be, j, true);
+	rc = etcd_async_keepalive(be->c, be->lease, on_keepalive, be);
+	if (rc < 0)
+		pe_lose(be, rc, "etcd: cannot renew the session's lease: out of memory");
+	else
+		be->ka_busy = true;
 }
 
-/* The lease is granted (j->num: its TTL), or the session cannot be opened. */
-static void on_opened(struct etcd_be *be, struct ejob *j)
+/* The session cannot be opened: the driver hears why, nothing follows. */
+static void open_failed(struct etcd_be *be, int status, const char *why)
 {
 	char msg[RDZV_PRIMS_MSG_MAX];
+
+	snprintf(msg, sizeof(msg), "cannot open a session with etcd at %s: %s", be->peer,
+		 why && *why ? why : strerror(-status));
+	be->closed = true;
+	be_teardown(be, false);
+	be->sink->connected(be->drv, status, msg);
+}
+
+static bool unavailable(int rc)
+{
+	return rc == -ETIMEDOUT || rc == -ECONNREFUSED || rc == -ECONNRESET ||
+	       rc == -EHOSTUNREACH || rc == -EAGAIN;
+}
+
+/* The lease is granted, or the session cannot be opened (while no
+ * endpoint answers, tried again until the connect deadline: the nodes may
+ * start before etcd). */
+static void on_granted(void *arg, int status, struct etcd_result *r)
+{
+	struct etcd_be *be = arg;
 	uint64_t every;
 
-	if (j->status < 0) {
-		snprintf(msg, sizeof(msg), "cannot open a session with etcd at %s: %s", be->peer,
-			 j->msg ? j->msg : strerror(-j->status));
-		be->closed = true;
-		be_teardown(be, false);
-		be->sink->connected(be->drv, j->status, msg);
+	if (be->closed)
+		return;
+	if (status < 0 && unavailable(status) && (int64_t)time_now_ms() < be->connect_deadline_ms) {
+		log_debug("etcd at %s: no answer yet (%s); trying again", be->peer, etcd_error());
+		be->state = BE_WAITING;
+		uv_timer_start(&be->kick, on_kick, 100, 0);
 		return;
 	}
-	be->open = true;
-	be->ttl_ms = (j->num > 0 ? j->num : LEASE_TTL_S) * 1000;
+	if (status < 0) {
+		open_failed(be, status, etcd_error());
+		return;
+	}
+	be->lease = r->id;
+	be->state = BE_OPEN;
+	be->ttl_ms = (r->ttl > 0 ? r->ttl : LEASE_TTL_S) * 1000;
+	pe_local_toward(etcd_async_endpoint(be->c), be->local, sizeof(be->local));
 	every = (uint64_t)be->ttl_ms / 3;
 	uv_timer_start(&be->ka, on_ka_timer, every, every);
 	log_debug("etcd at %s: session lease granted (%lld s), renewed every %llu ms", be->peer,
-		  (long long)j->num, (unsigned long long)every);
+		  (long long)r->ttl, (unsigned long long)every);
 	be->sink->connected(be->drv, 0, NULL);
 }
 
-/* Finished internal jobs: a renewal that failed ends the session. */
-static void take_internal(struct etcd_be *be)
+static int be_grant(struct etcd_be *be)
 {
-	struct ejob *j;
+	be->state = BE_GRANTING;
+	return etcd_async_grant(be->c, LEASE_TTL_S, on_granted, be);
+}
 
-	pthread_mutex_lock(&be->mu);
-	j = be->idone;
-	be->idone = NULL;
-	pthread_mutex_unlock(&be->mu);
-	while (j) {
-		struct ejob *next = j->next;
+/* The first step, from the loop: the client, then the lease. */
+static void be_start(struct etcd_be *be)
+{
+	int rc;
 
-		if (j->kind == J_KEEPALIVE) {
-			be->ka_busy = false;
-			if (j->status < 0 && j->status != -ECANCELED && !be->closed)
-				be_lose(be, j->status, j->msg ? j->msg : strerror(-j->status));
-		}
-		pe_job_free(j);
-		j = next;
+	if (be->opt.user && !be->opt.password) {
+		char msg[RDZV_PRIMS_MSG_MAX];
+		snprintf(msg, sizeof(msg),
+			 "etcd user '%s' needs a password: set %s (or password= in "
+			 "--rdzv_conf, visible to every local user)",
+			 be->opt.user, OPTS_ETCD_PASSWORD_ENV);
+		open_failed(be, -EINVAL, msg);
+		return;
+	}
+	rc = etcd_async_new(be->loop, &be->opt, &be->c);
+	if (rc == 0)
+		be->handles++; /* the client, until its close callback */
+	if (rc == 0)
+		rc = be_grant(be);
+	if (rc < 0)
+		open_failed(be, rc, etcd_error());
+}
+
+static void on_kick(uv_timer_t *t)
+{
+	struct etcd_be *be = t->data;
+	int rc;
+
+	if (be->closed)
+		return;
+	switch (be->state) {
+	case BE_NEW:
+		be_start(be);
+		break;
+	case BE_WAITING:
+		if ((rc = be_grant(be)) < 0)
+			open_failed(be, rc, etcd_error());
+		break;
+	case BE_GRANTING:
+		break;
+	case BE_OPEN:
+		pump(be);
+		break;
 	}
 }
 
-static void on_async(uv_async_t *a)
-{
-	struct etcd_be *be = a->data;
-
-	if (!be->closed)
-		take_internal(be);
-	if (!be->closed)
-		deliver_due(be);
-	if (be->closed)
-		be_try_finish(be);
-}
-
 /* The session ended by itself: every pending request fails, then lost(). */
-static void be_lose(struct etcd_be *be, int status, const char *why)
+void pe_lose(struct etcd_be *be, int status, const char *why)
 {
 	char msg[RDZV_PRIMS_MSG_MAX];
 
@@ -300,9 +328,7 @@ static void be_lose(struct etcd_be *be, int status, const char *why)
 		return;
 	be->lost = true;
 	snprintf(msg, sizeof(msg), "%s", why && *why ? why : strerror(-status));
-	/* The jobs stay in the FIFO (the worker may hold one): they are freed
-	 * once it has stopped. */
-	for (struct ejob *j = be->fifo; j && !be->closed; j = j->fnext)
+	for (struct ejob *j = be->fifo; j && !be->closed; j = j->next)
 		answer(be, j, -ECONNRESET);
 	if (be->closed)
 		return;
@@ -313,32 +339,14 @@ static void be_lose(struct etcd_be *be, int status, const char *why)
 
 /* ---- the end ---- */
 
-/* Stops what runs: the renewal timer, the watches, and the worker (after
- * the revoke, when asked); the rest is freed once the worker has gone. */
-static void be_teardown(struct etcd_be *be, bool revoke)
-{
-	struct ejob *j = revoke ? pe_job_new(J_REVOKE, 0, NULL, 0) : NULL;
-
-	uv_timer_stop(&be->ka);
-	while (be->watches)
-		watch_stop(be, be->watches);
-	/* The revoke is queued before the worker hears it may stop. */
-	if (j)
-		pe_job_submit(be, j, false);
-	pthread_mutex_lock(&be->mu);
-	be->quit = true;
-	pthread_cond_signal(&be->cv);
-	pthread_mutex_unlock(&be->mu);
-	/* Without a worker (it could not start) there is nothing to wait for. */
-	if (!be->worker_started)
-		be_try_finish(be);
-}
-
 static void be_free(struct etcd_be *be)
 {
-	etcd_client_free(be->c);
-	pthread_mutex_destroy(&be->mu);
-	pthread_cond_destroy(&be->cv);
+	struct ejob *j;
+
+	while ((j = be->fifo)) {
+		fifo_pop(be);
+		pe_job_free(j);
+	}
 	free((char *)be->opt.endpoints);
 	free((char *)be->opt.ca_file);
 	free((char *)be->opt.cert_file);
@@ -351,49 +359,60 @@ static void be_free(struct etcd_be *be)
 	free(be);
 }
 
+/* The backend goes with the last of its handles (the client counts as one:
+ * until it is closed, a request's chain may still hold a job). */
 static void be_handle_closed(struct etcd_be *be)
 {
-	if (--be->handles == 0 && be->finishing)
+	if (--be->handles == 0)
 		be_free(be);
 }
 
-static void on_be_handle_closed(uv_handle_t *h)
+static void on_client_closed(void *arg)
+{
+	be_handle_closed(arg);
+}
+
+static void on_timer_closed(uv_handle_t *h)
 {
 	be_handle_closed(h->data);
 }
 
-/* Once the worker has gone: frees the jobs, closes the handles (the
- * backend goes with the last one). */
-static void be_try_finish(struct etcd_be *be)
+/* Closes the client (dropping what still runs) and the timers. */
+static void be_finish(struct etcd_be *be)
 {
-	bool exited;
-	struct ejob *j;
+	if (be->c)
+		etcd_async_close(be->c, on_client_closed, be);
+	uv_close((uv_handle_t *)&be->ka, on_timer_closed);
+	uv_close((uv_handle_t *)&be->kick, on_timer_closed);
+}
 
-	pthread_mutex_lock(&be->mu);
-	exited = be->worker_exited || !be->worker_started;
-	pthread_mutex_unlock(&be->mu);
-	if (!exited || be->finishing)
+static void on_revoked(void *arg, int status, struct etcd_result *r)
+{
+	struct etcd_be *be = arg;
+
+	(void)r;
+	/* Its keys vanish at once; a lease already gone is as good. */
+	if (status < 0)
+		log_debug("etcd: revoking the session's lease: %s", etcd_error());
+	else
+		log_debug("etcd: the session's lease %llx is revoked",
+			  (unsigned long long)be->lease);
+	be_finish(be);
+}
+
+/* Stops what runs: the renewal timer, the watches; revokes the lease when
+ * asked (the client is closed after its answer, within the request's
+ * deadline), then closes the client and the timers. */
+static void be_teardown(struct etcd_be *be, bool revoke)
+{
+	uv_timer_stop(&be->ka);
+	uv_timer_stop(&be->kick);
+	while (be->watches)
+		watch_stop(be, be->watches);
+	if (revoke && be->c && be->lease &&
+	    etcd_async_revoke(be->c, be->lease, on_revoked, be) == 0)
 		return;
-	be->finishing = true;
-	if (be->worker_started)
-		pthread_join(be->worker, NULL);
-	while ((j = be->fifo)) {
-		fifo_pop(be);
-		pe_job_free(j);
-	}
-	while ((j = be->idone)) {
-		be->idone = j->next;
-		pe_job_free(j);
-	}
-	/* Left in the queue only when the worker never ran; the requests
-	 * among them were freed with the FIFO. */
-	while ((j = be->q_head)) {
-		be->q_head = j->next;
-		if (j->kind == J_KEEPALIVE || j->kind == J_REVOKE)
-			pe_job_free(j);
-	}
-	uv_close((uv_handle_t *)&be->async, on_be_handle_closed);
-	uv_close((uv_handle_t *)&be->ka, on_be_handle_closed);
+	be_finish(be);
 }
 
 /* ---- the ops ---- */
@@ -427,8 +446,6 @@ static int pe_open(const struct rdzv_prims_config *cfg, const struct rdzv_prims_
 		   void *drv, void **out)
 {
 	struct etcd_be *be = calloc(1, sizeof(*be));
-	struct ejob *j = NULL;
-	pthread_condattr_t ca;
 	int rc;
 
 	if (!be)
@@ -438,34 +455,19 @@ static int pe_open(const struct rdzv_prims_config *cfg, const struct rdzv_prims_
 	be->drv = drv;
 	be->connect_deadline_ms =
 	    (int64_t)time_now_ms() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 0);
-	pthread_mutex_init(&be->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&be->cv, &ca);
-	pthread_condattr_destroy(&ca);
 	rc = be_options(be, cfg);
 	if (rc == 0 && !be->opt.endpoints)
 		rc = -EINVAL;
-	if (rc == 0 && !(j = pe_job_new(J_OPEN, 0, NULL, 0)))
-		rc = -ENOMEM;
-	if (rc == 0)
-		rc = uv_async_init(cfg->loop, &be->async, on_async);
 	if (rc < 0) {
-		pe_job_free(j);
 		be_free(be);
 		return rc;
 	}
 	uv_timer_init(cfg->loop, &be->ka);
-	be->async.data = be->ka.data = be;
+	uv_timer_init(cfg->loop, &be->kick);
+	be->ka.data = be->kick.data = be;
 	be->handles = 2;
-	pe_job_submit(be, j, false);
-	rc = pe_worker_start(be);
-	if (rc < 0) {
-		/* handles are open: they free the backend when closed */
-		be->closed = true;
-		be_teardown(be, false);
-		return rc;
-	}
+	/* The client is made from the loop: what fails is said by connected(). */
+	uv_timer_start(&be->kick, on_kick, 0, 0);
 	*out = be;
 	return 0;
 }
@@ -474,7 +476,7 @@ static int pe_local_addr(void *p, char *buf, size_t len)
 {
 	struct etcd_be *be = p;
 
-	if (!be->open || !be->local[0])
+	if (be->state != BE_OPEN || !be->local[0])
 		return -ENOTCONN;
 	if (strlen(be->local) >= len)
 		return -ENOSPC;
@@ -490,7 +492,7 @@ static const char *pe_peer(void *p)
 /* Requests are taken while the session is open and not ended. */
 static int be_usable(const struct etcd_be *be)
 {
-	return be->open && !be->closed ? 0 : -ENOTCONN;
+	return be->state == BE_OPEN && !be->closed ? 0 : -ENOTCONN;
 }
 
 static int pe_get(void *p, uint64_t tag, const struct byteview *keys, size_t n)
@@ -504,7 +506,7 @@ static int pe_get(void *p, uint64_t tag, const struct byteview *keys, size_t n)
 		return -EINVAL;
 	if (!(j = pe_job_new(J_GET, tag, keys, n)))
 		return -ENOMEM;
-	pe_job_submit(be, j, false);
+	be_submit(be, j);
 	return 0;
 }
 
@@ -527,7 +529,7 @@ static int pe_cas(void *p, uint64_t tag, struct byteview key, bool has_expected,
 		pe_job_free(j);
 		return -ENOMEM;
 	}
-	pe_job_submit(be, j, false);
+	be_submit(be, j);
 	return 0;
 }
 
@@ -541,7 +543,7 @@ static int pe_add(void *p, uint64_t tag, struct byteview key, int64_t delta)
 	if (!(j = pe_job_new(J_ADD, tag, &key, 1)))
 		return -ENOMEM;
 	j->delta = delta;
-	pe_job_submit(be, j, false);
+	be_submit(be, j);
 	return 0;
 }
 
@@ -560,7 +562,7 @@ static int pe_set(void *p, uint64_t tag, struct byteview key, struct byteview va
 		pe_job_free(j);
 		return -ENOMEM;
 	}
-	pe_job_submit(be, j, false);
+	be_submit(be, j);
 	return 0;
 }
 
@@ -585,7 +587,7 @@ static int pe_watch(void *p, uint64_t id, struct byteview key)
 	if (w->next)
 		w->next->prev = w;
 	be->watches = w;
-	pe_job_submit(be, j, false);
+	be_submit(be, j);
 	return 0;
 }
 

@@ -1,51 +1,61 @@
 /*
- * etcd_client.c - the client object and its unary operations: leases, put,
- * get, compare-and-set, delete. Each one builds its JSON body (etcd_codec.c),
- * sends it with failover (etcd_http.c) and parses the answer (etcd_parse.c),
- * under the client's mutex.
+ * etcd_client.c - the blocking client (etcd_client.h): the async client
+ * (etcd_async.h) on a private libuv loop, which each call runs until its
+ * answer is in. One HTTP engine, no thread: the watches of a client run on
+ * its loop too, whenever a call or etcd_watch_next() runs it.
  */
 #include "etcd_client.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
-#include "etcd_codec.h"
+#include "etcd_async.h"
 #include "etcd_int.h"
 #include "timeutil.h"
 
 struct etcd_client {
-	struct etcd_cfg cfg;
-	pthread_mutex_t mu;
-	struct etcd_conn conn;
-	_Atomic size_t last_ep; /* conn.cur, readable without the mutex */
+	uv_loop_t loop;
+	uv_timer_t nap; /* bounds etcd_watch_next()'s wait */
+	struct etcd_async *a;
+};
+
+struct watch_item {
+	struct watch_item *next;
+	struct etcd_event ev;
+};
+
+struct etcd_watch {
+	struct etcd_client *c;
+	struct etcd_awatch *aw;
+	struct watch_item *head, *tail;
+	bool ended;
+	int rc;
+	char err[2048];
 };
 
 int etcd_client_new(const struct etcd_options *opt, struct etcd_client **out)
 {
-	struct etcd_client *c;
-	int rc = etcd_global_init();
+	struct etcd_client *c = calloc(1, sizeof(*c));
+	int rc;
+
 	*out = NULL;
-	etcd_error_clear();
-	if (rc < 0)
-		return rc;
-	c = calloc(1, sizeof(*c));
 	if (!c)
 		return etcd_fail(-ENOMEM, "etcd: out of memory");
-	rc = etcd_cfg_parse(opt, &c->cfg);
-	if (rc < 0) {
+	if ((rc = uv_loop_init(&c->loop)) < 0) {
 		free(c);
-		return rc;
+		return etcd_fail(rc, "etcd: cannot make a loop: %s", uv_strerror(rc));
 	}
-	rc = etcd_conn_init(&c->conn, &c->cfg);
+	uv_timer_init(&c->loop, &c->nap);
+	rc = etcd_async_new(&c->loop, opt, &c->a);
 	if (rc < 0) {
-		etcd_cfg_release(&c->cfg);
-		free(c);
-		return rc;
+		char msg[2048];
+		snprintf(msg, sizeof(msg), "%s", etcd_error());
+		etcd_client_free(c);
+		return etcd_fail(rc, "%s", msg);
 	}
-	pthread_mutex_init(&c->mu, NULL);
 	*out = c;
 	return 0;
 }
@@ -54,228 +64,252 @@ void etcd_client_free(struct etcd_client *c)
 {
 	if (!c)
 		return;
-	etcd_conn_release(&c->conn);
-	etcd_cfg_release(&c->cfg);
-	pthread_mutex_destroy(&c->mu);
+	etcd_async_close(c->a, NULL, NULL);
+	uv_close((uv_handle_t *)&c->nap, NULL);
+	uv_run(&c->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&c->loop);
 	free(c);
 }
 
 const char *etcd_client_endpoint(const struct etcd_client *c)
 {
-	return c->cfg.names[atomic_load(&c->last_ep)];
+	return etcd_async_endpoint(c->a);
 }
 
-const struct etcd_cfg *etcd_client_cfg(const struct etcd_client *c)
-{
-	return &c->cfg;
-}
+/* ---- one call ---- */
 
-size_t etcd_client_last_ep(const struct etcd_client *c)
-{
-	return atomic_load(&c->last_ep);
-}
-
-/* The answer parser of one operation: body, its length, and the operation's
- * own output. */
-typedef int (*parse_fn)(const char *body, size_t len, void *out);
-
-/* Sends body (owned; freed here) to path and parses the answer with parse,
- * under the mutex. */
-static int call(struct etcd_client *c, const char *path, char *body, parse_fn parse, void *out)
-{
+struct call {
+	bool done;
 	int rc;
-	if (!body)
-		return etcd_fail(-ENOMEM, "etcd: out of memory");
-	pthread_mutex_lock(&c->mu);
-	rc = etcd_conn_call(&c->conn, path, body, time_now_ms() + c->cfg.timeout_ms);
-	atomic_store(&c->last_ep, c->conn.cur);
-	if (rc >= 0) {
-		rc = parse(c->conn.rx.data ? c->conn.rx.data : "", c->conn.rx.len, out);
-		if (rc < 0)
-			etcd_fail(rc, "etcd %s: unexpected answer to %s: %.200s",
-				  c->cfg.names[c->conn.cur], path,
-				  c->conn.rx.data ? c->conn.rx.data : "");
+	struct etcd_result r;
+	char err[2048];
+};
+
+static void on_call(void *arg, int status, struct etcd_result *r)
+{
+	struct call *k = arg;
+
+	k->done = true;
+	k->rc = status;
+	if (status < 0) {
+		snprintf(k->err, sizeof(k->err), "%s", etcd_error());
+		return;
 	}
-	pthread_mutex_unlock(&c->mu);
-	free(body);
-	return rc;
+	k->r = *r;
+	r->kvs = NULL; /* taken */
+	r->n = 0;
 }
 
-static int key_ok(const char *key)
+/* Runs the loop until the request made (rc: its return) is answered. */
+static int wait_call(struct etcd_client *c, int rc, struct call *k)
 {
-	return key && *key ? 0 : etcd_fail(-EINVAL, "etcd: empty key");
+	if (rc < 0)
+		return rc;
+	while (!k->done)
+		uv_run(&c->loop, UV_RUN_ONCE);
+	if (k->rc < 0)
+		return etcd_fail(k->rc, "%s", k->err);
+	etcd_error_clear();
+	return k->rc;
 }
 
 /* ---- leases ---- */
 
-struct grant_out {
-	int64_t id, ttl;
-};
-
-static int parse_grant(const char *body, size_t len, void *out)
-{
-	struct grant_out *g = out;
-	return etcd_parse_lease_grant(body, len, &g->id, &g->ttl);
-}
-
 int etcd_lease_grant(struct etcd_client *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl)
 {
-	struct grant_out g = {0, 0};
-	int rc;
-	if (ttl_s < 1)
-		return etcd_fail(-EINVAL, "etcd: a lease needs a TTL of at least 1 s");
-	rc = call(c, "/v3/lease/grant", etcd_req_lease_grant(ttl_s), parse_grant, &g);
+	struct call k = {0};
+	int rc = wait_call(c, etcd_async_grant(c->a, ttl_s, on_call, &k), &k);
+
 	if (rc < 0)
 		return rc;
-	*id = g.id;
+	*id = k.r.id;
 	if (granted_ttl)
-		*granted_ttl = g.ttl;
+		*granted_ttl = k.r.ttl;
 	return 0;
-}
-
-static int parse_keepalive(const char *body, size_t len, void *out)
-{
-	return etcd_parse_keepalive(body, len, out);
 }
 
 int etcd_lease_keepalive(struct etcd_client *c, int64_t id, int64_t *ttl)
 {
-	int64_t t = 0;
-	int rc = call(c, "/v3/lease/keepalive", etcd_req_lease_id(id), parse_keepalive, &t);
-	if (rc < 0)
-		return rc;
-	if (t <= 0)
-		return etcd_fail(-ENOENT, "etcd: lease %llx has expired", (unsigned long long)id);
-	if (ttl)
-		*ttl = t;
-	return 0;
-}
+	struct call k = {0};
+	int rc = wait_call(c, etcd_async_keepalive(c->a, id, on_call, &k), &k);
 
-static int parse_nothing(const char *body, size_t len, void *out)
-{
-	int64_t rev;
-	return etcd_parse_revision(body, len, &rev);
+	if (rc == 0 && ttl)
+		*ttl = k.r.ttl;
+	return rc;
 }
 
 int etcd_lease_revoke(struct etcd_client *c, int64_t id)
 {
-	return call(c, "/v3/lease/revoke", etcd_req_lease_id(id), parse_nothing, NULL);
+	struct call k = {0};
+	return wait_call(c, etcd_async_revoke(c->a, id, on_call, &k), &k);
 }
 
 /* ---- keys ---- */
 
-static int parse_rev(const char *body, size_t len, void *out)
-{
-	return etcd_parse_revision(body, len, out);
-}
-
 int etcd_put(struct etcd_client *c, const char *key, const void *value, size_t len, int64_t lease,
 	     int64_t *revision)
 {
-	int64_t rev = 0;
-	int rc = key_ok(key);
-	if (!rc)
-		rc = call(c, "/v3/kv/put", etcd_req_put(key, value, len, lease), parse_rev, &rev);
-	if (!rc && revision)
-		*revision = rev;
+	struct call k = {0};
+	int rc = wait_call(c, etcd_async_put(c->a, key, value, len, lease, on_call, &k), &k);
+
+	if (rc == 0 && revision)
+		*revision = k.r.revision;
 	return rc;
-}
-
-struct range_out {
-	struct etcd_kv *kvs;
-	size_t n;
-	int64_t revision;
-};
-
-static int parse_range(const char *body, size_t len, void *out)
-{
-	struct range_out *r = out;
-	return etcd_parse_range(body, len, &r->kvs, &r->n, &r->revision);
 }
 
 int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *kv, int64_t *revision)
 {
-	struct range_out r = {NULL, 0, 0};
-	int rc = key_ok(key);
+	struct call k = {0};
+	int rc = wait_call(c, etcd_async_range(c->a, key, false, on_call, &k), &k);
+
 	memset(kv, 0, sizeof(*kv));
-	if (!rc)
-		rc = call(c, "/v3/kv/range", etcd_req_range(key, false), parse_range, &r);
 	if (rc < 0)
 		return rc;
 	if (revision)
-		*revision = r.revision;
-	if (r.n)
-		*kv = r.kvs[0];
-	for (size_t i = 1; i < r.n; i++)
-		etcd_kv_release(&r.kvs[i]);
-	free(r.kvs);
-	return r.n ? 1 : 0;
+		*revision = k.r.revision;
+	if (k.r.n) {
+		*kv = k.r.kvs[0];
+		memset(&k.r.kvs[0], 0, sizeof(k.r.kvs[0]));
+	}
+	etcd_kvs_free(k.r.kvs, k.r.n);
+	return kv->key ? 1 : 0;
 }
 
 int etcd_get_prefix(struct etcd_client *c, const char *prefix, struct etcd_kv **kvs, size_t *n,
 		    int64_t *revision)
 {
-	struct range_out r = {NULL, 0, 0};
-	int rc = key_ok(prefix);
-	*kvs = NULL;
-	*n = 0;
-	if (!rc)
-		rc = call(c, "/v3/kv/range", etcd_req_range(prefix, true), parse_range, &r);
-	if (rc < 0)
-		return rc;
-	*kvs = r.kvs;
-	*n = r.n;
-	if (revision)
-		*revision = r.revision;
-	return 0;
-}
+	struct call k = {0};
+	int rc = wait_call(c, etcd_async_range(c->a, prefix, true, on_call, &k), &k);
 
-static int parse_deleted(const char *body, size_t len, void *out)
-{
-	return etcd_parse_deleted(body, len, out);
+	*kvs = rc < 0 ? NULL : k.r.kvs;
+	*n = rc < 0 ? 0 : k.r.n;
+	if (rc == 0 && revision)
+		*revision = k.r.revision;
+	return rc;
 }
 
 int etcd_delete(struct etcd_client *c, const char *key)
 {
-	int64_t deleted = 0;
-	int rc = key_ok(key);
-	if (!rc)
-		rc = call(c, "/v3/kv/deleterange", etcd_req_delete(key), parse_deleted, &deleted);
-	return rc < 0 ? rc : deleted > 0;
-}
+	struct call k = {0};
+	int rc = wait_call(c, etcd_async_delete(c->a, key, on_call, &k), &k);
 
-struct cas_out {
-	bool succeeded;
-	int64_t revision;
-	struct etcd_kv cur;
-};
-
-static int parse_cas(const char *body, size_t len, void *out)
-{
-	struct cas_out *o = out;
-	return etcd_parse_cas(body, len, &o->succeeded, &o->revision, &o->cur);
+	return rc < 0 ? rc : k.r.deleted > 0;
 }
 
 int etcd_cas(struct etcd_client *c, const char *key, const struct etcd_cmp *cmp, const void *value,
 	     size_t len, int64_t lease, struct etcd_kv *cur)
 {
-	struct cas_out o;
-	int rc = key_ok(key);
-	memset(&o, 0, sizeof(o));
+	struct call k = {0};
+	int rc = wait_call(c, etcd_async_cas(c->a, key, cmp, value, len, lease, on_call, &k), &k);
+	struct etcd_kv none = {0};
+
 	if (cur)
-		memset(cur, 0, sizeof(*cur));
-	if (!rc && (!cmp || cmp->kind > ETCD_CMP_VALUE))
-		rc = etcd_fail(-EINVAL, "etcd: bad compare-and-set condition");
-	if (!rc)
-		rc =
-		    call(c, "/v3/kv/txn", etcd_req_cas(key, cmp, value, len, lease), parse_cas, &o);
+		*cur = none;
 	if (rc < 0)
 		return rc;
-	if (o.succeeded)
-		o.cur.mod_revision = o.revision;
-	if (cur)
-		*cur = o.cur;
+	if (cur && k.r.n)
+		*cur = k.r.kvs[0];
+	else if (k.r.kvs)
+		etcd_kv_release(&k.r.kvs[0]);
+	free(k.r.kvs);
+	if (cur && k.r.succeeded)
+		cur->mod_revision = k.r.revision;
+	return k.r.succeeded ? 1 : 0;
+}
+
+/* ---- watches ---- */
+
+static void on_watch(void *arg, int status, struct etcd_event *ev)
+{
+	struct etcd_watch *w = arg;
+	struct watch_item *it;
+
+	if (status < 0) {
+		w->ended = true;
+		w->rc = status;
+		snprintf(w->err, sizeof(w->err), "%s", etcd_error());
+		return;
+	}
+	if (!(it = malloc(sizeof(*it)))) {
+		etcd_event_release(ev);
+		w->ended = true;
+		w->rc = -ENOMEM;
+		snprintf(w->err, sizeof(w->err), "etcd: out of memory");
+		return;
+	}
+	it->next = NULL;
+	it->ev = *ev;
+	if (w->tail)
+		w->tail->next = it;
 	else
-		etcd_kv_release(&o.cur);
-	return o.succeeded ? 1 : 0;
+		w->head = it;
+	w->tail = it;
+}
+
+int etcd_watch_new(struct etcd_client *c, const char *key, unsigned flags, int64_t start_revision,
+		   struct etcd_watch **out)
+{
+	struct etcd_watch *w = calloc(1, sizeof(*w));
+	int rc;
+
+	*out = NULL;
+	if (!w)
+		return etcd_fail(-ENOMEM, "etcd: out of memory");
+	w->c = c;
+	rc = etcd_async_watch(c->a, key, flags, start_revision, on_watch, w, &w->aw);
+	if (rc < 0) {
+		free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+static void on_nap(uv_timer_t *t)
+{
+	(void)t;
+}
+
+int etcd_watch_next(struct etcd_watch *w, int timeout_ms, struct etcd_event *ev)
+{
+	uint64_t deadline = timeout_ms > 0 ? time_now_ms() + (uint64_t)timeout_ms : 0;
+
+	memset(ev, 0, sizeof(*ev));
+	etcd_error_clear();
+	if (timeout_ms == 0) /* what is already there, without waiting */
+		uv_run(&w->c->loop, UV_RUN_NOWAIT);
+	for (;;) {
+		if (w->head) {
+			struct watch_item *it = w->head;
+			*ev = it->ev;
+			w->head = it->next;
+			if (!w->head)
+				w->tail = NULL;
+			free(it);
+			return 1;
+		}
+		if (w->ended)
+			return etcd_fail(w->rc, "%s", w->err);
+		if (timeout_ms == 0 || (deadline && !time_left_ms(deadline)))
+			return 0;
+		if (deadline)
+			uv_timer_start(&w->c->nap, on_nap, time_left_ms(deadline), 0);
+		uv_run(&w->c->loop, UV_RUN_ONCE);
+		uv_timer_stop(&w->c->nap);
+	}
+}
+
+void etcd_watch_free(struct etcd_watch *w)
+{
+	struct watch_item *it;
+
+	if (!w)
+		return;
+	etcd_awatch_free(w->aw);
+	while ((it = w->head)) {
+		w->head = it->next;
+		etcd_event_release(&it->ev);
+		free(it);
+	}
+	free(w);
 }

@@ -47,9 +47,10 @@
  *   -ENOMEM
  * etcd_error() gives the message.
  *
- * Threads: a client may be used from several threads; its calls are
- * serialised (one request at a time on one connection). Each watch has its
- * own thread and connection (see etcd_watch_new()).
+ * Threads: none. This client is the async one (etcd_async.h) run on a
+ * private libuv loop: each call runs that loop until its answer is in, and
+ * the client's watches progress while it runs (in a call, or in
+ * etcd_watch_next()). A client and its watches are used by one thread.
  */
 #ifndef DDP_RENDEZVOUS_ETCD_CLIENT_H
 #define DDP_RENDEZVOUS_ETCD_CLIENT_H
@@ -88,7 +89,8 @@ struct etcd_kv {
 void etcd_kv_release(struct etcd_kv *kv);
 
 /* The message of the calling thread's last failed etcd_* call ("" if none).
- * Valid until that thread's next etcd_* call. */
+ * Valid until that thread's next etcd_* call (and, with etcd_async.h,
+ * during a callback that has status < 0). */
 const char *etcd_error(void);
 
 /* Parses the options (copying every string) and makes the client. Nothing is
@@ -179,13 +181,13 @@ struct etcd_event {
 /* Watches key (or, with ETCD_WATCH_PREFIX, the prefix) for changes with a
  * revision >= start_revision (0: from when the watch is set up - prefer the
  * revision of a read + 1, so nothing between the read and the watch is
- * missed). The watch runs in a thread of its own with its own connection, and
+ * missed). The watch is a streaming request on the client's loop, and
  * survives the loss of an endpoint: it resumes on the next one from the
  * revision after the last event delivered, so no event is lost or repeated.
  * If no endpoint takes it back within the client's timeout_ms, the watch
  * ends with that error (etcd_watch_next() returns it, naming every endpoint).
  * A member that freezes or is cut off keeps its connection open: after
- * timeout_ms / 2 without a message the thread asks that member for a
+ * timeout_ms / 2 without a message the client asks that member for a
  * linearizable count of the key (at most 1 s), and moves on when it fails,
  * so such a member is left within about timeout_ms / 2 + 1 s. A member that
  * loses its leader cancels the watch itself (require-leader).
@@ -193,25 +195,17 @@ struct etcd_event {
 int etcd_watch_new(struct etcd_client *c, const char *key, unsigned flags, int64_t start_revision,
 		   struct etcd_watch **out);
 
-/* Threading contract: one thread consumes a watch. It either blocks in
- * etcd_watch_next() with a timeout, or waits for etcd_watch_fd() to become
- * readable (poll/epoll/uv_poll) and then calls etcd_watch_next(w, 0, ...).
- * The fd is readable exactly while an event or the final error is pending;
- * never read or close it.
- *
- * etcd_watch_next(): 1 and *ev filled (release it with etcd_event_release());
- * 0 when timeout_ms passed with nothing (timeout_ms < 0: wait forever); a
- * negative errno once the watch has ended, after the events before the end
- * were delivered: -ESTALE when start_revision was compacted away, -ECANCELED
- * when etcd cancelled it, -EACCES, or the connection error of the last
- * endpoint tried. */
-int etcd_watch_fd(const struct etcd_watch *w);
+/* etcd_watch_next(): 1 and *ev filled (release it with etcd_event_release());
+ * 0 when timeout_ms passed with nothing (timeout_ms < 0: wait forever; 0:
+ * what has arrived, without waiting); a negative errno once the watch has
+ * ended, after the events before the end were delivered: -ESTALE when
+ * start_revision was compacted away, -ECANCELED when etcd cancelled it,
+ * -EACCES, or the connection error of the last endpoint tried. */
 int etcd_watch_next(struct etcd_watch *w, int timeout_ms, struct etcd_event *ev);
 void etcd_event_release(struct etcd_event *ev);
 
-/* Stops the watch thread (at once, even mid-reconnect), and frees the watch
- * and its pending events. Call it from the consuming thread. NULL is
- * allowed. */
+/* Stops the watch (at once, even mid-reconnect), and frees it and its
+ * pending events. NULL is allowed. */
 void etcd_watch_free(struct etcd_watch *w);
 
 #endif

@@ -26,17 +26,15 @@ struct etcd_curl_api {
 	void (*easy_reset)(CURL *h);
 	CURLcode (*easy_setopt)(CURL *h, CURLoption opt, ...);
 	CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
-	CURLcode (*easy_perform)(CURL *h);
 	struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
 	void (*slist_free_all)(struct curl_slist *l);
 	CURLM *(*multi_init)(void);
 	CURLMcode (*multi_cleanup)(CURLM *m);
+	CURLMcode (*multi_setopt)(CURLM *m, CURLMoption opt, ...);
 	CURLMcode (*multi_add_handle)(CURLM *m, CURL *h);
 	CURLMcode (*multi_remove_handle)(CURLM *m, CURL *h);
-	CURLMcode (*multi_perform)(CURLM *m, int *running);
-	CURLMcode (*multi_poll)(CURLM *m, struct curl_waitfd *extra, unsigned int n, int timeout_ms,
-				int *numfds);
-	CURLMcode (*multi_wakeup)(CURLM *m);
+	CURLMcode (*multi_assign)(CURLM *m, curl_socket_t s, void *p);
+	CURLMcode (*multi_socket_action)(CURLM *m, curl_socket_t s, int ev_bitmask, int *running);
 	CURLMsg *(*multi_info_read)(CURLM *m, int *left);
 };
 

@@ -1,6 +1,8 @@
 /*
- * etcd_http.c - unary requests to etcd's JSON gateway over libcurl, with the
- * per-operation deadline, the endpoint failover and the auth token.
+ * etcd_http.c - the pieces of a request to etcd's JSON gateway that the
+ * requests (etcd_async.c) and the watches (etcd_awatch.c) share: the easy
+ * handle's options, the headers, the answer's status and error, the auth
+ * answer, and the messages.
  */
 #include "etcd_int.h"
 
@@ -9,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "etcd_codec.h"
 #include "etcd_curl.h"
@@ -131,32 +132,9 @@ int etcd_curl_errno(CURL *easy, CURLcode code, const char *errbuf, uint64_t atte
 	}
 }
 
-int etcd_conn_init(struct etcd_conn *c, const struct etcd_cfg *cfg)
-{
-	memset(c, 0, sizeof(*c));
-	c->cfg = cfg;
-	c->ep_err = calloc(cfg->n, sizeof(*c->ep_err));
-	c->easy = etcd_curl.easy_init();
-	if (!c->ep_err || !c->easy) {
-		etcd_conn_release(c);
-		return etcd_fail(-ENOMEM, "etcd: out of memory");
-	}
-	return 0;
-}
-
-void etcd_conn_release(struct etcd_conn *c)
-{
-	if (c->easy)
-		etcd_curl.easy_cleanup(c->easy);
-	free(c->ep_err);
-	free(c->token);
-	free(c->rx.data);
-	memset(c, 0, sizeof(*c));
-}
-
 /* Connection-level failures, TLS handshakes and "unavailable" answers are
  * worth another endpoint; a certificate that does not verify is not. */
-static bool curl_retryable(CURLcode code)
+bool etcd_curl_retryable(CURLcode code)
 {
 	switch (code) {
 	case CURLE_PEER_FAILED_VERIFICATION:
@@ -171,190 +149,90 @@ static bool curl_retryable(CURLcode code)
 	}
 }
 
-/* One POST to one endpoint within attempt_ms; the answer lands in c->rx.
- * Returns 0 for HTTP 200; otherwise the errno, with c->ep_err[ep] set,
- * *retry telling whether another endpoint may do better, and *grpc_code the
- * gRPC status of an error answer (0 if none). */
-static int post_once(struct etcd_conn *c, size_t ep, const char *path, const char *body,
-		     const char *token, uint64_t attempt_ms, bool *retry, int *grpc_code)
+void etcd_easy_post(CURL *easy, const struct etcd_cfg *cfg, char *errbuf, const char *url,
+		    struct curl_slist *hdrs, const char *body, struct etcd_rxbuf *rx,
+		    uint64_t timeout_ms)
 {
-	struct curl_slist *hdrs = etcd_headers(token);
-	char *url = etcd_url(c->cfg->urls[ep], path);
+	if (!timeout_ms)
+		timeout_ms = 1; /* 0 would mean no timeout to curl */
+	rx->len = 0;
+	errbuf[0] = '\0';
+	etcd_curl.easy_reset(easy);
+	etcd_easy_common(easy, cfg, errbuf);
+	etcd_curl.easy_setopt(easy, CURLOPT_URL, url);
+	etcd_curl.easy_setopt(easy, CURLOPT_HTTPHEADER, hdrs);
+	etcd_curl.easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+	etcd_curl.easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	etcd_curl.easy_setopt(easy, CURLOPT_WRITEFUNCTION, etcd_rx_write);
+	etcd_curl.easy_setopt(easy, CURLOPT_WRITEDATA, rx);
+	etcd_curl.easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	etcd_curl.easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+}
+
+int etcd_post_result(CURL *easy, CURLcode code, const char *curl_err, const struct etcd_rxbuf *rx,
+		     const char *path, uint64_t attempt_ms, char *err, size_t errlen, bool *retry,
+		     int *grpc_code)
+{
 	long status = 0;
-	CURLcode code;
-	int rc = 0;
+	char msg[160];
 	*retry = false;
 	*grpc_code = 0;
-	c->rx.len = 0;
-	if (!attempt_ms)
-		attempt_ms = 1; /* 0 would mean no timeout to curl */
-	c->curl_err[0] = '\0';
-	if (!hdrs || !url) {
-		snprintf(c->ep_err[ep], sizeof(c->ep_err[ep]), "out of memory");
-		rc = -ENOMEM;
-		goto out;
-	}
-	etcd_curl.easy_reset(c->easy);
-	etcd_easy_common(c->easy, c->cfg, c->curl_err);
-	etcd_curl.easy_setopt(c->easy, CURLOPT_URL, url);
-	etcd_curl.easy_setopt(c->easy, CURLOPT_HTTPHEADER, hdrs);
-	etcd_curl.easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
-	etcd_curl.easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-	etcd_curl.easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, etcd_rx_write);
-	etcd_curl.easy_setopt(c->easy, CURLOPT_WRITEDATA, &c->rx);
-	etcd_curl.easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, (long)attempt_ms);
-	etcd_curl.easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)attempt_ms);
-	code = c->perform ? c->perform(c->easy, c->perform_arg) : etcd_curl.easy_perform(c->easy);
 	if (code != CURLE_OK) {
-		rc = etcd_curl_errno(c->easy, code, c->curl_err, attempt_ms, c->ep_err[ep],
-				     sizeof(c->ep_err[ep]));
-		*retry = curl_retryable(code);
-		goto out;
+		*retry = etcd_curl_retryable(code);
+		return etcd_curl_errno(easy, code, curl_err, attempt_ms, err, errlen);
 	}
-	etcd_curl.easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
-	if (status != 200) {
-		char msg[sizeof(c->ep_err[ep])];
-		if (etcd_parse_error(c->rx.data, c->rx.len, grpc_code, msg, sizeof(msg))) {
-			snprintf(c->ep_err[ep], sizeof(c->ep_err[ep]), "%s", msg);
-			rc = etcd_grpc_errno(*grpc_code, msg);
-			*retry = etcd_grpc_retryable(*grpc_code, msg);
-		} else {
-			snprintf(c->ep_err[ep], sizeof(c->ep_err[ep]),
-				 "HTTP %ld on %s (not etcd 3.4 or later with its v3 gateway?)",
-				 status, path);
-			rc = -EPROTO;
-			*retry = true;
-		}
-	}
-out:
-	etcd_curl.slist_free_all(hdrs);
-	free(url);
-	return rc;
-}
-
-int etcd_conn_auth(struct etcd_conn *c, size_t ep, uint64_t attempt_ms, bool *retry)
-{
-	char *body, *token = NULL;
-	int code, rc;
-	*retry = false;
-	if (!c->cfg->user || c->token)
+	etcd_curl.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+	if (status == 200)
 		return 0;
-	body = etcd_req_auth(c->cfg->user, c->cfg->password);
-	if (!body) {
-		snprintf(c->ep_err[ep], sizeof(c->ep_err[ep]), "out of memory");
-		return -ENOMEM;
+	if (etcd_parse_error(rx->data, rx->len, grpc_code, msg, sizeof(msg))) {
+		snprintf(err, errlen, "%s", msg);
+		*retry = etcd_grpc_retryable(*grpc_code, msg);
+		return etcd_grpc_errno(*grpc_code, msg);
 	}
-	rc = post_once(c, ep, "/v3/auth/authenticate", body, NULL, attempt_ms, retry, &code);
-	explicit_bzero(body, strlen(body));
-	free(body);
-	if (rc < 0 && strstr(c->ep_err[ep], "authentication is not enabled")) {
-		/* Credentials given to a cluster without auth: go on without. */
-		c->token = strdup("");
-		return c->token ? 0 : -ENOMEM;
-	}
-	if (rc < 0) {
-		char why[sizeof(c->ep_err[ep])];
-		snprintf(why, sizeof(why), "%s", c->ep_err[ep]);
-		snprintf(c->ep_err[ep], sizeof(c->ep_err[ep]), "authentication as '%.40s': %.90s",
-			 c->cfg->user, why);
-		return rc;
-	}
-	rc = etcd_parse_auth(c->rx.data, c->rx.len, &token);
-	if (rc < 0) {
-		snprintf(c->ep_err[ep], sizeof(c->ep_err[ep]), "bad authenticate answer");
-		return rc;
-	}
-	c->token = token;
-	return 0;
-}
-
-static bool token_rejected(const char *msg, int code)
-{
-	return code == 16 || strstr(msg, "invalid auth token") || strstr(msg, "user name is empty");
-}
-
-/* One attempt on endpoint ep: authenticate if needed, post, and renew a
- * rejected token once. */
-static int attempt(struct etcd_conn *c, size_t ep, const char *path, const char *body,
-		   uint64_t attempt_ms, bool *retry)
-{
-	uint64_t deadline = time_now_ms() + attempt_ms;
-	int code = 0, rc = 0;
-	for (int round = 0; round < 2 && time_left_ms(deadline); round++) {
-		rc = etcd_conn_auth(c, ep, time_left_ms(deadline), retry);
-		if (!rc)
-			rc = post_once(c, ep, path, body, c->token, time_left_ms(deadline), retry,
-				       &code);
-		if (rc >= 0 || !c->cfg->user || !token_rejected(c->ep_err[ep], code))
-			return rc;
-		free(c->token);
-		c->token = NULL;
-	}
+	snprintf(err, errlen, "HTTP %ld on %s (not etcd 3.4 or later with its v3 gateway?)", status,
+		 path);
 	*retry = true;
+	return -EPROTO;
+}
+
+int etcd_auth_result(int rc, const struct etcd_rxbuf *rx, const char *user, char *err,
+		     size_t errlen, char **token)
+{
+	*token = NULL;
+	if (rc < 0 && strstr(err, "authentication is not enabled")) {
+		/* Credentials given to a cluster without auth: go on without. */
+		*token = strdup("");
+		return *token ? 0 : -ENOMEM;
+	}
+	if (rc < 0) {
+		char why[160];
+		snprintf(why, sizeof(why), "%s", err);
+		snprintf(err, errlen, "authentication as '%.40s': %.90s", user, why);
+		return rc;
+	}
+	rc = etcd_parse_auth(rx->data, rx->len, token);
+	if (rc < 0)
+		snprintf(err, errlen, "bad authenticate answer");
 	return rc;
 }
 
-static void backoff(uint64_t *delay_ms, uint64_t deadline_ms)
+bool etcd_token_rejected(const char *msg, int grpc_code)
 {
-	uint64_t left = time_left_ms(deadline_ms);
-	uint64_t d = *delay_ms < left ? *delay_ms : left;
-	struct timespec ts = {(time_t)(d / 1000), (long)(d % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-	*delay_ms = *delay_ms * 2 > 250 ? 250 : *delay_ms * 2;
+	return grpc_code == 16 || strstr(msg, "invalid auth token") ||
+	       strstr(msg, "user name is empty");
 }
 
-/* The message when every endpoint failed: each with its last error. */
-static int all_failed(struct etcd_conn *c, int rc, const char *path)
+int etcd_fail_all(int rc, const struct etcd_cfg *cfg, char (*errs)[160], const char *what)
 {
-	char list[1800];
+	char list[1700];
 	size_t off = 0;
 	list[0] = '\0';
-	for (size_t i = 0; i < c->cfg->n && off < sizeof(list); i++) {
-		if (!c->ep_err[i][0])
+	for (size_t i = 0; i < cfg->n && off < sizeof(list); i++) {
+		if (!errs[i][0])
 			continue;
 		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s (%s)",
-					off ? ", " : "", c->cfg->names[i], c->ep_err[i]);
+					off ? ", " : "", cfg->names[i], errs[i]);
 	}
-	return etcd_fail(rc, "etcd: no endpoint answered %s within %llu ms: %s", path,
-			 (unsigned long long)c->cfg->timeout_ms, list);
-}
-
-int etcd_conn_call(struct etcd_conn *c, const char *path, const char *body, uint64_t deadline_ms)
-{
-	/* No attempt of the first round takes more than a second: a follower
-	 * that has not yet noticed its leader died holds a write until etcd's
-	 * request timeout (7 s), while the election is over in about one. Later
-	 * rounds double it, so a slow but working cluster still gets its time. */
-	uint64_t delay = 10, cap = ETCD_FIRST_ATTEMPT_MS;
-	size_t n = c->cfg->n;
-	int rc = -ETIMEDOUT;
-	etcd_error_clear();
-	for (size_t i = 0; i < n; i++)
-		c->ep_err[i][0] = '\0';
-	for (;;) {
-		for (size_t k = 0; k < n; k++) {
-			size_t ep = (c->cur + k) % n;
-			uint64_t left = time_left_ms(deadline_ms);
-			/* Share what is left among the endpoints not yet tried this
-			 * round, so one that hangs cannot take it all. */
-			uint64_t slice = left / (n - k), floor = left < 50 ? left : 50;
-			if (slice > cap)
-				slice = cap;
-			bool retry;
-			if (!left)
-				return all_failed(c, rc, path);
-			rc = attempt(c, ep, path, body, slice > floor ? slice : floor, &retry);
-			if (rc >= 0) {
-				c->cur = ep;
-				return 0;
-			}
-			if (!retry)
-				return etcd_fail(rc, "etcd %s: %s: %s", c->cfg->names[ep], path,
-						 c->ep_err[ep]);
-		}
-		if (!time_left_ms(deadline_ms))
-			return all_failed(c, rc, path);
-		backoff(&delay, deadline_ms);
-		cap *= 2;
-	}
+	return etcd_fail(rc, "etcd: %s within %llu ms: %s", what,
+			 (unsigned long long)cfg->timeout_ms, list);
 }

@@ -7,7 +7,8 @@ run at all.
   EtcdOne      one member: 2 and 4 nodes form and run; a run id reused at once
                (the session leases are revoked: no key of the first job is left
                that would hold it); a node killed (its lease expires);
-               --dry_run's lines
+               --dry_run's lines; an etcd agent has as many threads as a c10d
+               agent (the etcd client runs on the agent's loop)
   EtcdTls      TLS with a client certificate; a CA that does not know the
                members' certificate refused at once
   EtcdAuth     etcd's authentication (the password from DDP_ETCD_PASSWORD; a
@@ -132,6 +133,24 @@ class EtcdOne(EtcdCase):
             # the lease's TTL, then a re-formation
             self.assertLess(t_run - t_kill, LEASE_TTL_S + 3.0, p.text())
         self.stop_all(nodes[:2])
+
+    def test_threads_as_many_as_c10d(self):
+        """The etcd client runs on the agent's loop (issue 15): no worker
+        thread, no thread per watch. Counted in /proc/PID/task while each
+        job's workers run and its agents watch the round."""
+        def threads(nodes):
+            return [len(os.listdir("/proc/%d/task" % p.pid)) for p in nodes]
+
+        c10d, _ = self.start_c10d(2, worker=("forever",), run_id="threads-c10d")
+        etcd = self.start_etcd(2, worker=("forever",), run_id="threads-etcd", first=2)
+        for p in c10d + etcd:
+            p.wait_line(r"MNW .*groups=2")
+        # the c10d host's agent and its joiner may differ (the host serves
+        # the store); every etcd agent has as many as the fewer of them
+        want, seen = min(threads(c10d)), threads(etcd)
+        self.assertEqual(seen, [want] * len(etcd),
+                         "threads: c10d agents %s, etcd agents %s" % (threads(c10d), seen))
+        self.stop_all(c10d + etcd)
 
     def test_dry_run(self):
         r = subprocess.run([DDPLAUNCH, "--dry_run", "--nnodes=2", "--rdzv_backend=etcd",

@@ -1,6 +1,7 @@
 """The etcd client (rendezvous/etcd/) against real etcd from Debian.
 
-Starts etcd on loopback with etcd_cluster.py and runs test_etcd_live ($ETCD_LIVE)
+Starts etcd on loopback with etcd_cluster.py and runs test_etcd_live ($ETCD_LIVE,
+the blocking API) and test_etcd_async ($ETCD_ASYNC, the client on a loop)
 once per scenario: one member (plain, with authentication, with TLS), then
 three-member clusters where the client's member is killed (a follower, then
 the leader, then the last one; and the leader first) or frozen. Exits 77 (skip) only
@@ -14,14 +15,15 @@ import time
 import etcd_cluster
 
 LIVE = os.environ.get("ETCD_LIVE")
+ASYNC = os.environ.get("ETCD_ASYNC")
 SCENARIO_TIMEOUT_S = 120
 
 
-def run(scenario, cluster, **extra):
+def run(scenario, cluster, program=None, **extra):
     env = dict(os.environ, ETCD_ENDPOINTS=cluster.endpoints,
                ETCD_PIDS=",".join(str(p) for p in cluster.pids), **extra)
     t0 = time.monotonic()
-    r = subprocess.run([LIVE, scenario], env=env, timeout=SCENARIO_TIMEOUT_S)
+    r = subprocess.run([program or LIVE, scenario], env=env, timeout=SCENARIO_TIMEOUT_S)
     print(f"== {scenario}: exit {r.returncode} after {time.monotonic() - t0:.1f} s", flush=True)
     return r.returncode == 0
 
@@ -31,12 +33,13 @@ def main():
     if why:
         print(f"SKIP: etcd cannot run here: {why}")
         return 77
-    if not LIVE:
-        print("set ETCD_LIVE to the test_etcd_live binary (meson does)")
+    if not LIVE or not ASYNC:
+        print("set ETCD_LIVE and ETCD_ASYNC to test_etcd_live and test_etcd_async (meson does)")
         return 2
     ok = True
     with etcd_cluster.EtcdCluster(1) as c:
         ok &= run("basic", c)
+        ok &= run("async", c, ASYNC)
     # Tokens that expire after 1 s: the client must renew its own.
     with etcd_cluster.EtcdCluster(1, extra_args=["--auth-token-ttl", "1"]) as c:
         c.enable_auth("root", "rootpw")
@@ -47,6 +50,8 @@ def main():
     for scenario in ("kill-follower", "kill-leader", "freeze-follower"):
         with etcd_cluster.EtcdCluster(3) as c:
             ok &= run(scenario, c, ETCD_LEADER=str(c.leader()))
+    with etcd_cluster.EtcdCluster(3) as c:
+        ok &= run("async-kill", c, ASYNC, ETCD_LEADER=str(c.leader()))
     return 0 if ok else 1
 
 
