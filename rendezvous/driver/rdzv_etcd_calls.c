@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "opts_rdzv.h"
 #include "rdzv_etcd_int.h"
 #include "timeutil.h"
 
@@ -195,7 +194,7 @@ static int run_open(struct etcd_be *be, struct ejob *j)
 		if (asprintf(&j->msg,
 			     "etcd user '%s' needs a password: set %s (or password= in "
 			     "--rdzv_conf, visible to every local user)",
-			     be->opt.user, OPTS_ETCD_PASSWORD_ENV) < 0)
+			     be->opt.user, RDZV_PRIMS_ETCD_PASSWORD_ENV) < 0)
 			j->msg = NULL;
 		return -EINVAL;
 	}
