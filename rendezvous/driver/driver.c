@@ -617,11 +617,12 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success)
 	if (d->phase != DRV_ON)
 		return;
 	if (!success)
-		log_info("waiting up to %.3g s (%s + 2 s) for a node's death that may have made "
-			 "the workers fail; a restart is counted only if there is none",
+		log_info("waiting up to %.3g s (%s + %.3g s) for a node's death that may have "
+			 "made the workers fail; a restart is counted only if there is none",
 			 (double)d->fail_grace_ms / 1000.0,
 			 d->c.mode == RDZV_DRIVER_ETCD ? "etcd's lease ttl"
-						       : "the keep-alive window");
+						       : "the keep-alive window",
+			 (double)d->c.fail_slack_ms / 1000.0);
 	drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
 }
 
