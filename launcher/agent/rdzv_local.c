@@ -1,10 +1,10 @@
 /* The agent's rendezvous seam (rdzv.h): one node alone answers each round at
  * once; across nodes every call goes to the many-nodes backend
- * (rdzv_nodes.h). */
+ * (rdzv_int.h). */
 #include "rdzv.h"
 #include "opts.h"
 #include "opts_rdzv.h"
-#include "rdzv_nodes.h"
+#include "rdzv_int.h"
 #include "worker_env.h"
 
 #include <errno.h>

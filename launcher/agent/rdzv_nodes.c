@@ -1,13 +1,13 @@
 /*
  * rdzv_nodes.c - the many-nodes backend of the rendezvous seam
- * (rdzv_nodes.h): the options become the driver's config, the driver's
+ * (rdzv_int.h): the options become the driver's config, the driver's
  * rounds and events become rdzv.h's.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "driver.h"
-#include "rdzv_nodes.h"
+#include "rdzv_int.h"
 
 struct rdzv_nodes {
 	struct rdzv_driver *d;

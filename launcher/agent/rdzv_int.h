@@ -1,12 +1,12 @@
 /*
- * rdzv_nodes.h - the many-nodes backend of the agent's rendezvous seam
- * (rdzv.h): the rendezvous driver of rendezvous/driver/ (driver.h), given
- * the resolved options (opts_rdzv.h) and heard through rdzv.h's events.
- * The calls are those of rdzv.h, which forwards them here; their contracts
- * are there.
+ * rdzv_int.h - inside the agent's rendezvous seam (rdzv.h): its many-nodes
+ * backend (rdzv_nodes.c), the rendezvous driver of rendezvous/driver/
+ * (driver.h) given the resolved options (opts_rdzv.h) and heard through
+ * rdzv.h's events, which rdzv_local.c forwards the calls to. The calls are
+ * those of rdzv.h; their contracts are there.
  */
-#ifndef DDP_LAUNCHER_RDZV_NODES_H
-#define DDP_LAUNCHER_RDZV_NODES_H
+#ifndef DDP_LAUNCHER_RDZV_INT_H
+#define DDP_LAUNCHER_RDZV_INT_H
 
 #include <stdbool.h>
 #include <stddef.h>
