@@ -302,15 +302,3 @@ void opts_slurm_print(const struct launch_opts *o, char *const envp[], FILE *out
 		o->slurm_port_range[0] ? o->slurm_port_range[0] : SLURM_PORT_LO,
 		o->slurm_port_range[0] ? o->slurm_port_range[1] : SLURM_PORT_HI);
 }
-
-int opts_slurm_port_range_value(void *obj, const struct settings_def *def, const char *value)
-{
-	unsigned *range = (unsigned *)((char *)obj + def->offset);
-	unsigned lo, hi;
-
-	if (!value || slurm_port_range_parse(value, &lo, &hi, NULL, 0))
-		return -EINVAL;
-	range[0] = lo;
-	range[1] = hi;
-	return 0;
-}

@@ -28,7 +28,6 @@
 #include <stdio.h>
 
 #include "opts.h"
-#include "settings.h"
 
 #define OPTS_SLURM_ENV "DDPLAUNCH_SLURM"
 
@@ -64,9 +63,5 @@ int opts_slurm_apply_with(struct launch_opts *o, char *const envp[], opts_slurm_
 /* Prints, for --dry_run, "slurm = " and what came from Slurm or why nothing
  * did, and "slurm_port_range = LO-HI"; envp as for opts_slurm_apply(). */
 void opts_slurm_print(const struct launch_opts *o, char *const envp[], FILE *out);
-
-/* The option table's parser of --slurm_port_range: "LO-HI" or "PORT"
- * (1 <= LO <= HI <= 65535) into the two unsigned at def->offset. */
-int opts_slurm_port_range_value(void *obj, const struct settings_def *def, const char *value);
 
 #endif

@@ -6,8 +6,8 @@
  * returns 0, -EINVAL (leaving it untouched) or -ENOMEM.
  */
 #include "opts.h"
-#include "opts_slurm.h"
 #include "signames.h"
+#include "slurm_env.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -239,6 +239,19 @@ static int optval_nproc(void *obj, const struct settings_def *def, const char *s
 	return optval_keep(&o->nproc_spec, s);
 }
 
+/* --slurm_port_range: "LO-HI" or "PORT" (slurm_port_range_parse). */
+static int optval_port_range(void *obj, const struct settings_def *def, const char *s)
+{
+	unsigned *range = (unsigned *)((char *)obj + def->offset);
+	unsigned lo, hi;
+
+	if (!s || slurm_port_range_parse(s, &lo, &hi, NULL, 0))
+		return -EINVAL;
+	range[0] = lo;
+	range[1] = hi;
+	return 0;
+}
+
 int opts_visible_gpus(const char *cvd, int ndev)
 {
 	int n = 0;
@@ -329,7 +342,7 @@ static const struct settings_def opts_defs[] = {
     OPT_STR("config", NULL, config),
     OPT_BOOL("dry_run", NULL, dry_run),
     OPT_BOOL("no_slurm", NULL, no_slurm),
-    OPT_CUSTOM("slurm_port_range", NULL, slurm_port_range, opts_slurm_port_range_value,
+    OPT_CUSTOM("slurm_port_range", NULL, slurm_port_range, optval_port_range,
 	       "LO-HI or PORT with 1 <= LO <= HI <= 65535"),
 };
 

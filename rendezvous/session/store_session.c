@@ -1,14 +1,14 @@
 /*
  * store_session.c - the agent session's requests: options, encoding, the
  * FIFO of requests awaiting replies, and the watches (store_session.h).
- * Replies are parsed in session_reply.c, the connection is session_conn.c.
+ * Replies are parsed in store_session_reply.c, the connection is store_session_conn.c.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "session_int.h"
+#include "store_session_int.h"
 
 void store_session_opts_default(struct store_session_opts *opts)
 {

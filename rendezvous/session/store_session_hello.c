@@ -1,5 +1,5 @@
 /*
- * session_hello.c - the agent session's handshake (HELLO, AUTH with this
+ * store_session_hello.c - the agent session's handshake (HELLO, AUTH with this
  * node's proof, checking the store's proof in the AUTH reply:
  * docs/protocol.md, "The handshake"), becoming ready, and the pings that
  * notice a dead or frozen store.
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "proto_auth.h"
-#include "session_int.h"
+#include "store_session_int.h"
 
 /* ---- pings ---- */
 

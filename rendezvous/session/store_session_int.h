@@ -1,7 +1,7 @@
 /*
- * session_int.h - the agent session client's internals, shared by
- * store_session.c (requests, watches), session_reply.c (the store's
- * replies and events) and session_conn.c (connecting, the handshake,
+ * store_session_int.h - the agent session client's internals, shared by
+ * store_session.c (requests, watches), store_session_reply.c (the store's
+ * replies and events) and store_session_conn.c (connecting, the handshake,
  * reading and writing, pings, closing).
  */
 #ifndef DDP_RENDEZVOUS_SESSION_INT_H
@@ -120,7 +120,7 @@ struct store_session {
 	bool free_me;	 /* closed while dispatching */
 };
 
-/* session_conn.c */
+/* store_session_conn.c */
 
 /* Starts the first connection attempt. */
 void sess_conn_start(struct store_session *s);
@@ -150,7 +150,7 @@ uint64_t sess_now_ms(void);
 /* "1.5 s", "60 s". */
 void sess_seconds_text(uint64_t ms, char *buf, size_t len);
 
-/* session_hello.c */
+/* store_session_hello.c */
 
 /* Sends VALIDATE and HELLO on a fresh connection. 0 or -ENOMEM. */
 int sess_send_hello(struct store_session *s);
@@ -179,7 +179,7 @@ bool sess_watch_is(const struct sess_watch *w, const uint8_t *key, size_t len);
  * run: a caller may be walking the list). */
 void sess_watch_gc(struct store_session *s);
 
-/* session_reply.c */
+/* store_session_reply.c */
 
 /* Parses and dispatches every whole message in s->in (READY). Returns 0,
  * or -EPROTO for bytes that make no sense (the caller ends the session). */

@@ -1,17 +1,15 @@
 /* The job's cgroup and its /dev/shm names (see footprint.h). */
 #include "footprint.h"
+#include "leftovers.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <log.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <timeutil.h>
 #include <unistd.h>
@@ -52,71 +50,6 @@ static unsigned long long proc_start_time(long pid)
 	return start;
 }
 
-static int write_text(const char *dir, const char *name, const char *text)
-{
-	char path[PATH_MAX + 32];
-	int fd, rc = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, strlen(text)) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
-/* Whether the cgroup holds a process (or a child cgroup that does). */
-static bool cg_populated(const char *dir)
-{
-	char path[PATH_MAX + 32], buf[256];
-	FILE *f;
-	bool populated = false;
-
-	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (fgets(buf, sizeof(buf), f))
-		if (!strcmp(buf, "populated 1\n"))
-			populated = true;
-	fclose(f);
-	return populated;
-}
-
-/* Waits until the cgroup is empty or `ms` have passed: cgroup.events is
- * modified when "populated" changes. The usual cgroup is empty already
- * (every guard was reaped), and is answered without inotify: closing an
- * inotify descriptor that held a watch waits for an SRCU grace period
- * (15-20 ms here), which was most of a short job's launch time. */
-static void cg_wait_empty(const char *dir, int ms)
-{
-	char path[PATH_MAX + 32], ev[4096];
-	uint64_t deadline = time_now_ms() + (uint64_t)ms;
-	int fd;
-
-	if (!cg_populated(dir))
-		return;
-	fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
-	if (fd >= 0 && inotify_add_watch(fd, path, IN_MODIFY) < 0) {
-		close(fd);
-		fd = -1;
-	}
-	while (cg_populated(dir)) {
-		uint64_t left = time_left_ms(deadline);
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-
-		if (left == 0 || fd < 0 || poll(&pfd, 1, (int)left) <= 0)
-			break;
-		while (read(fd, ev, sizeof(ev)) > 0)
-			;
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
 /* Takes the lock of the cgroup named CG_PREFIX `id` when nobody holds it
  * (its launcher died): returns the open lock file, held, or -1 (no lock
  * file, or held). A cgroup without a lock file here is left alone: its
@@ -153,15 +86,11 @@ static void cg_lock_drop(const char *id, int fd, bool unlink_it)
  * of rmdir (-ENOENT when it is gone already). */
 static int cg_remove(const char *path)
 {
-	if (cg_populated(path)) {
-		log_debug("killing what is left in '%s' (its launcher is gone)", path);
-		write_text(path, "cgroup.kill", "1");
-		cg_wait_empty(path, CG_EMPTY_MS);
-	}
-	if (rmdir(path))
-		return -errno;
-	log_debug("removed '%s' (its launcher is gone)", path);
-	return 0;
+	int rc = cgroup_remove(path, CG_EMPTY_MS);
+
+	if (rc == 0)
+		log_debug("removed '%s' and what was left in it (its launcher is gone)", path);
+	return rc;
 }
 
 /* Removes the cgroups CG_PREFIX PID-START under `parent` whose launcher is
@@ -399,33 +328,19 @@ void footprint_open(struct footprint *f, bool use_cgroup)
 			  "workers' trees");
 }
 
-/* Removes /dev/shm/ddp-TAG-*. */
-static void footprint_remove_shm(const struct footprint *f)
-{
-	char prefix[FOOTPRINT_TAG_LEN + 8], name[NAME_MAX + 2];
-	DIR *d = opendir("/dev/shm");
-	struct dirent *e;
-	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "ddp-%s-", f->tag);
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, prefix, n))
-			continue;
-		snprintf(name, sizeof(name), "/%s", e->d_name);
-		if (shm_unlink(name) == 0)
-			log_debug("removed '/dev/shm%s', left by a rank that died", name);
-	}
-	closedir(d);
-}
-
 void footprint_sweep(const struct footprint *f)
 {
-	if (f->cgroup[0] && cg_populated(f->cgroup)) {
+	int n;
+
+	if (f->cgroup[0] && cgroup_populated(f->cgroup)) {
 		log_debug("killing what the workers left in '%s'", f->cgroup);
-		write_text(f->cgroup, "cgroup.kill", "1");
+		cgroup_write(f->cgroup, "cgroup.kill", "1");
 	}
-	footprint_remove_shm(f);
+	n = job_shm_remove(f->tag);
+	if (n > 0)
+		log_debug("removed %d shared-memory name(s) /dev/shm/ddp-%s-*, left by a rank that "
+			  "died",
+			  n, f->tag);
 }
 
 void footprint_close(struct footprint *f)
@@ -433,7 +348,7 @@ void footprint_close(struct footprint *f)
 	footprint_sweep(f);
 	if (!f->cgroup[0])
 		return;
-	cg_wait_empty(f->cgroup, CG_EMPTY_MS);
+	cgroup_wait_empty(f->cgroup, CG_EMPTY_MS);
 	if (rmdir(f->cgroup))
 		log_debug("cannot remove '%s': %s (the next ddplaunch removes it)", f->cgroup,
 			  strerror(errno));

@@ -25,23 +25,20 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#define PID_FD	3
-#define TAG_MAX 32
+#include "leftovers.h"
+
+#define PID_FD 3
 
 static void die_like(int status)
 {
@@ -87,22 +84,6 @@ static void report_pid(pid_t child)
 
 	(void)!write(PID_FD, buf, (size_t)n);
 	close(PID_FD);
-}
-
-/* Writes `text` to DIR/NAME. Returns 0 or -errno. */
-static int cgroup_write(const char *dir, const char *name, const char *text)
-{
-	char path[4096];
-	int fd, rc = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, strlen(text)) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
 }
 
 /* The parent pid from /proc/PID/stat ("pid (comm) state ppid ..."; comm
@@ -220,66 +201,13 @@ static void end_tree(pid_t worker, int *status)
 	}
 }
 
-/* Removes /dev/shm/ddp-TAG-*: the shared-memory names of this job's
- * workers (libddp puts DDP_JOB_TAG in them), left by ranks that died
- * before every rank had mapped them. */
-static void remove_job_shm(void)
-{
-	const char *tag = getenv("DDP_JOB_TAG");
-	char prefix[TAG_MAX + 8], name[300];
-	struct dirent *e;
-	size_t n;
-	DIR *d;
-
-	if (!tag || !*tag || strlen(tag) > TAG_MAX || strchr(tag, '/'))
-		return;
-	n = (size_t)snprintf(prefix, sizeof(prefix), "ddp-%s-", tag);
-	d = opendir("/dev/shm");
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, prefix, n)) {
-			snprintf(name, sizeof(name), "/%s", e->d_name);
-			shm_unlink(name);
-		}
-	closedir(d);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Whether the cgroup DIR still holds a process. */
-static bool cgroup_populated(const char *dir)
-{
-	char path[4096], buf[256];
-	bool populated = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (fgets(buf, sizeof(buf), f))
-		if (!strcmp(buf, "populated 1\n"))
-			populated = true;
-	fclose(f);
-	return populated;
-}
-
 /* The job's cgroup, when ddplaunch can no longer remove it: ddp-exec
  * moves out of it (to its parent), kills what is left in it (the other
  * guards too; whichever is last removes it), waits a second at most for it
  * to empty (cgroup.events changes when it does) and removes it. */
 static void cgroup_end(const char *dir)
 {
-	char parent[4096], pid[24], ev[1024];
-	int fd = inotify_init1(IN_CLOEXEC);
-	int64_t start = now_ms();
+	char parent[4096], pid[24];
 	char *slash;
 
 	snprintf(parent, sizeof(parent), "%s", dir);
@@ -289,21 +217,7 @@ static void cgroup_end(const char *dir)
 		snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
 		cgroup_write(parent, "cgroup.procs", pid);
 	}
-	if (fd >= 0) {
-		snprintf(ev, sizeof(ev), "%s/cgroup.events", dir);
-		inotify_add_watch(fd, ev, IN_MODIFY);
-	}
-	cgroup_write(dir, "cgroup.kill", "1");
-	while (cgroup_populated(dir)) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		int left = 1000 - (int)(now_ms() - start);
-
-		if (fd < 0 || left <= 0 || poll(&pfd, 1, left) <= 0 || read(fd, ev, sizeof(ev)) < 0)
-			break;
-	}
-	rmdir(dir);
-	if (fd >= 0)
-		close(fd);
+	cgroup_remove(dir, 1000);
 }
 
 /* ddplaunch died: nothing of the job may outlive it. */
@@ -312,7 +226,7 @@ static void launcher_died(pid_t worker, const char *cgroup)
 	int status = 0;
 
 	end_tree(worker, &status);
-	remove_job_shm();
+	job_shm_remove(getenv("DDP_JOB_TAG"));
 	/* What escaped the tree (a guard killed by someone) is still in the
 	 * job's cgroup. */
 	if (cgroup)

@@ -1,5 +1,5 @@
 /*
- * session_reply.c - the agent session's side of the store's messages:
+ * store_session_reply.c - the agent session's side of the store's messages:
  * parsing framed replies and watch events, completing requests in order,
  * fanning events out to the watches of a key, failing everything when the
  * session ends.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "session_int.h"
+#include "store_session_int.h"
 
 /* The largest byte string accepted from the store (its own limit on one
  * value is 64 MiB by default). */

@@ -1,8 +1,8 @@
 /*
- * session_conn.c - the agent session's connection: resolving and
+ * store_session_conn.c - the agent session's connection: resolving and
  * connecting with retries until the deadline, reading and writing, and the
  * end of the session (lost, failed or closed). The handshake and the pings
- * are in session_hello.c.
+ * are in store_session_hello.c.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 
 #include "proto_auth.h"
-#include "session_int.h"
+#include "store_session_int.h"
 
 #define SESS_BACKOFF_FIRST_MS 50
 #define SESS_BACKOFF_MAX_MS   1000
