@@ -1,10 +1,10 @@
 /* The agent's rendezvous seam (rdzv.h): one node alone answers each round at
- * once; across nodes every call goes to the multi-node driver
- * (rdzv_multi.h). */
+ * once; across nodes every call goes to the many-nodes backend
+ * (rdzv_int.h). */
 #include "rdzv.h"
 #include "opts.h"
 #include "opts_rdzv.h"
-#include "rdzv_multi.h"
+#include "rdzv_int.h"
 #include "worker_env.h"
 
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 struct rdzv {
-	struct rdzv_multi *multi; /* NULL: one node */
+	struct rdzv_nodes *multi; /* NULL: one node */
 	int nproc;
 	char *master_addr;
 	int master_port;
@@ -37,7 +37,7 @@ int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, const ch
 	r->nproc = nproc;
 	r->master_port = master_port;
 	if (res.mode != OPTS_RDZV_LOCAL &&
-	    (rc = rdzv_multi_new(&res, nproc, o->max_restarts, &r->multi, err, errlen)) < 0) {
+	    (rc = rdzv_nodes_new(&res, nproc, o->max_restarts, &r->multi, err, errlen)) < 0) {
 		rdzv_free(r);
 		return rc;
 	}
@@ -52,7 +52,7 @@ bool rdzv_multinode(const struct rdzv *r)
 
 int rdzv_attach(struct rdzv *r, uv_loop_t *loop, const struct rdzv_events *ev, void *arg)
 {
-	return r->multi ? rdzv_multi_attach(r->multi, loop, ev, arg) : 0;
+	return r->multi ? rdzv_nodes_attach(r->multi, loop, ev, arg) : 0;
 }
 
 int rdzv_join(struct rdzv *r, int round, rdzv_joined_fn done, void *arg)
@@ -69,7 +69,7 @@ int rdzv_join(struct rdzv *r, int round, rdzv_joined_fn done, void *arg)
 	};
 
 	if (r->multi)
-		return rdzv_multi_join(r->multi, done, arg);
+		return rdzv_nodes_join(r->multi, done, arg);
 	done(arg, 0, &res);
 	return 0;
 }
@@ -77,26 +77,26 @@ int rdzv_join(struct rdzv *r, int round, rdzv_joined_fn done, void *arg)
 void rdzv_group_exited(struct rdzv *r, bool success)
 {
 	if (r->multi)
-		rdzv_multi_group_exited(r->multi, success);
+		rdzv_nodes_group_exited(r->multi, success);
 }
 
 void rdzv_leave(struct rdzv *r)
 {
 	if (r->multi)
-		rdzv_multi_leave(r->multi);
+		rdzv_nodes_leave(r->multi);
 }
 
 void rdzv_shutdown(struct rdzv *r, int exit_status)
 {
 	if (r && r->multi)
-		rdzv_multi_shutdown(r->multi, exit_status);
+		rdzv_nodes_shutdown(r->multi, exit_status);
 }
 
 void rdzv_free(struct rdzv *r)
 {
 	if (!r)
 		return;
-	rdzv_multi_free(r->multi);
+	rdzv_nodes_free(r->multi);
 	free(r->master_addr);
 	free(r);
 }

@@ -610,7 +610,7 @@ static void etcd_print(const struct opts_rdzv *r, FILE *out)
 		fprintf(out, "rdzv_etcd_user = none\n");
 }
 
-/* Who hosts the store of a static or c10d job (the rule: rdzv_multi.h). */
+/* Who hosts the store of a static or c10d job (the rule: rendezvous/driver/driver.h). */
 static const char *store_host_text(const struct opts_rdzv *r)
 {
 	if (r->mode == OPTS_RDZV_STATIC)

@@ -115,7 +115,7 @@ struct rdzv_config {
 	/* [0] how long a failure of this node's workers waits for a membership
 	 * change that may have caused it before it is charged as a restart: the
 	 * store's delay in telling a node's death (a peer's workers see it
-	 * first). The driver sets it from its backend (rdzv_multi.c). */
+	 * first). The driver sets it from its backend (driver.c). */
 	int64_t fail_grace_ms;
 	/* [0: never] while this node waits for a round (others to join, or a
 	 * place as a spare): a census and RDZV_ACT_WAITING this long after the

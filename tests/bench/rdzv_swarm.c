@@ -1,11 +1,13 @@
 /*
  * rdzv_swarm.c - the rendezvous at scale: N simulated agents, each the real
- * rendezvous machine (rendezvous/rdzv/) over its own agent session (the
- * launcher's rdzv_prims_session backend, as the agent uses it) to one
- * ddp-rdzvd, all on one libuv loop of this process. For each N:
+ * rendezvous driver (rendezvous/driver/driver.h: the machine over its own
+ * agent session, a workers' store per round on its own loopback address,
+ * as the agent runs it) to one ddp-rdzvd, all on one libuv loop of this
+ * process. For each N:
  *   form   start -> every agent has the first round (N nodes; --nnodes is
  *          N-1:N, so the round closes at MAX, without a last-call wait)
- *   death  one agent's session closed -> every survivor has round 2 (N-1)
+ *   death  one agent killed (its session closes) -> every survivor has
+ *          round 2 (N-1)
  *   join   a new agent starts -> every agent has round 3 (N again: MAX)
  * and one table row. Targets (issue 11): forming 512 in under 2 s, 4,000 in
  * under 5 s.
@@ -17,6 +19,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <log.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +29,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "rdzv_machine.h"
-#include "rdzv_prims.h"
+#include "driver.h"
 
 #define SWARM_MAX	 20000
 #define PHASE_TIMEOUT_MS 120000
@@ -39,12 +41,10 @@ struct swarm;
 struct sim {
 	struct swarm *sw;
 	int i;
-	void *be;
-	struct rdzv_machine *m;
-	uv_timer_t timer;
-	bool live, draining, counted;
+	struct rdzv_driver *d;
+	bool live, counted;
 	uint32_t round, size;
-	char id[32];
+	char addr[32];
 };
 
 struct swarm {
@@ -60,17 +60,11 @@ struct swarm {
 	uv_timer_t next, deadline;
 };
 
-static int64_t now_ms(void)
-{
-	return (int64_t)(uv_hrtime() / 1000000u);
-}
-
 static double now_s(void)
 {
 	return (double)uv_hrtime() / 1e9;
 }
 
-static void sim_drain(struct sim *x);
 static void phase_start(struct swarm *sw);
 
 static void swarm_fail(struct swarm *sw, const char *why)
@@ -100,178 +94,66 @@ static void sim_count(struct sim *x)
 	uv_timer_start(&sw->next, on_next, 0, 0);
 }
 
-static void sim_after(struct sim *x, int rc)
+static void on_joined(void *arg, int status, const struct rdzv_driver_round *r)
 {
-	if (rc < 0)
-		swarm_fail(x->sw, "out of memory in the machine");
-	else
-		sim_drain(x);
+	struct sim *x = arg;
+
+	x->round = r->round;
+	x->size = r->size;
+	x->counted = false;
+	sim_count(x);
 }
 
-static void on_timer(uv_timer_t *t)
+/* As the agent does: its workers stop, and it joins the next round. */
+static void on_round_over(void *arg, const char *why)
 {
-	struct sim *x = t->data;
+	struct sim *x = arg;
 
-	sim_after(x, rdzv_on_timer(x->m, now_ms()));
+	if (rdzv_driver_join(x->d, on_joined, x) < 0)
+		swarm_fail(x->sw, "an agent could not join again");
 }
 
-static void sim_action(struct sim *x, const struct rdzv_action *a)
+static void on_ended(void *arg, enum rdzv_driver_outcome how, const char *msg)
 {
-	const struct rdzv_prims_ops *ops = &rdzv_prims_session;
-	const struct rdzv_world *w;
-	int rc = 0;
-	int64_t d;
+	struct sim *x = arg;
 
-	switch (a->kind) {
-	case RDZV_ACT_GET:
-		rc = ops->get(x->be, a->id, a->keys, a->nkeys);
-		break;
-	case RDZV_ACT_CAS:
-		rc = ops->cas(x->be, a->id, a->key, a->has_expected, a->expected, a->value);
-		break;
-	case RDZV_ACT_ADD:
-		rc = ops->add(x->be, a->id, a->key, a->delta);
-		break;
-	case RDZV_ACT_SET:
-	case RDZV_ACT_SET_SESSION:
-		rc = ops->set(x->be, a->id, a->key, a->value, a->kind == RDZV_ACT_SET_SESSION);
-		break;
-	case RDZV_ACT_WATCH:
-		rc = ops->watch(x->be, a->id, a->key);
-		break;
-	case RDZV_ACT_UNWATCH:
-		ops->unwatch(x->be, a->watch);
-		break;
-	case RDZV_ACT_TIMER:
-		uv_timer_stop(&x->timer);
-		d = a->at_ms - now_ms();
-		if (a->at_ms >= 0)
-			uv_timer_start(&x->timer, on_timer, (uint64_t)(d > 1 ? d : 1), 0);
-		break;
-	case RDZV_ACT_ROUND:
-		w = rdzv_machine_world(x->m);
-		x->round = w->round;
-		x->size = w->size;
-		x->counted = false;
-		sim_count(x);
-		break;
-	case RDZV_ACT_ROUND_OVER:
-		break;
-	default: /* LEFT, FINISHED, FAILED */
-		fprintf(stderr, "rdzv_swarm: agent %d: %s\n", x->i, a->text);
-		swarm_fail(x->sw, "an agent's rendezvous ended");
-	}
-	if (rc < 0)
-		swarm_fail(x->sw, "a request could not be made");
+	fprintf(stderr, "rdzv_swarm: agent %d: %s\n", x->i, msg);
+	swarm_fail(x->sw, "an agent's rendezvous ended");
 }
 
-static void sim_drain(struct sim *x)
-{
-	struct rdzv_action a;
+static const struct rdzv_driver_events swarm_events = {on_round_over, on_ended};
 
-	if (x->draining)
-		return;
-	x->draining = true;
-	while (x->live && rdzv_next_action(x->m, &a))
-		sim_action(x, &a);
-	x->draining = false;
-}
-
-static void s_connected(void *p, int status, const char *msg)
-{
-	struct sim *x = p;
-
-	if (status < 0) {
-		fprintf(stderr, "rdzv_swarm: agent %d: %s\n", x->i, msg);
-		x->be = NULL;
-		swarm_fail(x->sw, "an agent could not connect");
-		return;
-	}
-	sim_after(x, rdzv_start(x->m, now_ms()));
-}
-
-static void s_lost(void *p, int status, const char *msg)
-{
-	struct sim *x = p;
-
-	x->be = NULL;
-	if (x->live) {
-		fprintf(stderr, "rdzv_swarm: agent %d: %s\n", x->i, msg);
-		swarm_fail(x->sw, "an agent lost the store");
-	}
-}
-
-static void s_got(void *p, uint64_t tag, int st, const struct rdzv_value *v, size_t n)
-{
-	struct sim *x = p;
-
-	sim_after(x, rdzv_on_get(x->m, now_ms(), tag, st, v, n));
-}
-
-static void s_cased(void *p, uint64_t tag, int st, bool swapped, struct rdzv_value cur)
-{
-	struct sim *x = p;
-
-	sim_after(x, rdzv_on_cas(x->m, now_ms(), tag, st, swapped, cur));
-}
-
-static void s_added(void *p, uint64_t tag, int st, int64_t value)
-{
-	struct sim *x = p;
-
-	sim_after(x, rdzv_on_add(x->m, now_ms(), tag, st, value));
-}
-
-static void s_done(void *p, uint64_t tag, int st)
-{
-	struct sim *x = p;
-
-	sim_after(x, rdzv_on_done(x->m, now_ms(), tag, st));
-}
-
-static void s_event(void *p, uint64_t watch, int st, struct rdzv_value v)
-{
-	struct sim *x = p;
-
-	if (st < 0)
-		swarm_fail(x->sw, "a watch failed");
-	else
-		sim_after(x, rdzv_on_key(x->m, now_ms(), watch, v));
-}
-
-static const struct rdzv_prims_sink swarm_sink = {s_connected, s_lost, s_got,  s_cased,
-						  s_added,     s_done, s_event};
-
+/* Agent i on 127.1.(i / 250).(i % 250 + 1): its own node id and workers'
+ * store address, as on a machine of its own. */
 static int sim_start(struct swarm *sw, int i)
 {
 	struct sim *x = &sw->s[i];
-	struct rdzv_config cfg;
-	struct rdzv_prims_config pc = {
-	    .loop = &sw->loop,
-	    .host = "127.0.0.1",
-	    .port = (uint16_t)sw->port,
-	    .connect_timeout_ms = 60000,
-	};
+	struct rdzv_driver_config c;
+	char err[512];
 	int rc;
 
 	x->sw = sw;
 	x->i = i;
-	snprintf(x->id, sizeof(x->id), "sim%d", i);
-	rdzv_config_defaults(&cfg);
-	cfg.run_id = "swarm";
-	cfg.node_id = x->id;
-	cfg.addr = "127.0.0.1";
-	cfg.port = (uint16_t)(20000 + i % 40000);
-	cfg.min_nodes = (uint32_t)sw->n - 1;
-	cfg.max_nodes = (uint32_t)sw->n;
-	cfg.join_timeout_ms = PHASE_TIMEOUT_MS;
-	cfg.keep_alive_interval_ms = (int64_t)(sw->keep_alive * 1000);
-	if ((rc = rdzv_machine_new(&cfg, &x->m)) < 0)
+	snprintf(x->addr, sizeof(x->addr), "127.1.%d.%d", i / 250, i % 250 + 1);
+	rdzv_driver_config_defaults(&c);
+	c.mode = RDZV_DRIVER_C10D;
+	c.host = "127.0.0.1";
+	c.port = sw->port;
+	c.is_host = 0;
+	c.run_id = "swarm";
+	c.local_addr = x->addr;
+	c.min_nodes = sw->n - 1;
+	c.max_nodes = sw->n;
+	c.join_timeout = PHASE_TIMEOUT_MS / 1000.0;
+	c.keep_alive_interval = sw->keep_alive;
+	if ((rc = rdzv_driver_new(&c, &x->d, err, sizeof(err))) < 0) {
+		fprintf(stderr, "rdzv_swarm: agent %d: %s\n", i, err);
 		return rc;
-	uv_timer_init(&sw->loop, &x->timer);
-	x->timer.data = x;
+	}
 	x->live = true;
-	return rdzv_prims_session.open(&pc, &swarm_sink, x, &x->be);
+	if ((rc = rdzv_driver_attach(x->d, &sw->loop, &swarm_events, x)) < 0)
+		return rc;
+	return rdzv_driver_join(x->d, on_joined, x);
 }
 
 static void phase_start(struct swarm *sw)
@@ -294,9 +176,7 @@ static void phase_start(struct swarm *sw)
 		/* Its connection closes: the store drops its session keys. */
 		sw->want_round = 2, sw->want_size = (uint32_t)sw->n - 1, sw->want = sw->n - 1;
 		victim->live = false;
-		uv_timer_stop(&victim->timer);
-		rdzv_prims_session.close(victim->be);
-		victim->be = NULL;
+		rdzv_driver_kill(victim->d);
 		break;
 	case PH_JOIN:
 		sw->want_round = 3, sw->want_size = (uint32_t)sw->n, sw->want = sw->n;
@@ -307,9 +187,9 @@ static void phase_start(struct swarm *sw)
 		uv_stop(&sw->loop);
 		return;
 	}
-	/* A survivor may be there already (its ROUND came before this ran). */
+	/* A survivor may be there already (its round came before this ran). */
 	for (i = 0; i <= sw->n; i++)
-		if (sw->s[i].m)
+		if (sw->s[i].d)
 			sim_count(&sw->s[i]);
 }
 
@@ -333,17 +213,15 @@ static void swarm_release(struct swarm *sw)
 	for (int i = 0; i <= sw->n; i++) {
 		struct sim *x = &sw->s[i];
 
-		if (!x->m)
-			continue;
 		x->live = false;
-		rdzv_prims_session.close(x->be);
-		uv_close((uv_handle_t *)&x->timer, close_cb);
+		if (x->d)
+			rdzv_driver_kill(x->d);
 	}
 	uv_close((uv_handle_t *)&sw->next, close_cb);
 	uv_close((uv_handle_t *)&sw->deadline, close_cb);
 	uv_run(&sw->loop, UV_RUN_DEFAULT);
 	for (int i = 0; i <= sw->n; i++)
-		rdzv_machine_free(sw->s[i].m);
+		rdzv_driver_free(sw->s[i].d);
 	uv_loop_close(&sw->loop);
 	free(sw->s);
 }
@@ -451,7 +329,8 @@ int main(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	signal(SIGPIPE, SIG_IGN);
-	printf("rendezvous swarm: N agents (real machines over agent sessions) on one loop, "
+	log_init("rdzv_swarm", LOG_WARN); /* not a line per agent and round */
+	printf("rendezvous swarm: N agents (real drivers over agent sessions) on one loop, "
 	       "one ddp-rdzvd; seconds\n\n");
 	printf("| agents | form | death -> N-1 running | join -> N running | CPU s (agents) |\n");
 	printf("|---:|---:|---:|---:|---:|\n");

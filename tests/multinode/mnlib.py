@@ -46,7 +46,7 @@ def fast_conf(**kw):
 
 
 # The longest a worker failure waits under fast_conf() before it is charged:
-# the keep-alive window (0.5 s x 3) + 2 s (rdzv_multi.c's DRV_FAIL_SLACK_MS);
+# the keep-alive window (0.5 s x 3) + 2 s (the driver's fail_slack_ms, rendezvous/driver/driver.h);
 # less once every other node has beaten since (rendezvous/rdzv/rdzv_grace.c)
 FAIL_GRACE_S = 3.5
 

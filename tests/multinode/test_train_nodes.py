@@ -44,7 +44,7 @@ DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
 SOURCE = os.path.abspath(os.path.join(HERE, "..", ".."))
 TORCH_PYTHON = sys.executable  # with_torch.sh runs this file under the torch to test
 TRAIN_ENV = {"OPENBLAS_NUM_THREADS": "1", "DDP_TIMEOUT_MS": "60000"}
-LEASE_TTL_S = 3  # launcher/agent/rdzv_etcd_int.h
+LEASE_TTL_S = 3  # rendezvous/driver/rdzv_etcd_int.h
 WORKER_FAILED = r"rank \d+ \(local rank 0\) .*stopping the other workers"
 
 

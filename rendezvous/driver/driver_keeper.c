@@ -1,5 +1,5 @@
 /*
- * rdzv_keeper.c - the stores a multi-node agent hosts (rdzv_multi_int.h):
+ * driver_keeper.c - the stores a multi-node agent hosts (driver_int.h):
  * the rendezvous store when this node is its host, kept at the end for the
  * agents still connected to it, and each round's workers' store.
  */
@@ -12,8 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "driver_int.h"
 #include "rdzv_host.h"
-#include "rdzv_multi_int.h"
 #include "store_access.h"
 #include "store_server.h"
 
@@ -37,7 +37,7 @@ static void keeper_store_close(struct store_server **s)
 	*s = NULL;
 }
 
-static void keeper_refuse_taken(struct rdzv_multi *d)
+static void keeper_refuse_taken(struct rdzv_driver *d)
 {
 	char owner[160];
 
@@ -52,11 +52,11 @@ static void keeper_refuse_taken(struct rdzv_multi *d)
  * agent of this machine, a ddp-rdzvd); an agent that hosts only by the rule
  * joins as a client whatever the error (torchrun does the same), one told
  * is_host=true fails. Returns 0 (joining) or rc, reported. */
-static int keeper_listen_failed(struct rdzv_multi *d, int rc)
+static int keeper_listen_failed(struct rdzv_driver *d, int rc)
 {
 	char owner[160];
 
-	if (rc == UV_EADDRINUSE && d->c.mode == OPTS_RDZV_C10D) {
+	if (rc == UV_EADDRINUSE && d->c.mode == RDZV_DRIVER_C10D) {
 		rdzv_port_owner(d->c.port, owner, sizeof(owner));
 		log_info("the rendezvous port %s:%d is taken (by %s); joining the store there",
 			 d->bind_lit, d->c.port, owner);
@@ -73,14 +73,14 @@ static int keeper_listen_failed(struct rdzv_multi *d, int rc)
 	else
 		log_error("cannot listen on %s:%d for the rendezvous store: %s (check %s)",
 			  d->bind_lit, d->c.port, uv_strerror(rc),
-			  d->c.mode == OPTS_RDZV_STATIC ? "--master_addr and --master_port"
-							: "--rdzv_endpoint and --local_addr");
+			  d->c.mode == RDZV_DRIVER_STATIC ? "--master_addr and --master_port"
+							  : "--rdzv_endpoint and --local_addr");
 	return rc;
 }
 
 /* A name (not "localhost") that is a loopback address here, as Debian's
  * /etc/hosts makes the hostname: agents of other machines cannot reach it. */
-static void keeper_warn_loopback(const struct rdzv_multi *d)
+static void keeper_warn_loopback(const struct rdzv_driver *d)
 {
 	if (rdzv_host_is_literal(d->c.host) || !strcasecmp(d->c.host, "localhost") ||
 	    !rdzv_host_is_loopback(d->bind_lit))
@@ -91,7 +91,7 @@ static void keeper_warn_loopback(const struct rdzv_multi *d)
 		 d->c.host, d->bind_lit);
 }
 
-int keeper_host(struct rdzv_multi *d)
+int keeper_host(struct rdzv_driver *d)
 {
 	int rc = store_server_new(d->loop, NULL, &d->rstore);
 
@@ -118,7 +118,7 @@ int keeper_host(struct rdzv_multi *d)
 	return 0;
 }
 
-int keeper_new_wstore(struct rdzv_multi *d)
+int keeper_new_wstore(struct rdzv_driver *d)
 {
 	struct store_server *s;
 	int rc = store_server_new(d->loop, NULL, &s);
@@ -140,7 +140,7 @@ int keeper_new_wstore(struct rdzv_multi *d)
 	return store_server_port(s);
 }
 
-void keeper_round(struct rdzv_multi *d, const struct rdzv_world *w)
+void keeper_round(struct rdzv_driver *d, const struct rdzv_world *w)
 {
 	/* The store of the round before has no client left that matters: the
 	 * agent asks for a round only once its workers have gone. */
@@ -152,7 +152,7 @@ void keeper_round(struct rdzv_multi *d, const struct rdzv_world *w)
 				  w->members[i].addr);
 }
 
-static void keeper_handles_close(struct rdzv_multi *d)
+static void keeper_handles_close(struct rdzv_driver *d)
 {
 	if (!d->handles)
 		return;
@@ -164,7 +164,7 @@ static void keeper_handles_close(struct rdzv_multi *d)
 /* This process stays to serve the store's last clients; its parent exits
  * with the agent's status. The child has no terminal and no pipe of the
  * agent's (whoever waits for the agent's output is not kept waiting). */
-static void keeper_hand_off(struct rdzv_multi *d)
+static void keeper_hand_off(struct rdzv_driver *d)
 {
 	pid_t pid;
 	int fd;
@@ -202,7 +202,7 @@ static void keeper_hand_off(struct rdzv_multi *d)
 
 static void keeper_tick(uv_timer_t *t)
 {
-	struct rdzv_multi *d = t->data;
+	struct rdzv_driver *d = t->data;
 
 	uint64_t held = uv_hrtime() / 1000000u - d->linger_since;
 
@@ -224,7 +224,7 @@ static void keeper_tick(uv_timer_t *t)
 	}
 }
 
-void keeper_close_all(struct rdzv_multi *d)
+void keeper_close_all(struct rdzv_driver *d, bool at_once)
 {
 	d->ops->close(d->be);
 	d->be = NULL;
@@ -232,6 +232,8 @@ void keeper_close_all(struct rdzv_multi *d)
 		uv_timer_stop(&d->timer);
 	keeper_store_close(&d->wstore);
 	keeper_store_close(&d->wold);
+	if (at_once)
+		keeper_store_close(&d->rstore);
 	if (!d->rstore) {
 		keeper_handles_close(d);
 		return;

@@ -1,7 +1,7 @@
 /*
  * rdzv_prims.h - the store primitives the rendezvous machine runs over
  * (rendezvous/rdzv/rdzv_machine.h), as an ops table, so that one driver
- * (rdzv_multi.c) runs the machine over any backend that has them: our
+ * (driver.h) runs the machine over any backend that has them: our
  * store through an agent session (rdzv_prims_session.c), and etcd v3
  * (lease, watch, transaction: rdzv_prims_etcd.c).
  *
@@ -11,8 +11,8 @@
  * order. Views passed to the sink are valid during the call only. After
  * close() the sink is never called again.
  */
-#ifndef DDP_LAUNCHER_RDZV_PRIMS_H
-#define DDP_LAUNCHER_RDZV_PRIMS_H
+#ifndef DDP_RENDEZVOUS_RDZV_PRIMS_H
+#define DDP_RENDEZVOUS_RDZV_PRIMS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,6 +24,11 @@
 /* Messages given to the sink fit in this (etcd's name every endpoint tried,
  * each with its last error). */
 #define RDZV_PRIMS_MSG_MAX 768
+
+/* Where etcd's password comes from when only its user is given, for the
+ * message that asks for it (the launcher reads it: launcher/job/opts_rdzv.h's
+ * OPTS_ETCD_PASSWORD_ENV is the same name). */
+#define RDZV_PRIMS_ETCD_PASSWORD_ENV "DDP_ETCD_PASSWORD"
 
 /* What the driver hears; `drv` is the pointer given to open(). */
 struct rdzv_prims_sink {

@@ -1,50 +1,52 @@
 /*
- * rdzv_multi_int.h - the multi-node driver's state, shared by its files:
- *   rdzv_multi.c   life cycle, the machine's actions and answers, rounds
- *   rdzv_keeper.c  the stores this node hosts: the rendezvous store (and
- *                  keeping it for the agents still connected at the end)
- *                  and each round's workers' store
+ * driver_int.h - the multi-node driver's state, shared by its files:
+ *   driver.c         life cycle, the machine's actions and answers, rounds
+ *   driver_config.c  the configuration: copied, checked, given to the
+ *                    machine and to the backend
+ *   driver_wait.c    the word while the store does not answer
+ *   driver_keeper.c  the stores this node hosts: the rendezvous store (and
+ *                    keeping it for the agents still connected at the end)
+ *                    and each round's workers' store
  */
-#ifndef DDP_LAUNCHER_RDZV_MULTI_INT_H
-#define DDP_LAUNCHER_RDZV_MULTI_INT_H
+#ifndef DDP_RENDEZVOUS_DRIVER_INT_H
+#define DDP_RENDEZVOUS_DRIVER_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
 #include "rdzv_machine.h"
-#include "rdzv_multi.h"
+#include "driver.h"
 #include "rdzv_prims.h"
 
 struct store_server;
 
 enum drv_phase {
-	DRV_IDLE,	/* before rdzv_multi_attach */
+	DRV_IDLE,	/* before rdzv_driver_attach */
 	DRV_CONNECTING, /* the session is being opened */
 	DRV_ON,		/* the machine runs */
 	DRV_ENDED,	/* FINISHED, LEFT or FAILED was reported */
 };
 
-struct rdzv_multi {
-	struct opts_rdzv c; /* its strings point into the copies below */
-	char *run_id, *token, *local_addr;
-	int nproc, max_restarts;
+struct rdzv_driver {
+	struct rdzv_driver_config c;		 /* its strings are the driver's copies */
+	const char *run_id, *token, *local_addr; /* c's, for short */
 	bool is_host;
 	bool host_by_rule; /* c10d without is_host: hosting was inferred */
 	bool store_here;   /* the store's host is this machine (rdzv_host_is_self) */
-	char bind_lit[OPTS_RDZV_HOST_MAX +
-		      1]; /* the store host's address (a literal when it resolves) */
-	char peer[OPTS_RDZV_HOST_MAX + 16];
+	char bind_lit[RDZV_DRIVER_HOST_MAX + 1]; /* the store host's address (a literal
+						    when it resolves) */
+	char peer[RDZV_DRIVER_HOST_MAX + 16];
 
 	uv_loop_t *loop;
-	const struct rdzv_events *ev;
+	const struct rdzv_driver_events *ev;
 	void *ev_arg;
 	const struct rdzv_prims_ops *ops;
 	void *be;
 	struct rdzv_machine *m;
 	enum drv_phase phase;
 	bool draining, shutdown;
-	bool leaving; /* rdzv_leave: no round is given to the agent any more */
+	bool leaving; /* rdzv_driver_leave: no round is given any more */
 	int exit_status;
 	int64_t fail_grace_ms; /* the machine's fail_grace_ms, for the log */
 
@@ -60,10 +62,10 @@ struct rdzv_multi {
 	char node_id[RDZV_ID_MAX + 1];
 
 	/* the next round, once formed, until the agent asks for it */
-	rdzv_joined_fn join_cb;
+	rdzv_driver_joined_fn join_cb;
 	void *join_arg;
 	bool have_round;
-	struct rdzv_round round;
+	struct rdzv_driver_round round;
 	char master_addr[RDZV_ADDR_MAX + 1];
 
 	/* the stores this node hosts */
@@ -74,12 +76,12 @@ struct rdzv_multi {
 	bool kept; /* this process is the child that keeps the store */
 };
 
-/* rdzv_multi.c */
+/* driver.c */
 int64_t drv_now(void);
 /* Ends the rendezvous with a failure (once): `ended` unless shut down. */
-void drv_fail(struct rdzv_multi *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void drv_fail(struct rdzv_driver *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* rdzv_multi_wait.c */
+/* driver_wait.c */
 /* The first word that the store does not answer, or that this node waits
  * for others, comes after DRV_WAIT_FIRST_MS, the next ones when the time
  * waited has doubled, at most DRV_WAIT_MAX_MS apart, until the session
@@ -89,23 +91,36 @@ void drv_fail(struct rdzv_multi *d, const char *fmt, ...) __attribute__((format(
 /* Until the session is open the machine's timer is free: it reminds, on
  * d->timer, while d->phase is DRV_CONNECTING (not for etcd, whose client
  * names every endpoint with its error). */
-void drv_wait_start(struct rdzv_multi *d);
+void drv_wait_start(struct rdzv_driver *d);
 
-/* rdzv_keeper.c */
+/* driver_keeper.c */
 /* Hosts the rendezvous store at bind_lit:c.port (updates c.port when 0).
  * Returns 0 (d->rstore may be NULL: c10d found the port taken and joins
  * the store there, or, hosting by the rule, could not bind and joins as a
  * client, as torchrun does), -EADDRINUSE (static: refused, the owner named)
  * or another error, reported. */
-int keeper_host(struct rdzv_multi *d);
+int keeper_host(struct rdzv_driver *d);
 /* A fresh workers' store for the next round on this node's address; its
  * port. Returns the port or a negative errno (reported). */
-int keeper_new_wstore(struct rdzv_multi *d);
+int keeper_new_wstore(struct rdzv_driver *d);
 /* The round starts: only this round's nodes (and loopback) may use the
  * workers' store when the job has a token; the previous round's store goes. */
-void keeper_round(struct rdzv_multi *d, const struct rdzv_world *w);
+void keeper_round(struct rdzv_driver *d, const struct rdzv_world *w);
 /* Everything the driver holds closes; a hosted store waits for its
- * clients (see rdzv_shutdown). */
-void keeper_close_all(struct rdzv_multi *d);
+ * clients (see rdzv_driver_shutdown), unless `at_once` (rdzv_driver_kill). */
+void keeper_close_all(struct rdzv_driver *d, bool at_once);
+
+/* driver_config.c */
+/* Copies cfg's strings into d->c (-ENOMEM, -EINVAL for a host too long). */
+int drv_config_copy(struct rdzv_driver *d, const struct rdzv_driver_config *cfg);
+/* Wipes and frees the copies. */
+void drv_config_release(struct rdzv_driver *d);
+/* The machine's configuration but for the node's id, address, port and
+ * failure grace, known only once connected. */
+void drv_machine_config(const struct rdzv_driver *d, struct rdzv_config *out);
+/* What can never work, refused before anything is bound or connected. */
+int drv_check(const struct rdzv_driver *d, char *err, size_t errlen);
+/* The backend's configuration (but the loop and the host to connect to). */
+void drv_prims_config(struct rdzv_driver *d, struct rdzv_prims_config *pc);
 
 #endif

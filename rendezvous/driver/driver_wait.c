@@ -1,5 +1,5 @@
 /*
- * rdzv_multi_wait.c - the driver's word while it waits for the store: what
+ * driver_wait.c - the driver's word while it waits for the store: what
  * does not answer, since when, until when, and what to do about it, said
  * after DRV_WAIT_FIRST_MS and again each time the time waited has doubled.
  */
@@ -7,15 +7,15 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "driver_int.h"
 #include "rdzv_host.h"
-#include "rdzv_multi_int.h"
 
 /* Why this node does not host the store (c10d). */
-static const char *drv_not_host_why(const struct rdzv_multi *d)
+static const char *drv_not_host_why(const struct rdzv_driver *d)
 {
 	if (d->is_host)
 		return "another process holds that port here";
-	if (d->c.conf.is_host == 0)
+	if (d->c.is_host == 0)
 		return "this node does not host it (is_host=false)";
 	if (d->c.host_is_node0)
 		return "node 0 of slurm's step hosts it, not this node";
@@ -23,9 +23,9 @@ static const char *drv_not_host_why(const struct rdzv_multi *d)
 }
 
 /* What to do about a store that does not answer. */
-static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
+static void drv_wait_advice(const struct rdzv_driver *d, char *buf, size_t len)
 {
-	if (d->c.mode == OPTS_RDZV_STATIC) {
+	if (d->c.mode == RDZV_DRIVER_STATIC) {
 		snprintf(buf, len,
 			 "node 0's agent hosts it (--node_rank=0 on %s): start it, or check "
 			 "--master_addr and --master_port",
@@ -40,10 +40,10 @@ static void drv_wait_advice(const struct rdzv_multi *d, char *buf, size_t len)
 
 /* What to do about a peer that accepts and never answers the handshake:
  * on this machine, name who holds the port. */
-static void drv_silent_advice(const struct rdzv_multi *d, char *buf, size_t len)
+static void drv_silent_advice(const struct rdzv_driver *d, char *buf, size_t len)
 {
 	const char *flag =
-	    d->c.mode == OPTS_RDZV_STATIC ? "--master_port" : "port in --rdzv_endpoint";
+	    d->c.mode == RDZV_DRIVER_STATIC ? "--master_port" : "port in --rdzv_endpoint";
 	char owner[160];
 
 	if (d->store_here) {
@@ -62,14 +62,14 @@ static void drv_silent_advice(const struct rdzv_multi *d, char *buf, size_t len)
 
 static void drv_waiting_cb(uv_timer_t *t)
 {
-	struct rdzv_multi *d = t->data;
+	struct rdzv_driver *d = t->data;
 	bool silent = d->be && d->ops->peer_silent && d->ops->peer_silent(d->be);
 	const char *why = silent ? "it accepts connections but does not answer the session "
 				   "handshake: not a ddp-rdzvd or ddplaunch store, or a frozen one"
 			  : d->be && d->ops->last_error ? d->ops->last_error(d->be)
 							: NULL;
 	double waited = (double)(drv_now() - d->wait_since) / 1000.0;
-	double left = d->c.conf.join_timeout - waited;
+	double left = d->c.join_timeout - waited;
 	char me[256], advice[512];
 
 	if (d->phase != DRV_CONNECTING)
@@ -85,7 +85,7 @@ static void drv_waiting_cb(uv_timer_t *t)
 		drv_wait_advice(d, advice, sizeof(advice));
 	log_warn("no rendezvous store answers at %s (%s) after %.0f s; node %s keeps trying "
 		 "until the join deadline (join_timeout=%g s, %.0f s left): %s",
-		 d->peer, why ? why : "no answer yet", waited, me, d->c.conf.join_timeout,
+		 d->peer, why ? why : "no answer yet", waited, me, d->c.join_timeout,
 		 left > 0 ? left : 0.0, advice);
 	/* The next at twice the time waited so far: 3, 6, 12, 24 s, ... */
 	d->wait_delay = (uint64_t)(waited * 1000.0);
@@ -94,9 +94,9 @@ static void drv_waiting_cb(uv_timer_t *t)
 	uv_timer_start(&d->timer, drv_waiting_cb, d->wait_delay, 0);
 }
 
-void drv_wait_start(struct rdzv_multi *d)
+void drv_wait_start(struct rdzv_driver *d)
 {
-	if (d->c.mode == OPTS_RDZV_ETCD)
+	if (d->c.mode == RDZV_DRIVER_ETCD)
 		return; /* etcd's client names every endpoint with its error */
 	d->wait_since = drv_now();
 	d->wait_delay = DRV_WAIT_FIRST_MS;

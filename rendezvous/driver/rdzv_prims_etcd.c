@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opts_rdzv.h"
 #include "rdzv_etcd_int.h"
 #include "timeutil.h"
 
@@ -283,7 +282,7 @@ static void be_start(struct etcd_be *be)
 		snprintf(msg, sizeof(msg),
 			 "etcd user '%s' needs a password: set %s (or password= in "
 			 "--rdzv_conf, visible to every local user)",
-			 be->opt.user, OPTS_ETCD_PASSWORD_ENV);
+			 be->opt.user, RDZV_PRIMS_ETCD_PASSWORD_ENV);
 		open_failed(be, -EINVAL, msg);
 		return;
 	}

@@ -6,8 +6,8 @@
  * These calls do blocking I/O of the set-up kind (name resolution,
  * getifaddrs, /proc); the agent makes them once, before its loop runs.
  */
-#ifndef DDP_LAUNCHER_RDZV_HOST_H
-#define DDP_LAUNCHER_RDZV_HOST_H
+#ifndef DDP_RENDEZVOUS_RDZV_HOST_H
+#define DDP_RENDEZVOUS_RDZV_HOST_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -14,7 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "opts_rdzv.h"
 #include "rdzv_etcd_int.h"
 #include "timeutil.h"
 

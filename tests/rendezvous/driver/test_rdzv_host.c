@@ -1,6 +1,6 @@
 /*
  * test_rdzv_host.c - whether the rendezvous endpoint's host is this machine
- * (launcher/agent/rdzv_host.h): torchrun's rule, with every loopback
+ * (rendezvous/driver/rdzv_host.h): torchrun's rule, with every loopback
  * address and every interface. Literals and this machine's own names only,
  * so no lookup leaves the machine.
  */

@@ -6,8 +6,8 @@
  *   rdzv_etcd_calls.c  each request as a chain of async etcd calls
  * Everything runs on the agent's loop (etcd_async.h): no thread.
  */
-#ifndef DDP_LAUNCHER_RDZV_ETCD_INT_H
-#define DDP_LAUNCHER_RDZV_ETCD_INT_H
+#ifndef DDP_RENDEZVOUS_RDZV_ETCD_INT_H
+#define DDP_RENDEZVOUS_RDZV_ETCD_INT_H
 
 #include <netinet/in.h>
 #include <stdbool.h>

@@ -1,0 +1,35 @@
+/*
+ * rdzv_int.h - inside the agent's rendezvous seam (rdzv.h): its many-nodes
+ * backend (rdzv_nodes.c), the rendezvous driver of rendezvous/driver/
+ * (driver.h) given the resolved options (opts_rdzv.h) and heard through
+ * rdzv.h's events, which rdzv_local.c forwards the calls to. The calls are
+ * those of rdzv.h; their contracts are there.
+ */
+#ifndef DDP_LAUNCHER_RDZV_INT_H
+#define DDP_LAUNCHER_RDZV_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "opts_rdzv.h"
+#include "rdzv.h"
+
+struct rdzv_nodes;
+
+/* Gives the driver what it needs of cfg (etcd's password from
+ * OPTS_ETCD_PASSWORD_ENV when only its user is given). Returns 0, -ENOENT
+ * (a name that does not resolve; err says which), -EINVAL, -EADDRNOTAVAIL
+ * or -ENOMEM. */
+int rdzv_nodes_new(const struct opts_rdzv *cfg, int nproc, int max_restarts,
+		   struct rdzv_nodes **out, char *err, size_t errlen);
+int rdzv_nodes_attach(struct rdzv_nodes *n, uv_loop_t *loop, const struct rdzv_events *ev,
+		      void *arg);
+int rdzv_nodes_join(struct rdzv_nodes *n, rdzv_joined_fn done, void *arg);
+void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success);
+void rdzv_nodes_leave(struct rdzv_nodes *n);
+void rdzv_nodes_shutdown(struct rdzv_nodes *n, int exit_status);
+/* NULL allowed. */
+void rdzv_nodes_free(struct rdzv_nodes *n);
+
+#endif
