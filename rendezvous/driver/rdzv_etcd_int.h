@@ -1,7 +1,7 @@
 /*
  * rdzv_etcd_int.h - the etcd backend of the rendezvous primitives, shared
  * by its two files:
- *   rdzv_prims_etcd.c  the ops, the session (lease, renewal), the answers in
+ *   rdzv_etcd.c  the ops, the session (lease, renewal), the answers in
  *                      request order, the watches, the end
  *   rdzv_etcd_calls.c  each request as a chain of async etcd calls
  * Everything runs on the agent's loop (etcd_async.h): no thread.
@@ -91,7 +91,7 @@ void pe_on_event(void *arg, int status, struct etcd_event *ev);
 /* This machine's address towards endpoint ("" when unknown). */
 void pe_local_toward(const char *endpoint, char *out, size_t len);
 
-/* rdzv_prims_etcd.c */
+/* rdzv_etcd.c */
 void pe_job_ended(struct etcd_be *be);
 /* The session ended by itself: pending requests fail, then lost(). */
 void pe_lose(struct etcd_be *be, int status, const char *why);

@@ -2,8 +2,8 @@
  * rdzv_prims.h - the store primitives the rendezvous machine runs over
  * (rendezvous/rdzv/rdzv_machine.h), as an ops table, so that one driver
  * (driver.h) runs the machine over any backend that has them: our
- * store through an agent session (rdzv_prims_session.c), and etcd v3
- * (lease, watch, transaction: rdzv_prims_etcd.c).
+ * store through an agent session (rdzv_session.c), and etcd v3
+ * (lease, watch, transaction: rdzv_etcd.c).
  *
  * A backend answers every request it accepted exactly once through the
  * sink, from the loop (never from inside the call that made the request),

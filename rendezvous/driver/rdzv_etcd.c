@@ -1,5 +1,5 @@
 /*
- * rdzv_prims_etcd.c - the rendezvous primitives over etcd v3 (rdzv_prims.h;
+ * rdzv_etcd.c - the rendezvous primitives over etcd v3 (rdzv_prims.h;
  * docs/rendezvous.md has the mapping), with the client of rendezvous/etcd/.
  *
  * Everything runs on the agent's loop, with the async client of

@@ -1,5 +1,5 @@
 /*
- * rdzv_prims_session.c - the rendezvous primitives over an agent session
+ * rdzv_session.c - the rendezvous primitives over an agent session
  * with our store (store_session.h): a thin mapping, plus the table from
  * the driver's watch ids to the session's.
  */
