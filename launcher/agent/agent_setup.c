@@ -1,7 +1,6 @@
 /* What the agent prepares once (the number of workers, the ddp-exec guard,
- * the worker command line, the store socket, the rendezvous, the run
- * directory) and per attempt (each worker's directory, log files, command
- * line and environment). */
+ * the worker command line, the rendezvous, the run directory) and per attempt (each worker's
+ * directory, log files, command line and environment). */
 #include "agent.h"
 #include "agent_int.h"
 #include "command.h"
@@ -18,55 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store_server.h"
-
 #ifndef DDP_LIBEXECDIR
 #define DDP_LIBEXECDIR "/usr/local/libexec/ddplaunch"
 #endif
 #ifndef DDP_LIBEXECDIR_FROM_BINDIR
 #define DDP_LIBEXECDIR_FROM_BINDIR "" /* none: only the absolute one */
 #endif
-
-#define TORCHRUN_DEFAULT_PORT 29500
-
-static int store_listen(struct agent *ag, int port)
-{
-	return store_server_listen(ag->store, ag->o->master_addr, port);
-}
-
-static int agent_bind_store(struct agent *ag)
-{
-	const struct launch_opts *o = ag->o;
-	bool given = o->master_port >= 0;
-	int asked = given ? o->master_port : (o->standalone ? 0 : TORCHRUN_DEFAULT_PORT);
-	int rc = store_server_new(ag->loop, NULL, &ag->store);
-
-	if (rc)
-		return rc;
-	/* Bind once and keep the socket: no probe-then-close window. */
-	rc = store_listen(ag, asked);
-	if (rc == UV_EADDRINUSE && asked != 0) {
-		if (o->strict_port) {
-			log_error("port %d is in use by another process; free it or pick another "
-				  "--master_port (--strict_port refuses to move)",
-				  asked);
-			return rc;
-		}
-		rc = store_listen(ag, 0);
-		if (!rc)
-			log_warn("port %d is in use by another process; using %d instead "
-				 "(--strict_port to refuse)",
-				 asked, store_server_port(ag->store));
-	}
-	if (rc) {
-		log_error("cannot listen on %s:%d for the store: %s (check --master_addr and "
-			  "--master_port)",
-			  o->master_addr, asked, uv_strerror(rc));
-		return rc;
-	}
-	ag->port = store_server_port(ag->store);
-	return 0;
-}
 
 static int agent_build_argv(struct agent *ag)
 {
@@ -273,7 +229,7 @@ int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_
 
 	if (nproc < 0)
 		return nproc;
-	rc = rdzv_new(o, environ_in, nproc, o->master_addr, 0, &r, err, errlen);
+	rc = rdzv_new(o, environ_in, nproc, &r, err, errlen);
 	rdzv_free(r);
 	return rc;
 }
@@ -294,27 +250,16 @@ int agent_setup(struct agent *ag)
 	if (!ag->w || agent_find_shim(ag) || agent_build_argv(ag))
 		return 1;
 	/* Fail on an unsupported rendezvous before taking any port. */
-	rc = rdzv_new(ag->o, ag->environ_in, ag->nproc, ag->o->master_addr, 0, &ag->rdzv, err,
-		      sizeof(err));
+	rc = rdzv_new(ag->o, ag->environ_in, ag->nproc, &ag->rdzv, err, sizeof(err));
 	if (rc) {
 		log_error("%s", err);
 		return 2;
 	}
-	if (rdzv_multinode(ag->rdzv)) {
-		/* Across nodes the rendezvous hosts the stores (rdzv_multi.h). */
-		rc = rdzv_attach(ag->rdzv, ag->loop, &agent_rdzv_events, ag);
-		if (rc)
-			return rc == -EADDRINUSE ? 2 : 1;
-	} else {
-		rdzv_free(ag->rdzv);
-		ag->rdzv = NULL;
-		rc = agent_bind_store(ag);
-		if (rc)
-			return ag->o->strict_port && rc == UV_EADDRINUSE ? 2 : 1;
-		if (rdzv_new(ag->o, ag->environ_in, ag->nproc, ag->o->master_addr, ag->port,
-			     &ag->rdzv, err, sizeof(err)))
-			return 1;
-	}
+	/* The workers' store (one node) or the rendezvous store (many) is
+	 * bound here, or its host reached. */
+	rc = rdzv_attach(ag->rdzv, ag->loop, &agent_rdzv_events, ag);
+	if (rc)
+		return rc == -EADDRINUSE ? 2 : 1;
 	if (agent_prepare_run_dir(ag))
 		return 1;
 	cg = worker_env_get(ag->environ_in, "DDPLAUNCH_CGROUP");
