@@ -8,13 +8,11 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <log.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef DDP_LIBEXECDIR
@@ -45,77 +43,23 @@ static int agent_prepare_run_dir(struct agent *ag)
 
 int agent_prepare_attempt_dirs(struct agent *ag)
 {
-	char attempt_dir[PATH_MAX];
-	int rc =
-	    snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", ag->rd.path, ag->attempt);
+	int rc = rundir_attempt(&ag->rd, ag->attempt);
 
-	/* One mkdir for the attempt, then one per rank: this sits on the start
-	 * and restart path. */
-	if (rc < 0 || (size_t)rc >= sizeof(attempt_dir))
-		rc = -ENAMETOOLONG;
-	else
-		rc = mkdir(attempt_dir, 0755) && errno != EEXIST ? -errno : 0;
-	if (rc) {
-		log_error("cannot create '%s': %s", attempt_dir, strerror(-rc));
-		return rc;
-	}
-	for (int i = 0; i < ag->nproc; i++) {
-		struct agent_worker *w = &ag->w[i];
-		int n = snprintf(w->dir, sizeof(w->dir), "%s/attempt_%d/%d", ag->rd.path,
-				 ag->attempt, w->rank);
-		int m = snprintf(w->error_file, sizeof(w->error_file), "%s/error.json", w->dir);
-
-		if (n < 0 || (size_t)n >= sizeof(w->dir) || m < 0 ||
-		    (size_t)m >= sizeof(w->error_file)) {
-			log_error("run directory path '%s' is too long (use a shorter --log_dir)",
-				  ag->rd.path);
-			return -ENAMETOOLONG;
-		}
-		if (mkdir(w->dir, 0755) && errno != EEXIST) {
-			rc = -errno;
-			log_error("cannot create '%s': %s", w->dir, strerror(-rc));
-			return rc;
-		}
-	}
-	return 0;
+	for (int i = 0; i < ag->nproc && !rc; i++)
+		rc = rundir_rank(&ag->rd, ag->attempt, ag->w[i].rank, ag->w[i].dir,
+				 ag->w[i].error_file);
+	return rc;
 }
 
 int agent_worker_open_logs(struct agent_worker *w)
 {
-	static const char *const names[2] = {"stdout.log", "stderr.log"};
-	char path[PATH_MAX + 16];
-
-	for (int s = 0; s < 2; s++) {
-		w->log_fd[s] = -1;
-		if (!w->ag->files)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", w->dir, names[s]);
-		w->log_fd[s] =
-		    open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-		if (w->log_fd[s] < 0) {
-			log_error("cannot create log file '%s': %s (check --log_dir)", path,
-				  strerror(errno));
-			return -errno;
-		}
-	}
-	return 0;
+	w->log_fd[0] = w->log_fd[1] = -1;
+	return w->ag->files ? rundir_open_logs(w->dir, w->log_fd) : 0;
 }
 
 int agent_worker_close_logs(struct agent_worker *w)
 {
-	int rc = 0;
-
-	for (int s = 0; s < 2; s++) {
-		/* A full disk may only show at close (delayed allocation, NFS). */
-		if (w->log_fd[s] >= 0 && close(w->log_fd[s]) && errno != EINTR) {
-			log_error("rank %d: closing its %s log in '%s' failed: %s; that log may be "
-				  "incomplete",
-				  w->rank, s ? "stderr" : "stdout", w->dir, strerror(errno));
-			rc = -errno;
-		}
-		w->log_fd[s] = -1;
-	}
-	return rc;
+	return rundir_close_logs(w->dir, w->rank, w->log_fd);
 }
 
 char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_arg)
