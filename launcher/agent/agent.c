@@ -1,9 +1,11 @@
-/* The agent's state machine: join -> spawn -> run -> stop -> restart/finish. */
+/* The agent's one path: join -> spawn -> run -> the group ends -> the
+ * rendezvous answers with the next round (join again) or the end -> finish. */
 #include "agent.h"
 #include "agent_int.h"
 #include "exit_status.h"
 #include "linebuf.h"
 #include "policy.h"
+#include "rdzv.h"
 #include "signames.h"
 #include "worker_env.h"
 #include "worker_proc.h"
@@ -18,14 +20,15 @@
 #include <timeutil.h>
 #include <unistd.h>
 
-#include "store_server.h"
+static void agent_start_attempt(struct agent *ag);
+static void agent_finish(struct agent *ag);
 
 static bool worker_failed(const struct agent_worker *w)
 {
 	return w->term_signal > 0 || w->exit_code != 0;
 }
 
-void agent_kill_all(struct agent *ag)
+static void agent_kill_all(struct agent *ag)
 {
 	for (int i = 0; i < ag->nproc; i++)
 		worker_proc_kill_group(&ag->w[i].proc);
@@ -43,7 +46,7 @@ static void on_grace(uv_timer_t *t)
 /* Sends `sig` to every running worker's process group, then the grace
  * period, then SIGKILL. SIGCONT follows `sig`: a stopped worker (SIGSTOP,
  * a debugger's ^Z) acts on it at once instead of costing the grace. */
-void agent_stop_group(struct agent *ag, int sig)
+static void agent_stop_group(struct agent *ag, int sig)
 {
 	uint64_t grace_ms = (uint64_t)(ag->o->grace_period * 1000.0 + 0.5);
 
@@ -184,74 +187,67 @@ static void agent_record_attempt(struct agent *ag)
 	}
 }
 
-static void on_backoff(uv_timer_t *t)
+/* Prints the attempt's summary of failures, once. */
+static void agent_show_summary(void *arg)
 {
-	agent_start_attempt(t->data);
-}
+	struct agent *ag = arg;
 
-static void agent_restart(struct agent *ag)
-{
-	struct policy p = {ag->o->max_restarts, ag->o->backoff_initial, ag->o->backoff_max};
-	uint64_t delay = policy_backoff_ms(&p, ag->attempt + 1);
-
-	summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
-	ag->attempt++;
-	if (delay)
-		log_warn("restarting the worker group in %.3g s (the backoff, --backoff): restart "
-			 "%d of %d",
-			 delay / 1000.0, ag->attempt, ag->o->max_restarts);
-	else
-		log_warn("restarting the worker group: restart %d of %d", ag->attempt,
-			 ag->o->max_restarts);
-	if (delay == 0) {
-		agent_start_attempt(ag);
+	if (ag->shown == ag->attempt)
 		return;
-	}
-	ag->state = AGENT_BACKOFF;
-	uv_timer_start(&ag->backoff, on_backoff, delay, 0);
+	ag->shown = ag->attempt;
+	summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
 }
 
-/* Every handle of the attempt is closed: decide what comes next. */
+/* The job is over for this node: its exit status from the outcome. */
+static void agent_end(struct agent *ag, enum rdzv_outcome how)
+{
+	if (how == RDZV_OUT_FAILED && ag->nexited)
+		agent_show_summary(ag);
+	ag->exit_status = rdzv_exit_status(how, ag->stop_signal, ag->permanent, ag->fail_status);
+	agent_finish(ag);
+}
+
+/* This node's status if the job fails now: its last group's first failure,
+ * or 0 when that group did not fail. */
+static int agent_fail_status(const struct agent *ag)
+{
+	const struct summary_rec *first = summary_first_failure(&ag->summary, ag->attempt);
+
+	if (!ag->failed || !first)
+		return 0;
+	return policy_exit_status(0, true, first->exit_code, first->term_signal);
+}
+
+/* Every handle of the attempt is closed: tell the rendezvous, which answers
+ * with the next round or the end. */
 static void agent_group_ended(struct agent *ag)
 {
-	struct policy p = {ag->o->max_restarts, ag->o->backoff_initial, ag->o->backoff_max};
-	const struct summary_rec *first;
+	struct rdzv_group_end g = {
+	    .attempt = ag->attempt,
+	    .failed = ag->failed,
+	    .permanent = ag->permanent,
+	    .round_over = ag->round_over,
+	    .stop_signal = ag->stop_signal,
+	    .show_summary = agent_show_summary,
+	    .arg = ag,
+	};
 
 	uv_timer_stop(&ag->drain);
 	agent_record_attempt(ag);
-	if (rdzv_multinode(ag->rdzv)) {
-		agent_multi_group_ended(ag); /* the job's policy is the rendezvous' */
+	if (ag->end >= 0) {
+		agent_end(ag, ag->end); /* heard while the workers stopped */
 		return;
 	}
-	switch (policy_decide(&p, ag->attempt, ag->failed, ag->permanent, ag->stop_signal > 0)) {
-	case POLICY_SUCCEEDED:
-		ag->exit_status = 0;
-		break;
-	case POLICY_RESTART:
-		agent_restart(ag);
+	ag->round_over = false;
+	if (!g.round_over && ag->stop_signal <= 0)
+		ag->fail_status = agent_fail_status(ag);
+	/* Waiting for the rendezvous from now on: an end it answers at once
+	 * finishes the agent. */
+	ag->state = AGENT_JOINING;
+	if (!rdzv_group_ended(ag->rdzv, &g) || ag->state == AGENT_DONE)
 		return;
-	case POLICY_FAILED:
-		summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
-		first = summary_first_failure(&ag->summary, ag->attempt);
-		if (ag->permanent) {
-			ag->exit_status = DDP_EXIT_PERMANENT;
-			log_error("not restarting: the failure above will repeat at every restart "
-				  "(exit status %d: fix the cause, then run again)",
-				  DDP_EXIT_PERMANENT);
-			break;
-		}
-		ag->exit_status = policy_exit_status(0, true, first ? first->exit_code : 1,
-						     first ? first->term_signal : 0);
-		if (ag->o->max_restarts > 0)
-			log_error("no restart left (--max_restarts=%d)", ag->o->max_restarts);
-		break;
-	case POLICY_STOPPED:
-		summary_print(&ag->summary, ag->attempt, ag->o->max_restarts);
-		log_error("stopped by %s", signame_name(ag->stop_signal));
-		ag->exit_status = policy_exit_status(ag->stop_signal, false, 0, 0);
-		break;
-	}
-	agent_finish(ag);
+	ag->attempt++;
+	agent_start_attempt(ag);
 }
 
 /* Every handle of worker w's run has closed: its log files go. */
@@ -414,7 +410,7 @@ static void on_joined(void *arg, int status, const struct rdzv_round *r)
 }
 
 /* One attempt: join a rendezvous round, then spawn the group. */
-void agent_start_attempt(struct agent *ag)
+static void agent_start_attempt(struct agent *ag)
 {
 	int rc;
 
@@ -422,12 +418,7 @@ void agent_start_attempt(struct agent *ag)
 	ag->failed = false;
 	ag->permanent = false;
 	ag->nexited = 0;
-	/* torch 2.x workers key the store without an attempt prefix: a
-	 * restarted group must not find the last group's keys (its gloo
-	 * addresses, its barrier counts) nor its connections. */
-	if (ag->attempt > 0 && ag->store)
-		store_server_reset(ag->store, NULL, 0);
-	rc = rdzv_join(ag->rdzv, ag->attempt, on_joined, ag);
+	rc = rdzv_join(ag->rdzv, on_joined, ag);
 	if (rc == -ECANCELED)
 		return; /* the rendezvous ended: its event finishes the agent */
 	if (rc) {
@@ -467,33 +458,67 @@ static void on_signal(uv_signal_t *h, int sig)
 		agent_forward(ag, sig);
 		return;
 	}
-	if (rdzv_multinode(ag->rdzv)) {
-		agent_multi_signal(ag, sig);
-		return;
-	}
-	if (!again)
-		ag->stop_signal = sig;
-	log_warn("got %s; %s", signame_name(sig),
-		 again ? "killing the workers now" : "passing it on to the workers");
-	if (ag->state == AGENT_BACKOFF || ag->state == AGENT_JOINING) {
-		/* No worker runs: nothing to pass the signal on to. */
-		uv_timer_stop(&ag->backoff);
-		ag->exit_status = policy_exit_status(sig, false, 0, 0);
-		agent_finish(ag);
-		return;
-	}
 	if (again) {
-		agent_kill_all(ag);
+		log_warn("got %s; killing the workers now", signame_name(sig));
+		if (ag->state == AGENT_JOINING)
+			agent_end(ag, RDZV_OUT_STOPPED); /* no longer waits to leave */
+		else
+			agent_kill_all(ag);
 		return;
 	}
-	agent_stop_group(ag, sig);
+	ag->stop_signal = sig;
+	/* It says what follows; one node between rounds ends here. */
+	rdzv_signal(ag->rdzv, sig);
+	if (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING)
+		agent_stop_group(ag, sig);
 }
+
+static void on_round_over(void *arg, const char *why)
+{
+	struct agent *ag = arg;
+
+	if (ag->state != AGENT_RUNNING) {
+		log_info("%s", why);
+		return;
+	}
+	log_warn("%s; stopping this node's workers for the next round (no restart is "
+		 "counted for it)",
+		 why);
+	ag->round_over = true;
+	agent_stop_group(ag, SIGTERM);
+}
+
+static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
+{
+	struct agent *ag = arg;
+
+	if (ag->state == AGENT_DONE)
+		return;
+	ag->end = (int)how;
+	if (msg)
+		log_msg(how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED ? LOG_ERROR : LOG_INFO,
+			"%s", msg);
+	/* Workers of this node still run: they stop, and the group's end
+	 * finishes the agent. */
+	if (ag->state == AGENT_RUNNING) {
+		agent_stop_group(ag, SIGTERM);
+		return;
+	}
+	if (ag->state == AGENT_STOPPING)
+		return;
+	agent_end(ag, how);
+}
+
+const struct rdzv_events agent_rdzv_events = {
+    .round_over = on_round_over,
+    .ended = on_ended,
+};
 
 static void handle_free_noop(uv_handle_t *h)
 {
 }
 
-void agent_finish(struct agent *ag)
+static void agent_finish(struct agent *ag)
 {
 	char path[PATH_MAX + 16];
 
@@ -516,12 +541,8 @@ void agent_finish(struct agent *ag)
 	footprint_close(&ag->fp);
 	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
 	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
-	uv_close((uv_handle_t *)&ag->backoff, handle_free_noop);
 	for (int i = 0; i < ag->nsig; i++)
 		uv_close((uv_handle_t *)&ag->sig[i], handle_free_noop);
-	if (ag->store)
-		store_server_close(ag->store, NULL, NULL);
-	ag->store = NULL;
 	rdzv_shutdown(ag->rdzv, ag->exit_status);
 }
 
@@ -538,8 +559,7 @@ static void agent_init_handles(struct agent *ag)
 {
 	uv_timer_init(ag->loop, &ag->grace);
 	uv_timer_init(ag->loop, &ag->drain);
-	uv_timer_init(ag->loop, &ag->backoff);
-	ag->grace.data = ag->drain.data = ag->backoff.data = ag;
+	ag->grace.data = ag->drain.data = ag;
 	ag->nsig = 0;
 	for (int i = 0; i < ag->o->nsignals + ag->o->nforward; i++) {
 		int sig = i < ag->o->nsignals ? ag->o->signals[i]
@@ -562,8 +582,12 @@ static void agent_init_handles(struct agent *ag)
 int agent_run(const struct launch_opts *o, char **environ_in)
 {
 	uv_loop_t loop;
-	struct agent ag = {
-	    .loop = &loop, .o = o, .environ_in = environ_in, .exit_status = 1, .rdzv_end = -1};
+	struct agent ag = {.loop = &loop,
+			   .o = o,
+			   .environ_in = environ_in,
+			   .exit_status = 1,
+			   .end = -1,
+			   .shown = -1};
 	int rc;
 
 	summary_init(&ag.summary);
@@ -581,8 +605,6 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 		agent_start_attempt(&ag);
 	} else {
 		ag.exit_status = rc;
-		if (ag.store)
-			store_server_close(ag.store, NULL, NULL);
 		rdzv_shutdown(ag.rdzv, rc);
 	}
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -1,8 +1,9 @@
 /*
- * agent.h - the supervising loop of ddplaunch on one node: bind the store,
- * then per attempt: join a rendezvous round, spawn the workers, watch them
- * (exits and output are libuv events), stop the group on the first failure,
- * restart or finish.
+ * agent.h - the supervising loop of ddplaunch on one node, the same for a
+ * job of one node or many: per attempt, join a rendezvous round (rdzv.h),
+ * spawn the workers, watch them (exits and output are libuv events), stop
+ * the group on the first failure, tell the rendezvous how the group ended,
+ * and join its next round or finish.
  */
 #ifndef DDP_LAUNCHER_AGENT_H
 #define DDP_LAUNCHER_AGENT_H
@@ -12,7 +13,7 @@
 #include "opts.h"
 
 /* Runs the job described by `o` (already checked with opts_check) to the
- * end and returns ddplaunch's exit status (see policy_exit_status). Errors
+ * end and returns ddplaunch's exit status (see rdzv_exit_status). Errors
  * before any worker starts are reported and return 1 (2 for a usage
  * problem such as a taken --strict_port). */
 int agent_run(const struct launch_opts *o, char **environ_in);

@@ -46,7 +46,6 @@ enum agent_state {
 	AGENT_JOINING,
 	AGENT_RUNNING,
 	AGENT_STOPPING, /* stop signal sent, grace timer running */
-	AGENT_BACKOFF,
 	AGENT_DONE,
 };
 
@@ -58,8 +57,6 @@ struct agent {
 	char shim[PATH_MAX];
 	char **argv; /* the worker command line, without --local_rank */
 	size_t argc;
-	struct store_server *store;
-	int port;
 	struct rdzv *rdzv;
 	struct rdzv_round round;
 	enum agent_state state;
@@ -72,7 +69,6 @@ struct agent {
 	bool set_omp;
 	uv_timer_t grace;		       /* then SIGKILL for a stopped group */
 	uv_timer_t drain;		       /* ends an attempt: pipes held open, or no process */
-	uv_timer_t backoff;		       /* starts the next attempt */
 	uv_signal_t sig[2 * OPTS_MAX_SIGNALS]; /* --signals, then --forward_signals */
 	int nsig;
 	struct summary summary;
@@ -81,30 +77,21 @@ struct agent {
 	struct footprint fp; /* the job's cgroup and shared-memory names */
 	bool files;	     /* per-rank log files */
 	bool lost_output;    /* a worker log or summary write failed */
-	/* multi-node (agent_multi.c) */
-	bool round_over; /* the group was stopped because its round is over */
-	int rdzv_end;	 /* enum rdzv_outcome once the rendezvous ended, else -1 */
-	int fail_status; /* exit status of this node's last failed group, or 0 */
+	bool round_over;     /* the group was stopped because its round is over */
+	int end;	     /* enum rdzv_outcome once the rendezvous ended, else -1 */
+	int fail_status;     /* exit status of this node's last failed group, or 0 */
+	int shown;	     /* the last attempt whose summary was printed, or -1 */
 	int64_t last_fail_ns;
 };
 
-/* agent.c: steps the multi-node glue (agent_multi.c) shares. */
-void agent_start_attempt(struct agent *ag);
-void agent_finish(struct agent *ag);
-void agent_kill_all(struct agent *ag);
-/* Sends sig to the running workers, then the grace period, then SIGKILL. */
-void agent_stop_group(struct agent *ag, int sig);
-
-/* agent_multi.c: the rendezvous' events, and the group's end and stop
- * signals across nodes. */
+/* The rendezvous' events (agent.c). */
 extern const struct rdzv_events agent_rdzv_events;
-void agent_multi_group_ended(struct agent *ag);
-void agent_multi_signal(struct agent *ag, int sig);
 
 /* Set-up before the first attempt: the number of workers, ddp-exec, the
- * worker command line, the store socket, the rendezvous, the run directory,
- * the job's footprint (cgroup, tag), OMP_NUM_THREADS. Returns 0, or ddplaunch's exit status (1; 2
- * for a usage problem such as a taken --strict_port) after reporting why. */
+ * worker command line, the rendezvous (attached: one node's workers' store
+ * is bound), the run directory, the job's footprint (cgroup, tag),
+ * OMP_NUM_THREADS. Returns 0, or ddplaunch's exit status (1; 2 for a usage
+ * problem such as a taken --strict_port) after reporting why. */
 int agent_setup(struct agent *ag);
 
 /* Per attempt: each worker's directory (w->dir), with no error file

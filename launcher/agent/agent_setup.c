@@ -1,7 +1,6 @@
 /* What the agent prepares once (the number of workers, the ddp-exec guard,
- * the worker command line, the store socket, the rendezvous, the run
- * directory) and per attempt (each worker's directory, log files, command
- * line and environment). */
+ * the worker command line, the rendezvous, the run directory) and per attempt (each worker's
+ * directory, log files, command line and environment). */
 #include "agent.h"
 #include "agent_int.h"
 #include "command.h"
@@ -9,16 +8,12 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <log.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-#include "store_server.h"
 
 #ifndef DDP_LIBEXECDIR
 #define DDP_LIBEXECDIR "/usr/local/libexec/ddplaunch"
@@ -26,47 +21,6 @@
 #ifndef DDP_LIBEXECDIR_FROM_BINDIR
 #define DDP_LIBEXECDIR_FROM_BINDIR "" /* none: only the absolute one */
 #endif
-
-#define TORCHRUN_DEFAULT_PORT 29500
-
-static int store_listen(struct agent *ag, int port)
-{
-	return store_server_listen(ag->store, ag->o->master_addr, port);
-}
-
-static int agent_bind_store(struct agent *ag)
-{
-	const struct launch_opts *o = ag->o;
-	bool given = o->master_port >= 0;
-	int asked = given ? o->master_port : (o->standalone ? 0 : TORCHRUN_DEFAULT_PORT);
-	int rc = store_server_new(ag->loop, NULL, &ag->store);
-
-	if (rc)
-		return rc;
-	/* Bind once and keep the socket: no probe-then-close window. */
-	rc = store_listen(ag, asked);
-	if (rc == UV_EADDRINUSE && asked != 0) {
-		if (o->strict_port) {
-			log_error("port %d is in use by another process; free it or pick another "
-				  "--master_port (--strict_port refuses to move)",
-				  asked);
-			return rc;
-		}
-		rc = store_listen(ag, 0);
-		if (!rc)
-			log_warn("port %d is in use by another process; using %d instead "
-				 "(--strict_port to refuse)",
-				 asked, store_server_port(ag->store));
-	}
-	if (rc) {
-		log_error("cannot listen on %s:%d for the store: %s (check --master_addr and "
-			  "--master_port)",
-			  o->master_addr, asked, uv_strerror(rc));
-		return rc;
-	}
-	ag->port = store_server_port(ag->store);
-	return 0;
-}
 
 static int agent_build_argv(struct agent *ag)
 {
@@ -89,77 +43,23 @@ static int agent_prepare_run_dir(struct agent *ag)
 
 int agent_prepare_attempt_dirs(struct agent *ag)
 {
-	char attempt_dir[PATH_MAX];
-	int rc =
-	    snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", ag->rd.path, ag->attempt);
+	int rc = rundir_attempt(&ag->rd, ag->attempt);
 
-	/* One mkdir for the attempt, then one per rank: this sits on the start
-	 * and restart path. */
-	if (rc < 0 || (size_t)rc >= sizeof(attempt_dir))
-		rc = -ENAMETOOLONG;
-	else
-		rc = mkdir(attempt_dir, 0755) && errno != EEXIST ? -errno : 0;
-	if (rc) {
-		log_error("cannot create '%s': %s", attempt_dir, strerror(-rc));
-		return rc;
-	}
-	for (int i = 0; i < ag->nproc; i++) {
-		struct agent_worker *w = &ag->w[i];
-		int n = snprintf(w->dir, sizeof(w->dir), "%s/attempt_%d/%d", ag->rd.path,
-				 ag->attempt, w->rank);
-		int m = snprintf(w->error_file, sizeof(w->error_file), "%s/error.json", w->dir);
-
-		if (n < 0 || (size_t)n >= sizeof(w->dir) || m < 0 ||
-		    (size_t)m >= sizeof(w->error_file)) {
-			log_error("run directory path '%s' is too long (use a shorter --log_dir)",
-				  ag->rd.path);
-			return -ENAMETOOLONG;
-		}
-		if (mkdir(w->dir, 0755) && errno != EEXIST) {
-			rc = -errno;
-			log_error("cannot create '%s': %s", w->dir, strerror(-rc));
-			return rc;
-		}
-	}
-	return 0;
+	for (int i = 0; i < ag->nproc && !rc; i++)
+		rc = rundir_rank(&ag->rd, ag->attempt, ag->w[i].rank, ag->w[i].dir,
+				 ag->w[i].error_file);
+	return rc;
 }
 
 int agent_worker_open_logs(struct agent_worker *w)
 {
-	static const char *const names[2] = {"stdout.log", "stderr.log"};
-	char path[PATH_MAX + 16];
-
-	for (int s = 0; s < 2; s++) {
-		w->log_fd[s] = -1;
-		if (!w->ag->files)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", w->dir, names[s]);
-		w->log_fd[s] =
-		    open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-		if (w->log_fd[s] < 0) {
-			log_error("cannot create log file '%s': %s (check --log_dir)", path,
-				  strerror(errno));
-			return -errno;
-		}
-	}
-	return 0;
+	w->log_fd[0] = w->log_fd[1] = -1;
+	return w->ag->files ? rundir_open_logs(w->dir, w->log_fd) : 0;
 }
 
 int agent_worker_close_logs(struct agent_worker *w)
 {
-	int rc = 0;
-
-	for (int s = 0; s < 2; s++) {
-		/* A full disk may only show at close (delayed allocation, NFS). */
-		if (w->log_fd[s] >= 0 && close(w->log_fd[s]) && errno != EINTR) {
-			log_error("rank %d: closing its %s log in '%s' failed: %s; that log may be "
-				  "incomplete",
-				  w->rank, s ? "stderr" : "stdout", w->dir, strerror(errno));
-			rc = -errno;
-		}
-		w->log_fd[s] = -1;
-	}
-	return rc;
+	return rundir_close_logs(w->dir, w->rank, w->log_fd);
 }
 
 char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_arg)
@@ -273,7 +173,7 @@ int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_
 
 	if (nproc < 0)
 		return nproc;
-	rc = rdzv_new(o, environ_in, nproc, o->master_addr, 0, &r, err, errlen);
+	rc = rdzv_new(o, environ_in, nproc, &r, err, errlen);
 	rdzv_free(r);
 	return rc;
 }
@@ -294,27 +194,16 @@ int agent_setup(struct agent *ag)
 	if (!ag->w || agent_find_shim(ag) || agent_build_argv(ag))
 		return 1;
 	/* Fail on an unsupported rendezvous before taking any port. */
-	rc = rdzv_new(ag->o, ag->environ_in, ag->nproc, ag->o->master_addr, 0, &ag->rdzv, err,
-		      sizeof(err));
+	rc = rdzv_new(ag->o, ag->environ_in, ag->nproc, &ag->rdzv, err, sizeof(err));
 	if (rc) {
 		log_error("%s", err);
 		return 2;
 	}
-	if (rdzv_multinode(ag->rdzv)) {
-		/* Across nodes the rendezvous hosts the stores (rdzv_multi.h). */
-		rc = rdzv_attach(ag->rdzv, ag->loop, &agent_rdzv_events, ag);
-		if (rc)
-			return rc == -EADDRINUSE ? 2 : 1;
-	} else {
-		rdzv_free(ag->rdzv);
-		ag->rdzv = NULL;
-		rc = agent_bind_store(ag);
-		if (rc)
-			return ag->o->strict_port && rc == UV_EADDRINUSE ? 2 : 1;
-		if (rdzv_new(ag->o, ag->environ_in, ag->nproc, ag->o->master_addr, ag->port,
-			     &ag->rdzv, err, sizeof(err)))
-			return 1;
-	}
+	/* The workers' store (one node) or the rendezvous store (many) is
+	 * bound here, or its host reached. */
+	rc = rdzv_attach(ag->rdzv, ag->loop, &agent_rdzv_events, ag);
+	if (rc)
+		return rc == -EADDRINUSE ? 2 : 1;
 	if (agent_prepare_run_dir(ag))
 		return 1;
 	cg = worker_env_get(ag->environ_in, "DDPLAUNCH_CGROUP");

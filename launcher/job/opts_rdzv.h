@@ -140,7 +140,7 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
  * 0.0.0.0, a keep-alive window over OPTS_RDZV_SECONDS_MAX, port 0 on a
  * static node other than node 0). What needs this machine (is --local_addr
  * one of its addresses, does the store's host resolve) is checked by
- * rdzv_new (launcher/agent/rdzv.h), which --dry_run runs too. */
+ * rdzv_new (launcher/rdzv/rdzv.h), which --dry_run runs too. */
 int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
 		      char *err, size_t errlen);
 

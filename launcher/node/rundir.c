@@ -1,5 +1,6 @@
 /* The run's directory: a new one per run, the latest link, the lock of a
- * temporary one and the removal of those that dead runs left. */
+ * temporary one and the removal of those that dead runs left; in it, each
+ * attempt's and rank's directory and the rank's log files. */
 #include "rundir.h"
 
 #include <dirent.h>
@@ -219,6 +220,79 @@ int rundir_open(struct rundir *rd, const char *log_dir, const char *run_id, cons
 	if (log_dir)
 		return open_in_log_dir(rd, log_dir, run_id ? run_id : "run");
 	return open_tmp(rd, tmpdir, keep);
+}
+
+int rundir_attempt(const struct rundir *rd, int attempt)
+{
+	char path[PATH_MAX];
+	int rc = snprintf(path, sizeof(path), "%s/attempt_%d", rd->path, attempt);
+
+	/* One mkdir for the attempt, then one per rank: this sits on the start
+	 * and restart path. */
+	if (rc < 0 || (size_t)rc >= sizeof(path))
+		rc = -ENAMETOOLONG;
+	else
+		rc = mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
+	if (rc)
+		log_error("cannot create '%s': %s", path, strerror(-rc));
+	return rc;
+}
+
+int rundir_rank(const struct rundir *rd, int attempt, int rank, char dir[PATH_MAX],
+		char error_file[PATH_MAX])
+{
+	int n = snprintf(dir, PATH_MAX, "%s/attempt_%d/%d", rd->path, attempt, rank);
+	int m = snprintf(error_file, PATH_MAX, "%s/error.json", dir);
+	int rc;
+
+	if (n < 0 || n >= PATH_MAX || m < 0 || m >= PATH_MAX) {
+		log_error("run directory path '%s' is too long (use a shorter --log_dir)",
+			  rd->path);
+		return -ENAMETOOLONG;
+	}
+	if (mkdir(dir, 0755) && errno != EEXIST) {
+		rc = -errno;
+		log_error("cannot create '%s': %s", dir, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int rundir_open_logs(const char *dir, int fd[2])
+{
+	static const char *const names[2] = {"stdout.log", "stderr.log"};
+	char path[PATH_MAX + 16];
+	int rc;
+
+	fd[0] = fd[1] = -1;
+	for (int s = 0; s < 2; s++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[s]);
+		fd[s] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		if (fd[s] < 0) {
+			rc = -errno;
+			log_error("cannot create log file '%s': %s (check --log_dir)", path,
+				  strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int rundir_close_logs(const char *dir, int rank, int fd[2])
+{
+	int rc = 0;
+
+	for (int s = 0; s < 2; s++) {
+		/* A full disk may only show at close (delayed allocation, NFS). */
+		if (fd[s] >= 0 && close(fd[s]) && errno != EINTR) {
+			rc = -errno;
+			log_error("rank %d: closing its %s log in '%s' failed: %s; that log may be "
+				  "incomplete",
+				  rank, s ? "stderr" : "stdout", dir, strerror(-rc));
+		}
+		fd[s] = -1;
+	}
+	return rc;
 }
 
 void rundir_close(struct rundir *rd)

@@ -38,6 +38,27 @@ struct rundir {
 int rundir_open(struct rundir *rd, const char *log_dir, const char *run_id, const char *tmpdir,
 		bool keep);
 
+/* Per attempt: makes attempt_N in the run directory. Returns 0 or -errno
+ * (reported). */
+int rundir_attempt(const struct rundir *rd, int attempt);
+
+/* Per attempt and rank: makes attempt_N/RANK (`dir`) and names its error
+ * file (`error_file`, dir/error.json, not created). Returns 0, or
+ * -ENAMETOOLONG (a run directory too long for them) or another -errno,
+ * reported. */
+int rundir_rank(const struct rundir *rd, int attempt, int rank, char dir[PATH_MAX],
+		char error_file[PATH_MAX]);
+
+/* Creates dir/stdout.log and dir/stderr.log (emptied, appended to) into
+ * fd[0] and fd[1]. Returns 0, or -errno after reporting which file (the
+ * files not opened are -1; close the others with rundir_close_logs). */
+int rundir_open_logs(const char *dir, int fd[2]);
+
+/* Closes the log files of rank `rank` in `dir` (-1 stays -1; each is -1
+ * afterwards). Returns 0, or the -errno of a close that failed (a full disk
+ * may only show then), reported. */
+int rundir_close_logs(const char *dir, int rank, int fd[2]);
+
 /* At the end: removes a temporary run directory, or what ddplaunch put in
  * it (files a worker added there stay, with the directories holding
  * them), and releases the lock. */

@@ -2,7 +2,7 @@
  * rdzv_int.h - inside the agent's rendezvous seam (rdzv.h): its many-nodes
  * backend (rdzv_nodes.c), the rendezvous driver of rendezvous/driver/
  * (driver.h) given the resolved options (opts_rdzv.h) and heard through
- * rdzv.h's events, which rdzv_local.c forwards the calls to. The calls are
+ * rdzv.h's events, which rdzv_many.c forwards the calls to. The calls are
  * those of rdzv.h; their contracts are there.
  */
 #ifndef DDP_LAUNCHER_RDZV_INT_H

@@ -1,0 +1,76 @@
+/* The agent's rendezvous seam (rdzv.h): picks the backend, one node
+ * (rdzv_one.c) or many (rdzv_many.c), and calls its operations. */
+#include "rdzv.h"
+#include "exit_status.h"
+#include "opts.h"
+#include "opts_rdzv.h"
+#include "worker_env.h"
+
+int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct rdzv **out,
+	     char *err, size_t errlen)
+{
+	struct opts_rdzv res;
+	int rc = opts_rdzv_resolve(o, worker_env_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err,
+				   errlen);
+
+	if (rc < 0)
+		return rc;
+	if (res.mode == OPTS_RDZV_LOCAL)
+		return rdzv_one_new(o, nproc, out);
+	return rdzv_many_new(&res, nproc, o->max_restarts, out, err, errlen);
+}
+
+int rdzv_attach(struct rdzv *r, uv_loop_t *loop, const struct rdzv_events *ev, void *arg)
+{
+	return r->ops->attach(r, loop, ev, arg);
+}
+
+int rdzv_join(struct rdzv *r, rdzv_joined_fn done, void *arg)
+{
+	return r->ops->join(r, done, arg);
+}
+
+bool rdzv_group_ended(struct rdzv *r, const struct rdzv_group_end *g)
+{
+	return r->ops->group_ended(r, g);
+}
+
+void rdzv_signal(struct rdzv *r, int sig)
+{
+	r->ops->signal(r, sig);
+}
+
+void rdzv_shutdown(struct rdzv *r, int exit_status)
+{
+	if (r)
+		r->ops->shutdown(r, exit_status);
+}
+
+void rdzv_free(struct rdzv *r)
+{
+	if (r)
+		r->ops->free(r);
+}
+
+int rdzv_exit_status(enum rdzv_outcome how, int stop_signal, bool permanent, int fail_status)
+{
+	switch (how) {
+	case RDZV_OUT_FINISHED:
+		return 0;
+	case RDZV_OUT_REFUSED:
+		return 2;
+	case RDZV_OUT_PERMANENT:
+		return DDP_EXIT_PERMANENT;
+	case RDZV_OUT_STOPPED:
+		return 128 + stop_signal;
+	case RDZV_OUT_LEFT:
+		if (stop_signal > 0)
+			return 128 + stop_signal;
+		return permanent ? DDP_EXIT_PERMANENT : 0;
+	case RDZV_OUT_FAILED:
+	default:
+		if (stop_signal > 0)
+			return 128 + stop_signal;
+		return fail_status ? fail_status : 1;
+	}
+}
