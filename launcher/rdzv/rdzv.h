@@ -19,14 +19,18 @@
  * Every round has this node alone.
  *
  * Many nodes (rdzv_many.c, --nnodes > 1 or c10d with an endpoint): the
- * multi-node driver (rendezvous/driver/driver.h, through rdzv_nodes.c) runs the rendezvous state
- * machine on the agent's loop; the job's restart budget is the machine's, counted for all nodes;
- * the driver gives each round a fresh workers' store. Besides `ended`, the agent hears: round_over
- * the running round is over (a node died, left or joined, workers failed elsewhere, or this node
- * lost its session with the store and joins again as a new node): stop the local workers (SIGTERM,
- * grace) without counting a failure, then report the group's end with round_over set A stop signal
- * makes this node leave the job (the others re-form at once); rdzv_shutdown closes the session (and
- * a hosted store, once its clients have gone: see rdzv_shutdown).
+ * multi-node driver (driver.h, through rdzv_nodes.c) runs the rendezvous
+ * state machine on the agent's loop; the job's restart budget is the machine's, counted for all
+ * nodes; the driver gives each round a fresh workers' store. Besides
+ * `ended`, the agent hears:
+ *   round_over  the running round is over (a node died, left or joined,
+ *               workers failed elsewhere, or this node lost its session with
+ *               the store and joins again as a new node): stop the local
+ *               workers (SIGTERM, grace) without counting a failure, then
+ *               report the group's end with round_over set
+ * A stop signal makes this node leave the job (the others re-form at once);
+ * rdzv_shutdown closes the session (and a hosted store, once its clients
+ * have gone: see rdzv_shutdown).
  */
 #ifndef DDP_LAUNCHER_RDZV_H
 #define DDP_LAUNCHER_RDZV_H

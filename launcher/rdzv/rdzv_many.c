@@ -1,10 +1,9 @@
 /*
  * rdzv_many.c - the many-nodes backend of the rendezvous seam (rdzv.h): the
  * multi-node driver (rendezvous/driver/, through rdzv_nodes.c) runs the
- * rendezvous; the job's restart
- * budget is its machine's, for all nodes. This node hands it its group's
- * end, and leaves the job on a stop signal or a failure that would repeat
- * in every round.
+ * rendezvous; the job's restart budget is its machine's, for all nodes.
+ * This node hands it its group's end, and leaves the job on a stop signal
+ * or a failure that would repeat in every round.
  */
 #include "exit_status.h"
 #include "rdzv.h"
