@@ -19,8 +19,9 @@
 int agent_run(const struct launch_opts *o, char **environ_in);
 
 /* The checks agent_run makes of `o` before it starts anything (the number
- * of workers, the rendezvous), so that --dry_run refuses what a real run
- * would. Returns 0, or -EINVAL/-ENOTSUP with err filled. */
+ * of workers, ddp-exec, the rendezvous, a --strict_port port that is
+ * taken), so that --dry_run refuses what a real run would. Returns 0, or
+ * -EINVAL/-ENOTSUP/-ENOENT/-EADDRINUSE with err filled. */
 int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_t errlen);
 
 #endif

@@ -123,7 +123,10 @@ int agent_worker_env(struct agent_worker *w, char ***env)
 /* ddp-exec next to ddplaunch (the build tree), else where the install put
  * it relative to ddplaunch (a moved or DESTDIR-staged install runs its own),
  * else in the configured libexecdir. */
-static int agent_find_shim(struct agent *ag)
+/* ddp-exec: next to ddplaunch (a build tree, or an install moved or staged
+ * whole), or in the configured libexecdir. Returns 0 with shim filled, or
+ * -ENOENT. */
+static int find_shim(char *shim, size_t len)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -132,20 +135,26 @@ static int agent_find_shim(struct agent *ag)
 	if (n > 0) {
 		self[n] = '\0';
 		dir = dirname(self);
-		snprintf(ag->shim, sizeof(ag->shim), "%s/ddp-exec", dir);
-		if (access(ag->shim, X_OK) == 0)
+		snprintf(shim, len, "%s/ddp-exec", dir);
+		if (access(shim, X_OK) == 0)
 			return 0;
-		snprintf(ag->shim, sizeof(ag->shim), "%s/%s/ddp-exec", dir,
-			 DDP_LIBEXECDIR_FROM_BINDIR);
-		if (DDP_LIBEXECDIR_FROM_BINDIR[0] && access(ag->shim, X_OK) == 0)
+		snprintf(shim, len, "%s/%s/ddp-exec", dir, DDP_LIBEXECDIR_FROM_BINDIR);
+		if (DDP_LIBEXECDIR_FROM_BINDIR[0] && access(shim, X_OK) == 0)
 			return 0;
 	}
-	snprintf(ag->shim, sizeof(ag->shim), "%s/ddp-exec", DDP_LIBEXECDIR);
-	if (access(ag->shim, X_OK) == 0)
-		return 0;
-	log_error("cannot find 'ddp-exec' next to ddplaunch or in '%s' (reinstall ddplaunch)",
-		  DDP_LIBEXECDIR);
-	return -ENOENT;
+	snprintf(shim, len, "%s/ddp-exec", DDP_LIBEXECDIR);
+	return access(shim, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+#define SHIM_MISSING "cannot find 'ddp-exec' next to ddplaunch or in '%s' (reinstall ddplaunch)"
+
+static int agent_find_shim(struct agent *ag)
+{
+	int rc = find_shim(ag->shim, sizeof(ag->shim));
+
+	if (rc)
+		log_error(SHIM_MISSING, DDP_LIBEXECDIR);
+	return rc;
 }
 
 /* GPUs visible as /dev/nvidiaN (for --nproc_per_node=gpu/auto). */
@@ -167,15 +176,16 @@ static int count_gpus(const struct agent *ag)
 int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_t errlen)
 {
 	struct agent ag = {.o = o, .environ_in = environ_in};
-	struct rdzv *r = NULL;
+	char shim[PATH_MAX];
 	int nproc = opts_nproc(o, (int)sysconf(_SC_NPROCESSORS_ONLN), count_gpus(&ag), err, errlen);
-	int rc;
 
 	if (nproc < 0)
 		return nproc;
-	rc = rdzv_new(o, environ_in, nproc, &r, err, errlen);
-	rdzv_free(r);
-	return rc;
+	if (find_shim(shim, sizeof(shim))) {
+		snprintf(err, errlen, SHIM_MISSING, DDP_LIBEXECDIR);
+		return -ENOENT;
+	}
+	return rdzv_check(o, environ_in, nproc, err, errlen);
 }
 
 int agent_setup(struct agent *ag)

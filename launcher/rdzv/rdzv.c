@@ -20,6 +20,22 @@ int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct r
 	return rdzv_many_new(&res, nproc, o->max_restarts, out, err, errlen);
 }
 
+int rdzv_check(const struct launch_opts *o, char **environ_in, int nproc, char *err, size_t errlen)
+{
+	struct opts_rdzv res;
+	struct rdzv *r = NULL;
+	int rc = rdzv_new(o, environ_in, nproc, &r, err, errlen);
+
+	rdzv_free(r);
+	if (rc < 0)
+		return rc;
+	rc = opts_rdzv_resolve(o, worker_env_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err,
+			       errlen);
+	if (rc == 0 && res.mode == OPTS_RDZV_LOCAL)
+		rc = rdzv_one_check_port(o, err, errlen);
+	return rc;
+}
+
 int rdzv_attach(struct rdzv *r, uv_loop_t *loop, const struct rdzv_events *ev, void *arg)
 {
 	return r->ops->attach(r, loop, ev, arg);

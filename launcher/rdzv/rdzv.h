@@ -120,6 +120,12 @@ struct rdzv {
 int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct rdzv **out,
 	     char *err, size_t errlen);
 
+/* What a dry run refuses that a run would (exit 2), without joining:
+ * rdzv_new's checks, and for one node with --strict_port, that the port it
+ * may not move from is free now (a run binds it at rdzv_attach). Returns 0,
+ * rdzv_new's errors, or -EADDRINUSE with err filled. */
+int rdzv_check(const struct launch_opts *o, char **environ_in, int nproc, char *err, size_t errlen);
+
 /* Runs on `loop` from now on. One node: binds the workers' store (a taken
  * port is said, and another one used unless --strict_port). Many nodes:
  * hosts the rendezvous store when this node is its host, then starts
@@ -174,6 +180,8 @@ int rdzv_exit_status(enum rdzv_outcome how, int stop_signal, bool permanent, int
 /* The backends, for rdzv_new: the same arguments; many nodes gets the
  * options resolved and checked. */
 int rdzv_one_new(const struct launch_opts *o, int nproc, struct rdzv **out);
+/* rdzv_check's port check for one node: 0 or -EADDRINUSE (err filled). */
+int rdzv_one_check_port(const struct launch_opts *o, char *err, size_t errlen);
 int rdzv_many_new(const struct opts_rdzv *cfg, int nproc, int max_restarts, struct rdzv **out,
 		  char *err, size_t errlen);
 

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <log.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "store_server.h"
@@ -47,13 +48,20 @@ static int one_listen(struct rdzv_one *r, int port)
 	return store_server_listen(r->store, r->o->master_addr, port);
 }
 
+/* The port the workers' store asks for (0: any). */
+static int one_asked_port(const struct launch_opts *o)
+{
+	if (o->master_port >= 0)
+		return o->master_port;
+	return o->standalone ? 0 : TORCHRUN_DEFAULT_PORT;
+}
+
 /* Binds the workers' store once and keeps the socket: no probe-then-close
  * window. */
 static int one_bind_store(struct rdzv_one *r, uv_loop_t *loop)
 {
 	const struct launch_opts *o = r->o;
-	bool given = o->master_port >= 0;
-	int asked = given ? o->master_port : (o->standalone ? 0 : TORCHRUN_DEFAULT_PORT);
+	int asked = one_asked_port(o);
 	int rc = store_server_new(loop, NULL, &r->store);
 
 	if (rc)
@@ -239,6 +247,31 @@ static const struct rdzv_ops one_ops = {
     .shutdown = one_shutdown,
     .free = one_free,
 };
+
+int rdzv_one_check_port(const struct launch_opts *o, char *err, size_t errlen)
+{
+	struct store_server *s = NULL;
+	int asked = one_asked_port(o);
+	uv_loop_t loop;
+	int rc;
+
+	if (!o->strict_port || asked == 0 || uv_loop_init(&loop))
+		return 0; /* a port that may move, or nothing to probe with */
+	rc = store_server_new(&loop, NULL, &s);
+	if (rc == 0) {
+		rc = store_server_listen(s, o->master_addr, asked);
+		store_server_close(s, NULL, NULL);
+		uv_run(&loop, UV_RUN_DEFAULT);
+	}
+	uv_loop_close(&loop);
+	if (rc != UV_EADDRINUSE)
+		return 0; /* anything else is the run's to say */
+	snprintf(err, errlen,
+		 "port %d is in use by another process; free it or pick another --master_port "
+		 "(--strict_port refuses to move)",
+		 asked);
+	return -EADDRINUSE;
+}
 
 int rdzv_one_new(const struct launch_opts *o, int nproc, struct rdzv **out)
 {

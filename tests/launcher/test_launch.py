@@ -6,6 +6,7 @@ import os
 import re
 import resource
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -768,8 +769,33 @@ class Ports(LaunchCase):
             r = self.launch(["--strict_port", "--master_port=%d" % port, HELPER, "exit", "0"])
             self.assertEqual(r.returncode, 2)
             self.assertIn("port %d is in use by another process" % port, r.stderr)
+            # --dry_run refuses it as the run does (it probes the port, then
+            # lets it go), and accepts the same line once the port is free.
+            r = self.launch(["--dry_run", "--strict_port", "--master_port=%d" % port, HELPER])
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("port %d is in use by another process" % port, r.stderr)
         finally:
             holder.close()
+        r = self.launch(["--dry_run", "--strict_port", "--master_port=%d" % port, HELPER])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_dry_run_without_ddp_exec(self):
+        """A ddplaunch whose ddp-exec is missing: --dry_run refuses it as a
+        run does, naming what to do."""
+        lone = os.path.join(self.dir, "lone")
+        os.mkdir(lone)
+        shutil.copy(DDPLAUNCH, lone)
+        real = subprocess.run([os.path.join(lone, "ddplaunch"), HELPER, "exit", "0"],
+                              capture_output=True, text=True, timeout=30)
+        if real.returncode == 0:
+            self.skipTest("a ddp-exec is installed in the configured libexecdir, so this "
+                          "ddplaunch finds one")
+        self.assertIn("cannot find 'ddp-exec'", real.stderr)
+        r = subprocess.run([os.path.join(lone, "ddplaunch"), "--dry_run", HELPER],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("cannot find 'ddp-exec' next to ddplaunch", r.stderr)
+        self.assertIn("reinstall ddplaunch", r.stderr)
 
     def test_default_port_29500_then_a_free_one(self):
         # torchrun's default port is fixed, so this runs in a network
