@@ -64,6 +64,10 @@ static void *comm_main(void *arg)
 
 		w->start_ns = time_now_ns();
 		w->rc = failed ? -ECANCELED : comm_run(ctx, w);
+		/* Aborted mid-way, a transport sees its own sockets shut: the
+		 * cause is the abort, not a peer. */
+		if (w->rc < 0 && atomic_load(&c->aborted))
+			w->rc = -ECANCELED;
 		w->end_ns = time_now_ns();
 
 		pthread_mutex_lock(&c->lock);
