@@ -146,10 +146,15 @@ static int reform(struct ddp_ctx *ctx, int rank, int world, int local_world, int
 	char err[1024];
 	int rc;
 
+	uint64_t t0 = now_ns();
+
 	fill_options(&o, rank, world, local_world, attempt);
 	rc = ddp_reform(ctx, &o, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "re-formation %d failed: %s\n", attempt, err);
+	else
+		printf("rank %d: re-formation %d took %.1f ms\n", rank, attempt,
+		       (double)(now_ns() - t0) / 1e6);
 	return rc;
 }
 
