@@ -16,8 +16,15 @@
  *   -EIO          a device/backend failure, or an I/O error on a file
  *   -ENOMEM
  * After a collective fails the communicator is aborted: every later
- * collective returns -ECANCELED. Restarting the group (the launcher does) is
- * the way to recover.
+ * collective returns -ECANCELED. A collective in flight when a peer dies
+ * fails within a second, never at the deadline: -ECONNRESET when this rank
+ * saw the death itself (a shared-memory peer whose process is gone, a TCP
+ * peer's closed or reset connection), -ECANCELED when another rank of the
+ * communicator saw it first; the message names the rank. Two ways to
+ * recover: restart the group (the launcher does, for a program that exits),
+ * or re-form the communicator in place with ddp_reform() for the new
+ * membership, redo the interrupted step there and go on (see
+ * worker/README.md, "Failures").
  *
  * Environment read by ddp_init (besides the launcher's RANK, WORLD_SIZE,
  * LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
@@ -148,9 +155,40 @@ DDP_API int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char 
  * NULL is allowed. */
 DDP_API void ddp_free(struct ddp_ctx *ctx);
 
-/* Aborts the communicator: queued and running collectives fail with
- * -ECANCELED (peers see this rank as gone). Safe from any thread. */
+/* Aborts the communicator: queued, running and later collectives fail at
+ * once with -ECANCELED (peers see this rank as gone and fail too), until
+ * ddp_reform. For the launcher's notice that the round is over while a
+ * collective waits. Safe from any thread and async-signal-safe (an atomic
+ * flag and the transport's own abort: futex wake, shutdown(2)), but not
+ * concurrently with ddp_reform or ddp_free. NULL is allowed. */
 DDP_API void ddp_abort(struct ddp_ctx *ctx);
+
+/* Rebuilds the communicator in place for a new membership, without leaving
+ * the process: opts (NULL: ddp_options_init, i.e. the environment, read as
+ * ddp_init reads it) give the new rank, world size, local sizes, store
+ * (init_method) and namespace (run_id, attempt: use a new attempt, or a new
+ * store, for every round, so no value of an earlier round is read).
+ *
+ * First the old communicator is aborted (every collective still queued or
+ * running fails with -ECANCELED), its communication thread joined, and its
+ * store connection, sockets, shared-memory mappings and pidfds closed;
+ * then the new one is built as ddp_init builds it: every rank of the new
+ * membership calls ddp_reform (or, a joining process, ddp_init) with the
+ * same world size, store and namespace. The application's memory is not
+ * touched: buffers from ddp_mem_alloc stay valid (and keep their in-place
+ * path on shared memory) when the new communicator uses the same backend
+ * and transport; free them first if it may not. Call from the thread that
+ * owns the context, after every ddp_work of the old communicator was
+ * waited for; free reducers before and create them again after (their
+ * creation checks the model and broadcasts rank 0's parameters, which a
+ * joining rank needs).
+ *
+ * Returns 0, or a negative errno with errbuf (if not NULL) and ddp_error
+ * naming the cause (e.g. -ETIMEDOUT naming the ranks of the new membership
+ * that never arrived). After a failure the context has no communicator:
+ * its collectives return -ECANCELED; call ddp_reform again or ddp_free. */
+DDP_API int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf,
+		       size_t errbuf_len);
 
 DDP_API int ddp_rank(const struct ddp_ctx *ctx);
 DDP_API int ddp_world_size(const struct ddp_ctx *ctx);

@@ -9,6 +9,8 @@
  * operation, an asynchronous NCCL error fails with -ECONNRESET, ddp_abort()
  * stops a waiting collective, an initialisation that never finishes times
  * out; after each the communicator is aborted and later calls are refused.
+ * ddp_reform aborts the old communicator, makes a new one and keeps the
+ * application's device memory.
  * And ddp_set_compute_stream: which stream the backend's events are
  * recorded on and waited by (the CPU backend ignores it).
  */
@@ -299,6 +301,51 @@ static void test_abort(void)
 	ddp_free(ctx);
 }
 
+/* ddp_reform on NCCL: the old communicator is aborted (ncclCommAbort, not
+ * a finalize that would wait for dead peers), a new one is made (a new
+ * unique id through the new store), the application's ddp_mem_alloc
+ * buffer survives (not freed, still tracked: it is freed by ddp_mem_free
+ * and nothing is left at ddp_free), and collectives work again. Twice. */
+static void test_reform(void)
+{
+	struct fake_state st = {.hang_after = -1};
+	struct ddp_options o;
+	struct ddp_ctx *ctx;
+	char err[512], init[300];
+	float *dev, host[16];
+	int allocs;
+
+	fake_set(&st);
+	CHECK(open_ctx(60000, &ctx, err, sizeof(err)) == 0);
+	CHECK(ddp_mem_alloc(ctx, 16 * sizeof(float), (void **)&dev) == 0);
+	allocs = fake_get().device_allocs;
+	CHECK(ddp_allreduce(ctx, dev, 16, DDP_FLOAT32, DDP_SUM) == 0);
+	ddp_abort(ctx);
+	CHECK(ddp_allreduce(ctx, dev, 16, DDP_FLOAT32, DDP_SUM) == -ECANCELED);
+	for (int round = 1; round <= 2; round++) {
+		ddp_options_init(&o);
+		snprintf(init, sizeof(init), "file://%s/store%d", dir, ncase++);
+		o.init_method = init;
+		o.rank = o.local_rank = 0;
+		o.world_size = o.local_world_size = 1;
+		o.attempt = round;
+		o.backend = DDP_BACKEND_NCCL;
+		CHECK(ddp_reform(ctx, &o, err, sizeof(err)) == 0);
+		printf("reform %d: aborts %d comms %d device allocs %d\n", round, fake_get().aborts,
+		       fake_get().comms, fake_get().device_allocs);
+		CHECK(fake_get().aborts == round && fake_get().comms == 1);
+		CHECK(fake_get().device_allocs == allocs && ddp_attempt(ctx) == round);
+		for (int i = 0; i < 16; i++)
+			host[i] = (float)i;
+		memcpy(dev, host, sizeof(host)); /* the fake's device memory is host memory */
+		CHECK(ddp_allreduce(ctx, dev, 16, DDP_FLOAT32, DDP_SUM) == 0);
+		CHECK(dev[15] == 15.0f);
+	}
+	ddp_mem_free(ctx, dev);
+	ddp_free(ctx);
+	CHECK(fake_get().comms == 0 && fake_get().device_allocs == 0);
+}
+
 static void test_init_timeout(void)
 {
 	struct fake_state st = {.init_polls = 1 << 30, .hang_after = -1};
@@ -331,6 +378,7 @@ int main(void)
 	test_fault(0);
 	test_fault(1);
 	test_abort();
+	test_reform();
 	test_init_timeout();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	CHECK(system(cmd) == 0);

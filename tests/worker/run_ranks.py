@@ -19,6 +19,9 @@ Checks (exit 0 when all hold):
                      every other rank exits with code 3 (its "failed as
                      expected" path) within --within seconds, and its output
                      names a rank and says what happened
+  --expect reform:R  rank R is killed by SIGKILL (the program kills itself);
+                     every other rank exits 0 (the program checks itself how
+                     fast it failed and that it re-formed without R)
 """
 import argparse
 import os
@@ -134,6 +137,16 @@ def check_die(outs, dead, within):
             sys.exit("rank %d's error does not name the dead rank %d: %r" % (r, dead, out))
 
 
+def check_reform(outs, dead):
+    for r, (rc, out, t) in enumerate(outs):
+        sys.stdout.write("--- rank %d (exit %d after %.2f s)\n%s" % (r, rc, t, out))
+    for r, (rc, out, t) in enumerate(outs):
+        if r == dead and rc != -signal.SIGKILL:
+            sys.exit("rank %d should have been killed by SIGKILL, got %d" % (r, rc))
+        if r != dead and rc != 0:
+            sys.exit("rank %d exited with %d" % (r, rc))
+
+
 def check_stall(outs, stalled, within):
     for r, (rc, out, t) in enumerate(outs):
         sys.stdout.write("--- rank %d (exit %d after %.2f s)\n%s" % (r, rc, t, out))
@@ -180,6 +193,8 @@ def main():
             check_stall(run_once(args, tmp, 0), args.stalled, args.within)
         elif args.expect.startswith("missing:"):
             check_missing(run_once(args, tmp, 0), args.expect[8:], args.within)
+        elif args.expect.startswith("reform:"):
+            check_reform(run_once(args, tmp, 0), int(args.expect[7:]))
         elif args.expect.startswith("die:"):
             check_die(run_once(args, tmp, 0), int(args.expect[4:]), args.within)
         else:

@@ -102,6 +102,13 @@ struct ddp_backend_params {
 	 * hierarchical backend names the job's ranks). Stride 0 means 1. */
 	int rank_name_base;
 	int rank_name_stride;
+	/* ddp_reform: the communicator being replaced (aborted, its
+	 * collectives ended, closed by the caller after *_new returns), or
+	 * NULL. A backend of the same kind takes over what the application
+	 * still holds of it, the memory from ddp_mem_alloc (shm: this rank's
+	 * arena; NCCL: the device allocations), so that memory stays valid;
+	 * everything else of prev is left for its close(). */
+	struct ddp_backend *prev;
 };
 
 /* The job-wide number of rank r of a communicator built from p. */

@@ -113,10 +113,10 @@ int ddp_store_set(struct ddp_ctx *ctx, const char *key, const void *value, size_
 
 	snprintf(full, sizeof(full), "%s/user/%s", ctx->prefix, key);
 	pthread_mutex_lock(&ctx->kv_lock);
-	rc = kv_set(ctx->kv, full, value, len);
+	rc = ctx->kv ? kv_set(ctx->kv, full, value, len) : -ENOTCONN;
 	if (rc < 0)
 		snprintf(ctx->err, sizeof(ctx->err), "store: cannot set '%s': %s", key,
-			 kv_error(ctx->kv));
+			 ctx->kv ? kv_error(ctx->kv) : "no store: the last ddp_reform failed");
 	pthread_mutex_unlock(&ctx->kv_lock);
 	return rc;
 }
@@ -128,17 +128,17 @@ int ddp_store_get(struct ddp_ctx *ctx, const char *key, void **value, size_t *le
 
 	snprintf(full, sizeof(full), "%s/user/%s", ctx->prefix, key);
 	pthread_mutex_lock(&ctx->kv_lock);
-	rc = kv_get(ctx->kv, full, ctx->timeout_ms, value, len);
+	rc = ctx->kv ? kv_get(ctx->kv, full, ctx->timeout_ms, value, len) : -ENOTCONN;
 	if (rc < 0)
 		snprintf(ctx->err, sizeof(ctx->err), "store: cannot get '%s': %s", key,
-			 kv_error(ctx->kv));
+			 ctx->kv ? kv_error(ctx->kv) : "no store: the last ddp_reform failed");
 	pthread_mutex_unlock(&ctx->kv_lock);
 	return rc;
 }
 
 int ddp_mem_alloc(struct ddp_ctx *ctx, size_t bytes, void **out)
 {
-	int rc = ctx->backend->ops->alloc(ctx->backend, bytes, out);
+	int rc = ctx->backend ? ctx->backend->ops->alloc(ctx->backend, bytes, out) : -ECANCELED;
 
 	if (rc < 0)
 		snprintf(ctx->err, sizeof(ctx->err), "cannot allocate %zu bytes for collectives",
@@ -148,6 +148,6 @@ int ddp_mem_alloc(struct ddp_ctx *ctx, size_t bytes, void **out)
 
 void ddp_mem_free(struct ddp_ctx *ctx, void *ptr)
 {
-	if (ptr)
+	if (ptr && ctx->backend)
 		ctx->backend->ops->free_mem(ctx->backend, ptr);
 }

@@ -59,11 +59,15 @@ static void *comm_main(void *arg)
 		c->head = w->next;
 		if (!c->head)
 			c->tail = NULL;
-		failed = c->failed;
+		failed = c->failed || atomic_load(&c->aborted);
 		pthread_mutex_unlock(&c->lock);
 
 		w->start_ns = time_now_ns();
 		w->rc = failed ? -ECANCELED : comm_run(ctx, w);
+		/* Aborted mid-way, a transport sees its own sockets shut: the
+		 * cause is the abort, not a peer. */
+		if (w->rc < 0 && atomic_load(&c->aborted))
+			w->rc = -ECANCELED;
 		w->end_ns = time_now_ns();
 
 		pthread_mutex_lock(&c->lock);
@@ -81,6 +85,9 @@ int comm_start(struct ddp_ctx *ctx)
 	struct comm *c = &ctx->comm;
 	int rc;
 
+	c->head = c->tail = NULL;
+	c->stop = c->failed = c->explained = 0;
+	atomic_store(&c->aborted, 0);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	pthread_cond_init(&c->done, NULL);
@@ -146,13 +153,13 @@ static size_t comm_silent_ranks(struct ddp_ctx *ctx, char *list, size_t len)
 }
 
 /* After the first failure: publishes this rank's reason in the store, then
- * gives the others up to a second to do the same; the ranks that stay
+ * gives the others COMM_EXPLAIN_MS to do the same; the ranks that stay
  * silent are the ones stuck or dead, and the message names them (a rank
  * seeing only "rank 3 closed its connection" then learns who really
  * failed). Polls the store, bounded by the deadline. */
 static void comm_explain(struct ddp_ctx *ctx)
 {
-	uint64_t deadline = time_now_ms() + 1000;
+	uint64_t deadline = time_now_ms() + COMM_EXPLAIN_MS;
 	char key[400], silent[256];
 	size_t n;
 
@@ -161,7 +168,7 @@ static void comm_explain(struct ddp_ctx *ctx)
 	kv_set(ctx->kv, key, ctx->err, strlen(ctx->err));
 	while ((n = comm_silent_ranks(ctx, silent, sizeof(silent))) > 0 &&
 	       time_left_ms(deadline) > 0) {
-		struct timespec ts = {0, 20 * 1000 * 1000};
+		struct timespec ts = {0, 10 * 1000 * 1000};
 
 		nanosleep(&ts, NULL);
 	}
@@ -185,15 +192,21 @@ int comm_wait(struct ddp_work *w)
 	while (!w->done)
 		pthread_cond_wait(&c->done, &c->lock);
 	rc = w->rc;
-	if (rc < 0 && c->explained)
+	if (rc < 0 && !ctx->backend)
+		snprintf(ctx->err, sizeof(ctx->err),
+			 "no communicator: the last ddp_reform failed; call ddp_reform again or "
+			 "exit");
+	else if (rc < 0 && c->explained)
 		snprintf(ctx->err, sizeof(ctx->err), "an earlier collective failed (%.1350s)",
 			 ctx->first_err);
-	else if (rc == -ECANCELED && !ctx->backend->err[0])
+	else if (rc == -ECANCELED && (atomic_load(&c->aborted) || !ctx->backend->err[0]))
 		snprintf(ctx->err, sizeof(ctx->err),
-			 "communicator aborted by ddp_abort; restart the group");
+			 "communicator aborted by ddp_abort; re-form it (ddp_reform) or restart "
+			 "the group");
 	else if (rc < 0)
 		snprintf(ctx->err, sizeof(ctx->err), "%s", ctx->backend->err);
-	if (rc < 0 && !c->explained) {
+	/* An abort is this rank's own decision: nothing to ask the others. */
+	if (rc < 0 && !c->explained && !atomic_load(&c->aborted) && ctx->backend) {
 		c->explained = 1;
 		explain = 1;
 	}

@@ -13,6 +13,7 @@
 #define DDP_WORKER_CTX_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -55,6 +56,9 @@ struct comm {
 	int started;
 	int failed;    /* a collective failed: later ones return -ECANCELED */
 	int explained; /* the first failure's cause was published/looked up */
+	/* ddp_abort was called: set without the lock (async-signal-safe), read
+	 * by the thread before each operation. */
+	atomic_int aborted;
 };
 
 struct ddp_ctx {
@@ -78,6 +82,7 @@ struct ddp_ctx {
 #define DDP_MAX_TIMEOUT_MS (30ull * 24 * 3600 * 1000) /* 30 days */
 int ddp_parse_timeout(const char *s, uint64_t *ms);
 
+/* Starts the thread with an empty queue and no failure recorded. */
 int comm_start(struct ddp_ctx *ctx);
 /* Waits for queued work, stops the thread. */
 void comm_stop(struct ddp_ctx *ctx);
@@ -86,5 +91,10 @@ int comm_submit(struct ddp_ctx *ctx, struct ddp_work *w);
 /* Waits for w; returns its rc; does not free it. On failure copies the
  * backend's message to ctx->err. */
 int comm_wait(struct ddp_work *w);
+
+/* How long the first failure waits for the other ranks' reasons (comm.c):
+ * short, so that a collective still fails within a second of a peer's
+ * death; a rank slower than this to report is named as silent. */
+#define COMM_EXPLAIN_MS 250
 
 #endif

@@ -190,7 +190,7 @@ bad:
 }
 
 static int ddp_make_backend(struct ddp_ctx *ctx, const struct ddp_options *o, const char *host,
-			    char *err, size_t errlen)
+			    struct ddp_backend *prev, char *err, size_t errlen)
 {
 	struct ddp_backend_params p = {
 	    .rank = ctx->rank,
@@ -201,6 +201,7 @@ static int ddp_make_backend(struct ddp_ctx *ctx, const struct ddp_options *o, co
 	    .timeout_ms = ctx->timeout_ms,
 	    .transport = o->transport,
 	    .master_addr = host[0] ? host : NULL,
+	    .prev = prev,
 	};
 	char prefix[320];
 
@@ -254,11 +255,57 @@ out:
 	return rc;
 }
 
+/* Takes the resolved options' membership and namespace into ctx. */
+static void ddp_set_membership(struct ddp_ctx *ctx, const struct ddp_options *o)
+{
+	ctx->rank = o->rank;
+	ctx->world_size = o->world_size;
+	ctx->local_rank = o->local_rank;
+	ctx->local_world_size = o->local_world_size;
+	ctx->attempt = o->attempt;
+	ctx->timeout_ms = o->timeout_ms;
+	snprintf(ctx->prefix, sizeof(ctx->prefix), "/ddp/%s/attempt_%d", o->run_id, o->attempt);
+}
+
+/* Store, arrival, backend (taking over prev's memory), communication
+ * thread: what ddp_init and ddp_reform share. */
+static int ddp_build(struct ddp_ctx *ctx, const struct ddp_options *o, struct ddp_backend *prev,
+		     char *err, size_t errlen)
+{
+	char host[256];
+	int rc;
+
+	rc = ddp_connect_store(ctx, o->init_method, host, sizeof(host), err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = ddp_arrive(ctx, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = ddp_make_backend(ctx, o, host, prev, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = comm_start(ctx);
+	if (rc < 0)
+		snprintf(err, errlen, "cannot start the communication thread: %s", strerror(-rc));
+	return rc;
+}
+
+static void ddp_report(const struct ddp_options *o, const char *what, const char *err, char *errbuf,
+		       size_t errbuf_len)
+{
+	if (!errbuf || !errbuf_len)
+		return;
+	if (o->rank >= 0)
+		snprintf(errbuf, errbuf_len, "%s (rank %d): %s", what, o->rank, err);
+	else
+		snprintf(errbuf, errbuf_len, "%s: %s", what, err);
+}
+
 int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf, size_t errbuf_len)
 {
 	struct ddp_options o;
 	struct ddp_ctx *ctx;
-	char host[256], err[1024] = "";
+	char err[1024] = "";
 	int rc;
 
 	*out = NULL;
@@ -273,38 +320,78 @@ int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf,
 	rc = ddp_resolve(&o, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
-	ctx->rank = o.rank;
-	ctx->world_size = o.world_size;
-	ctx->local_rank = o.local_rank;
-	ctx->local_world_size = o.local_world_size;
-	ctx->attempt = o.attempt;
-	ctx->timeout_ms = o.timeout_ms;
-	snprintf(ctx->prefix, sizeof(ctx->prefix), "/ddp/%s/attempt_%d", o.run_id, o.attempt);
-	rc = ddp_connect_store(ctx, o.init_method, host, sizeof(host), err, sizeof(err));
+	ddp_set_membership(ctx, &o);
+	rc = ddp_build(ctx, &o, NULL, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
-	rc = ddp_arrive(ctx, err, sizeof(err));
-	if (rc < 0)
-		goto fail;
-	rc = ddp_make_backend(ctx, &o, host, err, sizeof(err));
-	if (rc < 0)
-		goto fail;
-	rc = comm_start(ctx);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "cannot start the communication thread: %s",
-			 strerror(-rc));
-		goto fail;
-	}
 	*out = ctx;
 	return 0;
 fail:
-	if (errbuf && errbuf_len) {
-		if (o.rank >= 0)
-			snprintf(errbuf, errbuf_len, "ddp_init (rank %d): %s", o.rank, err);
-		else
-			snprintf(errbuf, errbuf_len, "ddp_init: %s", err);
-	}
+	ddp_report(&o, "ddp_init", err, errbuf, errbuf_len);
 	ddp_free(ctx);
+	return rc;
+}
+
+/* Ends the old communicator: every collective fails at once, the
+ * communication thread finishes the queue (each item -ECANCELED) and is
+ * joined. The backend is returned, not closed: the new one takes over the
+ * application's memory from it first. */
+static struct ddp_backend *ddp_teardown(struct ddp_ctx *ctx)
+{
+	struct ddp_backend *old = ctx->backend;
+
+	ddp_abort(ctx);
+	comm_stop(ctx);
+	ctx->backend = NULL;
+	pthread_mutex_lock(&ctx->kv_lock);
+	kv_free(ctx->kv);
+	ctx->kv = NULL;
+	pthread_mutex_unlock(&ctx->kv_lock);
+	ctx->first_err[0] = '\0';
+	return old;
+}
+
+/* After a failed re-formation: no backend, and a communication thread on
+ * which every collective fails at once (-ECANCELED), so that the context
+ * can still be re-formed again or freed. */
+static void ddp_unbuild(struct ddp_ctx *ctx)
+{
+	if (ctx->backend)
+		ctx->backend->ops->close(ctx->backend);
+	ctx->backend = NULL;
+	if (!ctx->comm.started && comm_start(ctx) == 0)
+		atomic_store(&ctx->comm.aborted, 1);
+}
+
+int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf, size_t errbuf_len)
+{
+	struct ddp_options o;
+	struct ddp_backend *old;
+	char err[1024] = "";
+	int rc;
+
+	if (!ctx)
+		return -EINVAL;
+	if (opts)
+		o = *opts;
+	else
+		ddp_options_init(&o);
+	rc = ddp_resolve(&o, err, sizeof(err));
+	if (rc < 0)
+		goto fail;
+	old = ddp_teardown(ctx);
+	ddp_set_membership(ctx, &o);
+	rc = ddp_build(ctx, &o, old, err, sizeof(err));
+	if (old)
+		old->ops->close(old);
+	if (rc >= 0) {
+		ctx->err[0] = '\0';
+		return 0;
+	}
+	ddp_unbuild(ctx);
+fail:
+	ddp_report(&o, "ddp_reform", err, errbuf, errbuf_len);
+	snprintf(ctx->err, sizeof(ctx->err), "%.1500s", errbuf && errbuf_len ? errbuf : err);
 	return rc;
 }
 
@@ -320,14 +407,16 @@ void ddp_free(struct ddp_ctx *ctx)
 	free(ctx);
 }
 
+/* No lock and no allocation: an atomic flag and the backend's abort
+ * (atomics and a futex wake, shutdown(2), or an atomic flag for NCCL), so
+ * it may be called from a signal handler. */
 void ddp_abort(struct ddp_ctx *ctx)
 {
-	if (!ctx || !ctx->backend)
+	if (!ctx)
 		return;
-	pthread_mutex_lock(&ctx->comm.lock);
-	ctx->comm.failed = 1;
-	pthread_mutex_unlock(&ctx->comm.lock);
-	ctx->backend->ops->abort(ctx->backend);
+	atomic_store(&ctx->comm.aborted, 1);
+	if (ctx->backend)
+		ctx->backend->ops->abort(ctx->backend);
 }
 
 int ddp_rank(const struct ddp_ctx *ctx)
@@ -357,17 +446,17 @@ int ddp_attempt(const struct ddp_ctx *ctx)
 
 const char *ddp_backend_name(const struct ddp_ctx *ctx)
 {
-	return ctx->backend->ops->name;
+	return ctx->backend ? ctx->backend->ops->name : "none";
 }
 
 int ddp_device_memory(const struct ddp_ctx *ctx)
 {
-	return ctx->backend->ops->device_memory;
+	return ctx->backend ? ctx->backend->ops->device_memory : 0;
 }
 
 int ddp_device(const struct ddp_ctx *ctx)
 {
-	return ctx->backend->device;
+	return ctx->backend ? ctx->backend->device : -1;
 }
 
 int ddp_set_compute_stream(struct ddp_ctx *ctx, void *cuda_stream)

@@ -201,6 +201,9 @@ int cpu_hier_new(const struct ddp_backend_params *p, struct ddp_backend **out, c
 	sub.world_size = sub.local_world_size = h->local_world;
 	sub.rank_name_base = h->node_id * h->local_world;
 	sub.rank_name_stride = 1;
+	/* A re-formed hierarchy's node segment takes over the old one's
+	 * arena; the leaders' ring has no memory to keep. */
+	sub.prev = p->prev && p->prev->ops == &hier_ops ? ((struct cpu_hier *)p->prev)->node : NULL;
 	rc = cpu_shm_new(&sub, &h->node, errbuf, errbuf_len);
 	if (rc < 0)
 		goto fail;
@@ -214,6 +217,7 @@ int cpu_hier_new(const struct ddp_backend_params *p, struct ddp_backend **out, c
 		sub.local_world_size = 1;
 		sub.rank_name_base = 0;
 		sub.rank_name_stride = h->local_world;
+		sub.prev = NULL;
 		rc = cpu_ring_new(&sub, &h->leaders, errbuf, errbuf_len);
 		if (rc < 0)
 			goto fail;

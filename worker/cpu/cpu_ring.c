@@ -66,8 +66,9 @@ static void ring_fail(struct cpu_ring *g)
 
 static int ring_error(struct cpu_ring *g, int kind, int rc, int peer, const char *what)
 {
-	snprintf(g->base.err, sizeof(g->base.err), "%s: rank %d %s (the group must restart)",
-		 cpu_op_name(kind), g->name_base + peer * g->name_stride, what);
+	snprintf(g->base.err, sizeof(g->base.err),
+		 "%s: rank %d %s (re-form with ddp_reform or restart the group)", cpu_op_name(kind),
+		 g->name_base + peer * g->name_stride, what);
 	ring_fail(g);
 	return rc;
 }

@@ -403,14 +403,15 @@ static int shm_share_arenas(struct cpu_shm *s, const struct ddp_backend_params *
 	size_t *lens = calloc((size_t)w, sizeof(*lens));
 	char **names = calloc((size_t)w, sizeof(*names));
 	char key[320], mine[96];
+	size_t mine_len;
 
 	if (!vals || !lens || !names) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	snprintf(key, sizeof(key), "%s/shm_mapped", p->prefix);
-	snprintf(mine, sizeof(mine), "%d %s", (int)getpid(),
-		 s->arena.name[0] ? s->arena.name : "-");
+	mine_len = (size_t)snprintf(mine, sizeof(mine), "%d ", (int)getpid());
+	shm_arena_share_name(s, mine + mine_len, sizeof(mine) - mine_len);
 	rc = kv_exchange(p->kv, key, p->rank, w, mine, strlen(mine), p->timeout_ms,
 			 "shared-memory set-up", vals, lens, err, errlen);
 	if (rc < 0)
@@ -480,7 +481,10 @@ int cpu_shm_new(const struct ddp_backend_params *p, struct ddp_backend **out, ch
 	s->out[0] = s->slots + 2 * (size_t)p->world_size * s->slot;
 	s->out[1] = s->out[0] + s->slot;
 	s->h->ranks[p->rank].pid = (int32_t)getpid();
-	shm_arena_create(s);
+	if (p->prev && p->prev->ops == &shm_ops)
+		shm_arena_adopt(s, (struct cpu_shm *)p->prev);
+	else
+		shm_arena_create(s);
 	rc = shm_share_arenas(s, p, name, err, sizeof(err));
 	if (rc < 0)
 		goto fail;

@@ -95,6 +95,14 @@ void shm_name_base(char *buf, size_t len);
  * 1 GiB of address space, pages reserved only when allocated; 0 disables
  * it); never fails: without an arena everything takes the copying path. */
 void shm_arena_create(struct cpu_shm *s);
+/* ddp_reform: takes over old's arena (this rank's file, its mapping and
+ * its blocks, so the application's ddp_mem_alloc memory stays where it
+ * is); old keeps only its mappings of the peers' arenas. Creates a new
+ * arena when old has none. */
+void shm_arena_adopt(struct cpu_shm *s, struct cpu_shm *old);
+/* What the peers open to map this rank's arena: its /dev/shm name, or
+ * (adopted, the name long unlinked) "/proc/PID/fd/FD"; "-" without one. */
+void shm_arena_share_name(const struct cpu_shm *s, char *buf, size_t len);
 /* Maps every rank's arena by name ("-": none); usable if all mapped. */
 void shm_arena_attach(struct cpu_shm *s, char *const *names);
 void shm_arena_release(struct cpu_shm *s);

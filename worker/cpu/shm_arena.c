@@ -57,6 +57,60 @@ off:
 	a->size = 0;
 }
 
+void shm_arena_adopt(struct cpu_shm *s, struct cpu_shm *old)
+{
+	struct shm_arena *a = &s->arena, *o = &old->arena;
+	char *own = o->base ? o->base[old->base.rank] : NULL;
+
+	if (!own || o->size == 0) {
+		shm_arena_create(s);
+		return;
+	}
+	pthread_mutex_init(&a->lock, NULL);
+	a->base = calloc((size_t)s->base.world_size, sizeof(*a->base));
+	if (!a->base) {
+		a->fd = -1;
+		return; /* size 0: no arena; old's close() frees it all */
+	}
+	/* The mapping, the file and the blocks move; old's close() then
+	 * releases only its mappings of the peers' arenas. */
+	pthread_mutex_lock(&o->lock);
+	a->size = o->size;
+	a->fd = o->fd;
+	a->base[s->base.rank] = own;
+	a->blocks = o->blocks;
+	a->nblocks = o->nblocks;
+	a->cap = o->cap;
+	memcpy(a->name, o->name, sizeof(a->name));
+	o->fd = -1;
+	o->base[old->base.rank] = NULL;
+	o->blocks = NULL;
+	o->nblocks = o->cap = 0;
+	o->name[0] = '\0';
+	pthread_mutex_unlock(&o->lock);
+}
+
+void shm_arena_share_name(const struct cpu_shm *s, char *buf, size_t len)
+{
+	const struct shm_arena *a = &s->arena;
+
+	if (a->name[0])
+		snprintf(buf, len, "%s", a->name);
+	else if (a->size && a->fd >= 0)
+		snprintf(buf, len, "/proc/%d/fd/%d", (int)getpid(), a->fd);
+	else
+		snprintf(buf, len, "-");
+}
+
+/* A peer's arena: a /dev/shm name, or the /proc path of the open file of a
+ * rank whose name was unlinked in an earlier round (same user: allowed). */
+static int arena_open(const char *name)
+{
+	if (strncmp(name, "/proc/", 6) == 0)
+		return open(name, O_RDWR | O_CLOEXEC);
+	return shm_open(name, O_RDWR, 0600);
+}
+
 void shm_arena_attach(struct cpu_shm *s, char *const *names)
 {
 	struct shm_arena *a = &s->arena;
@@ -72,7 +126,7 @@ void shm_arena_attach(struct cpu_shm *s, char *const *names)
 		}
 		if (strcmp(names[r], "-") == 0)
 			continue;
-		fd = shm_open(names[r], O_RDWR, 0600);
+		fd = arena_open(names[r]);
 		if (fd < 0)
 			continue;
 		m = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -108,7 +108,8 @@ static int shm_check(struct cpu_shm *s, uint64_t seq, uint64_t deadline, int kin
 
 		if (dead >= 0)
 			snprintf(s->base.err, sizeof(s->base.err),
-				 "%s: rank %d died (noticed by rank %d); the group must restart",
+				 "%s: rank %d died (noticed by rank %d); re-form with ddp_reform "
+				 "or restart the group",
 				 cpu_op_name(kind), shm_name(s, dead), shm_name(s, by));
 		else
 			snprintf(s->base.err, sizeof(s->base.err),
@@ -124,7 +125,8 @@ static int shm_check(struct cpu_shm *s, uint64_t seq, uint64_t deadline, int kin
 				atomic_compare_exchange_strong(&s->h->dead_rank, &none, r);
 		}
 		snprintf(s->base.err, sizeof(s->base.err),
-			 "%s: waiting for rank %s: it died; the group must restart",
+			 "%s: waiting for rank %s: it died; re-form with ddp_reform or restart the "
+			 "group",
 			 cpu_op_name(kind), list);
 		return -ECONNRESET;
 	}

@@ -86,8 +86,8 @@ static int nb_fail(struct nccl_backend *nb, int rc, const char *reason)
 	nb->copyback = NULL;
 	nb->pending = 0;
 	snprintf(nb->base.err, sizeof(nb->base.err),
-		 "nccl: %.90s on rank %d of %d %.300s; the communicator was aborted (the "
-		 "launcher restarts the group)",
+		 "nccl: %.90s on rank %d of %d %.300s; the communicator was aborted "
+		 "(re-form with ddp_reform or restart the group)",
 		 nb->op, nb->base.rank, nb->base.world_size, reason);
 	return rc;
 }

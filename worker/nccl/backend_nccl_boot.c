@@ -196,6 +196,14 @@ int backend_nccl_new(const struct ddp_backend_params *p, struct ddp_backend **ou
 	nb->app_stream = cudaStreamLegacy;
 	nb->timeout_ms = p->timeout_ms ? p->timeout_ms : DDP_DEFAULT_TIMEOUT_MS;
 	atomic_init(&nb->abort_requested, 0);
+	/* The old communicator is aborted (ncclCommAbort at its close); the
+	 * new one gets a new unique id under the new round's prefix. */
+	if (p->prev && p->prev->ops == &nb_ops) {
+		/* Free the old communicator's resources before the new one
+		 * takes its own. */
+		nb_abort_comm(nb_of(p->prev));
+		nb_mem_adopt(nb, nb_of(p->prev));
+	}
 	rc = nb_setup(nb, p, errbuf, errbuf_len);
 	if (rc < 0) {
 		nb->broken = 1;

@@ -104,6 +104,10 @@ int nb_stage_in(struct nccl_backend *nb, size_t off, const void *src, size_t byt
  * copies the bytes there once nb->done has completed. */
 int nb_stage_out(struct nccl_backend *nb, size_t off, void *dst, size_t bytes);
 void nb_stage_finish(struct nccl_backend *nb);
+/* ddp_reform: takes over old's device allocations (the application's
+ * ddp_mem_alloc memory, which old's close would free) and its compute
+ * stream. Before nb is set up. */
+void nb_mem_adopt(struct nccl_backend *nb, struct nccl_backend *old);
 /* Frees what backend_nccl_mem.c owns (at close). */
 void nb_mem_release(struct nccl_backend *nb);
 

@@ -196,6 +196,17 @@ void nb_stage_finish(struct nccl_backend *nb)
 	nb->copyback = NULL;
 }
 
+void nb_mem_adopt(struct nccl_backend *nb, struct nccl_backend *old)
+{
+	pthread_mutex_lock(&old->lock);
+	nb->allocs = old->allocs;
+	nb->nallocs = old->nallocs;
+	nb->app_stream = old->app_stream;
+	old->allocs = NULL;
+	old->nallocs = 0;
+	pthread_mutex_unlock(&old->lock);
+}
+
 void nb_mem_release(struct nccl_backend *nb)
 {
 	for (size_t i = 0; i < nb->nallocs; i++)
