@@ -373,4 +373,17 @@ void config_usage(const char *prog, FILE *f)
 	fprintf(f, "usage: %s [--config JOB.ini] [--SETTING VALUE]...\n\n", prog);
 	fprintf(f, "Settings come from the [train] section of the job file; flags override.\n\n");
 	settings_print_usage(&config_settings, &d, f);
+	fprintf(f,
+		"\nThe same bits at any rank count: --global_batch_size G --virtual_shards V.\n"
+		"Step s takes samples [s*G, (s+1)*G) of the epoch's permutation (seed and epoch\n"
+		"only), cut into V shards of G/V; each rank computes a contiguous run of whole\n"
+		"shards, one backward each (batch_size is not used). BatchNorm takes its\n"
+		"statistics per shard (ghost batches; the running statistics take every shard's\n"
+		"update in shard order); --sync_bn is refused. The shards' gradients are summed\n"
+		"exactly: per tensor, fixed point scaled from the largest |gradient| of all\n"
+		"shards, integer sums all-reduced, converted back once. The result is the exact\n"
+		"mean within max|grad| x 2^ceil(log2 V) x 2^-51, then rounded to float; it does\n"
+		"not depend on how the shards are spread, so final.safetensors has the same\n"
+		"bytes with 1, 2, 3 or more ranks, and a checkpoint resumes into the same bits\n"
+		"with another rank count. V below the rank count leaves ranks idle (a warning).\n");
 }

@@ -13,19 +13,23 @@ void shards_range(int v, int w, int r, int *first, int *count)
 	*first = r * base + (r < extra ? r : extra);
 }
 
+/* 1.5 x 2^52: adding and subtracting it rounds a double of magnitude at
+ * most 2^51 to an integer (to nearest, ties to even), without a libm call
+ * and in a loop the compiler vectorises. */
+#define SHARDS_ROUND 0x1.8p52
+
 float shards_maxabs(const float *x, size_t n)
 {
 	float m = 0.0f;
+	int nan = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		float a = fabsf(x[i]);
 
-		if (isnan(a))
-			return a;
-		if (a > m)
-			m = a;
+		nan |= a != a;
+		m = a > m ? a : m;
 	}
-	return m;
+	return nan ? NAN : m;
 }
 
 int shards_scale_exp(float maxabs, int nshards)
@@ -37,17 +41,21 @@ int shards_scale_exp(float maxabs, int nshards)
 	while ((1 << bits) < nshards)
 		bits++;
 	(void)frexpf(maxabs, &e); /* maxabs = m * 2^e, 0.5 <= m < 1 */
-	return 52 - bits - e;
+	return 51 - bits - e;
 }
 
 void shards_quantize_add(double *q, const float *x, size_t n, int s)
 {
+	double p = ldexp(1.0, s); /* x * p is exact: a float times a power of 2 */
+
 	for (size_t i = 0; i < n; i++)
-		q[i] += nearbyint(ldexp((double)x[i], s));
+		q[i] += ((double)x[i] * p + SHARDS_ROUND) - SHARDS_ROUND;
 }
 
 void shards_dequantize(float *x, const double *q, size_t n, int s, int nshards)
 {
+	double p = ldexp(1.0, -s);
+
 	for (size_t i = 0; i < n; i++)
-		x[i] = (float)(ldexp(q[i], -s) / (double)nshards);
+		x[i] = (float)(q[i] * p / (double)nshards);
 }

@@ -8,13 +8,13 @@
  * (locally, then across ranks) and the sum is scaled back once and divided
  * by V. s_t is the same on every rank: it comes from the largest |gradient|
  * of the tensor over all V shards (agreed by an all-reduce), chosen so that
- * V integers of at most that size sum to less than 2^53. The integers are
- * carried in doubles: every partial sum is an integer below 2^53, which a
- * double holds exactly, so any grouping and any order of the additions (any
- * spread of the shards over ranks, any all-reduce algorithm) gives the same
- * bits. Error against the exact mean: at most 2^-s_t / 2 per element before
- * the final rounding to float, i.e. |max| * V * 2^-53 (see
- * shards_scale_exp); the result is then rounded to float once.
+ * V integers of at most that size sum to at most 2^51. The integers are
+ * carried in doubles: every partial sum is an integer of at most 2^51,
+ * which a double holds exactly, so any grouping and any order of the
+ * additions (any spread of the shards over ranks, any all-reduce algorithm)
+ * gives the same bits. Error against the exact mean: at most 2^-s_t / 2 per
+ * element, i.e. max |grad| x 2^ceil(log2 V) x 2^-51, before the one final
+ * rounding to float.
  * Pure functions on host memory; no I/O.
  */
 #ifndef DDP_WORKER_TRAIN_SHARDS_H
@@ -31,12 +31,13 @@ void shards_range(int v, int w, int r, int *first, int *count);
 float shards_maxabs(const float *x, size_t n);
 
 /* The exponent s such that nshards integers round(x * 2^s), |x| <= maxabs,
- * sum to less than 2^53 in magnitude: s = 52 - ceil(log2(nshards)) - e,
+ * sum to at most 2^51 in magnitude: s = 51 - ceil(log2(nshards)) - e,
  * where maxabs < 2^e. 0 when maxabs is 0. maxabs must be finite. */
 int shards_scale_exp(float maxabs, int nshards);
 
-/* q[i] += round-half-even(x[i] * 2^s) for i < n (exact: x[i] * 2^s is
- * exact in double and the sum stays an integer below 2^53). */
+/* q[i] += round-half-even(x[i] * 2^s) for i < n, |x[i] * 2^s| <= 2^51
+ * (exact: x[i] * 2^s is exact in double and the sum stays an integer of at
+ * most 2^53). */
 void shards_quantize_add(double *q, const float *x, size_t n, int s);
 
 /* x[i] = (float)(q[i] * 2^-s / nshards) for i < n. */
