@@ -58,6 +58,10 @@ static const struct settings_def config_defs[] = {
     OPT_I64(epochs, "epochs to train"),
     OPT_I64(max_steps, "stop after this many steps (0: epochs decide)"),
     OPT_I64(batch_size, "samples per step per rank"),
+    OPT_I64(global_batch_size, "samples per step over all ranks, the same bits at any rank "
+			       "count (0: off; see virtual_shards)"),
+    OPT_I64(virtual_shards, "shards of the global batch (G divisible by it), spread "
+			    "over the ranks"),
     OPT_REAL(lr, "base learning rate (weights)"),
     OPT_REAL(momentum, "SGD momentum"),
     OPT_REAL(weight_decay, "weight decay of the weights"),
@@ -284,6 +288,51 @@ int config_hidden_dims(const struct train_config *cfg, int *widths, int max)
 	return n;
 }
 
+/* --global_batch_size G --virtual_shards V: -EINVAL with a message when
+ * they do not fit together or with the rest. */
+static int config_validate_shards(const struct train_config *cfg, char *err, size_t errlen)
+{
+	int64_t g = cfg->global_batch_size, v = cfg->virtual_shards;
+
+	if (g == 0 && v == 0)
+		return 0;
+	if (g == 0)
+		snprintf(err, errlen,
+			 "virtual_shards needs global_batch_size: set --global_batch_size to a "
+			 "multiple of %lld",
+			 (long long)v);
+	else if (v == 0)
+		snprintf(err, errlen,
+			 "global_batch_size needs virtual_shards: set --virtual_shards to a "
+			 "divisor of %lld, at least the largest rank count the job will run on",
+			 (long long)g);
+	else if (g > 1 << 24 || v > 1 << 16)
+		snprintf(err, errlen,
+			 "global_batch_size must be at most 16777216 and virtual_shards at most "
+			 "65536");
+	else if (g % v != 0)
+		snprintf(err, errlen,
+			 "global_batch_size %lld is not divisible by virtual_shards %lld: pick "
+			 "shards that divide it",
+			 (long long)g, (long long)v);
+	else if (g / v > 1 << 20)
+		snprintf(err, errlen,
+			 "a virtual shard of %lld samples is too large (at most 1048576): raise "
+			 "virtual_shards",
+			 (long long)(g / v));
+	else if (cfg->batchnorm && g / v < 2)
+		snprintf(err, errlen,
+			 "virtual shards of 1 sample cannot take BatchNorm statistics: make "
+			 "global_batch_size / virtual_shards at least 2, or --no-batchnorm");
+	else if (cfg->sync_bn)
+		snprintf(err, errlen,
+			 "sync_bn does not apply with global_batch_size: BatchNorm takes its "
+			 "statistics per virtual shard (ghost batches); drop --sync_bn");
+	else
+		return 0;
+	return -EINVAL;
+}
+
 int config_validate(const struct train_config *cfg, char *err, size_t errlen)
 {
 	int widths[32];
@@ -302,6 +351,8 @@ int config_validate(const struct train_config *cfg, char *err, size_t errlen)
 			 cfg->hidden);
 	else if (cfg->batch_size < 1 || cfg->batch_size > 1 << 20)
 		snprintf(err, errlen, "batch_size must be between 1 and 1048576");
+	else if (config_validate_shards(cfg, err, errlen) < 0)
+		return -EINVAL;
 	else if (cfg->held_out >= 1.0)
 		snprintf(err, errlen, "held_out must be below 1");
 	else if (cfg->epochs < 1 && cfg->max_steps < 1)
@@ -322,4 +373,17 @@ void config_usage(const char *prog, FILE *f)
 	fprintf(f, "usage: %s [--config JOB.ini] [--SETTING VALUE]...\n\n", prog);
 	fprintf(f, "Settings come from the [train] section of the job file; flags override.\n\n");
 	settings_print_usage(&config_settings, &d, f);
+	fprintf(f,
+		"\nThe same bits at any rank count: --global_batch_size G --virtual_shards V.\n"
+		"Step s takes samples [s*G, (s+1)*G) of the epoch's permutation (seed and epoch\n"
+		"only), cut into V shards of G/V; each rank computes a contiguous run of whole\n"
+		"shards, one backward each (batch_size is not used). BatchNorm takes its\n"
+		"statistics per shard (ghost batches; the running statistics take every shard's\n"
+		"update in shard order); --sync_bn is refused. The shards' gradients are summed\n"
+		"exactly: per tensor, fixed point scaled from the largest |gradient| of all\n"
+		"shards, integer sums all-reduced, converted back once. The result is the exact\n"
+		"mean within max|grad| x 2^ceil(log2 V) x 2^-51, then rounded to float; it does\n"
+		"not depend on how the shards are spread, so final.safetensors has the same\n"
+		"bytes with 1, 2, 3 or more ranks, and a checkpoint resumes into the same bits\n"
+		"with another rank count. V below the rank count leaves ranks idle (a warning).\n");
 }

@@ -33,6 +33,11 @@ struct train_config {
 	int64_t epochs;
 	int64_t max_steps;  /* > 0: stop after this many steps (overrides epochs) */
 	int64_t batch_size; /* per rank */
+	/* > 0: a fixed global batch of this many samples per step, split
+	 * into virtual_shards shards spread over the ranks (batch_size is not
+	 * used); the result does not depend on the number of ranks. */
+	int64_t global_batch_size;
+	int64_t virtual_shards;
 	double lr;
 	double momentum;
 	double weight_decay;

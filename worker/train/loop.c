@@ -10,6 +10,16 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+/* Wall-clock time, Unix seconds with the sub-second part. */
+static double time_unix_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* Interval accumulators for the progress line. */
 struct loop_window {
@@ -17,8 +27,7 @@ struct loop_window {
 	double loss_sum, correct, comm_s0;
 };
 
-static int loop_load_batch(struct trainer *t, const struct dataset *ds, const size_t *idx,
-			   size_t rows)
+int trainer_load_batch(struct trainer *t, const struct dataset *ds, const size_t *idx, size_t rows)
 {
 	size_t f = (size_t)ds->features;
 	int ret;
@@ -44,7 +53,7 @@ static int loop_next_batch(struct trainer *t)
 
 	if (ret == 0 && ddp_sampler_next_batch(&t->sampler, t->idx, rows) != rows)
 		ret = -EINVAL;
-	return ret ? ret : loop_load_batch(t, &t->train, t->idx, rows);
+	return ret ? ret : trainer_load_batch(t, &t->train, t->idx, rows);
 }
 
 /* One synchronous data-parallel step; out = summed loss, correct. */
@@ -91,7 +100,7 @@ static int trainer_evaluate(struct trainer *t, double *loss, double *accuracy)
 
 		for (size_t i = 0; i < rows; i++)
 			t->idx[i] = start + i;
-		ret = loop_load_batch(t, ds, t->idx, rows);
+		ret = trainer_load_batch(t, ds, t->idx, rows);
 		if (ret == 0)
 			ret = model_forward(&t->model, t->dx, (int)rows, false, &logits);
 		if (ret == 0)
@@ -159,9 +168,11 @@ static void loop_report(struct trainer *t, struct loop_window *w)
 	    .lr = t->optim.last_lr,
 	    .loss = w->samples ? w->loss_sum / (double)w->samples : 0.0,
 	    .accuracy = w->samples ? w->correct / (double)w->samples : 0.0,
-	    .samples_per_s = dt > 0 ? (double)w->samples * t->world / dt : 0.0,
+	    .samples_per_s = dt > 0 ? (double)(w->steps * t->global_batch) / dt : 0.0,
 	    .allreduce_share = dt > 0 ? (t->comm_wait_s - w->comm_s0) / dt : 0.0,
 	    .grad_norm = t->optim.last_norm,
+	    .time = time_unix_s(),
+	    .world = t->world,
 	};
 
 	if (t->rank == 0)
@@ -243,6 +254,24 @@ static void loop_fault(const struct trainer *t)
 	}
 }
 
+static void loop_say_start(const struct trainer *t)
+{
+	if (t->shards)
+		log_info("%d rank(s), global batch %lld in %lld virtual shards (ghost BatchNorm, "
+			 "exact reduction), %llu steps (%llu per epoch), %zu train / %zu held-out "
+			 "samples, kernels %s",
+			 t->world, (long long)t->cfg.global_batch_size,
+			 (long long)t->cfg.virtual_shards, (unsigned long long)t->total_steps,
+			 (unsigned long long)t->steps_per_epoch, t->train.n, t->held_out.n,
+			 t->ops->name);
+	else
+		log_info("%d rank(s) x batch %lld, %llu steps (%llu per epoch), %zu train / %zu "
+			 "held-out samples, kernels %s%s",
+			 t->world, (long long)t->cfg.batch_size, (unsigned long long)t->total_steps,
+			 (unsigned long long)t->steps_per_epoch, t->train.n, t->held_out.n,
+			 t->ops->name, t->cfg.sync_bn ? ", SyncBatchNorm" : "");
+}
+
 int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
@@ -252,20 +281,16 @@ int trainer_run(struct trainer *t)
 	int ret = 0, oret;
 
 	if (t->rank == 0)
-		log_info("%d rank(s) x batch %lld, %llu steps (%llu per epoch), %zu train / %zu "
-			 "held-out samples, kernels %s%s",
-			 t->world, (long long)t->cfg.batch_size, (unsigned long long)t->total_steps,
-			 (unsigned long long)t->steps_per_epoch, t->train.n, t->held_out.n,
-			 t->ops->name, t->cfg.sync_bn ? ", SyncBatchNorm" : "");
+		loop_say_start(t);
 	loop_window_start(t, &w);
 	while (ret == 0 && t->step < t->total_steps) {
 		loop_fault(t);
-		ret = loop_step(t, out);
+		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
 		if (ret < 0)
 			break;
 		t->step++;
 		w.steps++;
-		w.samples += (uint64_t)t->cfg.batch_size;
+		w.samples += t->step_samples;
 		w.loss_sum += out[0];
 		w.correct += out[1];
 		ret = loop_after_step(t, &w);
@@ -277,7 +302,7 @@ int trainer_run(struct trainer *t)
 
 		log_info("done: %llu steps in %.2f s (%.0f samples/s, all-reduce wait %.1f%%)",
 			 (unsigned long long)(t->step - first), dt,
-			 dt > 0 ? (double)(t->step - first) * t->cfg.batch_size * t->world / dt : 0,
+			 dt > 0 ? (double)((t->step - first) * t->global_batch) / dt : 0,
 			 dt > 0 ? 100.0 * (t->comm_wait_s - comm0) / dt : 0.0);
 	}
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])

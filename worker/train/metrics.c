@@ -113,9 +113,11 @@ int metrics_log_train(struct metrics *m, const struct metrics_train *r)
 	snprintf(rec, sizeof(rec),
 		 "{\"kind\": \"train\", \"epoch\": %llu, \"step\": %llu, \"lr\": %.8g, "
 		 "\"loss\": %.8g, \"accuracy\": %.8g, \"samples_per_s\": %.6g, "
-		 "\"allreduce_share\": %.6g, \"grad_norm\": %.8g}\n",
+		 "\"allreduce_share\": %.6g, \"grad_norm\": %.8g, \"time\": %.6f, "
+		 "\"world\": %d}\n",
 		 (unsigned long long)r->epoch + 1, (unsigned long long)r->step, r->lr, r->loss,
-		 r->accuracy, r->samples_per_s, r->allreduce_share, r->grad_norm);
+		 r->accuracy, r->samples_per_s, r->allreduce_share, r->grad_norm, r->time,
+		 r->world);
 	a = metrics_line(m, line);
 	b = metrics_record(m, rec);
 	return a ? a : b;

@@ -33,6 +33,8 @@ struct metrics_train {
 	double samples_per_s;	/* all ranks together */
 	double allreduce_share; /* fraction of step time waiting on all-reduce */
 	double grad_norm;
+	double time; /* when the record was made: Unix seconds, sub-second */
+	int world;   /* ranks that computed the interval's last step */
 };
 
 struct metrics_eval {

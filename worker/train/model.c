@@ -61,6 +61,8 @@ static void model_plan(struct model *m)
 			ly->rmean = model_add_tensor(m, name, ly->out, 0, true, false);
 			snprintf(name, sizeof(name), "%d.running_var", module);
 			ly->rvar = model_add_tensor(m, name, ly->out, 0, true, false);
+			ly->stats_off = m->bn_stats_len;
+			m->bn_stats_len += 2 * (size_t)ly->out;
 			module++;
 		}
 		if (ly->hidden)
@@ -257,12 +259,41 @@ static int model_bn_forward(struct model *m, struct model_layer *ly, int rows, b
 	ret = k->bn_stats(m->kctx, ly->act, rows, ly->out, m->stats);
 	if (ret == 0 && sync)
 		ret = m->comm.allreduce_sum(m->comm.arg, m->stats, 2 * (size_t)ly->out);
+	if (ret == 0 && m->bn_capture)
+		ret = k->copy_d2h(m->kctx, m->bn_capture + ly->stats_off, m->stats,
+				  2 * (size_t)ly->out * sizeof(float));
 	if (ret < 0)
 		return ret;
 	/* torch skips the running update when the batch has one sample. */
+	if (m->bn_capture || count <= 1.0)
+		rmean = rvar = NULL;
 	return k->bn_fwd(m->kctx, ly->act, m->stats, rows, ly->out, count, gamma, beta,
-			 m->cfg.bn_eps, m->cfg.bn_momentum, count > 1.0 ? rmean : NULL,
-			 count > 1.0 ? rvar : NULL, ly->invstd, ly->xhat, ly->act);
+			 m->cfg.bn_eps, m->cfg.bn_momentum, rmean, rvar, ly->invstd, ly->xhat,
+			 ly->act);
+}
+
+int model_bn_update_running(struct model *m, const float *stats, double count)
+{
+	const struct kernel_ops *k = m->ops;
+	int ret = 0;
+
+	for (int l = 0; ret == 0 && l < m->nlayers; l++) {
+		struct model_layer *ly = &m->layers[l];
+
+		if (ly->gamma < 0)
+			continue;
+		ret = k->copy_h2d(m->kctx, m->stats, stats + ly->stats_off,
+				  2 * (size_t)ly->out * sizeof(float));
+		/* One row of the (spent) activations stands in for the batch:
+		 * only the running statistics are kept. */
+		if (ret == 0)
+			ret = k->bn_fwd(
+			    m->kctx, ly->act, m->stats, 1, ly->out, count,
+			    model_tensor_data(m, ly->gamma), model_tensor_data(m, ly->beta),
+			    m->cfg.bn_eps, m->cfg.bn_momentum, model_tensor_data(m, ly->rmean),
+			    model_tensor_data(m, ly->rvar), ly->invstd, ly->xhat, ly->act);
+	}
+	return ret;
 }
 
 int model_forward(struct model *m, const float *x, int rows, bool train, const float **logits)

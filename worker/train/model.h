@@ -63,6 +63,7 @@ struct model_layer {
 	float *act;			    /* max_batch x out: z, then the layer's output */
 	float *xhat;			    /* max_batch x out, BatchNorm layers only */
 	float *invstd;			    /* out, BatchNorm layers only */
+	size_t stats_off;		    /* BatchNorm: its 2 x out in a capture */
 };
 
 struct model_config {
@@ -89,6 +90,12 @@ struct model {
 	float *dscratch[2]; /* max_batch x widest, backward ping-pong */
 	float *stats;	    /* 2 x widest: BatchNorm (d)statistics */
 	float *loss_out;    /* device float[2] from xent */
+	/* Ghost batches: when not NULL, a training forward copies each
+	 * BatchNorm layer's batch sums (bn_stats: sum x, sum x^2) to this host
+	 * array at the layer's stats_off and leaves the running statistics
+	 * alone (model_bn_update_running applies them later). */
+	float *bn_capture;
+	size_t bn_stats_len; /* floats of a capture: 2 x out per BatchNorm layer */
 };
 
 /* Builds the model, allocates every tensor through ops and initialises the
@@ -121,5 +128,10 @@ int model_forward(struct model *m, const float *x, int rows, bool train, const f
  * the last forward. */
 int model_loss_backward(struct model *m, const float *x, const int32_t *labels, int rows,
 			bool backward, float out[2]);
+
+/* Updates every BatchNorm layer's running statistics as a training forward
+ * over `count` rows with batch sums `stats` (a host capture, see bn_capture)
+ * would: running = (1 - momentum) * running + momentum * batch value. */
+int model_bn_update_running(struct model *m, const float *stats, double count);
 
 #endif

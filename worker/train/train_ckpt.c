@@ -132,6 +132,19 @@ static int ckpt_job_item(const struct trainer *t, int i, char *key, size_t klen,
 	return 0;
 }
 
+/* The data order's shape: ranks x batch per rank; with
+ * --global_batch_size, one rank's order of G samples per step, whatever
+ * the number of ranks that computed it. */
+static int ckpt_data_world(const struct trainer *t)
+{
+	return t->shards ? 1 : t->world;
+}
+
+static uint64_t ckpt_data_batch(const struct trainer *t)
+{
+	return t->shards ? t->global_batch : (uint64_t)t->cfg.batch_size;
+}
+
 static void ckpt_meta(const struct trainer *t, struct ckpt_meta_buf *b)
 {
 	static const char *const keys[CKPT_NMETA] = {
@@ -144,9 +157,9 @@ static void ckpt_meta(const struct trainer *t, struct ckpt_meta_buf *b)
 	snprintf(vals[1], CKPT_VAL_LEN, CKPT_FORMAT);
 	snprintf(vals[2], CKPT_VAL_LEN, "%" PRIu64, t->step);
 	snprintf(vals[3], CKPT_VAL_LEN, "%" PRIu64, t->step / spe);
-	snprintf(vals[4], CKPT_VAL_LEN, "%" PRIu64, (t->step % spe) * (uint64_t)t->cfg.batch_size);
-	snprintf(vals[5], CKPT_VAL_LEN, "%d", t->world);
-	snprintf(vals[6], CKPT_VAL_LEN, "%" PRId64, t->cfg.batch_size);
+	snprintf(vals[4], CKPT_VAL_LEN, "%" PRIu64, (t->step % spe) * ckpt_data_batch(t));
+	snprintf(vals[5], CKPT_VAL_LEN, "%d", ckpt_data_world(t));
+	snprintf(vals[6], CKPT_VAL_LEN, "%" PRIu64, ckpt_data_batch(t));
 	snprintf(vals[7], CKPT_VAL_LEN, "%" PRId64, t->cfg.seed);
 	snprintf(vals[8], CKPT_VAL_LEN, "%s", t->cfg.schedule);
 	snprintf(vals[9], CKPT_VAL_LEN, "%.9g", t->cfg.lr);
@@ -284,7 +297,7 @@ static int ckpt_restore_meta(struct trainer *t, const struct ddp_ckpt *ck, const
 	}
 	ret = ckpt_meta_u64(ck, path, "step", 0, UINT64_MAX, &step);
 	ret = ret ? ret : ckpt_meta_u64(ck, path, "world_size", 1, 1u << 24, &world);
-	ret = ret ? ret : ckpt_meta_u64(ck, path, "batch_size", 1, 1u << 20, &batch);
+	ret = ret ? ret : ckpt_meta_u64(ck, path, "batch_size", 1, 1u << 24, &batch);
 	ret = ret ? ret : ckpt_meta_rng(ck, path, &rng);
 	if (ret < 0)
 		return ret;
@@ -295,10 +308,10 @@ static int ckpt_restore_meta(struct trainer *t, const struct ddp_ckpt *ck, const
 			  path, step, t->total_steps);
 		return -EINVAL;
 	}
-	if (t->rank == 0 && (world != (uint64_t)t->world || batch != (uint64_t)t->cfg.batch_size))
+	if (t->rank == 0 && (world != (uint64_t)ckpt_data_world(t) || batch != ckpt_data_batch(t)))
 		log_warn("checkpoint '%s' was written with %" PRIu64 " ranks x batch %" PRIu64
-			 "; continuing with %d x %" PRId64 " changes the data order",
-			 path, world, batch, t->world, t->cfg.batch_size);
+			 "; continuing with %d x %" PRIu64 " changes the data order",
+			 path, world, batch, ckpt_data_world(t), ckpt_data_batch(t));
 	if (t->rank == 0 && step == t->total_steps)
 		log_info("checkpoint '%s' is at the run's last step %" PRIu64 ": nothing left to "
 			 "train",

@@ -234,13 +234,34 @@ static int trainer_init_data(struct trainer *t)
 	return ret;
 }
 
-static int trainer_init_schedule(struct trainer *t)
+/* --global_batch_size: one permutation per epoch whatever the rank count
+ * (a sampler of one replica), G samples of it per step. */
+static int trainer_init_global_schedule(struct trainer *t)
+{
+	int ret = ddp_sampler_init(&t->sampler, t->train.n, 1, 0, (uint64_t)t->cfg.seed, 1, 0);
+
+	if (ret < 0)
+		return ret;
+	t->step_samples = t->global_batch = (uint64_t)t->cfg.global_batch_size;
+	t->steps_per_epoch = t->sampler.num_samples / t->global_batch;
+	if (t->steps_per_epoch == 0) {
+		log_error("global_batch_size %lld is larger than the %zu training samples: "
+			  "lower it",
+			  (long long)t->cfg.global_batch_size, t->sampler.num_samples);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int trainer_init_rank_schedule(struct trainer *t)
 {
 	int ret = ddp_sampler_init(&t->sampler, t->train.n, (size_t)t->world, (size_t)t->rank,
 				   (uint64_t)t->cfg.seed, 1, 0);
 
 	if (ret < 0)
 		return ret;
+	t->step_samples = (uint64_t)t->cfg.batch_size;
+	t->global_batch = t->step_samples * (uint64_t)t->world;
 	t->steps_per_epoch = t->sampler.num_samples / (size_t)t->cfg.batch_size;
 	if (t->steps_per_epoch == 0) {
 		log_error("batch_size %lld is larger than a rank's %zu samples per epoch: "
@@ -248,6 +269,16 @@ static int trainer_init_schedule(struct trainer *t)
 			  (long long)t->cfg.batch_size, t->sampler.num_samples);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+static int trainer_init_schedule(struct trainer *t)
+{
+	int ret = t->cfg.global_batch_size > 0 ? trainer_init_global_schedule(t)
+					       : trainer_init_rank_schedule(t);
+
+	if (ret < 0)
+		return ret;
 	t->total_steps = t->cfg.max_steps > 0 ? (uint64_t)t->cfg.max_steps
 					      : (uint64_t)t->cfg.epochs * t->steps_per_epoch;
 	t->epochs = (t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch;
@@ -324,6 +355,8 @@ static int trainer_init_model(struct trainer *t)
 	struct model_config mc = {0};
 	struct model_comm comm = {.arg = t, .world = t->world};
 	int widths[MODEL_MAX_LAYERS], n = config_hidden_dims(&t->cfg, widths, MODEL_MAX_LAYERS - 1);
+	bool shards = t->cfg.global_batch_size > 0;
+	int64_t rows;
 	int ret;
 
 	if (n < 0)
@@ -337,11 +370,12 @@ static int trainer_init_model(struct trainer *t)
 	mc.sync_bn = t->cfg.sync_bn;
 	mc.bn_eps = 1e-5f;
 	mc.bn_momentum = 0.1f;
-	t->eval_rows =
-	    t->cfg.batch_size > TRAINER_EVAL_ROWS ? (int)t->cfg.batch_size : TRAINER_EVAL_ROWS;
+	rows = shards ? t->cfg.global_batch_size / t->cfg.virtual_shards : t->cfg.batch_size;
+	t->eval_rows = rows > TRAINER_EVAL_ROWS ? (int)rows : TRAINER_EVAL_ROWS;
 	mc.max_batch = t->eval_rows;
-	/* One rank has nothing to reduce: no reducer, no collectives. */
-	if (t->ddp && t->world > 1) {
+	/* One rank has nothing to reduce: no reducer, no collectives. With
+	 * virtual shards, loop_shards.c reduces after the shards' passes. */
+	if (t->ddp && t->world > 1 && !shards) {
 		comm.allreduce_sum = trainer_allreduce_sum;
 		comm.grad_ready = trainer_grad_ready;
 		/* The reducer's buckets are ranges of the flat gradient buffer,
@@ -425,7 +459,7 @@ static int trainer_init_reducer(struct trainer *t)
 			trainer_describe(m, i, &params[np++]);
 	}
 	ret = 0;
-	if (t->ddp && t->world > 1) {
+	if (t->ddp && t->world > 1 && t->cfg.global_batch_size == 0) {
 		ret = ddp_reducer_new(t->ddp, params, np, buffers, nb, &ro, &t->reducer);
 		if (ret < 0)
 			log_error("cannot set up gradient reduction: %s", ddp_error(t->ddp));
@@ -619,6 +653,8 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	ret = ret ? ret : trainer_init_optim(t);
 	ret = ret ? ret : trainer_init_reducer(t);
 	ret = ret ? ret : trainer_init_batch(t);
+	if (ret == 0 && cfg->global_batch_size > 0)
+		ret = trainer_shards_init(t);
 	if (ret == 0)
 		rng_seed(&t->rng, (uint64_t)cfg->seed ^ 0x5eed5eed5eedull);
 	ret = ret ? ret : trainer_resume(t);
@@ -632,6 +668,7 @@ void trainer_release(struct trainer *t)
 	/* First: its buckets are ranges of the model's gradients. */
 	if (t->reducer)
 		ddp_reducer_free(t->reducer);
+	trainer_shards_release(t);
 	if (t->ops) {
 		t->ops->free(t->kctx, t->dx);
 		t->ops->free(t->kctx, t->dy);

@@ -39,7 +39,12 @@ struct trainer {
 	int eval_rows;	    /* model's max_batch */
 	size_t model_bytes; /* model_memory_bytes + momentum, for messages */
 	uint64_t steps_per_epoch, total_steps, epochs, step;
-	double comm_wait_s; /* blocking collectives outside the reducer */
+	/* Samples whose loss a step sums into its output (this rank's batch,
+	 * or the global batch with --global_batch_size), and samples per step
+	 * over all ranks. */
+	uint64_t step_samples, global_batch;
+	struct trainer_shards *shards; /* --global_batch_size mode, else NULL */
+	double comm_wait_s;	       /* blocking collectives outside the reducer */
 };
 
 /* Sets everything up from cfg: libddp (when the launcher's environment is
@@ -56,6 +61,22 @@ int trainer_init(struct trainer *t, const struct train_config *cfg);
 int trainer_run(struct trainer *t);
 
 void trainer_release(struct trainer *t);
+
+/* Copies the samples idx[0..rows) of ds into the batch buffers (host and
+ * device). */
+int trainer_load_batch(struct trainer *t, const struct dataset *ds, const size_t *idx, size_t rows);
+
+/* ---- the fixed global batch (loop_shards.c) ---- */
+
+/* Sets up --global_batch_size mode after the model: this rank's shards and
+ * the exchange buffers. Returns 0, -ENOMEM. */
+int trainer_shards_init(struct trainer *t);
+void trainer_shards_release(struct trainer *t);
+/* One step over the global batch: this rank's shards one backward each,
+ * the exact sum of all shards' gradients, the BatchNorm running statistics
+ * of every shard in shard order, the optimizer. out = the global batch's
+ * summed loss and correct count, the same on every rank. */
+int trainer_shards_step(struct trainer *t, float out[2]);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
 

@@ -96,6 +96,47 @@ static void test_errors_name_the_setting(void **state)
 	assert_non_null(strstr(err, "schedule 'step'"));
 }
 
+/* Validates cfg and checks that the message contains `words`. */
+static void refused_with(const struct train_config *c, const char *words)
+{
+	char err[512] = "";
+
+	assert_int_equal(config_validate(c, err, sizeof(err)), -EINVAL);
+	if (!strstr(err, words))
+		fail_msg("'%s' does not say '%s'", err, words);
+}
+
+/* --global_batch_size / --virtual_shards: refused with the fix named. */
+static void test_shards_settings(void **state)
+{
+	struct train_config c;
+	char err[512];
+	bool help;
+	char *argv[] = {"--global_batch_size", "64", "--virtual_shards=8"};
+
+	(void)state;
+	config_defaults(&c);
+	assert_int_equal(config_parse_args(&c, 3, argv, &help, err, sizeof(err)), 0);
+	assert_int_equal(c.global_batch_size, 64);
+	assert_int_equal(c.virtual_shards, 8);
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	c.virtual_shards = 6;
+	refused_with(&c, "not divisible by virtual_shards 6");
+	c.virtual_shards = 0;
+	refused_with(&c, "set --virtual_shards");
+	c.global_batch_size = 0;
+	c.virtual_shards = 8;
+	refused_with(&c, "set --global_batch_size");
+	c.global_batch_size = 8;
+	refused_with(&c, "--no-batchnorm");
+	c.batchnorm = false;
+	assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	c.batchnorm = true;
+	c.global_batch_size = 64;
+	c.sync_bn = true;
+	refused_with(&c, "drop --sync_bn");
+}
+
 /* "[train]\nmetrics = mmm...\n" with the second line `len` characters long. */
 static const char *metrics_line(size_t len)
 {
@@ -232,6 +273,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ini_then_flags),
 	    cmocka_unit_test(test_errors_name_the_setting),
+	    cmocka_unit_test(test_shards_settings),
 	    cmocka_unit_test(test_settings_shared_with_ddplaunch),
 	    cmocka_unit_test(test_digits_load_and_split),
 	    cmocka_unit_test(test_malformed_csv_names_the_line),

@@ -15,6 +15,13 @@ Cases:
                 checkpoint byte-identical to an uninterrupted run
   resume_external  the same with the SIGKILL sent by this test to the
                 rank's pid at a random moment
+  shards        --global_batch_size G --virtual_shards V: final.safetensors
+                byte-identical (SHA-256) for 1, 2, 3 and 4 ranks (3 does not
+                divide V), on digits and synthetic, BatchNorm on; metrics
+                lines carry "time" and "world"
+  shards_resume the same job stopped at a step by a SIGKILL with 2 ranks and
+                run again with 3 resumes from its checkpoint into the same
+                bits as an undisturbed 1-rank run
   pitfalls      a 'module.'-prefixed checkpoint loads strictly; one missing a
                 tensor (or with an extra one) is refused, naming it
   real_client   the checkpoint read by the 'safetensors' package from PyPI
@@ -246,6 +253,89 @@ def case_resume(env, args):
         ta, _ = read_st(os.path.join(base, "final.safetensors"))
         tb, _ = read_st(os.path.join(faulty, "final.safetensors"))
         raise Fail("final checkpoints differ; worst tensor %s (%.3g)" % max_rel_diff(tb, ta))
+
+
+SHARD_WORLDS = (1, 2, 3, 4)
+
+
+def shard_jobs(env, ckdir, steps):
+    """(name, args) of the digits and synthetic jobs with a fixed global
+    batch of 8 virtual shards (BatchNorm on, ghost batches)."""
+    synthetic = [a for a in synthetic_args(ckdir, 8, steps) if a != "--sync_bn"]
+    return [("digits", digits_args(env, ckdir, ["--max_steps", str(steps), "--global_batch_size",
+                                                "64", "--virtual_shards", "8"])),
+            ("synthetic", synthetic + ["--held_out", "0.1", "--global_batch_size", "48",
+                                       "--virtual_shards", "8"])]
+
+
+def sha256(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def check_time_world(metrics, world, t0, t1):
+    trains = [json.loads(line) for line in open(metrics)]
+    trains = [r for r in trains if r["kind"] == "train"]
+    check(trains, "no train record in %s" % metrics)
+    for r in trains:
+        check(r.get("world") == world, "record %s: world %r, want %d" % (r, r.get("world"), world))
+        check(t0 <= r.get("time", 0) <= t1, "record %s: time not within the run (%.3f..%.3f)"
+              % (r, t0, t1))
+        check(isinstance(r["time"], float), "time %r is not a number with a sub-second part"
+              % r["time"])
+
+
+def case_shards(env, args):
+    steps = 60
+    for name, _ in shard_jobs(env, "", steps):
+        digests = {}
+        for w in SHARD_WORLDS:
+            ck = os.path.join(env.tmp, "%s-%d" % (name, w))
+            metrics = os.path.join(env.tmp, "%s-%d.jsonl" % (name, w))
+            job = dict(shard_jobs(env, ck, steps))[name]
+            t0 = time.time()
+            env.launch(w, job + ["--metrics", metrics, "--log_every", "10"])
+            check_time_world(metrics, w, t0, time.time())
+            digests[w] = sha256(os.path.join(ck, "final.safetensors"))
+        print("shards: %s, %d steps, final.safetensors SHA-256 per rank count: %s" % (
+            name, steps, " ".join("%d:%s" % (w, d[:12]) for w, d in digests.items())))
+        first = os.path.join(env.tmp, "%s-1" % name, "final.safetensors")
+        for w, d in digests.items():
+            if d != digests[1]:
+                ta, _ = read_st(os.path.join(env.tmp, "%s-%d" % (name, w), "final.safetensors"))
+                tb, _ = read_st(first)
+                raise Fail("%s: %d ranks' final checkpoint differs from 1 rank's; worst "
+                           "tensor %s (%.3g)" % ((name, w) + max_rel_diff(ta, tb)))
+        # The comparison must be able to fail: training moved the weights.
+        zero = os.path.join(env.tmp, "%s-zero" % name)
+        env.launch(1, dict(shard_jobs(env, zero, 1))[name] + ["--lr", "0"])
+        moved = np.linalg.norm(read_st(first)[0]["0.weight"] -
+                               read_st(os.path.join(zero, "final.safetensors"))[0]["0.weight"])
+        check(moved > 1e-2, "%s: weights barely moved (%.3g)" % (name, moved))
+
+
+def case_shards_resume(env, args):
+    steps, every, kill = 60, 10, 27
+    for name, _ in shard_jobs(env, "", steps):
+        base, faulty = os.path.join(env.tmp, name + "-base"), os.path.join(env.tmp, name + "-f")
+        env.launch(1, dict(shard_jobs(env, base, steps))[name])
+        job = dict(shard_jobs(env, faulty, steps))[name] + ["--checkpoint_every", str(every)]
+        p = env.launch(2, job + ["--fault_kill_step", str(kill), "--fault_rank", "1"],
+                       expect_ok=False)
+        check(p.returncode != 0 and "fault_kill_step" in p.stdout + p.stderr,
+              "%s: the 2-rank run was not stopped by the fault:\n%s" % (name, p.stderr[-2000:]))
+        p = env.launch(3, job)
+        check("resumed from" in p.stderr and "at step 20" in p.stderr,
+              "%s: the 3-rank run did not resume at step 20:\n%s" % (name, p.stderr[-2000:]))
+        check("changes the data order" not in p.stderr,
+              "%s: resuming with another rank count warned of another data order" % name)
+        a = sha256(os.path.join(base, "final.safetensors"))
+        b = sha256(os.path.join(faulty, "final.safetensors"))
+        print("shards_resume: %s, 2 ranks killed before step %d, resumed by 3 ranks from step "
+              "20: final SHA-256 %s, 1 rank undisturbed %s" % (name, kill, b[:12], a[:12]))
+        check(a == b, "%s: the resumed run's final checkpoint differs from the undisturbed "
+              "1-rank run's" % name)
 
 
 def find_worker(marker, rank):
@@ -732,6 +822,7 @@ CASES = {"digits": case_digits, "equivalence": case_equivalence, "resume": case_
          "resume_external": case_resume_external,
          "pitfalls": case_pitfalls, "real_client": case_real_client,
          "ckpt_verify": case_ckpt_verify, "ckpt_fallback": case_ckpt_fallback,
+         "shards": case_shards, "shards_resume": case_shards_resume,
          "no_strict": case_no_strict, "outputs": case_outputs, "rerun": case_rerun, "bad_inputs": case_bad_inputs}
 
 

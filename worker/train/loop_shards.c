@@ -1,0 +1,252 @@
+/*
+ * loop_shards.c - the step of --global_batch_size G --virtual_shards V: the
+ * global batch of step s is samples [s*G, (s+1)*G) of the epoch's
+ * permutation (seed and epoch only), cut into V shards of G/V samples; this
+ * rank computes its contiguous run of whole shards, one forward and
+ * backward each (BatchNorm statistics per shard: ghost batches), and the
+ * shards' gradients are summed exactly (shards.h), so the step's bits do
+ * not depend on which rank computed which shard.
+ *
+ * Per step, two all-reduces:
+ *   1. floats, V slots of [BatchNorm sums | loss, correct | max |grad| per
+ *      parameter tensor]; each slot is written by the one rank that
+ *      computed that shard and is 0 elsewhere, so the sum is a copy (x + 0
+ *      is exact) and every rank holds every shard's values;
+ *   2. the fixed-point gradient sums, as integer-valued doubles (exact).
+ */
+#include "shards.h"
+#include "trainer.h"
+
+#include "log.h"
+#include "timeutil.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct trainer_shards {
+	int v, rows;	  /* shards, samples per shard */
+	int first, count; /* this rank's shards */
+	int ntensors;	  /* parameter tensors (those with a gradient) */
+	size_t slot_len;  /* floats per shard in the exchange */
+	float *slots;	  /* v x slot_len */
+	float *grads;	  /* max(count, 1) x nparams, host */
+	double *q;	  /* nparams: the fixed-point sum */
+	int *scale;	  /* per model tensor: the exponent of its fixed point */
+};
+
+/* Offsets in a slot. */
+static size_t shards_loss_off(const struct model *m)
+{
+	return m->bn_stats_len;
+}
+
+static size_t shards_max_off(const struct model *m)
+{
+	return m->bn_stats_len + 2;
+}
+
+int trainer_shards_init(struct trainer *t)
+{
+	struct trainer_shards *s = calloc(1, sizeof(*s));
+	const struct model *m = &t->model;
+
+	if (!s)
+		return -ENOMEM;
+	t->shards = s;
+	/* The exchange buffers are host memory; NCCL all-reduces device
+	 * memory only. */
+	if (t->ddp && t->world > 1 && ddp_device_memory(t->ddp)) {
+		log_error("global_batch_size runs on the CPU backend only for now: use --device "
+			  "cpu (and DDP_BACKEND=cpu)");
+		return -EINVAL;
+	}
+	s->v = (int)t->cfg.virtual_shards;
+	s->rows = (int)(t->cfg.global_batch_size / t->cfg.virtual_shards);
+	shards_range(s->v, t->world, t->rank, &s->first, &s->count);
+	for (int i = 0; i < m->ntensors; i++)
+		s->ntensors += m->tensors[i].is_buffer ? 0 : 1;
+	s->slot_len = shards_max_off(m) + (size_t)s->ntensors;
+	s->slots = calloc((size_t)s->v * s->slot_len, sizeof(float));
+	s->grads = calloc((size_t)(s->count ? s->count : 1) * m->nparams, sizeof(float));
+	s->q = calloc(m->nparams ? m->nparams : 1, sizeof(double));
+	s->scale = calloc((size_t)m->ntensors, sizeof(int));
+	if (!s->slots || !s->grads || !s->q || !s->scale)
+		return -ENOMEM;
+	if (t->rank == 0 && s->v < t->world)
+		log_warn("virtual_shards %d < %d ranks: ranks %d to %d compute no shard and only "
+			 "take part in the reductions (raise virtual_shards to use them)",
+			 s->v, t->world, s->v, t->world - 1);
+	return 0;
+}
+
+void trainer_shards_release(struct trainer *t)
+{
+	struct trainer_shards *s = t->shards;
+
+	if (!s)
+		return;
+	t->model.bn_capture = NULL;
+	free(s->slots);
+	free(s->grads);
+	free(s->q);
+	free(s->scale);
+	free(s);
+	t->shards = NULL;
+}
+
+/* The samples of shard v of step t->step: positions [s*G + v*rows, +rows)
+ * of the epoch's permutation. */
+static int shards_load(struct trainer *t, int v)
+{
+	const struct trainer_shards *s = t->shards;
+	uint64_t epoch = t->step / t->steps_per_epoch;
+	size_t pos = (size_t)(t->step % t->steps_per_epoch) * (size_t)t->cfg.global_batch_size +
+		     (size_t)v * (size_t)s->rows;
+	int ret = ddp_sampler_seek(&t->sampler, epoch, pos);
+
+	if (ret == 0 &&
+	    ddp_sampler_next_batch(&t->sampler, t->idx, (size_t)s->rows) != (size_t)s->rows)
+		ret = -EINVAL;
+	return ret ? ret : trainer_load_batch(t, &t->train, t->idx, (size_t)s->rows);
+}
+
+/* Shard v, the k-th of this rank: its gradient into host slot k, its
+ * BatchNorm sums, loss, correct count and per-tensor max |grad| into its
+ * exchange slot. */
+static int shards_compute(struct trainer *t, int v, int k)
+{
+	struct trainer_shards *s = t->shards;
+	struct model *m = &t->model;
+	float *slot = s->slots + (size_t)v * s->slot_len;
+	float *g = s->grads + (size_t)k * m->nparams, *mx = slot + shards_max_off(m);
+	const float *logits;
+	int ret = shards_load(t, v);
+
+	m->bn_capture = slot;
+	if (ret == 0)
+		ret = model_forward(m, t->dx, s->rows, true, &logits);
+	if (ret == 0)
+		ret =
+		    model_loss_backward(m, t->dx, t->dy, s->rows, true, slot + shards_loss_off(m));
+	m->bn_capture = NULL;
+	if (ret == 0)
+		ret = t->ops->copy_d2h(t->kctx, g, m->grads, m->nparams * sizeof(float));
+	for (int i = 0; ret == 0 && i < m->ntensors; i++)
+		if (!m->tensors[i].is_buffer)
+			*mx++ = shards_maxabs(g + m->tensors[i].offset, m->tensors[i].numel);
+	return ret;
+}
+
+static int shards_allreduce(struct trainer *t, void *buf, size_t n, enum ddp_dtype dtype)
+{
+	uint64_t t0 = time_now_ns();
+	int ret;
+
+	if (!t->ddp || t->world == 1)
+		return 0;
+	ret = ddp_allreduce(t->ddp, buf, n, dtype, DDP_SUM);
+	t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
+	return ret;
+}
+
+/* Each parameter tensor's exponent, from its max |grad| over all shards;
+ * -ERANGE (said) when a gradient is not finite: every rank sees the same
+ * maxima, so every rank stops at the same step. */
+static int shards_scales(struct trainer *t)
+{
+	struct trainer_shards *s = t->shards;
+	const struct model *m = &t->model;
+	int j = 0;
+
+	for (int i = 0; i < m->ntensors; i++) {
+		float mx = 0.0f;
+
+		if (m->tensors[i].is_buffer)
+			continue;
+		for (int v = 0; v < s->v; v++)
+			mx = fmaxf(mx, s->slots[(size_t)v * s->slot_len + shards_max_off(m) + j]);
+		for (int v = 0; v < s->v; v++)
+			if (!isfinite(s->slots[(size_t)v * s->slot_len + shards_max_off(m) + j]))
+				mx = INFINITY;
+		j++;
+		if (!isfinite(mx)) {
+			log_error("step %llu: the gradient of '%s' is not finite: lower --lr (or "
+				  "set --clip_norm)",
+				  (unsigned long long)t->step, m->tensors[i].name);
+			return -ERANGE;
+		}
+		s->scale[i] = shards_scale_exp(mx, s->v);
+	}
+	return 0;
+}
+
+/* The exact mean of the shards' gradients into the model's gradients. */
+static int shards_reduce_grads(struct trainer *t)
+{
+	struct trainer_shards *s = t->shards;
+	struct model *m = &t->model;
+	int ret = shards_scales(t);
+
+	if (ret < 0)
+		return ret;
+	memset(s->q, 0, m->nparams * sizeof(double));
+	for (int k = 0; k < s->count; k++)
+		for (int i = 0; i < m->ntensors; i++)
+			if (!m->tensors[i].is_buffer)
+				shards_quantize_add(s->q + m->tensors[i].offset,
+						    s->grads + (size_t)k * m->nparams +
+							m->tensors[i].offset,
+						    m->tensors[i].numel, s->scale[i]);
+	ret = shards_allreduce(t, s->q, m->nparams, DDP_FLOAT64);
+	if (ret < 0)
+		return ret;
+	for (int i = 0; i < m->ntensors; i++)
+		if (!m->tensors[i].is_buffer)
+			shards_dequantize(s->grads + m->tensors[i].offset,
+					  s->q + m->tensors[i].offset, m->tensors[i].numel,
+					  s->scale[i], s->v);
+	return t->ops->copy_h2d(t->kctx, m->grads, s->grads, m->nparams * sizeof(float));
+}
+
+/* Every shard's BatchNorm running-statistics update, in shard order, and
+ * the global batch's loss and correct count. */
+static int shards_finish(struct trainer *t, float out[2])
+{
+	struct trainer_shards *s = t->shards;
+	struct model *m = &t->model;
+	double loss = 0.0, correct = 0.0;
+	int ret = 0;
+
+	for (int v = 0; v < s->v; v++) {
+		const float *slot = s->slots + (size_t)v * s->slot_len;
+
+		if (m->bn_stats_len && ret == 0)
+			ret = model_bn_update_running(m, slot, (double)s->rows);
+		loss += slot[shards_loss_off(m)];
+		correct += slot[shards_loss_off(m) + 1];
+	}
+	out[0] = (float)loss;
+	out[1] = (float)correct;
+	return ret;
+}
+
+int trainer_shards_step(struct trainer *t, float out[2])
+{
+	struct trainer_shards *s = t->shards;
+	int ret = 0;
+
+	memset(s->slots, 0, (size_t)s->v * s->slot_len * sizeof(float));
+	for (int k = 0; ret == 0 && k < s->count; k++)
+		ret = shards_compute(t, s->first + k, k);
+	if (ret == 0)
+		ret = shards_allreduce(t, s->slots, (size_t)s->v * s->slot_len, DDP_FLOAT32);
+	if (ret == 0)
+		ret = shards_reduce_grads(t);
+	if (ret == 0)
+		ret = shards_finish(t, out);
+	if (ret == 0)
+		ret = optim_step(&t->optim, &t->model, t->step, t->total_steps);
+	return ret;
+}
