@@ -31,6 +31,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "etcd_cluster_env.h"
 #include "etcd_async.h"
 #include "timeutil.h"
 
@@ -260,25 +261,13 @@ static void test_failover(void **state)
 
 static void read_env(void)
 {
-	const char *p = getenv("ETCD_PIDS"), *l = getenv("ETCD_LEADER");
-	char *copy, *tok, *save;
-	int i = 0;
-	endpoints = getenv("ETCD_ENDPOINTS");
-	if (!endpoints) {
-		fprintf(stderr, "test_etcd_async: set ETCD_ENDPOINTS (test_etcd.py does)\n");
-		exit(2);
-	}
-	copy = strdup(endpoints);
-	for (tok = strtok_r(copy, ",", &save); tok && i < 3; tok = strtok_r(NULL, ",", &save))
-		member_ep[i++] = strdup(tok);
-	free(copy);
-	copy = p ? strdup(p) : NULL;
-	i = 0;
-	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && i < 3;
-	     tok = strtok_r(NULL, ",", &save))
-		member_pid[i++] = (pid_t)atoi(tok);
-	free(copy);
-	leader_index = l ? atoi(l) : -1;
+	struct etcd_cluster_env env;
+
+	etcd_cluster_env_read(&env, "test_etcd_async");
+	endpoints = env.endpoints;
+	memcpy(member_ep, env.member_ep, sizeof(member_ep));
+	memcpy(member_pid, env.member_pid, sizeof(member_pid));
+	leader_index = env.leader_index;
 }
 
 int main(int argc, char **argv)

@@ -37,6 +37,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "etcd_cluster_env.h"
 #include "etcd_client.h"
 #include "timeutil.h"
 
@@ -786,26 +787,13 @@ static void test_kill_leader(void **state)
 
 static void read_env(void)
 {
-	const char *e = getenv("ETCD_ENDPOINTS"), *p = getenv("ETCD_PIDS");
-	const char *l = getenv("ETCD_LEADER");
-	char *copy, *tok, *save;
-	int i = 0;
-	if (!e) {
-		fprintf(stderr, "test_etcd_live: set ETCD_ENDPOINTS (test_etcd.py does)\n");
-		exit(2);
-	}
-	snprintf(endpoints, sizeof(endpoints), "%s", e);
-	copy = strdup(e);
-	for (tok = strtok_r(copy, ",", &save); tok && i < 3; tok = strtok_r(NULL, ",", &save))
-		member_ep[i++] = strdup(tok);
-	free(copy);
-	copy = p ? strdup(p) : NULL;
-	i = 0;
-	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && i < 3;
-	     tok = strtok_r(NULL, ",", &save))
-		member_pid[i++] = (pid_t)atoi(tok);
-	free(copy);
-	leader_index = l ? atoi(l) : -1;
+	struct etcd_cluster_env env;
+
+	etcd_cluster_env_read(&env, "test_etcd_live");
+	snprintf(endpoints, sizeof(endpoints), "%s", env.endpoints);
+	memcpy(member_ep, env.member_ep, sizeof(member_ep));
+	memcpy(member_pid, env.member_pid, sizeof(member_pid));
+	leader_index = env.leader_index;
 }
 
 int main(int argc, char **argv)
