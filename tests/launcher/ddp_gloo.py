@@ -86,3 +86,11 @@ def main():
 
 if __name__ == "__main__":
     main()
+    # torch 2.15 aborts now and then in the C++ teardown at interpreter exit,
+    # after every Python frame has returned ("terminate called without an
+    # active exception", SIGABRT; seen under torchrun 2.15 too, about 1 run in
+    # 10 on a loaded machine): the job's work is done and checked, so leave
+    # without that teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
