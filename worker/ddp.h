@@ -190,6 +190,37 @@ DDP_API void ddp_abort(struct ddp_ctx *ctx);
 DDP_API int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf,
 		       size_t errbuf_len);
 
+/* A new round from the launcher, for a worker that is resized in place.
+ * opts is ready for ddp_reform (new rank, world and local sizes, the new
+ * round's store as init_method, which points into this struct: pass this
+ * struct's opts, not a copy's; attempt = round - 1). */
+struct ddp_round {
+	struct ddp_options opts;
+	int round;	      /* the launcher's rendezvous round (DDP_ROUND) */
+	int group_rank;	      /* this node's rank among the nodes */
+	int group_world_size; /* nodes in the round */
+	char init_method[96];
+};
+
+/* 1 when this worker can be resized in place (ddp_init found ddplaunch's
+ * agent channel, DDP_AGENT_FD, and told the agent so), else 0. Then, on a
+ * membership change (a node died, left or joined), the agent does not
+ * restart this process: it sends the new round, which aborts the
+ * communicator (collectives in flight or later return -ECANCELED) and
+ * waits for ddp_next_round. A worker of any program without libddp, or
+ * whose context was freed, is restarted as before. */
+DDP_API int ddp_resizable(const struct ddp_ctx *ctx);
+
+/* Waits up to timeout_ms (0: the context's timeout) for a round the
+ * launcher sent that was not taken yet, and fills *out; then call
+ * ddp_reform(ctx, &out->opts, ...) and redo the interrupted step. Only the
+ * latest round heard is kept. Returns 0, -ENOTSUP (no agent channel:
+ * exit, and the launcher restarts the worker), -ETIMEDOUT, -EPIPE (the
+ * agent is gone) or -EINVAL. A round heard while ddp_reform runs does not
+ * abort it: that ddp_reform may then fail (-ETIMEDOUT); call
+ * ddp_next_round again. */
+DDP_API int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms);
+
 DDP_API int ddp_rank(const struct ddp_ctx *ctx);
 DDP_API int ddp_world_size(const struct ddp_ctx *ctx);
 DDP_API int ddp_local_rank(const struct ddp_ctx *ctx);

@@ -232,6 +232,12 @@ static void agent_group_ended(struct agent *ag)
 	    .arg = ag,
 	};
 
+	if (ag->inplace_join && ag->stop_signal <= 0 && ag->end < 0) {
+		/* A worker ended while the next round was being joined in place:
+		 * the group's end is that round's, once joined (on_joined). */
+		ag->group_end_pending = true;
+		return;
+	}
 	uv_timer_stop(&ag->drain);
 	agent_record_attempt(ag);
 	if (ag->end >= 0) {
@@ -386,10 +392,56 @@ static void agent_spawn_all(struct agent *ag)
 		uv_timer_start(&ag->drain, on_none_started, 0, 0);
 }
 
+/* Hands every local worker the new round on its agent channel: they stay
+ * and re-form in place (libddp's ddp_next_round). */
+static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
+{
+	char msg[512];
+	int n, failed = 0;
+
+	ag->round = *r;
+	for (int i = 0; i < ag->nproc; i++) {
+		struct agent_worker *w = &ag->w[i];
+
+		w->rank = r->rank_base + i;
+		n = snprintf(msg, sizeof(msg), "round %d %d %d %d %d %s %d %d %d\n", r->round,
+			     w->rank, r->world_size, i, ag->nproc, r->master_addr, r->master_port,
+			     r->group_rank, r->group_world_size);
+		if (n <= 0 || (size_t)n >= sizeof(msg) ||
+		    worker_proc_send(&w->proc, msg, (size_t)n) < 0)
+			failed++;
+	}
+	ag->nreform++;
+	log_info("round %d: %d worker(s) of this node re-form in place as ranks %d-%d of %d "
+		 "(waited %.3f s; no restart, re-formation %d)",
+		 r->round, ag->nproc, r->rank_base, r->rank_base + ag->nproc - 1, r->world_size,
+		 ((int64_t)time_now_ns() - ag->inplace_since_ns) / 1e9, ag->nreform);
+	if (failed) {
+		log_warn("%d worker(s) could not be told the new round; stopping the workers",
+			 failed);
+		ag->failed = true;
+		agent_stop_group(ag, SIGTERM);
+	}
+}
+
 static void on_joined(void *arg, int status, const struct rdzv_round *r)
 {
 	struct agent *ag = arg;
 
+	if (ag->inplace_join) {
+		ag->inplace_join = false;
+		if (!status && ag->state == AGENT_RUNNING) {
+			agent_resize_in_place(ag, r);
+			return;
+		}
+		if (!status)
+			ag->round = *r;
+		if (ag->group_end_pending) {
+			ag->group_end_pending = false;
+			agent_group_ended(ag);
+		}
+		return;
+	}
 	if (ag->state != AGENT_JOINING)
 		return; /* stopped by a signal while joining */
 	if (status) {
@@ -473,13 +525,33 @@ static void on_signal(uv_signal_t *h, int sig)
 		agent_stop_group(ag, sig);
 }
 
+/* Whether every local worker runs and said it can be resized in place. */
+static bool agent_all_resizable(const struct agent *ag)
+{
+	for (int i = 0; i < ag->nproc; i++)
+		if (!ag->w[i].proc.running || !ag->w[i].proc.resizable)
+			return false;
+	return true;
+}
+
 static void on_round_over(void *arg, const char *why)
 {
 	struct agent *ag = arg;
+	int rc;
 
-	if (ag->state != AGENT_RUNNING) {
+	if (ag->state != AGENT_RUNNING || ag->inplace_join) {
 		log_info("%s", why);
 		return;
+	}
+	if (agent_all_resizable(ag)) {
+		log_warn("%s; this node's workers stay and re-form in place", why);
+		ag->inplace_since_ns = (int64_t)time_now_ns();
+		ag->inplace_join = true;
+		rc = rdzv_join(ag->rdzv, on_joined, ag);
+		if (rc == 0 || rc == -ECANCELED)
+			return;
+		ag->inplace_join = false;
+		log_error("cannot join the next rendezvous round: %s", strerror(-rc));
 	}
 	log_warn("%s; stopping this node's workers for the next round (no restart is "
 		 "counted for it)",

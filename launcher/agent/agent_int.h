@@ -82,6 +82,11 @@ struct agent {
 	int fail_status;     /* exit status of this node's last failed group, or 0 */
 	int shown;	     /* the last attempt whose summary was printed, or -1 */
 	int64_t last_fail_ns;
+	/* In place (every local worker said "resizable"): the next round is
+	 * being joined while the workers run; their group's end waits for it. */
+	bool inplace_join, group_end_pending;
+	int64_t inplace_since_ns; /* when the round was heard over */
+	int nreform;		  /* rounds the workers re-formed in place */
 };
 
 /* The rendezvous' events (agent.c). */

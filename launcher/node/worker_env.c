@@ -127,6 +127,9 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	/* libddp's TCP transports publish this address to the other nodes. */
 	if (s->local_addr)
 		rc |= env_put(e, "DDP_LOCAL_ADDR", s->local_addr);
+	/* The agent channel (worker_proc.h): libddp says it can be resized
+	 * in place there and hears the next round. */
+	rc |= env_put(e, "DDP_AGENT_FD", "4");
 	/* Every round re-forms the group: libddp counts it as an attempt. */
 	if (s->round > 0)
 		rc |= env_put_int(e, "DDP_ROUND", s->round);

@@ -10,8 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* the process, its three pipes, a quiet timer per output stream */
-#define WORKER_PROC_NHANDLES 6
+/* the process, its three pipes, the agent channel, a quiet timer per
+ * output stream */
+#define WORKER_PROC_NHANDLES 7
 
 /* One read buffer for every pipe: the loop is single-threaded and each
  * read is consumed before the next allocation. */
@@ -207,6 +208,7 @@ static void handle_closed(uv_handle_t *h)
 	linebuf_release(&p->lb_out);
 	linebuf_release(&p->lb_err);
 	linebuf_release(&p->lb_pid);
+	linebuf_release(&p->lb_chan);
 	p->on_closed(p, p->arg);
 }
 
@@ -216,19 +218,29 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = sizeof(worker_readbuf);
 }
 
+/* A line the worker wrote on the agent channel: "resizable" (libddp's
+ * ddp_init) is the one known; others are ignored. */
+static void emit_chan(void *arg, const char *line, size_t len, size_t shown, bool ends)
+{
+	struct worker_proc *p = arg;
+
+	if (ends && len == 9 && memcmp(line, "resizable", 9) == 0)
+		p->resizable = true;
+}
+
 static uv_pipe_t *proc_pipe(struct worker_proc *p, int i)
 {
-	return i == 0 ? &p->out : i == 1 ? &p->err : &p->pidp;
+	return i == 0 ? &p->out : i == 1 ? &p->err : i == 2 ? &p->pidp : &p->chan;
 }
 
 static struct linebuf *proc_lb(struct worker_proc *p, int i)
 {
-	return i == 0 ? &p->lb_out : i == 1 ? &p->lb_err : &p->lb_pid;
+	return i == 0 ? &p->lb_out : i == 1 ? &p->lb_err : i == 2 ? &p->lb_pid : &p->lb_chan;
 }
 
 static linebuf_emit_fn proc_emit(int i)
 {
-	return i == 0 ? emit_out : i == 1 ? emit_err : emit_pid;
+	return i == 0 ? emit_out : i == 1 ? emit_err : i == 2 ? emit_pid : emit_chan;
 }
 
 static void quiet_arm(struct worker_proc *p, int s);
@@ -295,7 +307,10 @@ static void stream_end(struct worker_proc *p, int i)
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
 	struct worker_proc *p = st->data;
-	int i = st == (uv_stream_t *)&p->out ? 0 : st == (uv_stream_t *)&p->err ? 1 : 2;
+	int i = st == (uv_stream_t *)&p->out	? 0
+		: st == (uv_stream_t *)&p->err	? 1
+		: st == (uv_stream_t *)&p->pidp ? 2
+						: 3;
 
 	if (nread > 0) {
 		linebuf_feed(proc_lb(p, i), buf->base, (size_t)nread, proc_emit(i), p);
@@ -318,6 +333,9 @@ static void exit_cb(uv_process_t *h, int64_t status, int term_signal)
 	p->term_signal = term_signal;
 	p->exit_time_ms = wall_ms();
 	uv_close((uv_handle_t *)h, handle_closed);
+	/* The worker is gone: what else holds its channel (a grandchild) is
+	 * not heard. */
+	stream_end(p, 3);
 	p->on_exit(p, p->arg);
 }
 
@@ -330,7 +348,7 @@ void worker_proc_init(struct worker_proc *p)
 
 static void proc_configure(struct worker_proc *p, const struct worker_proc_config *cfg)
 {
-	uv_pipe_t *pipes[3] = {&p->out, &p->err, &p->pidp};
+	uv_pipe_t *pipes[4] = {&p->out, &p->err, &p->pidp, &p->chan};
 
 	worker_proc_init(p);
 	for (int s = 0; s < 2; s++) {
@@ -347,7 +365,8 @@ static void proc_configure(struct worker_proc *p, const struct worker_proc_confi
 	linebuf_init(&p->lb_out, WORKER_PROC_MAX_LINE);
 	linebuf_init(&p->lb_err, WORKER_PROC_MAX_LINE);
 	linebuf_init(&p->lb_pid, 32);
-	for (int i = 0; i < 3; i++) {
+	linebuf_init(&p->lb_chan, 64);
+	for (int i = 0; i < 4; i++) {
 		uv_pipe_init(cfg->loop, pipes[i], 0);
 		pipes[i]->data = p;
 	}
@@ -361,7 +380,7 @@ static void proc_configure(struct worker_proc *p, const struct worker_proc_confi
 
 int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cfg)
 {
-	uv_stdio_container_t stdio[4];
+	uv_stdio_container_t stdio[5];
 	uv_process_options_t opt = {0};
 	int rc;
 
@@ -374,12 +393,15 @@ int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cf
 	stdio[2].data.stream = (uv_stream_t *)&p->err;
 	stdio[3].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
 	stdio[3].data.stream = (uv_stream_t *)&p->pidp;
+	/* A socket both ways: the agent channel (WORKER_PROC_CHAN_FD). */
+	stdio[4].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
+	stdio[4].data.stream = (uv_stream_t *)&p->chan;
 	opt.exit_cb = exit_cb;
 	opt.file = cfg->file;
 	opt.args = cfg->argv;
 	opt.env = cfg->env;
 	opt.flags = UV_PROCESS_DETACHED; /* setsid: its own session and process group */
-	opt.stdio_count = 4;
+	opt.stdio_count = 5;
 	opt.stdio = stdio;
 	rc = uv_spawn(cfg->loop, &p->proc, &opt);
 	if (rc) {
@@ -393,7 +415,21 @@ int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cf
 	uv_read_start((uv_stream_t *)&p->out, alloc_cb, read_cb);
 	uv_read_start((uv_stream_t *)&p->err, alloc_cb, read_cb);
 	uv_read_start((uv_stream_t *)&p->pidp, alloc_cb, read_cb);
+	uv_read_start((uv_stream_t *)&p->chan, alloc_cb, read_cb);
 	return 0;
+}
+
+int worker_proc_send(struct worker_proc *p, const char *msg, size_t len)
+{
+	uv_buf_t b = uv_buf_init((char *)msg, (unsigned)len);
+	int n;
+
+	if (!p->running || uv_is_closing((uv_handle_t *)&p->chan))
+		return -EPIPE;
+	n = uv_try_write((uv_stream_t *)&p->chan, &b, 1);
+	if (n < 0)
+		return n;
+	return (size_t)n == len ? 0 : -EAGAIN;
 }
 
 void worker_proc_signal(struct worker_proc *p, int sig)
@@ -415,7 +451,7 @@ void worker_proc_close_pipes(struct worker_proc *p)
 {
 	if (!worker_proc_busy(p))
 		return;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		stream_end(p, i);
 }
 

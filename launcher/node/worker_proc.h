@@ -53,6 +53,9 @@ typedef void (*worker_proc_exit_fn)(struct worker_proc *p, void *arg);
  * the log and console fds of the config are no longer used. */
 typedef void (*worker_proc_closed_fn)(struct worker_proc *p, void *arg);
 
+/* The worker's end of the agent channel. */
+#define WORKER_PROC_CHAN_FD 4
+
 struct worker_proc_config {
 	uv_loop_t *loop;
 	const char *file;   /* the program, found as execvp(3) finds it */
@@ -70,8 +73,10 @@ struct worker_proc_config {
 struct worker_proc {
 	uv_process_t proc;
 	uv_pipe_t out, err, pidp;
+	uv_pipe_t chan;	     /* the agent channel, the worker's WORKER_PROC_CHAN_FD */
 	uv_timer_t quiet[2]; /* shows a partial stdout, stderr line */
-	struct linebuf lb_out, lb_err, lb_pid;
+	struct linebuf lb_out, lb_err, lb_pid, lb_chan;
+	bool resizable;		   /* the worker said "resizable" on its channel */
 	bool pending[2];	   /* a partial line waits to be shown, since: */
 	uint64_t pending_since[2]; /* (loop time, ms) */
 	bool console_open[2];	   /* the console line is this stream's, unfinished */
@@ -100,13 +105,21 @@ void worker_proc_init(struct worker_proc *p);
 
 /* Starts cfg->file with stdin inherited, stdout and stderr on pipes, and a
  * pipe on fd 3 on which the program may write its worker's pid as one
- * decimal line. cfg and what it points to are used only during the call,
- * except the fds, which stay in use until on_closed.
+ * decimal line, and the agent channel, a socket on WORKER_PROC_CHAN_FD
+ * (the worker finds its number in DDP_AGENT_FD), which the program may
+ * say "resizable" on (a line; p->resizable) and hears worker_proc_send on. cfg and what it points
+ * to are used only during the call, except the fds, which stay in use until on_closed.
  *
  * Returns 0, or a negative errno (libuv's, e.g. UV_ENOENT) when the program
  * could not be started: then on_exit does not run, and on_closed still runs
  * later from the loop. Not while worker_proc_busy(p). */
 int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cfg);
+
+/* Writes msg (one or more whole lines) on the worker's agent channel, at
+ * once and without blocking. Returns 0, -EPIPE when the process no longer
+ * runs or the channel is closed, -EAGAIN when it did not all fit (the
+ * worker reads nothing), or libuv's negative errno. */
+int worker_proc_send(struct worker_proc *p, const char *msg, size_t len);
 
 /* Sends sig to the process group while the process runs. */
 void worker_proc_signal(struct worker_proc *p, int sig);

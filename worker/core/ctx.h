@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "agent_chan.h"
 #include "backend.h"
 #include "ddp.h"
 #include "kv.h"
@@ -72,6 +73,7 @@ struct ddp_ctx {
 	int nreducers;	      /* reducers created, to namespace their keys */
 	char first_err[1400]; /* the first failure, explained (comm_explain) */
 	char err[1600];
+	struct agent_chan chan; /* the launcher's agent channel, if any */
 };
 
 /* DDP_TIMEOUT_MS's value: a whole number of milliseconds ("60000") or a

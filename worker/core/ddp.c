@@ -324,6 +324,7 @@ int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf,
 	rc = ddp_build(ctx, &o, NULL, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
+	agent_chan_open(ctx);
 	*out = ctx;
 	return 0;
 fail:
@@ -379,9 +380,11 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 	rc = ddp_resolve(&o, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
+	agent_chan_reforming(ctx, true);
 	old = ddp_teardown(ctx);
 	ddp_set_membership(ctx, &o);
 	rc = ddp_build(ctx, &o, old, err, sizeof(err));
+	agent_chan_reforming(ctx, false);
 	if (old)
 		old->ops->close(old);
 	if (rc >= 0) {
@@ -399,6 +402,7 @@ void ddp_free(struct ddp_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	agent_chan_close(ctx);
 	comm_stop(ctx);
 	if (ctx->backend)
 		ctx->backend->ops->close(ctx->backend);

@@ -1,0 +1,45 @@
+/*
+ * agent_chan.h - libddp's end of the launcher's agent channel (see
+ * agent_chan.c and ddp_next_round in ddp.h). Not installed.
+ */
+#ifndef DDP_WORKER_AGENT_CHAN_H
+#define DDP_WORKER_AGENT_CHAN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ddp_ctx;
+
+/* One round as the agent sends it. */
+struct agent_round {
+	int round, rank, world_size, local_rank, local_world_size;
+	char master_addr[64];
+	int master_port, group_rank, group_world_size;
+};
+
+/* Inside struct ddp_ctx. fd -1 and started false: no channel. */
+struct agent_chan {
+	bool inited; /* the lock and cond exist */
+	int fd;
+	bool started; /* the reader thread runs */
+	pthread_t thread;
+	pthread_mutex_t lock; /* guards what follows */
+	pthread_cond_t cond;
+	struct agent_round next; /* the latest round heard */
+	uint64_t seq, taken;	 /* rounds heard, and the last one taken */
+	bool closed;		 /* the agent's end closed */
+	bool reforming;		 /* ddp_reform runs: no abort */
+};
+
+/* In ddp_init: with DDP_AGENT_FD set (by ddplaunch), says "resizable" to
+ * the agent and starts the reader. Without it, or on any failure, the
+ * context has no channel (ddp_next_round: -ENOTSUP) and nothing is said:
+ * the agent restarts the worker as it restarts any program. */
+void agent_chan_open(struct ddp_ctx *ctx);
+/* In ddp_free: stops the reader. Safe after a channel-less open. */
+void agent_chan_close(struct ddp_ctx *ctx);
+/* Around ddp_reform's rebuild: a round heard then does not abort. */
+void agent_chan_reforming(struct ddp_ctx *ctx, bool on);
+
+#endif
