@@ -272,6 +272,14 @@ static void loop_say_start(const struct trainer *t)
 			 t->ops->name, t->cfg.sync_bn ? ", SyncBatchNorm" : "");
 }
 
+/* A step's error that a lost peer or the launcher's new round causes
+ * (worker/README.md, "Failures"), as against the step's own. */
+static bool loop_comm_failed(int ret)
+{
+	return ret == -ECANCELED || ret == -ECONNRESET || ret == -EPIPE || ret == -ECONNABORTED ||
+	       ret == -ETIMEDOUT || ret == -ENOTCONN;
+}
+
 int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
@@ -286,6 +294,12 @@ int trainer_run(struct trainer *t)
 	while (ret == 0 && t->step < t->total_steps) {
 		loop_fault(t);
 		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
+		/* A collective failed (a peer gone, the round over): in place,
+		 * the same step again with the new membership. */
+		if (ret < 0 && t->shards && loop_comm_failed(ret) && trainer_shards_reform(t) == 0) {
+			ret = 0;
+			continue;
+		}
 		if (ret < 0)
 			break;
 		t->step++;

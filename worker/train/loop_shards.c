@@ -250,3 +250,53 @@ int trainer_shards_step(struct trainer *t, float out[2])
 		ret = optim_step(&t->optim, &t->model, t->step, t->total_steps);
 	return ret;
 }
+
+/* This rank's shards for the current rank and world; the host gradient
+ * slots grow when it computes more shards than before. */
+static int shards_respread(struct trainer *t)
+{
+	struct trainer_shards *s = t->shards;
+	int old = s->count ? s->count : 1;
+	float *g;
+
+	shards_range(s->v, t->world, t->rank, &s->first, &s->count);
+	if (s->count <= old)
+		return 0;
+	g = realloc(s->grads, (size_t)s->count * t->model.nparams * sizeof(float));
+	if (!g)
+		return -ENOMEM;
+	s->grads = g;
+	return 0;
+}
+
+int trainer_shards_reform(struct trainer *t)
+{
+	struct ddp_round r;
+	char err[1024];
+	int ret;
+
+	if (!t->ddp || !ddp_resizable(t->ddp))
+		return -ENOTSUP;
+	for (;;) {
+		ret = ddp_next_round(t->ddp, &r, 0);
+		if (ret < 0) {
+			log_error("step %llu: no new round from the launcher (%s); stopping",
+				  (unsigned long long)t->step, strerror(-ret));
+			return ret;
+		}
+		ret = ddp_reform(t->ddp, &r.opts, err, sizeof(err));
+		if (ret == 0)
+			break;
+		log_warn("step %llu: re-forming for round %d failed (%s); waiting for the next "
+			 "round",
+			 (unsigned long long)t->step, r.round, err);
+	}
+	t->rank = ddp_rank(t->ddp);
+	t->world = ddp_world_size(t->ddp);
+	ret = shards_respread(t);
+	if (ret == 0)
+		log_info("step %llu: re-formed in place as rank %d of %d (round %d); redoing the "
+			 "step with the same samples",
+			 (unsigned long long)t->step, t->rank, t->world, r.round);
+	return ret;
+}

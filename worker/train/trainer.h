@@ -77,6 +77,15 @@ void trainer_shards_release(struct trainer *t);
  * of every shard in shard order, the optimizer. out = the global batch's
  * summed loss and correct count, the same on every rank. */
 int trainer_shards_step(struct trainer *t, float out[2]);
+/* After a step failed on a collective error, in a worker the launcher
+ * resizes in place (ddp_resizable): waits for the launcher's next round,
+ * re-forms the communicator for it (again for a later round if that
+ * fails), takes the new rank and world and this rank's shards of them.
+ * The failed step changed nothing (the model, optimizer and BatchNorm
+ * statistics are updated only after both all-reduces): the caller redoes
+ * it. Returns 0, -ENOTSUP (not resizable: exit as before, the launcher
+ * restarts the job), or ddp_next_round's error (said here). */
+int trainer_shards_reform(struct trainer *t);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
 

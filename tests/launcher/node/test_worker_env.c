@@ -58,6 +58,7 @@ static void test_torchrun_vars(void **state)
 	    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
 	    {"TORCHELASTIC_ERROR_FILE", "/tmp/x/attempt_2/5/error.json"},
 	    {"DDP_JOB_TAG", "0123456789abcdef"},
+	    {"DDP_AGENT_FD", "4"},
 	    {"NCCL_ASYNC_ERROR_HANDLING", "1"},
 	    {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
 	    {"OMP_NUM_THREADS", "1"},
