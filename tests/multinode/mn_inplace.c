@@ -82,8 +82,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mn_inplace: %s\n", err);
 		return 1;
 	}
-	printf("INPLACE start pid=%d rank=%d world=%d resizable=%d\n", (int)getpid(),
-	       ddp_rank(ctx), ddp_world_size(ctx), ddp_resizable(ctx));
+	printf("INPLACE start pid=%d rank=%d world=%d resizable=%d\n", (int)getpid(), ddp_rank(ctx),
+	       ddp_world_size(ctx), ddp_resizable(ctx));
 	fflush(stdout);
 	while (step < steps) {
 		pause_ms(step_ms);

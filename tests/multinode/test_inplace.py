@@ -8,6 +8,7 @@ Simulated nodes on 127.0.0.2-4 (mnlib.py), 2 ranks each, mn_inplace as the
 worker. Plain workers (mn_worker) are still restarted: test_multinode.py's
 Failures and Elastic cover that path.
 """
+import json
 import os
 import re
 import signal
@@ -15,10 +16,15 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mnlib import MultiNodeCase, fast_conf  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
+import train_it  # noqa: E402
+from mnlib import DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
 
 INPLACE = os.environ.get("MN_INPLACE", "mn_inplace")
+DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
+TRAIN_ENV = {"OPENBLAS_NUM_THREADS": "1", "DDP_TIMEOUT_MS": "60000", "DDP_BACKEND": "cpu"}
 LINE_RE = re.compile(r"INPLACE (\w+) (.*)$")
 
 
@@ -38,16 +44,26 @@ class InPlace(MultiNodeCase):
     STEPS = 400
     STEP_MS = 20
 
-    def start_nodes(self, n=3, nproc=2):
+    def start_job(self, prog, n=3, nproc=2, env=None):
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % n, "--rdzv_backend=c10d",
                 "--rdzv_id=job", fast_conf(), "--max_restarts=0"]
-        prog = [INPLACE, str(self.STEPS), str(self.STEP_MS)]
         first = self.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
-                                   worker=None)
+                                   worker=None, env=env)
         port = self.host_port(first)
-        nodes = [first] + [
+        return [first] + [
             self.cluster.agent(i, base + ["--rdzv_endpoint=127.0.0.2:%d" % port] + prog,
-                               worker=None) for i in range(1, n)]
+                               worker=None, env=env) for i in range(1, n)]
+
+    def kill_node(self, node, pids):
+        node.p.kill()  # the agent, then its workers: the whole node
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def start_nodes(self, n=3, nproc=2):
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], n, nproc)
         for p in nodes:
             for _ in range(nproc):
                 p.wait_line(r"INPLACE start .*world=%d resizable=1" % (n * nproc), timeout=30)
@@ -60,12 +76,7 @@ class InPlace(MultiNodeCase):
         victim = nodes[2]
         victim_pids = [int(d["pid"]) for d in inplace_lines(victim, "start")]
         t_kill = time.monotonic()
-        victim.p.kill()  # the agent, then its workers: the whole node
-        for pid in victim_pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.kill_node(victim, victim_pids)
         for p in nodes[:2]:
             rc, _ = p.wait(timeout=60)
             self.assertEqual(rc, 0, p.text())
@@ -88,6 +99,66 @@ class InPlace(MultiNodeCase):
             self.assertLess(t_re - t_kill, 8.0, text)
         ranks = sorted(int(d["rank"]) for p in nodes[:2] for d in inplace_lines(p, "done"))
         self.assertEqual(ranks, [0, 1, 2, 3])
+
+    def test_train_node_killed_same_bits(self):
+        # ddp-train with a fixed global batch: 3 nodes x 2 ranks, one node
+        # killed mid-run; the survivors redo the interrupted step as 4 ranks
+        # and end with the bits of an undisturbed 1-rank run
+        steps = 1500
+        ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
+
+        def args(ckdir):  # train_it.shard_jobs' synthetic job
+            return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
+                "--held_out", "0.1", "--global_batch_size", "48", "--virtual_shards", "8",
+                "--device", "cpu"]
+
+        metrics = os.path.join(self.dir, "metrics.jsonl")
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
+                                           DDP_TRAIN] + args(ref), TRAIN_ENV)
+        self.assertEqual(solo.wait(300)[0], 0, solo.text())
+        prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
+        nodes = self.start_job(prog, env=TRAIN_ENV)
+
+        def step_reached():
+            try:
+                with open(metrics) as f:
+                    recs = [json.loads(line) for line in f if line.endswith("\n")]
+            except FileNotFoundError:
+                return False
+            return any(r.get("kind") == "train" and r.get("step", 0) >= 100 for r in recs)
+
+        wait_for(step_reached, 120, "step 100 of the 6-rank run")
+        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        self.kill_node(nodes[2], before[nodes[2].name])
+        self.assert_all_exit(nodes[:2], timeout=300)
+        for p in nodes[:2]:
+            text = p.text()
+            self.assertIn("re-form in place", text)
+            self.assertNotIn("stopping this node's workers", text)
+            self.assertNotIn("resumed from", text)
+            # the same worker processes go on: each says so with its pid
+            pids = [int(m) for m in re.findall(r"re-formed in place as rank \d+ of 4 "
+                                               r"\(round \d+, pid (\d+)\)", text)]
+            self.assertEqual(len(pids), 2, text)
+            self.assertTrue(set(pids) <= before[p.name], text)
+        self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
+                         train_it.sha256(os.path.join(ref, "final.safetensors")),
+                         "final checkpoints differ")
+
+
+def train_pids(agent_pid):
+    """The processes under an agent (ddp-exec and its workers), from /proc."""
+    kids, todo = [], [agent_pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                found = [int(x) for x in f.read().split()]
+        except OSError:
+            found = []
+        kids += found
+        todo += found
+    return kids
 
 
 if __name__ == "__main__":

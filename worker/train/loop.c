@@ -296,7 +296,8 @@ int trainer_run(struct trainer *t)
 		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
 		/* A collective failed (a peer gone, the round over): in place,
 		 * the same step again with the new membership. */
-		if (ret < 0 && t->shards && loop_comm_failed(ret) && trainer_shards_reform(t) == 0) {
+		if (ret < 0 && t->shards && loop_comm_failed(ret) &&
+		    trainer_shards_reform(t) == 0) {
 			ret = 0;
 			continue;
 		}

@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct trainer_shards {
 	int v, rows;	  /* shards, samples per shard */
@@ -295,8 +296,8 @@ int trainer_shards_reform(struct trainer *t)
 	t->world = ddp_world_size(t->ddp);
 	ret = shards_respread(t);
 	if (ret == 0)
-		log_info("step %llu: re-formed in place as rank %d of %d (round %d); redoing the "
-			 "step with the same samples",
-			 (unsigned long long)t->step, t->rank, t->world, r.round);
+		log_info("step %llu: re-formed in place as rank %d of %d (round %d, pid %d); "
+			 "redoing the step with the same samples",
+			 (unsigned long long)t->step, t->rank, t->world, r.round, (int)getpid());
 	return ret;
 }
