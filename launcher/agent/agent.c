@@ -399,7 +399,6 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 	char msg[512];
 	int n, failed = 0;
 
-	ag->round = *r;
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
 
@@ -412,10 +411,18 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 			failed++;
 	}
 	ag->nreform++;
+	ag->reform.round = r->round;
+	ag->reform.world_before = ag->round.world_size;
+	ag->reform.world_after = r->world_size;
+	ag->reform.nodes_after = r->group_world_size;
+	ag->reform.waited_s = ((int64_t)time_now_ns() - ag->inplace_since_ns) / 1e9;
+	if (summary_add_reform(&ag->summary, &ag->reform))
+		log_error("out of memory while recording re-formation %d", ag->nreform);
 	log_info("round %d: %d worker(s) of this node re-form in place as ranks %d-%d of %d "
 		 "(waited %.3f s; no restart, re-formation %d)",
 		 r->round, ag->nproc, r->rank_base, r->rank_base + ag->nproc - 1, r->world_size,
-		 ((int64_t)time_now_ns() - ag->inplace_since_ns) / 1e9, ag->nreform);
+		 ag->reform.waited_s, ag->nreform);
+	ag->round = *r;
 	if (failed) {
 		log_warn("%d worker(s) could not be told the new round; stopping the workers",
 			 failed);
@@ -546,6 +553,8 @@ static void on_round_over(void *arg, const char *why)
 	if (agent_all_resizable(ag)) {
 		log_warn("%s; this node's workers stay and re-form in place", why);
 		ag->inplace_since_ns = (int64_t)time_now_ns();
+		ag->reform.time_ms = (int64_t)time(NULL) * 1000;
+		snprintf(ag->reform.why, sizeof(ag->reform.why), "%s", why);
 		ag->inplace_join = true;
 		rc = rdzv_join(ag->rdzv, on_joined, ag);
 		if (rc == 0 || rc == -ECANCELED)
@@ -595,6 +604,7 @@ static void agent_finish(struct agent *ag)
 	char path[PATH_MAX + 16];
 
 	ag->state = AGENT_DONE;
+	summary_print_reforms(&ag->summary);
 	if (ag->lost_output && ag->exit_status == 0) {
 		log_error("the workers succeeded but some of their output was lost (see above); "
 			  "exiting with status 1");

@@ -85,8 +85,9 @@ struct agent {
 	/* In place (every local worker said "resizable"): the next round is
 	 * being joined while the workers run; their group's end waits for it. */
 	bool inplace_join, group_end_pending;
-	int64_t inplace_since_ns; /* when the round was heard over */
-	int nreform;		  /* rounds the workers re-formed in place */
+	int64_t inplace_since_ns;     /* when the round was heard over */
+	int nreform;		      /* rounds the workers re-formed in place */
+	struct summary_reform reform; /* the one being made */
 };
 
 /* The rendezvous' events (agent.c). */

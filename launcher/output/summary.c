@@ -23,6 +23,7 @@ void summary_release(struct summary *s)
 		free(s->recs[i].stderr_tail);
 	}
 	free(s->recs);
+	free(s->reforms);
 	free(s->interpreter);
 	memset(s, 0, sizeof(*s));
 }
@@ -227,6 +228,53 @@ static json_t *rec_json(const struct summary_rec *r)
 	    "stderr_tail", r->stderr_tail ? json_string(r->stderr_tail) : json_null());
 }
 
+int summary_add_reform(struct summary *s, const struct summary_reform *r)
+{
+	struct summary_reform *v = realloc(s->reforms, (s->nreforms + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	s->reforms = v;
+	v[s->nreforms++] = *r;
+	return 0;
+}
+
+void summary_print_reforms(const struct summary *s)
+{
+	if (s->nreforms)
+		log_info("%zu re-formation(s) in place, no restart:", s->nreforms);
+	for (size_t i = 0; i < s->nreforms; i++) {
+		const struct summary_reform *r = &s->reforms[i];
+
+		log_info("  round %d: %d -> %d workers on %d node(s), the survivors waited %.3f s "
+			 "(%s)",
+			 r->round, r->world_before, r->world_after, r->nodes_after, r->waited_s,
+			 r->why);
+	}
+}
+
+static json_t *reform_json(const struct summary_reform *r)
+{
+	return json_pack("{s:f, s:i, s:i, s:i, s:i, s:f, s:s}", "time", r->time_ms / 1000.0,
+			 "round", r->round, "world_before", r->world_before, "world_after",
+			 r->world_after, "nodes", r->nodes_after, "waited_s", r->waited_s, "why",
+			 r->why);
+}
+
+static int reforms_json(const struct summary *s, json_t *root)
+{
+	json_t *a = json_array();
+
+	if (!a)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nreforms; i++)
+		if (json_array_append_new(a, reform_json(&s->reforms[i]))) {
+			json_decref(a);
+			return -ENOMEM;
+		}
+	return json_object_set_new(root, "reformations", a) ? -ENOMEM : 0;
+}
+
 int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
 		       int stop_signal)
 {
@@ -244,7 +292,7 @@ int summary_write_json(const struct summary *s, const char *path, int exit_code,
 	    json_object_set_new(root, "launcher_signal",
 				stop_signal ? json_string(signame_name(stop_signal))
 					    : json_null()) ||
-	    json_object_set(root, "workers", workers))
+	    json_object_set(root, "workers", workers) || reforms_json(s, root))
 		goto out;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	rc = json_dump_file(root, tmp, JSON_INDENT(2)) ? -EIO : 0;

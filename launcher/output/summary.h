@@ -23,9 +23,22 @@ struct summary_rec {
 	char *stderr_tail;   /* last stderr lines joined by '\n', or NULL */
 };
 
+/* A re-formation in place: the workers of this node stayed and were handed
+ * the next round (agent.c). */
+struct summary_reform {
+	int64_t time_ms;	       /* wall clock when the round was heard over */
+	int round;		       /* the new round */
+	int world_before, world_after; /* workers in the job */
+	int nodes_after;	       /* nodes in the new round */
+	double waited_s;	       /* from the old round's end to the new round */
+	char why[200];		       /* who left or came, as the rendezvous said */
+};
+
 struct summary {
 	struct summary_rec *recs;
 	size_t n, cap;
+	struct summary_reform *reforms;
+	size_t nreforms;
 	char *interpreter;	    /* the Python the workers ran under, or NULL */
 	bool interpreter_from_path; /* found on PATH (not given as a path) */
 };
@@ -59,10 +72,18 @@ bool summary_rec_failed(const struct summary_rec *r);
 /* "exited with code 3" / "was killed by SIGKILL" into buf. */
 const char *summary_describe(const struct summary_rec *r, char *buf, size_t len);
 
+/* Records a re-formation in place. Returns 0 or -ENOMEM. */
+int summary_add_reform(struct summary *s, const struct summary_reform *r);
+
+/* Prints one log_info line per re-formation in place, if any. */
+void summary_print_reforms(const struct summary *s);
+
 /* Prints the end-of-run summary for `attempt` through log_error/log_info. */
 void summary_print(const struct summary *s, int attempt, int max_restarts);
 
-/* Writes {"exit_code":..., "attempts":..., "workers":[...]} to `path`
+/* Writes {"exit_code":..., "attempts":..., "workers":[...],
+ * "reformations":[{"time", "round", "world_before", "world_after",
+ * "nodes", "waited_s", "why"}...]} to `path`
  * (written to path.tmp, then renamed). Returns 0 or -errno. */
 int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
 		       int stop_signal);

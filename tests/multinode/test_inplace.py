@@ -47,12 +47,23 @@ class InPlace(MultiNodeCase):
     def start_job(self, prog, n=3, nproc=2, env=None):
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % n, "--rdzv_backend=c10d",
                 "--rdzv_id=job", fast_conf(), "--max_restarts=0"]
-        first = self.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
+
+        def logs(i):
+            return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)]
+        first = self.cluster.agent(0, base + logs(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=env)
         port = self.host_port(first)
         return [first] + [
-            self.cluster.agent(i, base + ["--rdzv_endpoint=127.0.0.2:%d" % port] + prog,
-                               worker=None, env=env) for i in range(1, n)]
+            self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=127.0.0.2:%d" % port] +
+                               prog, worker=None, env=env) for i in range(1, n)]
+
+    def summary(self, i):
+        found = [os.path.join(d, "summary.json")
+                 for d, _, files in os.walk(os.path.join(self.dir, "logs%d" % i))
+                 if "summary.json" in files]
+        self.assertEqual(len(found), 1, found)
+        with open(found[0]) as f:
+            return json.load(f)
 
     def kill_node(self, node, pids):
         node.p.kill()  # the agent, then its workers: the whole node
@@ -99,6 +110,17 @@ class InPlace(MultiNodeCase):
             self.assertLess(t_re - t_kill, 8.0, text)
         ranks = sorted(int(d["rank"]) for p in nodes[:2] for d in inplace_lines(p, "done"))
         self.assertEqual(ranks, [0, 1, 2, 3])
+        # the end summary and summary.json list the re-formation; it used
+        # no restart (--max_restarts=0 and the job succeeded)
+        for i, p in enumerate(nodes[:2]):
+            self.assertIn("1 re-formation(s) in place", p.text())
+            s = self.summary(i)
+            self.assertEqual(s["exit_code"], 0)
+            self.assertEqual(len(s["reformations"]), 1, s)
+            r = s["reformations"][0]
+            self.assertEqual((r["world_before"], r["world_after"], r["nodes"]), (6, 4, 2), r)
+            self.assertIn("is gone", r["why"])
+            self.assertLess(r["waited_s"], 8.0)
 
     def test_train_node_killed_same_bits(self):
         # ddp-train with a fixed global batch: 3 nodes x 2 ranks, one node
