@@ -40,6 +40,10 @@
  *                                ddp_mem_alloc (default 1 GiB; 0: none)
  *   DDP_RING_ADDR=IPV4           address the TCP ring listens on (default:
  *                                the local address that routes to the store)
+ *   DDP_AGENT_FD=N               set by ddplaunch: the agent channel, a
+ *                                socket; ddp_init says on it that this
+ *                                worker can be resized in place (see
+ *                                ddp_resizable, ddp_next_round)
  *
  * Memory: "device memory" means what ddp_device_memory() says. With the CPU
  * backend every buffer is host memory; with the NCCL backend the buffers of

@@ -36,7 +36,8 @@ bool worker_env_needs_omp(char *const *base, char *const *extra, size_t nextra, 
 
 /* Builds a NULL-terminated environment array (array and strings malloc'ed;
  * free with worker_env_free): `base`, then `extra`, then torchrun's
- * variables. The rendezvous token (DDP_RDZV_TOKEN) is left out whatever
+ * variables and DDP_AGENT_FD=4 (the agent channel, worker_proc.h's
+ * WORKER_PROC_CHAN_FD). The rendezvous token (DDP_RDZV_TOKEN) is left out whatever
  * its source: workers never need it, and a worker's environment is
  * readable in /proc/PID/environ by its user. `base` may be NULL. Returns 0
  * or -ENOMEM. */
