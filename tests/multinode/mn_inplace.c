@@ -12,6 +12,9 @@
  *   INPLACE progress pid=P step=S          (once, at step STEPS/8)
  *   INPLACE reformed pid=P rank=R world=W round=N step=S
  *   INPLACE done pid=P rank=R world=W steps=S reforms=K
+ * With MN_INPLACE_PLAIN=N the worker of local rank N hides the agent
+ * channel from libddp (unsets DDP_AGENT_FD before ddp_init): a program
+ * the agent must restart.
  * Exits 3 when no round comes, 4 when a re-formation fails, 5 on a wrong
  * sum, 1 when ddp_init fails.
  */
@@ -78,6 +81,10 @@ int main(int argc, char **argv)
 	struct ddp_ctx *ctx;
 	char err[512];
 
+	const char *plain = getenv("MN_INPLACE_PLAIN"), *lr = getenv("LOCAL_RANK");
+
+	if (plain && lr && atoi(plain) == atoi(lr))
+		unsetenv("DDP_AGENT_FD");
 	if (ddp_init(NULL, &ctx, err, sizeof(err))) {
 		fprintf(stderr, "mn_inplace: %s\n", err);
 		return 1;

@@ -44,18 +44,19 @@ class InPlace(MultiNodeCase):
     STEPS = 400
     STEP_MS = 20
 
-    def start_job(self, prog, n=3, nproc=2, env=None):
+    def start_job(self, prog, n=3, nproc=2, env=None, envs=None):
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % n, "--rdzv_backend=c10d",
                 "--rdzv_id=job", fast_conf(), "--max_restarts=0"]
 
         def logs(i):
             return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)]
+        envs = envs or [env] * n
         first = self.cluster.agent(0, base + logs(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
-                                   worker=None, env=env)
+                                   worker=None, env=envs[0])
         port = self.host_port(first)
         return [first] + [
             self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=127.0.0.2:%d" % port] +
-                               prog, worker=None, env=env) for i in range(1, n)]
+                               prog, worker=None, env=envs[i]) for i in range(1, n)]
 
     def summary(self, i):
         found = [os.path.join(d, "summary.json")
@@ -73,11 +74,13 @@ class InPlace(MultiNodeCase):
             except ProcessLookupError:
                 pass
 
-    def start_nodes(self, n=3, nproc=2):
-        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], n, nproc)
+    def start_nodes(self, n=3, nproc=2, envs=None):
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], n, nproc,
+                               envs=envs)
         for p in nodes:
-            for _ in range(nproc):
-                p.wait_line(r"INPLACE start .*world=%d resizable=1" % (n * nproc), timeout=30)
+            wait_for(lambda: len([d for d in inplace_lines(p, "start")
+                                  if d["world"] == str(n * nproc)]) == nproc, 30,
+                     "%s's workers" % p.name)
         return nodes
 
     def test_node_killed_survivors_stay(self):
@@ -121,6 +124,31 @@ class InPlace(MultiNodeCase):
             self.assertEqual((r["world_before"], r["world_after"], r["nodes"]), (6, 4, 2), r)
             self.assertIn("is gone", r["why"])
             self.assertLess(r["waited_s"], 8.0)
+
+    def test_mixed_job(self):
+        # node 1 runs one worker that never says it can be resized: that
+        # node's group is restarted as before, node 0's stays, and the new
+        # processes meet the survivors in the same round
+        plain = {"MN_INPLACE_PLAIN": "1"}  # local rank 1
+        nodes = self.start_nodes(envs=[None, plain, None])
+        said = sorted(d["resizable"] for d in inplace_lines(nodes[1], "start"))
+        self.assertEqual(said, ["0", "1"])
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        t_kill = time.monotonic()
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=60)
+        keep, redo = nodes[0], nodes[1]
+        self.assertIn("re-form in place", keep.text())
+        self.assertEqual({d["pid"] for d in inplace_lines(keep, "done")}, before[keep.name],
+                         keep.text())
+        self.assertIn("stopping this node's workers for the next round", redo.text())
+        fresh = {d["pid"] for d in inplace_lines(redo, "start") if d["t"] >= t_kill}
+        self.assertEqual(len(fresh), 2, redo.text())
+        self.assertFalse(fresh & before[redo.name])
+        self.assertEqual({d["pid"] for d in inplace_lines(redo, "done")}, fresh, redo.text())
+        self.assertTrue(all(d["world"] == "4" for p in nodes[:2]
+                            for d in inplace_lines(p, "done")))
 
     def test_train_node_killed_same_bits(self):
         # ddp-train with a fixed global batch: 3 nodes x 2 ranks, one node
