@@ -392,6 +392,17 @@ static void agent_spawn_all(struct agent *ag)
 		uv_timer_start(&ag->drain, on_none_started, 0, 0);
 }
 
+/* The console prefix of worker w for its rank now. */
+static void agent_worker_reprefix(struct agent_worker *w)
+{
+	char prefix[WORKER_PROC_PREFIX_LEN] = "";
+
+	if (w->ag->o->no_prefix)
+		return;
+	linebuf_prefix(w->ag->o->prefix, w->rank, w->local_rank, prefix, sizeof(prefix));
+	worker_proc_set_prefix(&w->proc, prefix);
+}
+
 /* Hands every local worker the new round on its agent channel: they stay
  * and re-form in place (libddp's ddp_next_round). */
 static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
@@ -403,6 +414,7 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 		struct agent_worker *w = &ag->w[i];
 
 		w->rank = r->rank_base + i;
+		agent_worker_reprefix(w);
 		n = snprintf(msg, sizeof(msg), "round %d %d %d %d %d %s %d %d %d\n", r->round,
 			     w->rank, r->world_size, i, ag->nproc, r->master_addr, r->master_port,
 			     r->group_rank, r->group_world_size);

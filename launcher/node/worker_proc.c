@@ -419,6 +419,13 @@ int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cf
 	return 0;
 }
 
+void worker_proc_set_prefix(struct worker_proc *p, const char *prefix)
+{
+	p->prefix_len = (size_t)snprintf(p->prefix, sizeof(p->prefix), "%s", prefix);
+	if (p->prefix_len >= sizeof(p->prefix))
+		p->prefix_len = sizeof(p->prefix) - 1;
+}
+
 int worker_proc_send(struct worker_proc *p, const char *msg, size_t len)
 {
 	uv_buf_t b = uv_buf_init((char *)msg, (unsigned)len);

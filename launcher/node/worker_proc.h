@@ -115,6 +115,10 @@ void worker_proc_init(struct worker_proc *p);
  * later from the loop. Not while worker_proc_busy(p). */
 int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cfg);
 
+/* The prefix of the console lines from now on (a worker re-formed in place
+ * under a new rank). */
+void worker_proc_set_prefix(struct worker_proc *p, const char *prefix);
+
 /* Writes msg (one or more whole lines) on the worker's agent channel, at
  * once and without blocking. Returns 0, -EPIPE when the process no longer
  * runs or the channel is closed, -EAGAIN when it did not all fit (the

@@ -36,6 +36,7 @@ def inplace_lines(proc, kind):
             if m and m.group(1) == kind:
                 d = dict(kv.split("=", 1) for kv in m.group(2).split())
                 d["t"] = t
+                d["line"] = line
                 out.append(d)
     return out
 
@@ -87,14 +88,15 @@ class InPlace(MultiNodeCase):
         nodes = self.start_nodes()
         # mid-run: the job has made an eighth of its steps
         nodes[0].wait_line(r"INPLACE progress", timeout=30)
-        victim = nodes[2]
+        # the middle node: the last node's workers get new ranks
+        victim, survivors = nodes[1], [nodes[0], nodes[2]]
         victim_pids = [int(d["pid"]) for d in inplace_lines(victim, "start")]
         t_kill = time.monotonic()
         self.kill_node(victim, victim_pids)
-        for p in nodes[:2]:
+        for p in survivors:
             rc, _ = p.wait(timeout=60)
             self.assertEqual(rc, 0, p.text())
-        for p in nodes[:2]:
+        for p in survivors:
             text = p.text()
             started = {d["pid"] for d in inplace_lines(p, "start")}
             reformed = [d for d in inplace_lines(p, "reformed") if d["t"] >= t_kill]
@@ -110,12 +112,16 @@ class InPlace(MultiNodeCase):
             # the survivors re-formed promptly: the death noticed by the
             # rendezvous (keep-alive window 1.5 s) and the round joined
             t_re = min(d["t"] for d in reformed)
+            print("%s: re-formed in place %.3f s after the kill" % (p.name, t_re - t_kill))
             self.assertLess(t_re - t_kill, 8.0, text)
-        ranks = sorted(int(d["rank"]) for p in nodes[:2] for d in inplace_lines(p, "done"))
+            # the console prefix follows the new rank
+            for d in reformed + done:
+                self.assertIn("[rank %s]: INPLACE" % d["rank"], d["line"])
+        ranks = sorted(int(d["rank"]) for p in survivors for d in inplace_lines(p, "done"))
         self.assertEqual(ranks, [0, 1, 2, 3])
         # the end summary and summary.json list the re-formation; it used
         # no restart (--max_restarts=0 and the job succeeded)
-        for i, p in enumerate(nodes[:2]):
+        for i, p in ((0, nodes[0]), (2, nodes[2])):
             self.assertIn("1 re-formation(s) in place", p.text())
             s = self.summary(i)
             self.assertEqual(s["exit_code"], 0)
