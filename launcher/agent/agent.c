@@ -415,6 +415,8 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 
 		w->rank = r->rank_base + i;
 		agent_worker_reprefix(w);
+		if (!w->proc.running)
+			continue; /* finished (a failure would have stopped the group) */
 		n = snprintf(msg, sizeof(msg), "round %d %d %d %d %d %s %d %d %d\n", r->round,
 			     w->rank, r->world_size, i, ag->nproc, r->master_addr, r->master_port,
 			     r->group_rank, r->group_world_size);
@@ -443,22 +445,41 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 	}
 }
 
+/* The next round, joined while the workers ran (on_round_over). */
+static void on_joined_in_place(struct agent *ag, int status, const struct rdzv_round *r)
+{
+	ag->inplace_join = false;
+	if (status) {
+		log_error("cannot join rendezvous round %d: %s; stopping the workers",
+			  ag->round.round + 1, strerror(-status));
+		ag->end = RDZV_OUT_FAILED;
+		ag->fail_status = 1;
+	}
+	if (ag->group_end_pending) {
+		/* The group ended meanwhile: its end is this round's. */
+		ag->group_end_pending = false;
+		if (!status)
+			ag->round = *r;
+		agent_group_ended(ag);
+		return;
+	}
+	if (status) {
+		if (ag->state == AGENT_RUNNING)
+			agent_stop_group(ag, SIGTERM);
+		return;
+	}
+	if (ag->state == AGENT_RUNNING)
+		agent_resize_in_place(ag, r);
+	else
+		ag->round = *r; /* stopping: the group's end is this round's */
+}
+
 static void on_joined(void *arg, int status, const struct rdzv_round *r)
 {
 	struct agent *ag = arg;
 
 	if (ag->inplace_join) {
-		ag->inplace_join = false;
-		if (!status && ag->state == AGENT_RUNNING) {
-			agent_resize_in_place(ag, r);
-			return;
-		}
-		if (!status)
-			ag->round = *r;
-		if (ag->group_end_pending) {
-			ag->group_end_pending = false;
-			agent_group_ended(ag);
-		}
+		on_joined_in_place(ag, status, r);
 		return;
 	}
 	if (ag->state != AGENT_JOINING)
