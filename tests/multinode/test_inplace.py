@@ -4,9 +4,10 @@ agents join the next round without stopping their workers and hand them the
 new round over the agent channel; the workers re-form (ddp_next_round,
 ddp_reform) and go on in the same processes.
 
-Simulated nodes on 127.0.0.2-4 (mnlib.py), 2 ranks each, mn_inplace as the
-worker. Plain workers (mn_worker) are still restarted: test_multinode.py's
-Failures and Elastic cover that path.
+Simulated nodes on 127.0.0.2-5 (mnlib.py), mn_inplace as the worker, or
+ddp-train with a fixed global batch (the final model byte-identical to a
+1-rank run). Plain workers are still restarted: test_mixed_job here (one
+worker of a node), test_multinode.py's Failures and Elastic (mn_worker).
 """
 import json
 import os
@@ -130,6 +131,27 @@ class InPlace(MultiNodeCase):
             self.assertEqual((r["world_before"], r["world_after"], r["nodes"]), (6, 4, 2), r)
             self.assertIn("is gone", r["why"])
             self.assertLess(r["waited_s"], 8.0)
+
+    def test_two_nodes_killed_one_after_the_other(self):
+        # 4 nodes x 1 rank, two killed in turn: two re-formations in place, 4 -> 3 -> 2
+        self.STEPS = 600
+        nodes = self.start_nodes(n=4, nproc=1)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        pids = {p.name: inplace_lines(p, "start")[0]["pid"] for p in nodes}
+        for victim, world in ((nodes[3], "3"), (nodes[1], "2")):
+            t_kill = time.monotonic()
+            self.kill_node(victim, [int(pids[victim.name])])
+            for p in (nodes[0], nodes[2]):
+                p.wait_line(r"INPLACE reformed .*world=%s " % world, timeout=30, after=t_kill)
+        self.assert_all_exit([nodes[0], nodes[2]], timeout=60)
+        for i in (0, 2):
+            p = nodes[i]
+            self.assertEqual([d["pid"] for d in inplace_lines(p, "done")], [pids[p.name]],
+                             p.text())
+            self.assertEqual(inplace_lines(p, "done")[0]["reforms"], "2", p.text())
+            s = self.summary(i)
+            self.assertEqual([(r["world_before"], r["world_after"])
+                              for r in s["reformations"]], [(4, 3), (3, 2)], s)
 
     def test_mixed_job(self):
         # node 1 runs one worker that never says it can be resized: that
