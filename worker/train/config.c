@@ -59,7 +59,8 @@ static const struct settings_def config_defs[] = {
     OPT_I64(max_steps, "stop after this many steps (0: epochs decide)"),
     OPT_I64(batch_size, "samples per step per rank"),
     OPT_I64(global_batch_size, "samples per step over all ranks, the same bits at any rank "
-			       "count (0: off; see virtual_shards)"),
+			       "count; under ddplaunch a lost node costs one step, not a "
+			       "restart (0: off; see virtual_shards)"),
     OPT_I64(virtual_shards, "shards of the global batch (G divisible by it), spread "
 			    "over the ranks"),
     OPT_REAL(lr, "base learning rate (weights)"),
