@@ -218,6 +218,22 @@ static int agent_fail_status(const struct agent *ag)
 	return policy_exit_status(0, true, first->exit_code, first->term_signal);
 }
 
+static void on_joined(void *arg, int status, const struct rdzv_round *r);
+
+/* The group stopped for a round already joined (agent_keep_round): the
+ * next attempt starts in it, without asking the rendezvous again. */
+static void agent_start_in_kept_round(struct agent *ag)
+{
+	ag->have_kept = false;
+	ag->round_over = false;
+	ag->failed = false;
+	ag->permanent = false;
+	ag->nexited = 0;
+	ag->attempt++;
+	ag->state = AGENT_JOINING;
+	on_joined(ag, 0, &ag->kept);
+}
+
 /* Every handle of the attempt is closed: tell the rendezvous, which answers
  * with the next round or the end. */
 static void agent_group_ended(struct agent *ag)
@@ -242,6 +258,10 @@ static void agent_group_ended(struct agent *ag)
 	agent_record_attempt(ag);
 	if (ag->end >= 0) {
 		agent_end(ag, ag->end); /* heard while the workers stopped */
+		return;
+	}
+	if (ag->have_kept) {
+		agent_start_in_kept_round(ag);
 		return;
 	}
 	ag->round_over = false;
@@ -445,6 +465,19 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 	}
 }
 
+/* Keeps round r, joined while the group stops, for the next group. */
+static void agent_keep_round(struct agent *ag, const struct rdzv_round *r)
+{
+	ag->kept = *r;
+	snprintf(ag->kept_master, sizeof(ag->kept_master), "%s", r->master_addr);
+	ag->kept.master_addr = ag->kept_master;
+	if (r->local_addr) {
+		snprintf(ag->kept_local, sizeof(ag->kept_local), "%s", r->local_addr);
+		ag->kept.local_addr = ag->kept_local;
+	}
+	ag->have_kept = true;
+}
+
 /* The next round, joined while the workers ran (on_round_over). */
 static void on_joined_in_place(struct agent *ag, int status, const struct rdzv_round *r)
 {
@@ -468,10 +501,21 @@ static void on_joined_in_place(struct agent *ag, int status, const struct rdzv_r
 			agent_stop_group(ag, SIGTERM);
 		return;
 	}
-	if (ag->state == AGENT_RUNNING)
+	if (ag->state == AGENT_RUNNING && r->restart_count == ag->round.restart_count) {
 		agent_resize_in_place(ag, r);
-	else
-		ag->round = *r; /* stopping: the group's end is this round's */
+		return;
+	}
+	if (ag->state == AGENT_RUNNING) {
+		/* Workers failed elsewhere and restart from their checkpoint:
+		 * these cannot go on beside them (no state is handed over). */
+		log_warn("round %d follows a restart (workers failed elsewhere): stopping this "
+			 "node's workers to start them again in it (no restart is counted for it)",
+			 r->round);
+		ag->round_over = true;
+		agent_stop_group(ag, SIGTERM);
+	}
+	/* Stopping: the group's end starts the next group in this round. */
+	agent_keep_round(ag, r);
 }
 
 static void on_joined(void *arg, int status, const struct rdzv_round *r)

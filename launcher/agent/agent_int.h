@@ -88,6 +88,11 @@ struct agent {
 	int64_t inplace_since_ns;     /* when the round was heard over */
 	int nreform;		      /* rounds the workers re-formed in place */
 	struct summary_reform reform; /* the one being made */
+	/* A round joined in place while the group must stop: the next group
+	 * starts in it (its strings copied here). */
+	bool have_kept;
+	struct rdzv_round kept;
+	char kept_master[256], kept_local[256];
 };
 
 /* The rendezvous' events (agent.c). */

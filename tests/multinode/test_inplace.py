@@ -46,9 +46,9 @@ class InPlace(MultiNodeCase):
     STEPS = 400
     STEP_MS = 20
 
-    def start_job(self, prog, n=3, nproc=2, env=None, envs=None):
+    def start_job(self, prog, n=3, nproc=2, env=None, envs=None, restarts=0):
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % n, "--rdzv_backend=c10d",
-                "--rdzv_id=job", fast_conf(), "--max_restarts=0"]
+                "--rdzv_id=job", fast_conf(), "--max_restarts=%d" % restarts]
 
         def logs(i):
             return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)]
@@ -178,6 +178,49 @@ class InPlace(MultiNodeCase):
         self.assertTrue(all(d["world"] == "4" for p in nodes[:2]
                             for d in inplace_lines(p, "done")))
 
+    def test_train_worker_killed_restarts_same_bits(self):
+        # one ddp-train worker killed on a node that is otherwise fine: that
+        # node restarts its group as before (a single rank is not replaced in
+        # place yet), and since the fresh processes resume from the
+        # checkpoint, the other nodes' agents start theirs again in the same
+        # round too (one restart in all, of --max_restarts=1); the job still
+        # ends with the 1-rank run's bits
+        steps = 600
+        ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
+        metrics = os.path.join(self.dir, "metrics.jsonl")
+
+        def args(ckdir):
+            return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
+                "--held_out", "0.1", "--global_batch_size", "48", "--virtual_shards", "8",
+                "--device", "cpu", "--checkpoint_every", "50"]
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
+                                           DDP_TRAIN] + args(ref), TRAIN_ENV)
+        self.assertEqual(solo.wait(300)[0], 0, solo.text())
+        prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
+        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=1)
+
+        def step_reached():
+            try:
+                with open(metrics) as f:
+                    recs = [json.loads(line) for line in f if line.endswith("\n")]
+            except FileNotFoundError:
+                return False
+            return any(r.get("kind") == "train" and r.get("step", 0) >= 100 for r in recs)
+
+        wait_for(step_reached, 120, "step 100 of the 6-rank run")
+        shims = children(nodes[1].pid)
+        workers = [w for s in shims for w in children(s)]
+        self.assertEqual(len(workers), 2, (shims, workers))
+        os.kill(workers[0], signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=300)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertEqual(text.count("follows a restart (workers failed elsewhere)"), 2, text)
+        self.assertIn("resumed from", text)
+        self.assertNotIn("without the training state", text)
+        self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
+                         train_it.sha256(os.path.join(ref, "final.safetensors")),
+                         "final checkpoints differ")
+
     def test_train_node_killed_same_bits(self):
         # ddp-train with a fixed global batch: 3 nodes x 2 ranks, one node
         # killed mid-run; the survivors redo the interrupted step as 4 ranks
@@ -222,6 +265,14 @@ class InPlace(MultiNodeCase):
         self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
                          train_it.sha256(os.path.join(ref, "final.safetensors")),
                          "final checkpoints differ")
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
 
 
 def train_pids(agent_pid):

@@ -290,6 +290,10 @@ int trainer_run(struct trainer *t)
 
 	if (t->rank == 0)
 		loop_say_start(t);
+	if (t->shards)
+		ret = trainer_shards_check_step(t);
+	if (ret < 0 && loop_comm_failed(ret) && trainer_shards_reform(t) == 0)
+		ret = 0;
 	loop_window_start(t, &w);
 	while (ret == 0 && t->step < t->total_steps) {
 		loop_fault(t);

@@ -270,6 +270,25 @@ static int shards_respread(struct trainer *t)
 	return 0;
 }
 
+int trainer_shards_check_step(struct trainer *t)
+{
+	double v[2] = {(double)t->step, -(double)t->step};
+	int ret;
+
+	if (!t->ddp || t->world == 1 || !ddp_resizable(t->ddp))
+		return 0;
+	ret = ddp_allreduce(t->ddp, v, 2, DDP_FLOAT64, DDP_MAX);
+	if (ret < 0)
+		return ret;
+	if (v[0] == -v[1])
+		return 0;
+	log_error("step %llu here, but the ranks are at steps %.0f to %.0f: a process joined "
+		  "without the training state (not handed over in place yet); stopping, so "
+		  "that the launcher restarts the job from its last checkpoint",
+		  (unsigned long long)t->step, -v[1], v[0]);
+	return -EPROTO;
+}
+
 int trainer_shards_reform(struct trainer *t)
 {
 	struct ddp_round r;
@@ -286,14 +305,20 @@ int trainer_shards_reform(struct trainer *t)
 			return ret;
 		}
 		ret = ddp_reform(t->ddp, &r.opts, err, sizeof(err));
-		if (ret == 0)
-			break;
+		if (ret == 0) {
+			t->rank = ddp_rank(t->ddp);
+			t->world = ddp_world_size(t->ddp);
+			ret = trainer_shards_check_step(t);
+			if (ret == -EPROTO)
+				return ret;
+			if (ret == 0)
+				break;
+			snprintf(err, sizeof(err), "%s", ddp_error(t->ddp));
+		}
 		log_warn("step %llu: re-forming for round %d failed (%s); waiting for the next "
 			 "round",
 			 (unsigned long long)t->step, r.round, err);
 	}
-	t->rank = ddp_rank(t->ddp);
-	t->world = ddp_world_size(t->ddp);
 	ret = shards_respread(t);
 	if (ret == 0)
 		log_info("step %llu: re-formed in place as rank %d of %d (round %d, pid %d); "

@@ -86,6 +86,13 @@ int trainer_shards_step(struct trainer *t, float out[2]);
  * it. Returns 0, -ENOTSUP (not resizable: exit as before, the launcher
  * restarts the job), or ddp_next_round's error (said here). */
 int trainer_shards_reform(struct trainer *t);
+/* In a resizable worker with more than one rank: whether every rank is at
+ * this step (one all-reduce), at the start and after each re-formation, so
+ * that a process that joined without the training state (a replaced rank,
+ * a new node: not handed over yet) never mixes steps. 0, -EPROTO (said
+ * here: the job stops and is restarted from its checkpoint) or the
+ * collective's error. */
+int trainer_shards_check_step(struct trainer *t);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
 
