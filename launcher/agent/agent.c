@@ -478,6 +478,16 @@ static void agent_keep_round(struct agent *ag, const struct rdzv_round *r)
 	ag->have_kept = true;
 }
 
+/* Whether the running workers can go on in round r: only survivors are in
+ * it. Workers that failed elsewhere resume from their checkpoint (a
+ * restart), and new ones (a node that joined) start with no state: the
+ * running ones cannot go on beside either, as nothing is handed over to
+ * them yet. */
+static bool agent_round_in_place(const struct agent *ag, const struct rdzv_round *r)
+{
+	return r->restart_count == ag->round.restart_count && r->world_size <= ag->round.world_size;
+}
+
 /* The next round, joined while the workers ran (on_round_over). */
 static void on_joined_in_place(struct agent *ag, int status, const struct rdzv_round *r)
 {
@@ -501,16 +511,17 @@ static void on_joined_in_place(struct agent *ag, int status, const struct rdzv_r
 			agent_stop_group(ag, SIGTERM);
 		return;
 	}
-	if (ag->state == AGENT_RUNNING && r->restart_count == ag->round.restart_count) {
+	if (ag->state == AGENT_RUNNING && agent_round_in_place(ag, r)) {
 		agent_resize_in_place(ag, r);
 		return;
 	}
 	if (ag->state == AGENT_RUNNING) {
-		/* Workers failed elsewhere and restart from their checkpoint:
-		 * these cannot go on beside them (no state is handed over). */
-		log_warn("round %d follows a restart (workers failed elsewhere): stopping this "
-			 "node's workers to start them again in it (no restart is counted for it)",
-			 r->round);
+		log_warn("round %d %s: stopping this node's workers to start them again in it "
+			 "(no restart is counted for it)",
+			 r->round,
+			 r->restart_count != ag->round.restart_count
+			     ? "follows a restart (workers failed elsewhere)"
+			     : "has new workers, and no state is handed over to them yet");
 		ag->round_over = true;
 		agent_stop_group(ag, SIGTERM);
 	}

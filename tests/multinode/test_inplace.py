@@ -46,8 +46,9 @@ class InPlace(MultiNodeCase):
     STEPS = 400
     STEP_MS = 20
 
-    def start_job(self, prog, n=3, nproc=2, env=None, envs=None, restarts=0):
-        base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % n, "--rdzv_backend=c10d",
+    def start_job(self, prog, n=3, nproc=2, env=None, envs=None, restarts=0, max_nodes=None):
+        base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % (max_nodes or n),
+                "--rdzv_backend=c10d",
                 "--rdzv_id=job", fast_conf(), "--max_restarts=%d" % restarts]
 
         def logs(i):
@@ -56,6 +57,7 @@ class InPlace(MultiNodeCase):
         first = self.cluster.agent(0, base + logs(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=envs[0])
         port = self.host_port(first)
+        self.port = port
         return [first] + [
             self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=127.0.0.2:%d" % port] +
                                prog, worker=None, env=envs[i]) for i in range(1, n)]
@@ -152,6 +154,27 @@ class InPlace(MultiNodeCase):
             s = self.summary(i)
             self.assertEqual([(r["world_before"], r["world_after"])
                               for r in s["reformations"]], [(4, 3), (3, 2)], s)
+
+    def test_node_joins_restarts_as_before(self):
+        # a node that joins brings workers with no state: nothing is handed
+        # over to them yet, so the running ones start again with them in
+        # the new round (no restart counted, as before)
+        self.STEPS = 300
+        prog = [INPLACE, str(self.STEPS), str(self.STEP_MS)]
+        nodes = self.start_job(prog, n=2, nproc=1, max_nodes=3)
+        for p in nodes:
+            p.wait_line(r"INPLACE start .*world=2 ", timeout=30)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        t_join = time.monotonic()
+        base = ["--nproc_per_node=1", "--nnodes=2:3", "--rdzv_backend=c10d", "--rdzv_id=job",
+                fast_conf(), "--max_restarts=0", "--rdzv_endpoint=127.0.0.2:%d" % self.port]
+        nodes.append(self.cluster.agent(2, base + prog, worker=None))
+        self.assert_all_exit(nodes, timeout=60)
+        for p in nodes[:2]:
+            self.assertIn("has new workers", p.text())
+            self.assertNotIn("INPLACE reformed", p.text())
+            self.assertTrue(any(d["world"] == "3" for d in inplace_lines(p, "start")
+                                if d["t"] >= t_join), p.text())
 
     def test_mixed_job(self):
         # node 1 runs one worker that never says it can be resized: that
