@@ -215,6 +215,14 @@ struct ddp_round {
  * whose context was freed, is restarted as before. */
 DDP_API int ddp_resizable(const struct ddp_ctx *ctx);
 
+/* resizable 0: tells the agent that this program does not re-form in place
+ * (it exits on a collective error), so that on a membership change the
+ * agent stops and restarts it, unchanged from before, with no failure
+ * counted; ddp_resizable then returns 0 and ddp_next_round -ENOTSUP. Call
+ * it right after ddp_init. resizable 1 says "resizable" again. Returns 0,
+ * or -ENOTSUP when there is no agent channel. */
+DDP_API int ddp_set_resizable(struct ddp_ctx *ctx, int resizable);
+
 /* Waits up to timeout_ms (0: the context's timeout) for a round the
  * launcher sent that was not taken yet, and fills *out; then call
  * ddp_reform(ctx, &out->opts, ...) and redo the interrupted step. Only the

@@ -219,13 +219,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 /* A line the worker wrote on the agent channel: "resizable" (libddp's
- * ddp_init) is the one known; others are ignored. */
+ * ddp_init) and "fixed" (ddp_set_resizable(ctx, 0)); others are ignored. */
 static void emit_chan(void *arg, const char *line, size_t len, size_t shown, bool ends)
 {
 	struct worker_proc *p = arg;
 
 	if (ends && len == 9 && memcmp(line, "resizable", 9) == 0)
 		p->resizable = true;
+	else if (ends && len == 5 && memcmp(line, "fixed", 5) == 0)
+		p->resizable = false;
 }
 
 static uv_pipe_t *proc_pipe(struct worker_proc *p, int i)

@@ -165,7 +165,7 @@ static int chan_wait(struct ddp_ctx *ctx, struct agent_round *r, uint64_t timeou
 	struct timespec ts;
 	int rc = 0;
 
-	if (!c->started)
+	if (!c->started || c->fixed)
 		return -ENOTSUP;
 	chan_deadline(&ts, timeout_ms);
 	pthread_mutex_lock(&c->lock);
@@ -210,5 +210,17 @@ int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_
 
 int ddp_resizable(const struct ddp_ctx *ctx)
 {
-	return ctx && ctx->chan.started;
+	return ctx && ctx->chan.started && !ctx->chan.fixed;
+}
+
+int ddp_set_resizable(struct ddp_ctx *ctx, int resizable)
+{
+	const char *msg = resizable ? "resizable\n" : "fixed\n";
+
+	if (!ctx || !ctx->chan.started)
+		return -ENOTSUP;
+	if (write(ctx->chan.fd, msg, strlen(msg)) != (ssize_t)strlen(msg))
+		return -EPIPE;
+	ctx->chan.fixed = !resizable;
+	return 0;
 }

@@ -23,6 +23,7 @@ struct agent_chan {
 	bool inited; /* the lock and cond exist */
 	int fd;
 	bool started; /* the reader thread runs */
+	bool fixed;   /* ddp_set_resizable(ctx, 0): the agent restarts it */
 	pthread_t thread;
 	pthread_mutex_t lock; /* guards what follows */
 	pthread_cond_t cond;

@@ -43,6 +43,10 @@ static int trainer_init_ddp(struct trainer *t)
 	t->rank = ddp_rank(t->ddp);
 	t->world = ddp_world_size(t->ddp);
 	t->attempt = ddp_attempt(t->ddp);
+	/* Only the fixed global batch redoes a step in place; otherwise a
+	 * collective error ends the process and the launcher restarts it. */
+	if (t->cfg.global_batch_size == 0)
+		ddp_set_resizable(t->ddp, 0);
 	return 0;
 }
 
