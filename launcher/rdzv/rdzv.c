@@ -24,15 +24,15 @@ int rdzv_check(const struct launch_opts *o, char **environ_in, int nproc, char *
 {
 	struct opts_rdzv res;
 	struct rdzv *r = NULL;
-	int rc = rdzv_new(o, environ_in, nproc, &r, err, errlen);
+	int rc = opts_rdzv_resolve(o, worker_env_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err,
+				   errlen);
 
-	rdzv_free(r);
 	if (rc < 0)
 		return rc;
-	rc = opts_rdzv_resolve(o, worker_env_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err,
-			       errlen);
-	if (rc == 0 && res.mode == OPTS_RDZV_LOCAL)
-		rc = rdzv_one_check_port(o, err, errlen);
+	if (res.mode == OPTS_RDZV_LOCAL)
+		return rdzv_one_check_port(o, err, errlen);
+	rc = rdzv_many_new(&res, nproc, o->max_restarts, &r, err, errlen);
+	rdzv_free(r);
 	return rc;
 }
 
