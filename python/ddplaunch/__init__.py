@@ -1,0 +1,2 @@
+"""ddplaunch's Python side. ddplaunch.torch: PyTorch training that survives
+a membership change in place (Elastic)."""

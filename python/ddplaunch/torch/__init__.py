@@ -1,0 +1,21 @@
+"""ddplaunch.torch: a PyTorch training loop that a membership change does not
+restart.
+
+    from ddplaunch.torch import Elastic
+    el = Elastic(model, optimizer, dataset_size=N, global_batch_size=G,
+                 virtual_shards=V, seed=S)
+    for step in el.steps(epochs=E):
+        loss = el.step(closure)          # closure(indices) -> loss
+
+Under ddplaunch the workers say they can be resized in place; when a node
+dies or joins, the survivors keep their processes and their memory, take
+the new round from their agent, form a fresh process group, hand the state
+to any newcomer and redo the interrupted step with the same samples. The
+gradients of the fixed virtual shards are summed exactly, so the final
+weights are those of an undisturbed 1-rank run.
+"""
+from .elastic import Elastic
+from .exact import ExactSum
+from .plan import Ledger, shards_range
+
+__all__ = ["Elastic", "ExactSum", "Ledger", "shards_range"]

@@ -1,0 +1,224 @@
+"""Elastic: the training loop of a fixed global batch that survives a
+membership change in place (issue 17). See ddplaunch/torch/__init__.py and
+python/README.md."""
+import os
+
+import torch
+import torch.distributed as dist
+
+from . import group as grp
+from . import handover
+from .channel import AgentChannel, fd_from_env
+from .exact import ExactSum
+from .plan import Ledger
+
+
+class Elastic:
+    """model and optimizer: the script's own (the same initial weights on
+    every rank, or not: rank 0's are handed to all at the start, as DDP
+    does). dataset_size N, global_batch_size G (a multiple of
+    virtual_shards V), seed: the ledger. backend: "gloo" or "nccl" (default:
+    nccl when the parameters are on a GPU). timeout: of a collective and of
+    a group's formation. round_timeout: how long a survivor waits for the
+    launcher's next round after a failure, in seconds."""
+
+    def __init__(self, model, optimizer, dataset_size, global_batch_size, virtual_shards,
+                 seed=0, backend=None, timeout=None, round_timeout=300.0):
+        self.model, self.optimizer = model, optimizer
+        self.ledger = Ledger(dataset_size, global_batch_size, virtual_shards, seed)
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        self._exact = ExactSum(self._params)
+        self._device = grp.device_of(self._params)
+        self._backend = backend or ("nccl" if self._device.type == "cuda" else "gloo")
+        self._timeout = timeout or grp.default_timeout()
+        self._round_timeout = round_timeout
+        self._has_state = False
+        self._synced = False
+        self.last_loss = None
+        self.reformations = 0
+        fd = fd_from_env()
+        self._chan = AgentChannel(fd) if fd is not None else None
+        self._group = grp.Group(None, 0, 1, self._device, self._chan)
+        try:
+            self._group = self._first_group()
+        except grp.MembershipChanged as e:
+            self._reform(e)
+
+    # -- membership ----------------------------------------------------
+
+    @property
+    def rank(self):
+        return self._group.rank
+
+    @property
+    def world_size(self):
+        return self._group.world
+
+    @property
+    def process_group(self):
+        """This round's torch.distributed process group (None in a world of
+        one); it changes on every re-formation."""
+        return self._group.pg
+
+    def _first_group(self):
+        """The launcher's first round: torch.distributed's default group if
+        the script made one, else a group of our own on the env:// store."""
+        env = os.environ
+        if dist.is_available() and dist.is_initialized():
+            pg = dist.distributed_c10d._get_default_group()
+            return grp.Group(pg, dist.get_rank(), dist.get_world_size(), self._device,
+                             self._chan)
+        world = int(env.get("WORLD_SIZE", "1"))
+        rank = int(env.get("RANK", "0"))
+        if world == 1:
+            return grp.Group(None, 0, 1, self._device, self._chan)
+        return self._form(env["MASTER_ADDR"], env["MASTER_PORT"], rank, world, "start")
+
+    def _form(self, addr, port, rank, world, tag):
+        def build():
+            store = grp.new_store(addr, port, world, self._timeout)
+            store = dist.PrefixStore("ddplaunch.torch/%s/" % tag, store)
+            return grp.new_pg(store, rank, world, self._backend, self._timeout)
+        if world == 1:
+            return grp.Group(None, 0, 1, self._device, self._chan)
+        pg = grp.in_thread(self._chan, build, "forming the process group")
+        return grp.Group(pg, rank, world, self._device, self._chan)
+
+    def _take_round(self):
+        try:
+            r = self._chan.take(self._round_timeout)
+        except (TimeoutError, ConnectionError) as e:
+            raise RuntimeError("step %d: %s; stopping" % (self.ledger.step, e)) from e
+        self._chan.say("took %d" % r.round)
+        for k, v in (("RANK", r.rank), ("WORLD_SIZE", r.world_size),
+                     ("LOCAL_RANK", r.local_rank), ("LOCAL_WORLD_SIZE", r.local_world_size),
+                     ("MASTER_ADDR", r.master_addr), ("MASTER_PORT", r.master_port),
+                     ("GROUP_RANK", r.group_rank), ("GROUP_WORLD_SIZE", r.group_world_size)):
+            os.environ[k] = str(v)
+        return r
+
+    def _reform(self, cause):
+        """The next round from the agent, a fresh group in its store, and
+        the state agreed; again while rounds keep coming."""
+        if self._chan is None:
+            raise RuntimeError("step %d: %s (not under ddplaunch, so no re-formation in "
+                               "place: restart the job)" % (self.ledger.step, cause)) from cause
+        while True:
+            self._group.retire()
+            r = self._take_round()
+            try:
+                self._group = self._form(r.master_addr, r.master_port, r.rank, r.world_size,
+                                         "round%d" % r.round)
+                self._sync()
+                break
+            except grp.MembershipChanged as e:
+                cause = e
+        self.reformations += 1
+
+    def _sync(self):
+        """At the start and after each re-formation: every rank at the
+        highest step held, with that step's state (handover.py)."""
+        step = self.ledger.step if self._has_state else -1
+        _, hi, src = handover.agree(self._group, step)
+        if src is not None:
+            got = handover.hand_over(self._group, src, self.state_dict)
+            if got is not None and step != hi:
+                self._load(got)
+        self._has_state = True
+        self._synced = True
+
+    def _start(self):
+        while not self._synced:
+            try:
+                self._sync()
+            except grp.MembershipChanged as e:
+                self._reform(e)
+
+    # -- the step --------------------------------------------------------
+
+    def steps(self, epochs):
+        """The global steps still to do until `epochs` epochs are done (a
+        resumed or rolled-forward process starts later)."""
+        self._start()
+        total = int(epochs) * self.ledger.steps_per_epoch
+        while self.ledger.step < total:
+            yield self.ledger.step
+
+    def step(self, closure):
+        """One committed step: closure(indices) once per virtual shard this
+        rank owns (forward and backward; its return value is the shard's
+        loss), the exact mean of the shards' gradients over the group, the
+        optimizer's step. A membership change meanwhile re-forms the group
+        and redoes the step with the same samples. Returns the global
+        batch's loss (the mean of the V shards' losses)."""
+        self._start()
+        target = self.ledger.step
+        while True:
+            try:
+                if self._chan is not None and self._chan.pending():
+                    raise grp.MembershipChanged("a new round from the launcher")
+                if self.ledger.step != target:
+                    return self.last_loss  # committed elsewhere: rolled forward
+                return self._try_step(closure)
+            except grp.MembershipChanged as e:
+                self._reform(e)
+
+    def _shards(self, closure, step, slots):
+        """This rank's shards of `step`: their flat float64 gradients; each
+        shard's loss and per-tensor max |grad| into its row of slots."""
+        flats = []
+        for v in self.ledger.plan(self.rank, self.world_size):
+            for p in self._params:
+                p.grad = None
+            loss = closure(self.ledger.shard_indices(step, v))
+            flat = self._exact.flatten()
+            slots[v, 0] = float(loss.detach() if torch.is_tensor(loss) else loss)
+            slots[v, 1:] = self._exact.maxabs(flat)
+            flats.append(flat)
+        for p in self._params:
+            p.grad = None
+        return flats
+
+    def _try_step(self, closure):
+        v, step = self.ledger.virtual_shards, self.ledger.step
+        # one row per shard, written by the rank that computed it and 0
+        # elsewhere: the sum is a copy (x + 0 is exact)
+        slots = torch.zeros(v, 1 + len(self._params), dtype=torch.float32, device=self._device)
+        flats = self._shards(closure, step, slots)
+        self._group.allreduce(slots)
+        maxima = slots[:, 1:].max(dim=0).values if self._params else slots[0, 1:]
+        exps = self._exact.exponents(maxima.cpu(), v)
+        q = torch.zeros(self._exact.total, dtype=torch.int64, device=self._device)
+        for flat in flats:
+            q += self._exact.quantize(flat, exps)
+        self._group.allreduce(q)
+        for p, g in zip(self._params, self._exact.dequantize(q, exps, v)):
+            p.grad = g
+        self.optimizer.step()
+        for p in self._params:
+            p.grad = None
+        self.last_loss = float(slots[:, 0].to(torch.float64).sum()) / v
+        self.ledger.step += 1
+        self._has_state = True
+        return self.last_loss
+
+    # -- state -----------------------------------------------------------
+
+    def state_dict(self):
+        """The model, the optimizer state and the ledger (epoch, step, seed):
+        what a disk checkpoint holds to resume into the same bits."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "ledger": self.ledger.state_dict(), "loss": self.last_loss}
+
+    def _load(self, sd):
+        self.model.load_state_dict(sd["model"])
+        self.optimizer.load_state_dict(sd["optimizer"])
+        self.ledger.load_state_dict(sd["ledger"])
+        self.last_loss = sd.get("loss")
+
+    def load_state_dict(self, sd):
+        """Resumes from state_dict()'s output (a disk checkpoint); call it
+        before the first step. The process then counts as holding that
+        step's state when the group agrees on one."""
+        self._load(sd)
+        self._has_state = True

@@ -1,0 +1,112 @@
+"""A ddplaunch.torch worker for the tests: an MLP on synthetic data (or the
+digits set with --digits), trained with Elastic; one thread, so that a
+shard's bits do not depend on the machine's load.
+
+  elastic_worker.py --epochs E [--n N --g G --v V --seed S --pace_ms MS]
+                    [--out FILE] [--digits PATH]
+
+Lines: "ELASTIC start ...", "ELASTIC step step=S world=W rank=R pid=P
+t=UNIX" after every step whose world differs from the last one printed
+(and every 25 steps), "ELASTIC done ... sha=HEX" at the end; --out: rank 0
+writes the digest there.
+"""
+import argparse
+import gzip
+import hashlib
+import os
+import sys
+import time
+
+import torch
+
+from ddplaunch.torch import Elastic
+
+
+def digest(sd):
+    """SHA-256 of the state's tensors' bytes, in key order: the model and
+    the optimizer's per-parameter state."""
+    h = hashlib.sha256()
+
+    def feed(name, t):
+        t = t.detach().cpu().contiguous().reshape(-1)
+        h.update(name.encode())
+        out = bytearray(t.numel() * t.element_size())
+        if out:
+            torch.frombuffer(out, dtype=t.dtype).copy_(t)
+        h.update(bytes(out))
+
+    for k, t in sd["model"].items():
+        feed("model." + k, t)
+    for pid, st in sorted(sd["optimizer"]["state"].items()):
+        for k, t in sorted(st.items()):
+            if torch.is_tensor(t):
+                feed("optim.%s.%s" % (pid, k), t)
+    h.update(repr(sorted(sd["ledger"].items())).encode())
+    return h.hexdigest()
+
+
+def data(args):
+    if args.digits:
+        with gzip.open(args.digits, "rt") as f:
+            rows = [[int(v) for v in line.split(",")] for line in f if line.strip()]
+        t = torch.tensor(rows, dtype=torch.float32)
+        return t[:, :64] / 16.0, t[:, 64].long()
+    g = torch.Generator()
+    g.manual_seed(1234)
+    x = torch.randn(args.n, 16, generator=g)
+    w = torch.randn(16, 4, generator=g)
+    return x, (x @ w).argmax(dim=1)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--n", type=int, default=960)
+    p.add_argument("--g", type=int, default=48)
+    p.add_argument("--v", type=int, default=8)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--pace_ms", type=float, default=0.0)
+    p.add_argument("--out")
+    p.add_argument("--digits")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    x, y = data(args)
+    model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 32), torch.nn.Tanh(),
+                                torch.nn.Linear(32, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    el = Elastic(model, opt, dataset_size=len(x), global_batch_size=args.g,
+                 virtual_shards=args.v, seed=args.seed)
+
+    def closure(idx):
+        loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+        loss.backward()
+        if args.pace_ms:
+            time.sleep(args.pace_ms / 1000.0 / max(1, len(el.ledger.plan(el.rank,
+                                                                        el.world_size))))
+        return loss
+
+    pid = os.getpid()
+    print("ELASTIC start rank=%d world=%d pid=%d" % (el.rank, el.world_size, pid), flush=True)
+    shown = None
+    for step in el.steps(epochs=args.epochs):
+        loss = el.step(closure)
+        if el.world_size != shown or step % 25 == 0:
+            shown = el.world_size
+            print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f" %
+                  (step, el.world_size, el.rank, pid, time.time(), loss), flush=True)
+    sha = digest(el.state_dict())
+    print("ELASTIC done steps=%d world=%d rank=%d pid=%d reforms=%d sha=%s" %
+          (el.ledger.step, el.world_size, el.rank, pid, el.reformations, sha), flush=True)
+    if args.out and el.rank == 0:
+        with open(args.out + ".tmp", "w") as f:
+            f.write(sha + "\n")
+        os.replace(args.out + ".tmp", args.out)
+
+
+if __name__ == "__main__":
+    main()
+    # past torch 2.15's C++ teardown at exit (tests/launcher/ddp_gloo.py)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
