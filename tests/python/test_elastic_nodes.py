@@ -1,0 +1,133 @@
+"""ddplaunch.torch's Elastic on simulated nodes (issue 17): 3 nodes x 2
+ranks of real torch (gloo), one node killed with kill -9 mid-run. The
+survivors keep their processes, commit their first step in the smaller
+world within 1 s of the kill, and end with the state of the same script run
+undisturbed by 1 rank (SHA-256 of the state's tensors).
+
+Run under the torch to test (with_torch.sh MAJOR PYTHON this-file CLASS);
+the workers run under the same interpreter (PYTHON_EXEC) and find the
+package through PYTHONPATH (python/ of the source tree).
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
+from mnlib import MultiNodeCase, fast_conf  # noqa: E402
+
+WORKER = os.path.join(HERE, "elastic_worker.py")
+TORCH_PYTHON = sys.executable
+LINE_RE = re.compile(r"ELASTIC (\w+) (.*)$")
+# one process group's worth of steps: 4 epochs of 100 steps, 10 ms each
+JOB = ["--n", "4800", "--g", "48", "--v", "8", "--epochs", "4", "--seed", "11"]
+
+
+def worker_env():
+    path = os.path.join(SRC, "python")
+    old = os.environ.get("PYTHONPATH")
+    return {"PYTHON_EXEC": TORCH_PYTHON, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": path + (os.pathsep + old if old else "")}
+
+
+def elastic_lines(proc, kind):
+    out = []
+    with proc.cond:
+        for _, line in proc.lines:
+            m = LINE_RE.search(line)
+            if m and m.group(1) == kind:
+                out.append(dict(kv.split("=", 1) for kv in m.group(2).split()))
+    return out
+
+
+def reference(tmpdir):
+    """The digest of an undisturbed 1-rank run: no launcher, no channel."""
+    out = os.path.join(tmpdir, "ref.sha")
+    env = dict(os.environ, **worker_env())
+    subprocess.run([TORCH_PYTHON, WORKER] + JOB + ["--out", out], env=env, check=True,
+                   stdout=subprocess.DEVNULL, timeout=300)
+    with open(out) as f:
+        return f.read().strip()
+
+
+class ElasticNodes(MultiNodeCase):
+    def start_job(self, n, nproc, args, max_nodes=None):
+        base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % (max_nodes or n),
+                "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(), "--max_restarts=0"]
+        prog = [WORKER] + args
+        first = self.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
+                                   worker=None, env=worker_env())
+        self.port = self.host_port(first)
+        ep = ["--rdzv_endpoint=127.0.0.2:%d" % self.port]
+        return [first] + [self.cluster.agent(i, base + ep + prog, worker=None,
+                                             env=worker_env()) for i in range(1, n)]
+
+    def kill_node(self, node):
+        pids = [int(d["pid"]) for d in elastic_lines(node, "start")]
+        t_kill = time.time()
+        node.p.kill()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return t_kill
+
+    def test_node_killed_same_bits(self):
+        ref = reference(self.dir)
+        out = os.path.join(self.dir, "run.sha")
+        nodes = self.start_job(3, 2, JOB + ["--pace_ms", "10", "--out", out])
+        nodes[0].wait_line(r"ELASTIC step step=100 ", timeout=120)
+        before = {p.name: {d["pid"] for d in elastic_lines(p, "start")} for p in nodes}
+        # the middle node: the last node's workers change rank
+        t_kill = self.kill_node(nodes[1])
+        survivors = [nodes[0], nodes[2]]
+        self.assert_all_exit(survivors, timeout=240)
+        firsts = []
+        for p in survivors:
+            text = p.text()
+            done = elastic_lines(p, "done")
+            self.assertEqual({d["pid"] for d in done}, before[p.name], text)
+            self.assertTrue(all(d["world"] == "4" and d["reforms"] == "1" for d in done), text)
+            self.assertNotIn("stopping this node's workers", text)
+            steps = [d for d in elastic_lines(p, "step") if d["world"] == "4"]
+            self.assertTrue(steps, text)
+            firsts.append(float(steps[0]["t"]) - t_kill)
+        print("first committed step of the 4-rank world %.3f s after the kill" % max(firsts))
+        self.assertLess(max(firsts), 1.0)
+        with open(out) as f:
+            self.assertEqual(f.read().strip(), ref, "the final state differs from 1 rank's")
+        shas = {d["sha"] for p in survivors for d in elastic_lines(p, "done")}
+        self.assertEqual(shas, {ref})
+
+    @unittest.skip("needs the agent to join a round with more workers in place (issue 16, "
+                   "the lead's change on branch inplace): today every worker is restarted "
+                   "when a node joins (commit e463827)")
+    def test_node_joins_next_step(self):
+        ref = reference(self.dir)
+        nodes = self.start_job(2, 1, JOB + ["--pace_ms", "10"], max_nodes=3)
+        nodes[0].wait_line(r"ELASTIC step step=50 ", timeout=120)
+        before = {p.name: {d["pid"] for d in elastic_lines(p, "start")} for p in nodes}
+        t_join = time.time()
+        base = ["--nproc_per_node=1", "--nnodes=2:3", "--rdzv_backend=c10d", "--rdzv_id=job",
+                fast_conf(), "--max_restarts=0", "--rdzv_endpoint=127.0.0.2:%d" % self.port]
+        nodes.append(self.cluster.agent(2, base + [WORKER] + JOB + ["--pace_ms", "10"],
+                                        worker=None, env=worker_env()))
+        self.assert_all_exit(nodes, timeout=240)
+        for p in nodes[:2]:
+            self.assertEqual({d["pid"] for d in elastic_lines(p, "done")}, before[p.name])
+        joined = elastic_lines(nodes[2], "step")
+        self.assertTrue(joined and joined[0]["world"] == "3", nodes[2].text())
+        print("the new node's first step %.3f s after it was started" %
+              (float(joined[0]["t"]) - t_join))
+        shas = {d["sha"] for p in nodes for d in elastic_lines(p, "done")}
+        self.assertEqual(shas, {ref})
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + sys.argv[1:], verbosity=2)
