@@ -1,0 +1,171 @@
+"""Unit tests of ddplaunch.torch's pure parts: the shard plan, the ledger
+(no sample skipped or repeated across any re-planning), the exact sum (its
+bits independent of order and of how the shards are spread), the channel's
+round line. No process group, no launcher."""
+import itertools
+import os
+import random
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import torch  # noqa: E402
+
+from ddplaunch.torch import ExactSum, Ledger, shards_range  # noqa: E402
+from ddplaunch.torch.channel import parse_round  # noqa: E402
+
+
+class Plan(unittest.TestCase):
+    def test_shards_cover_once_contiguously(self):
+        for v in range(1, 17):
+            for w in range(1, 20):
+                seen = []
+                for r in range(w):
+                    first, count = shards_range(v, w, r)
+                    self.assertEqual(first, len(seen), (v, w, r))
+                    seen += range(first, first + count)
+                self.assertEqual(seen, list(range(v)), (v, w))
+                counts = [shards_range(v, w, r)[1] for r in range(w)]
+                self.assertLessEqual(max(counts) - min(counts), 1)
+
+    def test_same_split_as_c(self):
+        # worker/train/shards.c: the first v % w ranks take one more
+        self.assertEqual([shards_range(8, 3, r) for r in range(3)], [(0, 3), (3, 3), (6, 2)])
+        self.assertEqual(shards_range(2, 4, 3), (2, 0))
+
+    def test_bad_sizes_are_refused_naming_the_fix(self):
+        with self.assertRaisesRegex(ValueError, "multiple of virtual_shards"):
+            Ledger(100, 10, 3)
+        with self.assertRaisesRegex(ValueError, "lower global_batch_size"):
+            Ledger(5, 10, 2)
+
+
+class LedgerTest(unittest.TestCase):
+    def epoch_samples(self, led, epoch, worlds):
+        """Every index a whole epoch uses when the world changes at random
+        steps (the shards re-planned each time)."""
+        rng = random.Random(epoch)
+        used = []
+        for s in range(epoch * led.steps_per_epoch, (epoch + 1) * led.steps_per_epoch):
+            w = rng.choice(worlds)
+            for r in range(w):
+                for v in led.plan(r, w):
+                    used += led.shard_indices(s, v).tolist()
+        return used
+
+    def test_no_sample_skipped_or_repeated_across_replanning(self):
+        led = Ledger(1000, 48, 8, seed=3)
+        for epoch in range(3):
+            used = self.epoch_samples(led, epoch, [1, 2, 3, 5, 8, 11])
+            self.assertEqual(len(used), len(set(used)))
+            self.assertEqual(len(used), led.steps_per_epoch * 48)
+            self.assertEqual(len(used), 1000 - 1000 % 48)
+
+    def test_a_step_uses_the_same_samples_whatever_the_world(self):
+        led = Ledger(500, 40, 8, seed=9)
+        for s in (0, 7, 12, 13, 30):
+            ref = torch.cat([led.shard_indices(s, v) for v in range(8)])
+            for w in (1, 3, 4, 8, 10):
+                got = torch.cat([led.shard_indices(s, v) for r in range(w)
+                                 for v in led.plan(r, w)])
+                self.assertTrue(torch.equal(got, ref), (s, w))
+
+    def test_epochs_differ_and_the_seed_decides(self):
+        a, b = Ledger(300, 30, 3, seed=1), Ledger(300, 30, 3, seed=1)
+        self.assertTrue(torch.equal(a.permutation(2), b.permutation(2)))
+        self.assertFalse(torch.equal(a.permutation(0), a.permutation(1)))
+        self.assertFalse(torch.equal(a.permutation(0), Ledger(300, 30, 3, 2).permutation(0)))
+
+    def test_state_round_trip_and_mismatch(self):
+        a = Ledger(300, 30, 3, seed=1)
+        a.step = 25
+        sd = a.state_dict()
+        self.assertEqual((sd["epoch"], sd["step"], sd["seed"]), (2, 25, 1))
+        b = Ledger(300, 30, 3, seed=1)
+        b.load_state_dict(sd)
+        self.assertEqual(b.step, 25)
+        with self.assertRaisesRegex(ValueError, "seed"):
+            Ledger(300, 30, 3, seed=2).load_state_dict(sd)
+
+
+class Exact(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        self.params = [torch.nn.Parameter(torch.zeros(n)) for n in (7, 33, 1)]
+        self.ex = ExactSum(self.params)
+        # shard gradients of very different magnitudes, with cancellation
+        self.shards = [torch.randn(self.ex.total, dtype=torch.float32).double() *
+                       (10.0 ** random.Random(v).randint(-6, 3)) for v in range(8)]
+
+    def reduce(self, spread, order):
+        """The sum as ranks would do it: each rank sums its shards, the
+        ranks' sums are added in `order`."""
+        maxima = torch.stack([self.ex.maxabs(f) for f in self.shards]).max(dim=0).values
+        exps = self.ex.exponents(maxima, len(self.shards))
+        per_rank = []
+        for shards in spread:
+            q = torch.zeros(self.ex.total, dtype=torch.int64)
+            for v in shards:
+                q += self.ex.quantize(self.shards[v], exps)
+            per_rank.append(q)
+        total = torch.zeros(self.ex.total, dtype=torch.int64)
+        for r in order:
+            total += per_rank[r]
+        return torch.cat([g.reshape(-1) for g in self.ex.dequantize(total, exps, 8)])
+
+    def test_bits_independent_of_spread_and_order(self):
+        ref = self.reduce([range(8)], [0])
+        for w in (2, 3, 5, 8):
+            spread = [range(*(lambda f, c: (f, f + c))(*shards_range(8, w, r)))
+                      for r in range(w)]
+            for order in itertools.islice(itertools.permutations(range(w)), 24):
+                got = self.reduce(spread, order)
+                self.assertTrue(torch.equal(got.view(torch.int32), ref.view(torch.int32)),
+                                (w, order))
+
+    def test_precision_against_float64_mean(self):
+        got = self.reduce([range(8)], [0]).double()
+        exact = torch.stack(self.shards).mean(dim=0)
+        # within float32's rounding of the result
+        err = (got - exact).abs() / exact.abs().clamp_min(1e-30)
+        self.assertLess(float(err.max()), 2 ** -23)
+
+    def test_a_float_sum_would_depend_on_the_order(self):
+        # why the exact sum: a plain float32 sum of the same shards is not
+        # the same in every order (this test guards the test above)
+        f = [s.float() for s in self.shards]
+        sums = {tuple(sum(f[v] for v in order).tolist())
+                for order in itertools.islice(itertools.permutations(range(8)), 50)}
+        self.assertGreater(len(sums), 1)
+
+    def test_non_finite_is_refused(self):
+        bad = torch.tensor([1.0, float("inf"), 0.0])
+        with self.assertRaisesRegex(FloatingPointError, "lower the learning rate"):
+            self.ex.exponents(bad, 8)
+        with self.assertRaises(FloatingPointError):
+            self.ex.exponents(torch.tensor([float("nan"), 1.0, 1.0]), 8)
+
+    def test_zero_and_missing_gradients(self):
+        self.params[1].grad = torch.ones(33)
+        flat = self.ex.flatten()
+        self.assertEqual(float(flat[:7].abs().sum()), 0.0)
+        exps = self.ex.exponents(self.ex.maxabs(flat), 1)
+        self.assertEqual(exps[0], 0)
+        out = self.ex.dequantize(self.ex.quantize(flat, exps), exps, 1)
+        self.assertTrue(torch.equal(out[1], torch.ones(33)))
+
+
+class Channel(unittest.TestCase):
+    def test_round_line(self):
+        r = parse_round("round 4 3 4 1 2 127.0.0.2 41000 1 2")
+        self.assertEqual((r.round, r.rank, r.world_size, r.master_addr, r.master_port),
+                         (4, 3, 4, "127.0.0.2", 41000))
+        self.assertIsNone(parse_round("round 4 3 4"))
+        self.assertIsNone(parse_round("round x 3 4 1 2 a 1 1 2"))
+        self.assertIsNone(parse_round("resizable"))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + sys.argv[1:], verbosity=2)
