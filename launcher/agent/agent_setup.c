@@ -51,10 +51,10 @@ int agent_prepare_attempt_dirs(struct agent *ag)
 	return rc;
 }
 
-int agent_worker_open_logs(struct agent_worker *w)
+int agent_worker_open_logs(struct agent_worker *w, bool keep)
 {
 	w->log_fd[0] = w->log_fd[1] = -1;
-	return w->ag->files ? rundir_open_logs(w->dir, w->log_fd) : 0;
+	return w->ag->files ? rundir_open_logs(w->dir, w->log_fd, keep) : 0;
 }
 
 int agent_worker_close_logs(struct agent_worker *w)

@@ -155,26 +155,124 @@ class InPlace(MultiNodeCase):
             self.assertEqual([(r["world_before"], r["world_after"])
                               for r in s["reformations"]], [(4, 3), (3, 2)], s)
 
-    def test_node_joins_restarts_as_before(self):
-        # a node that joins brings workers with no state: nothing is handed
-        # over to them yet, so the running ones start again with them in
-        # the new round (no restart counted, as before)
+    def test_node_joins_in_place(self):
+        # a node that joins: the running workers stay and re-form with the
+        # new node's fresh process, which catches up (mn_inplace agrees on
+        # the step by a MAX all-reduce; ddp-train hands its state over)
         self.STEPS = 300
         prog = [INPLACE, str(self.STEPS), str(self.STEP_MS)]
         nodes = self.start_job(prog, n=2, nproc=1, max_nodes=3)
         for p in nodes:
             p.wait_line(r"INPLACE start .*world=2 ", timeout=30)
         nodes[0].wait_line(r"INPLACE progress", timeout=30)
-        t_join = time.monotonic()
+        pids = {p.name: inplace_lines(p, "start")[0]["pid"] for p in nodes}
         base = ["--nproc_per_node=1", "--nnodes=2:3", "--rdzv_backend=c10d", "--rdzv_id=job",
-                fast_conf(), "--max_restarts=0", "--rdzv_endpoint=127.0.0.2:%d" % self.port]
+                fast_conf(), "--max_restarts=0", "--rdzv_endpoint=127.0.0.2:%d" % self.port,
+                "--log_dir=" + os.path.join(self.dir, "logs2")]
         nodes.append(self.cluster.agent(2, base + prog, worker=None))
         self.assert_all_exit(nodes, timeout=60)
+        for i, p in enumerate(nodes[:2]):
+            text = p.text()
+            self.assertNotIn("stopping this node's workers", text)
+            self.assertEqual([d["pid"] for d in inplace_lines(p, "start")], [pids[p.name]],
+                             text)
+            self.assertEqual([d["world"] for d in inplace_lines(p, "reformed")], ["3"], text)
+            done = inplace_lines(p, "done")
+            self.assertEqual([(d["pid"], d["world"], d["steps"]) for d in done],
+                             [(pids[p.name], "3", str(self.STEPS))], text)
+            r = self.summary(i)["reformations"]
+            self.assertEqual([(x["world_before"], x["world_after"]) for x in r], [(2, 3)], r)
+            self.assertIn("joined", r[0]["why"])
+        new = nodes[2]
+        self.assertEqual([d["world"] for d in inplace_lines(new, "start")], ["3"], new.text())
+        self.assertEqual([d["steps"] for d in inplace_lines(new, "done")], [str(self.STEPS)])
+
+    def test_worker_killed_replaced_alone(self):
+        # one worker killed on a node that is otherwise fine: only it is
+        # started again, in a new round of the same nodes, and every other
+        # worker of the job re-forms in place with the new process; the
+        # replacement is counted against --max_restarts on its node only
+        self.STEPS = 500
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1)
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        victim = inplace_lines(nodes[1], "start")[0]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=60)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertIn("replacing it alone", nodes[1].text())
+        self.assertNotIn("stopping this node's workers", text)
+        for p in nodes:
+            kept = before[p.name] - {victim["pid"]}
+            done = {d["pid"] for d in inplace_lines(p, "done")}
+            self.assertTrue(kept <= done, p.text())
+            self.assertEqual({d["pid"] for d in inplace_lines(p, "reformed")
+                              if d["t"] >= t_kill}, kept, p.text())
+            self.assertTrue(all(d["world"] == "6" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), p.text())
+        fresh = [d for d in inplace_lines(nodes[1], "start") if d["t"] >= t_kill]
+        self.assertEqual(len(fresh), 1, nodes[1].text())
+        self.assertEqual(fresh[0]["rank"], victim["rank"])
+        self.assertNotEqual(fresh[0]["pid"], victim["pid"])
+        self.assertIn("its replacement starts and joins in place", nodes[1].text())
+        r = self.summary(1)["reformations"]
+        self.assertEqual([(x["world_before"], x["world_after"], x["replaced"]) for x in r],
+                         [(6, 6, 1)], r)
+        self.assertIn("replaced alone", r[0]["why"])
+        r = self.summary(0)["reformations"]
+        self.assertEqual([(x["world_after"], x["replaced"]) for x in r], [(6, 0)], r)
+        self.assertIn("is replaced", r[0]["why"])
+
+    def test_worker_replaced_once_per_restart_allowed(self):
+        # --max_restarts=1: the first death on a node is replaced alone; the
+        # replacement's own death finds the node's replacements spent and is
+        # a failure as before: the job's group restarts (restart 1 of 1)
+        self.STEPS = 400
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], n=2, nproc=1,
+                               restarts=1)
+        for p in nodes:
+            p.wait_line(r"INPLACE start", timeout=30)
+        nodes[1].wait_line(r"INPLACE progress", timeout=30)
+        first = inplace_lines(nodes[1], "start")[0]
+        t1 = time.monotonic()
+        os.kill(int(first["pid"]), signal.SIGKILL)
+        nodes[1].wait_line(r"INPLACE start", timeout=30, after=t1)
+        second = [d for d in inplace_lines(nodes[1], "start") if d["t"] >= t1][0]
+        self.assertNotEqual(second["pid"], first["pid"])
+        t2 = time.monotonic()
+        os.kill(int(second["pid"]), signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=60)
+        text = nodes[1].text()
+        self.assertEqual(text.count("replacing it alone"), 1, text)
+        self.assertIn("stopping the other workers", text)
+        self.assertIn("restart 1 of 1", nodes[0].text() + text)
+        for p in nodes:
+            fresh = [d for d in inplace_lines(p, "start") if d["t"] >= t2]
+            self.assertEqual(len(fresh), 1, p.text())
+            self.assertEqual([d["pid"] for d in inplace_lines(p, "done")], [fresh[0]["pid"]])
+
+    def test_program_without_next_round_restarted_uncharged(self):
+        # a libddp program that exits on a collective error (it never calls
+        # ddp_next_round) although libddp said "resizable": its node's
+        # workers start again in the next round, as before, and no restart
+        # is charged (--max_restarts=0, and the job succeeds)
+        exiting = {"MN_INPLACE_EXIT": "1"}
+        nodes = self.start_nodes(envs=[exiting, exiting, exiting])
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        t_kill = time.monotonic()
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=60)
         for p in nodes[:2]:
-            self.assertIn("has new workers", p.text())
-            self.assertNotIn("INPLACE reformed", p.text())
-            self.assertTrue(any(d["world"] == "3" for d in inplace_lines(p, "start")
-                                if d["t"] >= t_join), p.text())
+            text = p.text()
+            self.assertIn("instead of re-forming in place", text)
+            fresh = {d["pid"] for d in inplace_lines(p, "start") if d["t"] >= t_kill}
+            self.assertEqual(len(fresh), 2, text)
+            self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
+            self.assertTrue(all(d["world"] == "4" for d in inplace_lines(p, "done")), text)
 
     def test_mixed_job(self):
         # node 1 runs one worker that never says it can be resized: that
