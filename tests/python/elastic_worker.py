@@ -12,37 +12,13 @@ writes the digest there.
 """
 import argparse
 import gzip
-import hashlib
 import os
 import sys
 import time
 
 import torch
 
-from ddplaunch.torch import Elastic
-
-
-def digest(sd):
-    """SHA-256 of the state's tensors' bytes, in key order: the model and
-    the optimizer's per-parameter state."""
-    h = hashlib.sha256()
-
-    def feed(name, t):
-        t = t.detach().cpu().contiguous().reshape(-1)
-        h.update(name.encode())
-        out = bytearray(t.numel() * t.element_size())
-        if out:
-            torch.frombuffer(out, dtype=t.dtype).copy_(t)
-        h.update(bytes(out))
-
-    for k, t in sd["model"].items():
-        feed("model." + k, t)
-    for pid, st in sorted(sd["optimizer"]["state"].items()):
-        for k, t in sorted(st.items()):
-            if torch.is_tensor(t):
-                feed("optim.%s.%s" % (pid, k), t)
-    h.update(repr(sorted(sd["ledger"].items())).encode())
-    return h.hexdigest()
+from ddplaunch.torch import Elastic, state_digest
 
 
 def data(args):
@@ -95,7 +71,7 @@ def main():
             shown = el.world_size
             print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f" %
                   (step, el.world_size, el.rank, pid, time.time(), loss), flush=True)
-    sha = digest(el.state_dict())
+    sha = state_digest(el.state_dict())
     print("ELASTIC done steps=%d world=%d rank=%d pid=%d reforms=%d sha=%s" %
           (el.ledger.step, el.world_size, el.rank, pid, el.reformations, sha), flush=True)
     if args.out and el.rank == 0:

@@ -56,9 +56,10 @@ def reference(tmpdir):
 
 
 class ElasticNodes(MultiNodeCase):
-    def start_job(self, n, nproc, args, max_nodes=None):
+    def start_job(self, n, nproc, args, max_nodes=None, restarts=0):
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % (max_nodes or n),
-                "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(), "--max_restarts=0"]
+                "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(),
+                "--max_restarts=%d" % restarts]
         prog = [WORKER] + args
         first = self.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=worker_env())
@@ -105,9 +106,6 @@ class ElasticNodes(MultiNodeCase):
         shas = {d["sha"] for p in survivors for d in elastic_lines(p, "done")}
         self.assertEqual(shas, {ref})
 
-    @unittest.skip("needs the agent to join a round with more workers in place (issue 16, "
-                   "the lead's change on branch inplace): today every worker is restarted "
-                   "when a node joins (commit e463827)")
     def test_node_joins_next_step(self):
         ref = reference(self.dir)
         nodes = self.start_job(2, 1, JOB + ["--pace_ms", "10"], max_nodes=3)
@@ -123,10 +121,67 @@ class ElasticNodes(MultiNodeCase):
             self.assertEqual({d["pid"] for d in elastic_lines(p, "done")}, before[p.name])
         joined = elastic_lines(nodes[2], "step")
         self.assertTrue(joined and joined[0]["world"] == "3", nodes[2].text())
+        # it takes part from the step boundary the survivors re-formed at:
+        # their first 3-rank step is its first step
+        for p in nodes[:2]:
+            first3 = [d for d in elastic_lines(p, "step") if d["world"] == "3"]
+            self.assertEqual(first3[0]["step"], joined[0]["step"], p.text())
         print("the new node's first step %.3f s after it was started" %
               (float(joined[0]["t"]) - t_join))
         shas = {d["sha"] for p in nodes for d in elastic_lines(p, "done")}
         self.assertEqual(shas, {ref})
+
+
+    def test_worker_killed_replaced_alone(self):
+        # one worker of a node that is otherwise fine: its agent starts one
+        # new process for that rank, which takes the state from a peer; the
+        # other five processes stay (a replacement counts against
+        # --max_restarts)
+        ref = reference(self.dir)
+        nodes = self.start_job(3, 2, JOB + ["--pace_ms", "10"], restarts=1)
+        nodes[0].wait_line(r"ELASTIC step step=100 ", timeout=120)
+        before = {p.name: {d["pid"] for d in elastic_lines(p, "start")} for p in nodes}
+        victim = sorted(before[nodes[1].name])[0]
+        t_kill = time.time()
+        os.kill(int(victim), signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=240)
+        for p in nodes:
+            done = {d["pid"] for d in elastic_lines(p, "done")}
+            if p is nodes[1]:
+                self.assertEqual(len(done), 2, p.text())
+                self.assertEqual(done & before[p.name], before[p.name] - {victim}, p.text())
+            else:
+                self.assertEqual(done, before[p.name], p.text())
+        new = [d for d in elastic_lines(nodes[1], "step") if d["pid"] not in before[nodes[1].name]]
+        self.assertTrue(new, nodes[1].text())
+        print("the replacement's first step %.3f s after the kill" % (float(new[0]["t"]) - t_kill))
+        shas = {d["sha"] for p in nodes for d in elastic_lines(p, "done")}
+        self.assertEqual(shas, {ref})
+
+
+class Example(unittest.TestCase):
+    """configs/elastic_digits.py, the README's example: 2 ranks under
+    ddplaunch end with the bits of 1 rank run by plain python."""
+    SCRIPT = os.path.join(SRC, "configs", "elastic_digits.py")
+    DONE_RE = r"elastic_digits: (\d+) ranks at the end, loss \S+, accuracy (\S+), sha256 (\w+)"
+
+    def run_it(self, argv, extra_env=None):
+        env = dict(os.environ, **worker_env(), **(extra_env or {}))
+        p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=240)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        m = re.search(self.DONE_RE, p.stdout)
+        self.assertIsNotNone(m, p.stdout)
+        return m
+
+    def test_two_ranks_same_bits_as_one(self):
+        args = [self.SCRIPT, "--epochs", "3"]
+        one = self.run_it([TORCH_PYTHON] + args)
+        two = self.run_it([os.environ.get("DDPLAUNCH", "ddplaunch"), "--standalone",
+                           "--nproc_per_node=2"] + args)
+        self.assertEqual((one.group(1), two.group(1)), ("1", "2"))
+        self.assertGreater(float(one.group(2)), 0.8)
+        self.assertEqual(one.group(3), two.group(3))
 
 
 if __name__ == "__main__":

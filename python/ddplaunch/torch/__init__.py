@@ -16,6 +16,7 @@ weights are those of an undisturbed 1-rank run.
 """
 from .elastic import Elastic
 from .exact import ExactSum
+from .handover import state_digest
 from .plan import Ledger, shards_range
 
-__all__ = ["Elastic", "ExactSum", "Ledger", "shards_range"]
+__all__ = ["Elastic", "ExactSum", "Ledger", "shards_range", "state_digest"]

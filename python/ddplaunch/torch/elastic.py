@@ -72,12 +72,14 @@ class Elastic:
         rank = int(env.get("RANK", "0"))
         if world == 1:
             return grp.Group(None, 0, 1, self._device, self._chan)
-        return self._form(env["MASTER_ADDR"], env["MASTER_PORT"], rank, world, "start")
+        return self._form(env["MASTER_ADDR"], env["MASTER_PORT"], rank, world)
 
-    def _form(self, addr, port, rank, world, tag):
+    def _form(self, addr, port, rank, world):
         def build():
+            # every round has a store of its own, where a process that joins
+            # (and knows no round number) meets the survivors
             store = grp.new_store(addr, port, world, self._timeout)
-            store = dist.PrefixStore("ddplaunch.torch/%s/" % tag, store)
+            store = dist.PrefixStore("ddplaunch.torch/", store)
             return grp.new_pg(store, rank, world, self._backend, self._timeout)
         if world == 1:
             return grp.Group(None, 0, 1, self._device, self._chan)
@@ -107,8 +109,7 @@ class Elastic:
             self._group.retire()
             r = self._take_round()
             try:
-                self._group = self._form(r.master_addr, r.master_port, r.rank, r.world_size,
-                                         "round%d" % r.round)
+                self._group = self._form(r.master_addr, r.master_port, r.rank, r.world_size)
                 self._sync()
                 break
             except grp.MembershipChanged as e:

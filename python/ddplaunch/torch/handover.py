@@ -10,6 +10,7 @@ A step committed on some ranks only (the last all-reduce failed on the
 others) is thereby rolled forward: a step is deterministic, so those
 ranks' state is the one the others would have computed.
 """
+import hashlib
 import io
 
 import torch
@@ -67,3 +68,24 @@ def _tobytes(t):
     out = bytearray(t.numel())
     torch.frombuffer(out, dtype=torch.uint8).copy_(t)
     return bytes(out)
+
+
+def state_digest(sd):
+    """SHA-256 (hex) of an Elastic.state_dict()'s bits: the model's tensors
+    and the optimizer's per-parameter tensors in key order, and the ledger.
+    Two runs that end with the same digest hold byte-identical states."""
+    h = hashlib.sha256()
+
+    def feed(name, t):
+        t = t.detach().cpu().contiguous().reshape(-1)
+        h.update(name.encode())
+        h.update(_tobytes(t.view(torch.uint8)) if t.numel() else b"")
+
+    for k, t in sd["model"].items():
+        feed("model." + k, t)
+    for pid, st in sorted(sd["optimizer"]["state"].items()):
+        for k, t in sorted(st.items()):
+            if torch.is_tensor(t):
+                feed("optim.%s.%s" % (pid, k), t)
+    h.update(repr(sorted(sd["ledger"].items())).encode())
+    return h.hexdigest()
