@@ -10,7 +10,8 @@
 # BUILD/bench-results.txt.
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
-#                          --allreduce-only | --train-only | --multinode-only]
+#                          --allreduce-only | --train-only | --multinode-only |
+#                          --elastic-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -24,7 +25,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode"
+quick=0 parts="store launch allreduce train multinode elastic"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -33,9 +34,10 @@ for arg in "$@"; do
 	--allreduce-only) parts=allreduce ;;
 	--train-only) parts=train ;;
 	--multinode-only) parts=multinode ;;
+	--elastic-only) parts=elastic ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only | --multinode-only]" >&2
+			"--train-only | --multinode-only | --elastic-only]" >&2
 		exit 2
 		;;
 	esac
@@ -142,6 +144,13 @@ bench_one() { # PART PYTHON-or-empty TAG
 			--sizes "$agents" --out "$build/mn_bench-$tag.md")
 		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
 		run multinode-agents "$tag" /usr/bin/python3 "$root/tests/bench/mn_bench.py" "${args[@]}"
+		;;
+	elastic) # ddplaunch.torch in place vs restart + checkpoint and torchrun's restart
+		[ -n "$py" ] || return 0
+		local args=(--python "$py" --ddplaunch "$(target_path ddplaunch)" --source "$root"
+			--out "$build/elastic_bench-$tag.md")
+		[ "$quick" = 1 ] && args+=(--quick)
+		run elastic "$tag" /usr/bin/python3 "$root/tests/bench/elastic_bench.py" "${args[@]}"
 		;;
 	esac
 }

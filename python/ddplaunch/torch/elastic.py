@@ -165,33 +165,38 @@ class Elastic:
                 self._reform(e)
 
     def _shards(self, closure, step, slots):
-        """This rank's shards of `step`: their flat float64 gradients; each
-        shard's loss and per-tensor max |grad| into its row of slots."""
+        """This rank's shards of `step`: their flattened gradients, one row
+        each; each shard's loss into column 0 of its row of slots."""
         flats = []
-        for v in self.ledger.plan(self.rank, self.world_size):
+        mine = self.ledger.plan(self.rank, self.world_size)
+        for v in mine:
             for p in self._params:
                 p.grad = None
             loss = closure(self.ledger.shard_indices(step, v))
-            flat = self._exact.flatten()
+            flats.append(self._exact.flatten())
             slots[v, 0] = float(loss.detach() if torch.is_tensor(loss) else loss)
-            slots[v, 1:] = self._exact.maxabs(flat)
-            flats.append(flat)
         for p in self._params:
             p.grad = None
-        return flats
+        if not flats:
+            return None
+        rows = torch.stack(flats)
+        slots[mine.start:mine.stop, 1:] = self._exact.maxabs_rows(rows)
+        return rows
 
     def _try_step(self, closure):
         v, step = self.ledger.virtual_shards, self.ledger.step
-        # one row per shard, written by the rank that computed it and 0
-        # elsewhere: the sum is a copy (x + 0 is exact)
+        # one row per shard: its loss and its max |grad| per tensor, written
+        # by the rank that computed it and 0 elsewhere (the sum is a copy:
+        # x + 0 is exact)
         slots = torch.zeros(v, 1 + len(self._params), dtype=torch.float32, device=self._device)
-        flats = self._shards(closure, step, slots)
+        rows = self._shards(closure, step, slots)
         self._group.allreduce(slots)
-        maxima = slots[:, 1:].max(dim=0).values if self._params else slots[0, 1:]
+        maxima = slots[:, 1:].max(dim=0).values
         exps = self._exact.exponents(maxima.cpu(), v)
-        q = torch.zeros(self._exact.total, dtype=torch.int64, device=self._device)
-        for flat in flats:
-            q += self._exact.quantize(flat, exps)
+        if rows is None:
+            q = torch.zeros(self._exact.total, dtype=torch.int64, device=self._device)
+        else:
+            q = self._exact.quantize_sum(rows, exps)
         self._group.allreduce(q)
         for p, g in zip(self._params, self._exact.dequantize(q, exps, v)):
             p.grad = g

@@ -31,25 +31,32 @@ class ExactSum:
         self._counts = torch.tensor(self.numels, dtype=torch.int64)
 
     def flatten(self):
-        """The parameters' current gradients as one float64 vector (zeros
-        for a parameter without one)."""
-        parts = [p.grad.detach().reshape(-1).to(torch.float64) if p.grad is not None else
-                 torch.zeros(p.numel(), dtype=torch.float64, device=p.device)
-                 for p in self.params]
-        if not parts:
+        """The parameters' current gradients as one vector (zeros for a
+        parameter without one), in their dtype when they share one (a float
+        scaled by a power of two is exact in float64 later), else float64."""
+        grads = [p.grad.detach().reshape(-1) if p.grad is not None else
+                 torch.zeros(p.numel(), dtype=p.dtype, device=p.device) for p in self.params]
+        if not grads:
             return torch.zeros(0, dtype=torch.float64)
-        return torch.cat(parts)
+        if len({g.dtype for g in grads}) > 1:
+            grads = [g.to(torch.float64) for g in grads]
+        return torch.cat(grads)
+
+    def maxabs_rows(self, rows):
+        """rows: k flattened gradients (k x total). Per row and tensor, the
+        largest |x| (k x len(params) float32; NaN where one is NaN, since max
+        keeps a NaN)."""
+        k = rows.shape[0]
+        if not self.total:
+            return torch.zeros(k, len(self.params), dtype=torch.float32, device=rows.device)
+        a = rows.abs()
+        return torch.stack([seg.max(dim=1).values if seg.shape[1] else
+                            torch.zeros(k, dtype=a.dtype, device=a.device)
+                            for seg in a.split(self.numels, dim=1)], dim=1).to(torch.float32)
 
     def maxabs(self, flat):
-        """Per tensor, the largest |x| of flat (NaN where one is NaN)."""
-        out = torch.zeros(len(self.params), dtype=torch.float32, device=flat.device)
-        off = 0
-        for i, n in enumerate(self.numels):
-            if n:
-                part = flat[off:off + n]
-                out[i] = part.abs().max().to(torch.float32)  # max keeps a NaN
-            off += n
-        return out
+        """maxabs_rows of one gradient."""
+        return self.maxabs_rows(flat.unsqueeze(0))[0]
 
     def exponents(self, maxima, nshards):
         """s_t per tensor from the largest |grad| over all shards (a tensor of
@@ -74,11 +81,16 @@ class ExactSum:
         v = torch.tensor(values, dtype=torch.float64)
         return torch.repeat_interleave(v, self._counts).to(device)
 
+    def quantize_sum(self, rows, exps):
+        """The sum over rows (k x total) of round(x * 2^s_t) as int64: a float
+        times a power of two is exact in float64, then one rounding to an
+        integer of at most 2^62 / V, and integer sums are exact."""
+        scale = self._per_element([math.ldexp(1.0, s) for s in exps], rows.device)
+        return torch.round(rows.to(torch.float64) * scale).to(torch.int64).sum(dim=0)
+
     def quantize(self, flat, exps):
-        """round(flat * 2^s_t) as int64 (exact: a float times a power of
-        two, then one rounding to an integer of at most 2^62)."""
-        scale = self._per_element([math.ldexp(1.0, s) for s in exps], flat.device)
-        return torch.round(flat * scale).to(torch.int64)
+        """quantize_sum of one gradient."""
+        return self.quantize_sum(flat.unsqueeze(0), exps)
 
     def dequantize(self, q, exps, nshards):
         """The mean: q * 2^-s_t / nshards, per tensor, shaped and typed as
