@@ -254,6 +254,29 @@ class InPlace(MultiNodeCase):
             self.assertEqual(len(fresh), 1, p.text())
             self.assertEqual([d["pid"] for d in inplace_lines(p, "done")], [fresh[0]["pid"]])
 
+    def test_one_node_worker_replaced_alone(self):
+        # one node (--standalone): the same, with the node's own store
+        self.STEPS = 400
+        logs = os.path.join(self.dir, "solo")
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=3",
+                                           "--max_restarts=1", "--log_dir=" + logs, INPLACE,
+                                           str(self.STEPS), str(self.STEP_MS)])
+        wait_for(lambda: len(inplace_lines(solo, "progress")) == 3, 30, "solo's progress")
+        before = {d["pid"] for d in inplace_lines(solo, "start")}
+        victim = inplace_lines(solo, "start")[1]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        self.assertEqual(solo.wait(60)[0], 0, solo.text())
+        text = solo.text()
+        self.assertIn("replacing it alone", text)
+        fresh = [d for d in inplace_lines(solo, "start") if d["t"] >= t_kill]
+        self.assertEqual([d["rank"] for d in fresh], [victim["rank"]], text)
+        done = {d["pid"] for d in inplace_lines(solo, "done")}
+        self.assertEqual(done, (before - {victim["pid"]}) | {fresh[0]["pid"]}, text)
+        self.assertTrue(all(d["world"] == "3" and d["steps"] == str(self.STEPS)
+                            for d in inplace_lines(solo, "done")), text)
+        self.assertIn("1 re-formation(s) in place", text)
+
     def test_program_without_next_round_restarted_uncharged(self):
         # a libddp program that exits on a collective error (it never calls
         # ddp_next_round) although libddp said "resizable": its node's
