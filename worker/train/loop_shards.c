@@ -315,6 +315,13 @@ int trainer_shards_reform(struct trainer *t)
 				break;
 			snprintf(err, sizeof(err), "%s", ddp_error(t->ddp));
 		}
+		/* A later round came while re-forming: nothing failed, take it. */
+		if (ret == -ECANCELED && strstr(err, "superseded by round")) {
+			log_info("step %llu: round %d was superseded while re-forming; taking the "
+				 "next",
+				 (unsigned long long)t->step, r.round);
+			continue;
+		}
 		log_warn("step %llu: re-forming for round %d failed (%s); waiting for the next "
 			 "round",
 			 (unsigned long long)t->step, r.round, err);
