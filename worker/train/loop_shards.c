@@ -7,6 +7,15 @@
  * shards' gradients are summed exactly (shards.h), so the step's bits do
  * not depend on which rank computed which shard.
  *
+ * A step is committed on every rank or on none. A membership change
+ * while a step runs makes its all-reduces fail, and the step is redone by
+ * the new membership with the same samples. The one exception, a failure
+ * in the last all-reduce of step s that some ranks finished (they apply
+ * the optimizer and are at s+1; the others redo s), is repaired at the
+ * re-formation: the lowest rank at s+1 hands its state over to the ranks
+ * at s (handover.c), and rolling them forward gives the bits that redoing
+ * s would, since a step is deterministic.
+ *
  * Per step, two all-reduces:
  *   1. floats, V slots of [BatchNorm sums | loss, correct | max |grad| per
  *      parameter tensor]; each slot is written by the one rank that
@@ -270,25 +279,6 @@ static int shards_respread(struct trainer *t)
 	return 0;
 }
 
-int trainer_shards_check_step(struct trainer *t)
-{
-	double v[2] = {(double)t->step, -(double)t->step};
-	int ret;
-
-	if (!t->ddp || t->world == 1 || !ddp_resizable(t->ddp))
-		return 0;
-	ret = ddp_allreduce(t->ddp, v, 2, DDP_FLOAT64, DDP_MAX);
-	if (ret < 0)
-		return ret;
-	if (v[0] == -v[1])
-		return 0;
-	log_error("step %llu here, but the ranks are at steps %.0f to %.0f: a process joined "
-		  "without the training state (not handed over in place yet); stopping, so "
-		  "that the launcher restarts the job from its last checkpoint",
-		  (unsigned long long)t->step, -v[1], v[0]);
-	return -EPROTO;
-}
-
 int trainer_shards_reform(struct trainer *t)
 {
 	struct ddp_round r;
@@ -308,10 +298,10 @@ int trainer_shards_reform(struct trainer *t)
 		if (ret == 0) {
 			t->rank = ddp_rank(t->ddp);
 			t->world = ddp_world_size(t->ddp);
-			ret = trainer_shards_check_step(t);
-			if (ret == -EPROTO)
+			ret = trainer_state_sync(t);
+			if (ret == -EPROTO || ret == -ENOMEM)
 				return ret;
-			if (ret == 0)
+			if (ret >= 0)
 				break;
 			snprintf(err, sizeof(err), "%s", ddp_error(t->ddp));
 		}
@@ -332,4 +322,18 @@ int trainer_shards_reform(struct trainer *t)
 			 "redoing the step with the same samples",
 			 (unsigned long long)t->step, t->rank, t->world, r.round, (int)getpid());
 	return ret;
+}
+
+int trainer_shards_join(struct trainer *t)
+{
+	int ret = trainer_state_sync(t);
+
+	if (ret >= 0 || ret == -EPROTO || ret == -ENOMEM || !t->ddp || !ddp_resizable(t->ddp))
+		return ret;
+	/* The membership changed while joining: re-form as the survivors do;
+	 * the state comes from whoever holds it in the new round. */
+	ret = trainer_shards_reform(t);
+	if (ret < 0)
+		return ret;
+	return t->has_state ? 1 : 0;
 }
