@@ -110,9 +110,10 @@ static int handover_broadcast(struct trainer *t, int root, bool take)
 	if (ret == 0)
 		ret = ddp_broadcast(t->ddp, buf, words, DDP_FLOAT32, root);
 	if (ret == 0 && take) {
-		double s = (double)(time_now_ns() - t0) * 1e-9, bytes = (double)words * 4.0;
+		double s, bytes = (double)words * 4.0;
 
 		ret = handover_take(t, h, root);
+		s = (double)(time_now_ns() - t0) * 1e-9; /* received and in place */
 		if (ret == 0)
 			log_info("step %" PRIu64 ": took the training state from rank %d's memory: "
 				 "%.0f bytes in %.3f s (%.2f GB/s)",
