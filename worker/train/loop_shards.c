@@ -154,7 +154,10 @@ static int shards_allreduce(struct trainer *t, void *buf, size_t n, enum ddp_dty
 	uint64_t t0 = time_now_ns();
 	int ret;
 
-	if (!t->ddp || t->world == 1)
+	/* One rank under a launcher reduces too (a copy): a resizable
+	 * worker notices a new round (a node joins) by a collective that
+	 * fails. */
+	if (!t->ddp || (t->world == 1 && !ddp_resizable(t->ddp)))
 		return 0;
 	ret = ddp_allreduce(t->ddp, buf, n, dtype, DDP_SUM);
 	t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
