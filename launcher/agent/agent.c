@@ -22,6 +22,7 @@
 
 static void agent_start_attempt(struct agent *ag);
 static void agent_finish(struct agent *ag);
+static void on_none_started(uv_timer_t *t);
 
 static bool worker_failed(const struct agent_worker *w)
 {
@@ -43,12 +44,24 @@ static void on_grace(uv_timer_t *t)
 	agent_kill_all(ag);
 }
 
+/* Whether every worker's handles of the attempt have closed. */
+static bool agent_all_closed(const struct agent *ag)
+{
+	for (int i = 0; i < ag->nproc; i++)
+		if (worker_proc_busy(&ag->w[i].proc))
+			return false;
+	return true;
+}
+
 /* Sends `sig` to every running worker's process group, then the grace
  * period, then SIGKILL. SIGCONT follows `sig`: a stopped worker (SIGSTOP,
  * a debugger's ^Z) acts on it at once instead of costing the grace. */
-static void agent_stop_group(struct agent *ag, int sig)
+void agent_stop_group(struct agent *ag, int sig)
 {
 	uint64_t grace_ms = (uint64_t)(ag->o->grace_period * 1000.0 + 0.5);
+	bool replacing = agent_inplace_pending(ag);
+
+	agent_inplace_drop(ag); /* the group ends: no worker is replaced */
 
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
@@ -62,8 +75,13 @@ static void agent_stop_group(struct agent *ag, int sig)
 	if (ag->state == AGENT_STOPPING)
 		return;
 	ag->state = AGENT_STOPPING;
-	if (ag->nrunning == 0)
+	if (ag->nrunning == 0) {
+		/* Only a worker that waited to be replaced was left: the
+		 * group's end comes from the loop. */
+		if (replacing && agent_all_closed(ag))
+			uv_timer_start(&ag->drain, on_none_started, 0, 0);
 		return;
+	}
 	if (grace_ms == 0)
 		agent_kill_all(ag);
 	else
@@ -80,15 +98,6 @@ static void on_drain(uv_timer_t *t)
 		worker_proc_close_pipes(&ag->w[i].proc);
 }
 
-/* Whether every worker's handles of the attempt have closed. */
-static bool agent_all_closed(const struct agent *ag)
-{
-	for (int i = 0; i < ag->nproc; i++)
-		if (worker_proc_busy(&ag->w[i].proc))
-			return false;
-	return true;
-}
-
 /* Every worker process of the attempt has exited. */
 static void agent_group_exited(struct agent *ag)
 {
@@ -102,26 +111,36 @@ static void agent_group_exited(struct agent *ag)
 		uv_timer_start(&ag->drain, on_drain, AGENT_DRAIN_MS, 0);
 }
 
-/* Worker w has exited, or could not be started. */
-static void agent_worker_exited(struct agent *ag, struct agent_worker *w)
+/* Worker w failed on its own: replaced alone, started again in the next
+ * round, or the group stops. Returns false when the group goes on without
+ * it for now (a replacement). */
+static bool agent_worker_failed(struct agent *ag, struct agent_worker *w)
+{
+	char how[64];
+	struct summary_rec r = {
+	    .pid = w->proc.pid > 0 ? w->proc.pid : w->proc.shim_pid,
+	    .exit_code = w->exit_code,
+	    .term_signal = w->term_signal,
+	};
+
+	summary_describe(&r, how, sizeof(how));
+	if (agent_inplace_worker_failed(ag, w, how))
+		return !w->replacing;
+	ag->failed = true;
+	ag->last_fail_ns = (int64_t)time_now_ns();
+	log_warn("rank %d (local rank %d) %s; stopping the other workers", w->rank, w->local_rank,
+		 how);
+	if (ag->state == AGENT_RUNNING)
+		agent_stop_group(ag, SIGTERM);
+	return true;
+}
+
+void agent_worker_exited(struct agent *ag, struct agent_worker *w)
 {
 	ag->nrunning--;
 	w->exit_seq = ++ag->nexited;
-	if (worker_failed(w) && !ag->failed && !w->stopped) {
-		char how[64];
-		struct summary_rec r = {
-		    .pid = w->proc.pid > 0 ? w->proc.pid : w->proc.shim_pid,
-		    .exit_code = w->exit_code,
-		    .term_signal = w->term_signal,
-		};
-
-		ag->failed = true;
-		ag->last_fail_ns = (int64_t)time_now_ns();
-		log_warn("rank %d (local rank %d) %s; stopping the other workers", w->rank,
-			 w->local_rank, summary_describe(&r, how, sizeof(how)));
-		if (ag->state == AGENT_RUNNING)
-			agent_stop_group(ag, SIGTERM);
-	}
+	if (worker_failed(w) && !ag->failed && !w->stopped && !agent_worker_failed(ag, w))
+		return;
 	if (ag->nrunning == 0)
 		agent_group_exited(ag);
 }
@@ -218,8 +237,6 @@ static int agent_fail_status(const struct agent *ag)
 	return policy_exit_status(0, true, first->exit_code, first->term_signal);
 }
 
-static void on_joined(void *arg, int status, const struct rdzv_round *r);
-
 /* The group stopped for a round already joined (agent_keep_round): the
  * next attempt starts in it, without asking the rendezvous again. */
 static void agent_start_in_kept_round(struct agent *ag)
@@ -231,12 +248,12 @@ static void agent_start_in_kept_round(struct agent *ag)
 	ag->nexited = 0;
 	ag->attempt++;
 	ag->state = AGENT_JOINING;
-	on_joined(ag, 0, &ag->kept);
+	agent_on_joined(ag, 0, &ag->kept);
 }
 
 /* Every handle of the attempt is closed: tell the rendezvous, which answers
  * with the next round or the end. */
-static void agent_group_ended(struct agent *ag)
+void agent_group_ended(struct agent *ag)
 {
 	struct rdzv_group_end g = {
 	    .attempt = ag->attempt,
@@ -294,7 +311,8 @@ static void on_proc_closed(struct worker_proc *p, void *arg)
 	}
 	if (agent_worker_close_logs(w))
 		ag->lost_output = true;
-	if (ag->nrunning == 0 && agent_all_closed(ag) &&
+	agent_inplace_closed(ag, w);
+	if (ag->nrunning == 0 && agent_all_closed(ag) && !agent_inplace_pending(ag) &&
 	    (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING))
 		agent_group_ended(ag);
 }
@@ -322,9 +340,7 @@ static void agent_start_error(const struct agent_worker *w, int rc)
 		log_error("cannot start worker %d: %s", w->rank, uv_strerror(rc));
 }
 
-/* Starts worker w for this attempt through ddp-exec. Returns 0 or a negative
- * errno (reported here). */
-static int agent_worker_start(struct agent_worker *w)
+int agent_worker_start(struct agent_worker *w, bool keep_logs)
 {
 	struct agent *ag = w->ag;
 	const struct launch_opts *o = ag->o;
@@ -342,7 +358,7 @@ static int agent_worker_start(struct agent_worker *w)
 	    .on_closed = on_proc_closed,
 	    .arg = w,
 	};
-	int rc = agent_worker_open_logs(w);
+	int rc = agent_worker_open_logs(w, keep_logs);
 
 	if (!o->no_prefix)
 		linebuf_prefix(o->prefix, w->rank, w->local_rank, prefix, sizeof(prefix));
@@ -386,12 +402,14 @@ static void agent_spawn_all(struct agent *ag)
 		worker_proc_init(&ag->w[i].proc);
 		ag->w[i].exit_seq = 0;
 		ag->w[i].stopped = false;
+		ag->w[i].sent_round = -1;
 	}
+	agent_inplace_drop(ag);
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
 
 		ag->nrunning++;
-		rc = agent_worker_start(w);
+		rc = agent_worker_start(w, false);
 		if (rc == 0)
 			continue;
 		if (policy_start_error_permanent(rc))
@@ -412,129 +430,12 @@ static void agent_spawn_all(struct agent *ag)
 		uv_timer_start(&ag->drain, on_none_started, 0, 0);
 }
 
-/* The console prefix of worker w for its rank now. */
-static void agent_worker_reprefix(struct agent_worker *w)
-{
-	char prefix[WORKER_PROC_PREFIX_LEN] = "";
-
-	if (w->ag->o->no_prefix)
-		return;
-	linebuf_prefix(w->ag->o->prefix, w->rank, w->local_rank, prefix, sizeof(prefix));
-	worker_proc_set_prefix(&w->proc, prefix);
-}
-
-/* Hands every local worker the new round on its agent channel: they stay
- * and re-form in place (libddp's ddp_next_round). */
-static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
-{
-	char msg[512];
-	int n, failed = 0;
-
-	for (int i = 0; i < ag->nproc; i++) {
-		struct agent_worker *w = &ag->w[i];
-
-		w->rank = r->rank_base + i;
-		agent_worker_reprefix(w);
-		if (!w->proc.running)
-			continue; /* finished (a failure would have stopped the group) */
-		n = snprintf(msg, sizeof(msg), "round %d %d %d %d %d %s %d %d %d\n", r->round,
-			     w->rank, r->world_size, i, ag->nproc, r->master_addr, r->master_port,
-			     r->group_rank, r->group_world_size);
-		if (n <= 0 || (size_t)n >= sizeof(msg) ||
-		    worker_proc_send(&w->proc, msg, (size_t)n) < 0)
-			failed++;
-	}
-	ag->nreform++;
-	ag->reform.round = r->round;
-	ag->reform.world_before = ag->round.world_size;
-	ag->reform.world_after = r->world_size;
-	ag->reform.nodes_after = r->group_world_size;
-	ag->reform.waited_s = ((int64_t)time_now_ns() - ag->inplace_since_ns) / 1e9;
-	if (summary_add_reform(&ag->summary, &ag->reform))
-		log_error("out of memory while recording re-formation %d", ag->nreform);
-	log_info("round %d: %d worker(s) of this node re-form in place as ranks %d-%d of %d "
-		 "(waited %.3f s; no restart, re-formation %d)",
-		 r->round, ag->nproc, r->rank_base, r->rank_base + ag->nproc - 1, r->world_size,
-		 ag->reform.waited_s, ag->nreform);
-	ag->round = *r;
-	if (failed) {
-		log_warn("%d worker(s) could not be told the new round; stopping the workers",
-			 failed);
-		ag->failed = true;
-		agent_stop_group(ag, SIGTERM);
-	}
-}
-
-/* Keeps round r, joined while the group stops, for the next group. */
-static void agent_keep_round(struct agent *ag, const struct rdzv_round *r)
-{
-	ag->kept = *r;
-	snprintf(ag->kept_master, sizeof(ag->kept_master), "%s", r->master_addr);
-	ag->kept.master_addr = ag->kept_master;
-	if (r->local_addr) {
-		snprintf(ag->kept_local, sizeof(ag->kept_local), "%s", r->local_addr);
-		ag->kept.local_addr = ag->kept_local;
-	}
-	ag->have_kept = true;
-}
-
-/* Whether the running workers can go on in round r: only survivors are in
- * it. Workers that failed elsewhere resume from their checkpoint (a
- * restart), and new ones (a node that joined) start with no state: the
- * running ones cannot go on beside either, as nothing is handed over to
- * them yet. */
-static bool agent_round_in_place(const struct agent *ag, const struct rdzv_round *r)
-{
-	return r->restart_count == ag->round.restart_count && r->world_size <= ag->round.world_size;
-}
-
-/* The next round, joined while the workers ran (on_round_over). */
-static void on_joined_in_place(struct agent *ag, int status, const struct rdzv_round *r)
-{
-	ag->inplace_join = false;
-	if (status) {
-		log_error("cannot join rendezvous round %d: %s; stopping the workers",
-			  ag->round.round + 1, strerror(-status));
-		ag->end = RDZV_OUT_FAILED;
-		ag->fail_status = 1;
-	}
-	if (ag->group_end_pending) {
-		/* The group ended meanwhile: its end is this round's. */
-		ag->group_end_pending = false;
-		if (!status)
-			ag->round = *r;
-		agent_group_ended(ag);
-		return;
-	}
-	if (status) {
-		if (ag->state == AGENT_RUNNING)
-			agent_stop_group(ag, SIGTERM);
-		return;
-	}
-	if (ag->state == AGENT_RUNNING && agent_round_in_place(ag, r)) {
-		agent_resize_in_place(ag, r);
-		return;
-	}
-	if (ag->state == AGENT_RUNNING) {
-		log_warn("round %d %s: stopping this node's workers to start them again in it "
-			 "(no restart is counted for it)",
-			 r->round,
-			 r->restart_count != ag->round.restart_count
-			     ? "follows a restart (workers failed elsewhere)"
-			     : "has new workers, and no state is handed over to them yet");
-		ag->round_over = true;
-		agent_stop_group(ag, SIGTERM);
-	}
-	/* Stopping: the group's end starts the next group in this round. */
-	agent_keep_round(ag, r);
-}
-
-static void on_joined(void *arg, int status, const struct rdzv_round *r)
+void agent_on_joined(void *arg, int status, const struct rdzv_round *r)
 {
 	struct agent *ag = arg;
 
 	if (ag->inplace_join) {
-		on_joined_in_place(ag, status, r);
+		agent_inplace_joined(ag, status, r);
 		return;
 	}
 	if (ag->state != AGENT_JOINING)
@@ -565,7 +466,7 @@ static void agent_start_attempt(struct agent *ag)
 	ag->failed = false;
 	ag->permanent = false;
 	ag->nexited = 0;
-	rc = rdzv_join(ag->rdzv, on_joined, ag);
+	rc = rdzv_join(ag->rdzv, agent_on_joined, ag);
 	if (rc == -ECANCELED)
 		return; /* the rendezvous ended: its event finishes the agent */
 	if (rc) {
@@ -620,36 +521,16 @@ static void on_signal(uv_signal_t *h, int sig)
 		agent_stop_group(ag, sig);
 }
 
-/* Whether every local worker runs and said it can be resized in place. */
-static bool agent_all_resizable(const struct agent *ag)
-{
-	for (int i = 0; i < ag->nproc; i++)
-		if (!ag->w[i].proc.running || !ag->w[i].proc.resizable)
-			return false;
-	return true;
-}
-
 static void on_round_over(void *arg, const char *why)
 {
 	struct agent *ag = arg;
-	int rc;
 
 	if (ag->state != AGENT_RUNNING || ag->inplace_join) {
 		log_info("%s", why);
 		return;
 	}
-	if (agent_all_resizable(ag)) {
-		log_warn("%s; this node's workers stay and re-form in place", why);
-		ag->inplace_since_ns = (int64_t)time_now_ns();
-		ag->reform.time_ms = (int64_t)time(NULL) * 1000;
-		snprintf(ag->reform.why, sizeof(ag->reform.why), "%s", why);
-		ag->inplace_join = true;
-		rc = rdzv_join(ag->rdzv, on_joined, ag);
-		if (rc == 0 || rc == -ECANCELED)
-			return;
-		ag->inplace_join = false;
-		log_error("cannot join the next rendezvous round: %s", strerror(-rc));
-	}
+	if (agent_inplace_round_over(ag, why))
+		return;
 	log_warn("%s; stopping this node's workers for the next round (no restart is "
 		 "counted for it)",
 		 why);

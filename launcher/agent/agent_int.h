@@ -35,9 +35,14 @@ struct agent_worker {
 	 * AGENT_START_FAILED when it could not be started. */
 	int exit_code, term_signal;
 	int64_t exit_time_ms;
-	int exit_seq;		   /* order of exit in the attempt, 1 = first; 0: none */
-	bool stopped;		   /* exited after ddplaunch stopped the group */
-	int log_fd[2];		   /* stdout.log, stderr.log, or -1 */
+	int exit_seq;  /* order of exit in the attempt, 1 = first; 0: none */
+	bool stopped;  /* exited after ddplaunch stopped the group */
+	int log_fd[2]; /* stdout.log, stderr.log, or -1 */
+	/* In place (agent_inplace.c): the round last handed to it, or -1; it
+	 * died and waits for the next round to be replaced alone; that round
+	 * came, and its process starts once the dead one's handles close. */
+	int sent_round;
+	bool replacing, respawn;
 	char dir[PATH_MAX];	   /* run_dir/attempt_N/RANK */
 	char error_file[PATH_MAX]; /* dir/error.json */
 };
@@ -87,6 +92,8 @@ struct agent {
 	bool inplace_join, group_end_pending;
 	int64_t inplace_since_ns;     /* when the round was heard over */
 	int nreform;		      /* rounds the workers re-formed in place */
+	int nreplacing;		      /* workers waiting to be replaced alone */
+	int nreplaced;		      /* workers replaced alone so far */
 	struct summary_reform reform; /* the one being made */
 	/* A round joined in place while the group must stop: the next group
 	 * starts in it (its strings copied here). */
@@ -110,9 +117,10 @@ int agent_setup(struct agent *ag);
 int agent_prepare_attempt_dirs(struct agent *ag);
 
 /* Per worker and attempt: opens the log files (w->log_fd) when the run
- * keeps them; agent_worker_close_logs closes them (-1 stays -1) and returns 0, or
+ * keeps them (keep: appends to what is there, for a worker replaced alone,
+ * else empties them); agent_worker_close_logs closes them (-1 stays -1) and returns 0, or
  * the negative errno of a close that failed (reported here). */
-int agent_worker_open_logs(struct agent_worker *w);
+int agent_worker_open_logs(struct agent_worker *w, bool keep);
 int agent_worker_close_logs(struct agent_worker *w);
 
 /* The worker's command line: ddp-exec [--cgroup DIR] PARENT PROGRAM
@@ -122,5 +130,37 @@ char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_
 
 /* The worker's environment for this attempt (see worker_env_build). */
 int agent_worker_env(struct agent_worker *w, char ***env);
+
+/* agent.c's steps that the in-place path takes too. */
+/* Stops the group: `sig` to every running worker, the grace, SIGKILL. */
+void agent_stop_group(struct agent *ag, int sig);
+/* Every handle of the attempt closed: the rendezvous answers what next. */
+void agent_group_ended(struct agent *ag);
+/* Worker w exited, or could not be started (exit code AGENT_START_FAILED). */
+void agent_worker_exited(struct agent *ag, struct agent_worker *w);
+/* Starts worker w in ag->round through ddp-exec (keep_logs: see
+ * agent_worker_open_logs). Returns 0 or a negative errno (reported). */
+int agent_worker_start(struct agent_worker *w, bool keep_logs);
+/* The rendezvous answered a join (rdzv_joined_fn). */
+void agent_on_joined(void *arg, int status, const struct rdzv_round *r);
+
+/* In place (agent_inplace.c; see there). */
+/* round_over heard while the workers run: true when every local worker
+ * re-forms in place and the next round is being joined for them (its
+ * answer goes to agent_inplace_joined), false: stop them as before. */
+bool agent_inplace_round_over(struct agent *ag, const char *why);
+/* The answer to that join. */
+void agent_inplace_joined(struct agent *ag, int status, const struct rdzv_round *r);
+/* Worker w failed on its own (`how` says how): true when the in-place path
+ * handles it, i.e. it is replaced alone (w->replacing; the group goes on)
+ * or it left instead of re-forming (the group stops, to start again in
+ * the next round without a charge); false: an ordinary failure. */
+bool agent_inplace_worker_failed(struct agent *ag, struct agent_worker *w, const char *how);
+/* Every handle of worker w closed: a replacement that waited starts. */
+void agent_inplace_closed(struct agent *ag, struct agent_worker *w);
+/* Whether a worker waits to be replaced. */
+bool agent_inplace_pending(const struct agent *ag);
+/* Forgets the replacements (the group stops or starts afresh). */
+void agent_inplace_drop(struct agent *ag);
 
 #endif

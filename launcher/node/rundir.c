@@ -258,7 +258,7 @@ int rundir_rank(const struct rundir *rd, int attempt, int rank, char dir[PATH_MA
 	return 0;
 }
 
-int rundir_open_logs(const char *dir, int fd[2])
+int rundir_open_logs(const char *dir, int fd[2], bool keep)
 {
 	static const char *const names[2] = {"stdout.log", "stderr.log"};
 	char path[PATH_MAX + 16];
@@ -267,7 +267,8 @@ int rundir_open_logs(const char *dir, int fd[2])
 	fd[0] = fd[1] = -1;
 	for (int s = 0; s < 2; s++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[s]);
-		fd[s] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		fd[s] = open(path, O_WRONLY | O_CREAT | (keep ? 0 : O_TRUNC) | O_APPEND | O_CLOEXEC,
+			     0644);
 		if (fd[s] < 0) {
 			rc = -errno;
 			log_error("cannot create log file '%s': %s (check --log_dir)", path,

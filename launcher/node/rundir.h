@@ -49,10 +49,11 @@ int rundir_attempt(const struct rundir *rd, int attempt);
 int rundir_rank(const struct rundir *rd, int attempt, int rank, char dir[PATH_MAX],
 		char error_file[PATH_MAX]);
 
-/* Creates dir/stdout.log and dir/stderr.log (emptied, appended to) into
- * fd[0] and fd[1]. Returns 0, or -errno after reporting which file (the
- * files not opened are -1; close the others with rundir_close_logs). */
-int rundir_open_logs(const char *dir, int fd[2]);
+/* Creates dir/stdout.log and dir/stderr.log (emptied unless keep,
+ * appended to) into fd[0] and fd[1]. Returns 0, or -errno after reporting
+ * which file (the files not opened are -1; close the others with
+ * rundir_close_logs). */
+int rundir_open_logs(const char *dir, int fd[2], bool keep);
 
 /* Closes the log files of rank `rank` in `dir` (-1 stays -1; each is -1
  * afterwards). Returns 0, or the -errno of a close that failed (a full disk

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,16 +219,36 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = sizeof(worker_readbuf);
 }
 
+/* "took R": the round the worker took, or -1 when the line is not one. */
+static int chan_took(const char *line, size_t len)
+{
+	char buf[32], *end;
+	long r;
+
+	if (len < 6 || len >= sizeof(buf) || memcmp(line, "took ", 5) != 0)
+		return -1;
+	memcpy(buf, line + 5, len - 5);
+	buf[len - 5] = '\0';
+	r = strtol(buf, &end, 10);
+	return *end || end == buf || r < 0 || r > INT32_MAX ? -1 : (int)r;
+}
+
 /* A line the worker wrote on the agent channel: "resizable" (libddp's
- * ddp_init) and "fixed" (ddp_set_resizable(ctx, 0)); others are ignored. */
+ * ddp_init), "fixed" (ddp_set_resizable(ctx, 0)) and "took R" (it took
+ * round R: ddp_next_round); others are ignored. */
 static void emit_chan(void *arg, const char *line, size_t len, size_t shown, bool ends)
 {
 	struct worker_proc *p = arg;
+	int took;
 
-	if (ends && len == 9 && memcmp(line, "resizable", 9) == 0)
+	if (!ends)
+		return;
+	if (len == 9 && memcmp(line, "resizable", 9) == 0)
 		p->resizable = true;
-	else if (ends && len == 5 && memcmp(line, "fixed", 5) == 0)
+	else if (len == 5 && memcmp(line, "fixed", 5) == 0)
 		p->resizable = false;
+	else if ((took = chan_took(line, len)) >= 0 && took > p->took_round)
+		p->took_round = took;
 }
 
 static uv_pipe_t *proc_pipe(struct worker_proc *p, int i)
@@ -346,6 +367,7 @@ void worker_proc_init(struct worker_proc *p)
 	memset(p, 0, sizeof(*p));
 	p->console_fd[0] = p->console_fd[1] = -1;
 	p->log_fd[0] = p->log_fd[1] = -1;
+	p->took_round = -1;
 }
 
 static void proc_configure(struct worker_proc *p, const struct worker_proc_config *cfg)

@@ -77,6 +77,7 @@ struct worker_proc {
 	uv_timer_t quiet[2]; /* shows a partial stdout, stderr line */
 	struct linebuf lb_out, lb_err, lb_pid, lb_chan;
 	bool resizable;		   /* the worker said "resizable" on its channel */
+	int took_round;		   /* the latest round it said it took, or -1 */
 	bool pending[2];	   /* a partial line waits to be shown, since: */
 	uint64_t pending_since[2]; /* (loop time, ms) */
 	bool console_open[2];	   /* the console line is this stream's, unfinished */
@@ -106,9 +107,11 @@ void worker_proc_init(struct worker_proc *p);
 /* Starts cfg->file with stdin inherited, stdout and stderr on pipes, and a
  * pipe on fd 3 on which the program may write its worker's pid as one
  * decimal line, and the agent channel, a socket on WORKER_PROC_CHAN_FD
- * (the worker finds its number in DDP_AGENT_FD), which the program may
- * say "resizable" on (a line; p->resizable) and hears worker_proc_send on. cfg and what it points
- * to are used only during the call, except the fds, which stay in use until on_closed.
+ * (the worker finds its number in DDP_AGENT_FD), on which the program may
+ * say, a line each, "resizable" or "fixed" (p->resizable) and "took R"
+ * (p->took_round), and hears worker_proc_send. cfg and what it points to
+ * are used only during the call, except the fds, which stay in use until
+ * on_closed.
  *
  * Returns 0, or a negative errno (libuv's, e.g. UV_ENOENT) when the program
  * could not be started: then on_exit does not run, and on_closed still runs

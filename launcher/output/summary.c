@@ -255,10 +255,10 @@ void summary_print_reforms(const struct summary *s)
 
 static json_t *reform_json(const struct summary_reform *r)
 {
-	return json_pack("{s:f, s:i, s:i, s:i, s:i, s:f, s:s}", "time", r->time_ms / 1000.0,
+	return json_pack("{s:f, s:i, s:i, s:i, s:i, s:f, s:i, s:s}", "time", r->time_ms / 1000.0,
 			 "round", r->round, "world_before", r->world_before, "world_after",
-			 r->world_after, "nodes", r->nodes_after, "waited_s", r->waited_s, "why",
-			 r->why);
+			 r->world_after, "nodes", r->nodes_after, "waited_s", r->waited_s,
+			 "replaced", r->replaced, "why", r->why);
 }
 
 static int reforms_json(const struct summary *s, json_t *root)

@@ -30,6 +30,7 @@ struct summary_reform {
 	int round;		       /* the new round */
 	int world_before, world_after; /* workers in the job */
 	int nodes_after;	       /* nodes in the new round */
+	int replaced;		       /* local workers replaced alone in it */
 	double waited_s;	       /* from the old round's end to the new round */
 	char why[200];		       /* who left or came, as the rendezvous said */
 };
@@ -83,7 +84,7 @@ void summary_print(const struct summary *s, int attempt, int max_restarts);
 
 /* Writes {"exit_code":..., "attempts":..., "workers":[...],
  * "reformations":[{"time", "round", "world_before", "world_after",
- * "nodes", "waited_s", "why"}...]} to `path`
+ * "nodes", "waited_s", "replaced", "why"}...]} to `path`
  * (written to path.tmp, then renamed). Returns 0 or -errno. */
 int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
 		       int stop_signal);

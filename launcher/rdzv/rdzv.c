@@ -6,6 +6,8 @@
 #include "opts_rdzv.h"
 #include "worker_env.h"
 
+#include <errno.h>
+
 int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct rdzv **out,
 	     char *err, size_t errlen)
 {
@@ -66,6 +68,11 @@ void rdzv_free(struct rdzv *r)
 {
 	if (r)
 		r->ops->free(r);
+}
+
+int rdzv_renew(struct rdzv *r)
+{
+	return r->ops->renew ? r->ops->renew(r) : -ENOTSUP;
 }
 
 int rdzv_exit_status(enum rdzv_outcome how, int stop_signal, bool permanent, int fail_status)

@@ -16,7 +16,8 @@
  * --master_addr:--master_port, reset before every round after the first)
  * and the restart policy (policy.h): a failed group is answered with the
  * next round after the backoff while restarts remain, else with the end.
- * Every round has this node alone.
+ * Every round has this node alone. Its round_over event comes only after
+ * rdzv_renew.
  *
  * Many nodes (rdzv_many.c, --nnodes > 1 or c10d with an endpoint): the
  * multi-node driver (driver.h, through rdzv_nodes.c) runs the rendezvous
@@ -24,10 +25,13 @@
  * nodes; the driver gives each round a fresh workers' store. Besides
  * `ended`, the agent hears:
  *   round_over  the running round is over (a node died, left or joined,
- *               workers failed elsewhere, or this node lost its session with
+ *               workers failed elsewhere, a worker is replaced alone
+ *               somewhere (rdzv_renew), or this node lost its session with
  *               the store and joins again as a new node): stop the local
  *               workers (SIGTERM, grace) without counting a failure, then
- *               report the group's end with round_over set
+ *               report the group's end with round_over set; or, when the
+ *               workers re-form in place (agent_inplace.c), join the next round
+ *               while they run and hand it to them
  * A stop signal makes this node leave the job (the others re-form at once);
  * rdzv_shutdown closes the session (and a hosted store, once its clients
  * have gone: see rdzv_shutdown).
@@ -102,6 +106,7 @@ struct rdzv_ops {
 	int (*attach)(struct rdzv *r, uv_loop_t *loop, const struct rdzv_events *ev, void *arg);
 	int (*join)(struct rdzv *r, rdzv_joined_fn done, void *arg);
 	bool (*group_ended)(struct rdzv *r, const struct rdzv_group_end *g);
+	int (*renew)(struct rdzv *r); /* NULL: not supported */
 	void (*signal)(struct rdzv *r, int sig);
 	void (*shutdown)(struct rdzv *r, int exit_status);
 	void (*free)(struct rdzv *r);
@@ -148,6 +153,14 @@ int rdzv_join(struct rdzv *r, rdzv_joined_fn done, void *arg);
  * the round was over or ddplaunch is stopping); a failure that will repeat
  * makes this node leave the job. */
 bool rdzv_group_ended(struct rdzv *r, const struct rdzv_group_end *g);
+
+/* One local worker died and is replaced alone while the others run on:
+ * asks for a new round of the same nodes, not charged against the job's
+ * restarts, which round_over announces (then join it while the workers
+ * run, as for any round_over; one node: the same store, reset). Returns 0,
+ * -ECANCELED (no round runs, or the rendezvous ended) or -ENOTSUP (the
+ * backend cannot: restart the group as for any failure). */
+int rdzv_renew(struct rdzv *r);
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what
  * follows. One node: a round in progress ends with the group (its end is

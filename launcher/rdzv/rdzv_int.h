@@ -27,6 +27,7 @@ int rdzv_nodes_attach(struct rdzv_nodes *n, uv_loop_t *loop, const struct rdzv_e
 		      void *arg);
 int rdzv_nodes_join(struct rdzv_nodes *n, rdzv_joined_fn done, void *arg);
 void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success);
+void rdzv_nodes_renew(struct rdzv_nodes *n);
 void rdzv_nodes_leave(struct rdzv_nodes *n);
 void rdzv_nodes_shutdown(struct rdzv_nodes *n, int exit_status);
 /* NULL allowed. */

@@ -55,6 +55,12 @@ static bool many_group_ended(struct rdzv *r, const struct rdzv_group_end *g)
 	return true;
 }
 
+static int many_renew(struct rdzv *r)
+{
+	rdzv_nodes_renew(many_driver(r));
+	return 0;
+}
+
 static void many_signal(struct rdzv *r, int sig)
 {
 	log_warn("got %s; leaving the job and stopping the workers", signame_name(sig));
@@ -76,6 +82,7 @@ static const struct rdzv_ops many_ops = {
     .attach = many_attach,
     .join = many_join,
     .group_ended = many_group_ended,
+    .renew = many_renew,
     .signal = many_signal,
     .shutdown = many_shutdown,
     .free = many_free,

@@ -154,6 +154,11 @@ void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success)
 	rdzv_driver_group_exited(n->d, success);
 }
 
+void rdzv_nodes_renew(struct rdzv_nodes *n)
+{
+	rdzv_driver_renew(n->d);
+}
+
 void rdzv_nodes_leave(struct rdzv_nodes *n)
 {
 	rdzv_driver_leave(n->d);

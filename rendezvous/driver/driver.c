@@ -626,6 +626,12 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success)
 	drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
 }
 
+void rdzv_driver_renew(struct rdzv_driver *d)
+{
+	if (d->phase == DRV_ON)
+		drv_after(d, rdzv_workers_renew(d->m, drv_now()));
+}
+
 void rdzv_driver_leave(struct rdzv_driver *d)
 {
 	/* A round formed while leaving would only start workers to stop. */

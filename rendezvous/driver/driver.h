@@ -153,6 +153,10 @@ int rdzv_driver_join(struct rdzv_driver *d, rdzv_driver_joined_fn done, void *ar
  * restart (charged unless a membership change caused it). */
 void rdzv_driver_group_exited(struct rdzv_driver *d, bool success);
 
+/* One of this node's workers is replaced alone (rdzv_workers_renew): a new round
+ * of the same nodes, not charged; round_over follows, on every node. */
+void rdzv_driver_renew(struct rdzv_driver *d);
+
 /* Leave the job; `ended` (LEFT) follows within close_timeout. */
 void rdzv_driver_leave(struct rdzv_driver *d);
 

@@ -64,6 +64,8 @@ enum rdzv_reason {
 	RDZV_WHY_LEFT,	    /* SUBJECT left (stop requested) */
 	RDZV_WHY_RESTART,   /* SUBJECT's workers failed: counts against the budget */
 	RDZV_WHY_REFORM,    /* the closer found fewer than MIN live nodes */
+	RDZV_WHY_REPLACE,   /* SUBJECT replaces a worker alone: the same nodes
+			       re-form in place; not charged */
 };
 
 /* The job state of one run id. GEN counts jobs that used the run id (a new

@@ -39,6 +39,9 @@ static const char *why_text(const struct rdzv_state *s, char *buf, size_t n)
 		snprintf(buf, n, "workers failed on node '%s' (restart %u of %u)", s->subject,
 			 s->restarts, s->max_restarts);
 		break;
+	case RDZV_WHY_REPLACE:
+		snprintf(buf, n, "a worker on node '%s' is replaced", s->subject);
+		break;
 	case RDZV_WHY_JOIN:
 		snprintf(buf, n, "nodes joined");
 		break;
@@ -209,6 +212,8 @@ static int eval_run(struct rdzv_machine *m, int64_t now)
 	 * failure waits fail_grace_ms for the round to move on. */
 	if (m->exit_req == 2 && now >= m->fail_at)
 		return rdzv_op_trigger(m, RDZV_WHY_RESTART, m->node_id);
+	if (m->exit_req == 3)
+		return rdzv_op_trigger(m, RDZV_WHY_REPLACE, m->node_id);
 	return ring_setup(m, now);
 }
 

@@ -394,6 +394,14 @@ int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)
 	return settle(m, now, rc);
 }
 
+int rdzv_workers_renew(struct rdzv_machine *m, int64_t now)
+{
+	rdzv_acts_gc(m);
+	if (m->mode == MODE_RUN && !m->exit_req)
+		m->exit_req = 3;
+	return settle(m, now, 0);
+}
+
 void rdzv_set_port(struct rdzv_machine *m, uint16_t port)
 {
 	m->cfg.port = port;

@@ -243,6 +243,15 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now_ms);
  * charged. Not to be called for workers stopped because of ROUND_OVER. */
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now_ms, bool success);
 
+/* One of this node's workers died and is replaced alone, the others
+ * staying: a new round with the same nodes is opened (reason `replace`,
+ * not charged against max_restarts), so that every node's workers
+ * re-form in place with the replacement. Like a failure it comes after a
+ * dead successor (that death's round absorbs it) and a member whose
+ * heartbeat key is gone turns it into that member's death; once a node
+ * has finished, it fails the job as a failure would. Ignored unless this
+ * node runs in a round and has not reported its workers' end. */
+int rdzv_workers_renew(struct rdzv_machine *m, int64_t now);
 /* This node's workers' store port for the next slot it writes (a fresh
  * worker store per round). The slot of a rejoin is written after the
  * answer to its ticket's ADD, so calling this while handling ROUND_OVER

@@ -147,7 +147,7 @@ struct rdzv_machine {
 	/* local requests */
 	bool stop_req;
 	int64_t stop_deadline;
-	int exit_req;	 /* 0, 1 success, 2 failure */
+	int exit_req;	 /* 0, 1 success, 2 failure, 3 renew (rdzv_workers_renew) */
 	int64_t fail_at; /* a failure is charged from then on, or -1 */
 	/* the failure's grace (rdzv_grace.c): per member of the round */
 	uint64_t *gr_watch; /* its heartbeat key's watch (0: self, or none) */

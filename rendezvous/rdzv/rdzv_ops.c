@@ -301,7 +301,7 @@ static void trig_blame_death(struct rdzv_machine *m, const struct rdzv_value *v,
 {
 	const struct rdzv_world_data *w = trig_world(m);
 
-	if (m->trig_reason != RDZV_WHY_RESTART || done > 0)
+	if ((m->trig_reason != RDZV_WHY_RESTART && m->trig_reason != RDZV_WHY_REPLACE) || done > 0)
 		return;
 	for (uint32_t i = 0; i < w->size; i++) {
 		if (v[i].present || strcmp(w->members[i].id, m->node_id) == 0)
@@ -331,7 +331,7 @@ static int trig_decide(struct rdzv_machine *m, const struct rdzv_value *v, size_
 		if (v[i].present && !is_done(v[i]) &&
 		    !(without_subject && strcmp(w->members[i].id, m->trig_subject) == 0))
 			survivors++;
-	if (done > 0 && why != RDZV_WHY_RESTART)
+	if (done > 0 && why != RDZV_WHY_RESTART && why != RDZV_WHY_REPLACE)
 		return trig_decline(m);
 	if (why == RDZV_WHY_JOIN && s->size >= s->max_nodes)
 		return trig_decline(m);
@@ -388,7 +388,7 @@ static int trig_cas_done(struct rdzv_machine *m, bool swapped, struct rdzv_value
 	if (rc == 0 && why == RDZV_WHY_LEFT)
 		rc = rdzv_end(m, RDZV_ACT_LEFT,
 			      "left run id '%s'; the other nodes re-form without it", m->run_id);
-	if (why == RDZV_WHY_RESTART)
+	if (why == RDZV_WHY_RESTART || why == RDZV_WHY_REPLACE)
 		m->exit_req = 0;
 	m->ring_dead = false;
 	m->coord_gone = false;

@@ -14,7 +14,9 @@
  *   INPLACE done pid=P rank=R world=W steps=S reforms=K
  * With MN_INPLACE_PLAIN=N the worker of local rank N hides the agent
  * channel from libddp (unsets DDP_AGENT_FD before ddp_init): a program
- * the agent must restart.
+ * the agent must restart. With MN_INPLACE_EXIT set, every worker exits 6
+ * on a collective error instead of re-forming: a libddp program written
+ * without ddp_next_round, which the agent starts again in the next round.
  * Exits 3 when no round comes, 4 when a re-formation fails, 5 on a wrong
  * sum, 1 when ddp_init fails.
  */
@@ -103,6 +105,10 @@ int main(int argc, char **argv)
 		}
 		if (rc == 0)
 			continue;
+		if (getenv("MN_INPLACE_EXIT")) {
+			fprintf(stderr, "mn_inplace: collective failed at step %ld; exiting\n", step);
+			return 6;
+		}
 		rc = reform(ctx, step);
 		if (rc)
 			return rc;

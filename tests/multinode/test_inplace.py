@@ -155,26 +155,147 @@ class InPlace(MultiNodeCase):
             self.assertEqual([(r["world_before"], r["world_after"])
                               for r in s["reformations"]], [(4, 3), (3, 2)], s)
 
-    def test_node_joins_restarts_as_before(self):
-        # a node that joins brings workers with no state: nothing is handed
-        # over to them yet, so the running ones start again with them in
-        # the new round (no restart counted, as before)
+    def test_node_joins_in_place(self):
+        # a node that joins: the running workers stay and re-form with the
+        # new node's fresh process, which catches up (mn_inplace agrees on
+        # the step by a MAX all-reduce; ddp-train hands its state over)
         self.STEPS = 300
         prog = [INPLACE, str(self.STEPS), str(self.STEP_MS)]
         nodes = self.start_job(prog, n=2, nproc=1, max_nodes=3)
         for p in nodes:
             p.wait_line(r"INPLACE start .*world=2 ", timeout=30)
         nodes[0].wait_line(r"INPLACE progress", timeout=30)
-        t_join = time.monotonic()
+        pids = {p.name: inplace_lines(p, "start")[0]["pid"] for p in nodes}
         base = ["--nproc_per_node=1", "--nnodes=2:3", "--rdzv_backend=c10d", "--rdzv_id=job",
-                fast_conf(), "--max_restarts=0", "--rdzv_endpoint=127.0.0.2:%d" % self.port]
+                fast_conf(), "--max_restarts=0", "--rdzv_endpoint=127.0.0.2:%d" % self.port,
+                "--log_dir=" + os.path.join(self.dir, "logs2")]
         nodes.append(self.cluster.agent(2, base + prog, worker=None))
         self.assert_all_exit(nodes, timeout=60)
+        for i, p in enumerate(nodes[:2]):
+            text = p.text()
+            self.assertNotIn("stopping this node's workers", text)
+            self.assertEqual([d["pid"] for d in inplace_lines(p, "start")], [pids[p.name]],
+                             text)
+            self.assertEqual([d["world"] for d in inplace_lines(p, "reformed")], ["3"], text)
+            done = inplace_lines(p, "done")
+            self.assertEqual([(d["pid"], d["world"], d["steps"]) for d in done],
+                             [(pids[p.name], "3", str(self.STEPS))], text)
+            r = self.summary(i)["reformations"]
+            self.assertEqual([(x["world_before"], x["world_after"]) for x in r], [(2, 3)], r)
+            self.assertIn("joined", r[0]["why"])
+        new = nodes[2]
+        self.assertEqual([d["world"] for d in inplace_lines(new, "start")], ["3"], new.text())
+        self.assertEqual([d["steps"] for d in inplace_lines(new, "done")], [str(self.STEPS)])
+
+    def test_worker_killed_replaced_alone(self):
+        # one worker killed on a node that is otherwise fine: only it is
+        # started again, in a new round of the same nodes, and every other
+        # worker of the job re-forms in place with the new process; the
+        # replacement is counted against --max_restarts on its node only
+        self.STEPS = 500
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1)
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        victim = inplace_lines(nodes[1], "start")[0]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=60)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertIn("replacing it alone", nodes[1].text())
+        self.assertNotIn("stopping this node's workers", text)
+        for p in nodes:
+            kept = before[p.name] - {victim["pid"]}
+            done = {d["pid"] for d in inplace_lines(p, "done")}
+            self.assertTrue(kept <= done, p.text())
+            self.assertEqual({d["pid"] for d in inplace_lines(p, "reformed")
+                              if d["t"] >= t_kill}, kept, p.text())
+            self.assertTrue(all(d["world"] == "6" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), p.text())
+        fresh = [d for d in inplace_lines(nodes[1], "start") if d["t"] >= t_kill]
+        self.assertEqual(len(fresh), 1, nodes[1].text())
+        self.assertEqual(fresh[0]["rank"], victim["rank"])
+        self.assertNotEqual(fresh[0]["pid"], victim["pid"])
+        self.assertIn("its replacement starts and joins in place", nodes[1].text())
+        r = self.summary(1)["reformations"]
+        self.assertEqual([(x["world_before"], x["world_after"], x["replaced"]) for x in r],
+                         [(6, 6, 1)], r)
+        self.assertIn("replaced alone", r[0]["why"])
+        r = self.summary(0)["reformations"]
+        self.assertEqual([(x["world_after"], x["replaced"]) for x in r], [(6, 0)], r)
+        self.assertIn("is replaced", r[0]["why"])
+
+    def test_worker_replaced_once_per_restart_allowed(self):
+        # --max_restarts=1: the first death on a node is replaced alone; the
+        # replacement's own death finds the node's replacements spent and is
+        # a failure as before: the job's group restarts (restart 1 of 1)
+        self.STEPS = 400
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], n=2, nproc=1,
+                               restarts=1)
+        for p in nodes:
+            p.wait_line(r"INPLACE start", timeout=30)
+        nodes[1].wait_line(r"INPLACE progress", timeout=30)
+        first = inplace_lines(nodes[1], "start")[0]
+        t1 = time.monotonic()
+        os.kill(int(first["pid"]), signal.SIGKILL)
+        nodes[1].wait_line(r"INPLACE start", timeout=30, after=t1)
+        second = [d for d in inplace_lines(nodes[1], "start") if d["t"] >= t1][0]
+        self.assertNotEqual(second["pid"], first["pid"])
+        t2 = time.monotonic()
+        os.kill(int(second["pid"]), signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=60)
+        text = nodes[1].text()
+        self.assertEqual(text.count("replacing it alone"), 1, text)
+        self.assertIn("stopping the other workers", text)
+        self.assertIn("restart 1 of 1", nodes[0].text() + text)
+        for p in nodes:
+            fresh = [d for d in inplace_lines(p, "start") if d["t"] >= t2]
+            self.assertEqual(len(fresh), 1, p.text())
+            self.assertEqual([d["pid"] for d in inplace_lines(p, "done")], [fresh[0]["pid"]])
+
+    def test_one_node_worker_replaced_alone(self):
+        # one node (--standalone): the same, with the node's own store
+        self.STEPS = 400
+        logs = os.path.join(self.dir, "solo")
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=3",
+                                           "--max_restarts=1", "--log_dir=" + logs, INPLACE,
+                                           str(self.STEPS), str(self.STEP_MS)])
+        wait_for(lambda: len(inplace_lines(solo, "progress")) == 3, 30, "solo's progress")
+        before = {d["pid"] for d in inplace_lines(solo, "start")}
+        victim = inplace_lines(solo, "start")[1]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        self.assertEqual(solo.wait(60)[0], 0, solo.text())
+        text = solo.text()
+        self.assertIn("replacing it alone", text)
+        fresh = [d for d in inplace_lines(solo, "start") if d["t"] >= t_kill]
+        self.assertEqual([d["rank"] for d in fresh], [victim["rank"]], text)
+        done = {d["pid"] for d in inplace_lines(solo, "done")}
+        self.assertEqual(done, (before - {victim["pid"]}) | {fresh[0]["pid"]}, text)
+        self.assertTrue(all(d["world"] == "3" and d["steps"] == str(self.STEPS)
+                            for d in inplace_lines(solo, "done")), text)
+        self.assertIn("1 re-formation(s) in place", text)
+
+    def test_program_without_next_round_restarted_uncharged(self):
+        # a libddp program that exits on a collective error (it never calls
+        # ddp_next_round) although libddp said "resizable": its node's
+        # workers start again in the next round, as before, and no restart
+        # is charged (--max_restarts=0, and the job succeeds)
+        exiting = {"MN_INPLACE_EXIT": "1"}
+        nodes = self.start_nodes(envs=[exiting, exiting, exiting])
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        t_kill = time.monotonic()
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=60)
         for p in nodes[:2]:
-            self.assertIn("has new workers", p.text())
-            self.assertNotIn("INPLACE reformed", p.text())
-            self.assertTrue(any(d["world"] == "3" for d in inplace_lines(p, "start")
-                                if d["t"] >= t_join), p.text())
+            text = p.text()
+            self.assertIn("instead of re-forming in place", text)
+            fresh = {d["pid"] for d in inplace_lines(p, "start") if d["t"] >= t_kill}
+            self.assertEqual(len(fresh), 2, text)
+            self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
+            self.assertTrue(all(d["world"] == "4" for d in inplace_lines(p, "done")), text)
 
     def test_mixed_job(self):
         # node 1 runs one worker that never says it can be resized: that
@@ -201,26 +322,22 @@ class InPlace(MultiNodeCase):
         self.assertTrue(all(d["world"] == "4" for p in nodes[:2]
                             for d in inplace_lines(p, "done")))
 
-    def test_train_worker_killed_restarts_same_bits(self):
-        # one ddp-train worker killed on a node that is otherwise fine: that
-        # node restarts its group as before (a single rank is not replaced in
-        # place yet), and since the fresh processes resume from the
-        # checkpoint, the other nodes' agents start theirs again in the same
-        # round too (one restart in all, of --max_restarts=1); the job still
-        # ends with the 1-rank run's bits
-        steps = 600
+    def start_train(self, steps, restarts=0):
+        """ddp-train with a fixed global batch (train_it.shard_jobs' synthetic
+        job) run by 1 rank undisturbed, then started on 3 nodes x 2 ranks and
+        waited for until step 100: (reference dir, run dir, nodes)."""
         ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
         metrics = os.path.join(self.dir, "metrics.jsonl")
 
         def args(ckdir):
             return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
                 "--held_out", "0.1", "--global_batch_size", "48", "--virtual_shards", "8",
-                "--device", "cpu", "--checkpoint_every", "50"]
+                "--device", "cpu"]
         solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
                                            DDP_TRAIN] + args(ref), TRAIN_ENV)
         self.assertEqual(solo.wait(300)[0], 0, solo.text())
         prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
-        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=1)
+        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=restarts)
 
         def step_reached():
             try:
@@ -231,49 +348,40 @@ class InPlace(MultiNodeCase):
             return any(r.get("kind") == "train" and r.get("step", 0) >= 100 for r in recs)
 
         wait_for(step_reached, 120, "step 100 of the 6-rank run")
-        shims = children(nodes[1].pid)
-        workers = [w for s in shims for w in children(s)]
-        self.assertEqual(len(workers), 2, (shims, workers))
-        os.kill(workers[0], signal.SIGKILL)
-        self.assert_all_exit(nodes, timeout=300)
-        text = "\n".join(p.text() for p in nodes)
-        # the other nodes' workers start again in the restart's round (or
-        # fail there themselves, if the kill fell in a checkpoint's write)
-        self.assertIn("follows a restart (workers failed elsewhere)", text)
-        self.assertIn("resumed from", text)
-        self.assertNotIn("without the training state", text)
+        return ref, run, nodes
+
+    def assert_same_bits(self, ref, run):
         self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
                          train_it.sha256(os.path.join(ref, "final.safetensors")),
                          "final checkpoints differ")
+
+    def test_train_worker_killed_replaced_same_bits(self):
+        # one ddp-train worker killed on a node that is otherwise fine: it
+        # alone is started again, takes the training state from a peer's
+        # memory (no checkpoint read), every other worker re-forms in place,
+        # and the job ends with the 1-rank run's bits
+        ref, run, nodes = self.start_train(600, restarts=1)
+        shims = children(nodes[1].pid)
+        workers = [w for s in shims for w in children(s)]
+        self.assertEqual(len(workers), 2, (shims, workers))
+        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        os.kill(workers[0], signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=300)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertIn("replacing it alone", text)
+        self.assertNotIn("resumed from", text)
+        self.assertNotIn("stopping this node's workers", text)
+        pids = [int(m) for m in re.findall(r"re-formed in place as rank \d+ of 6 "
+                                           r"\(round \d+, pid (\d+)\)", text)]
+        self.assertEqual(len(pids), 5, text)
+        self.assertTrue(set(pids) <= set().union(*before.values()), text)
+        self.assert_same_bits(ref, run)
 
     def test_train_node_killed_same_bits(self):
         # ddp-train with a fixed global batch: 3 nodes x 2 ranks, one node
         # killed mid-run; the survivors redo the interrupted step as 4 ranks
         # and end with the bits of an undisturbed 1-rank run
-        steps = 1500
-        ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
-
-        def args(ckdir):  # train_it.shard_jobs' synthetic job
-            return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
-                "--held_out", "0.1", "--global_batch_size", "48", "--virtual_shards", "8",
-                "--device", "cpu"]
-
-        metrics = os.path.join(self.dir, "metrics.jsonl")
-        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
-                                           DDP_TRAIN] + args(ref), TRAIN_ENV)
-        self.assertEqual(solo.wait(300)[0], 0, solo.text())
-        prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
-        nodes = self.start_job(prog, env=TRAIN_ENV)
-
-        def step_reached():
-            try:
-                with open(metrics) as f:
-                    recs = [json.loads(line) for line in f if line.endswith("\n")]
-            except FileNotFoundError:
-                return False
-            return any(r.get("kind") == "train" and r.get("step", 0) >= 100 for r in recs)
-
-        wait_for(step_reached, 120, "step 100 of the 6-rank run")
+        ref, run, nodes = self.start_train(1500)
         before = {p.name: set(train_pids(p.pid)) for p in nodes}
         self.kill_node(nodes[2], before[nodes[2].name])
         self.assert_all_exit(nodes[:2], timeout=300)
@@ -287,9 +395,7 @@ class InPlace(MultiNodeCase):
                                                r"\(round \d+, pid (\d+)\)", text)]
             self.assertEqual(len(pids), 2, text)
             self.assertTrue(set(pids) <= before[p.name], text)
-        self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
-                         train_it.sha256(os.path.join(ref, "final.safetensors")),
-                         "final checkpoints differ")
+        self.assert_same_bits(ref, run)
 
 
 def children(pid):

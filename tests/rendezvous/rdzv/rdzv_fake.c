@@ -548,6 +548,12 @@ void fake_workers_exit(struct fake_net *net, struct fake_agent *a, bool success)
 	drain(net, net->nodes[a->idx]);
 }
 
+void fake_workers_renew(struct fake_net *net, struct fake_agent *a)
+{
+	check(rdzv_workers_renew(a->m, net->now));
+	drain(net, net->nodes[a->idx]);
+}
+
 static bool active(const struct node *nd)
 {
 	return nd->a.running && !nd->a.frozen;

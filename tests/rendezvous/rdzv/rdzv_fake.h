@@ -68,6 +68,8 @@ void fake_kill(struct fake_net *net, struct fake_agent *a);
 void fake_freeze(struct fake_net *net, struct fake_agent *a);
 void fake_stop(struct fake_net *net, struct fake_agent *a); /* SIGTERM */
 void fake_workers_exit(struct fake_net *net, struct fake_agent *a, bool success);
+/* rdzv_workers_renew: one of a's workers is replaced alone. */
+void fake_workers_renew(struct fake_net *net, struct fake_agent *a);
 
 /* Runs until pred(net, ctx) holds (checked after every step), nothing is
  * left to do, or the clock would pass now + max_ms. Returns pred's last

@@ -71,6 +71,20 @@ static void test_state_round_trip_phases(void **unused)
 	}
 }
 
+static void test_state_round_trip_reasons(void **unused)
+{
+	for (int r = RDZV_WHY_START; r <= RDZV_WHY_REPLACE; r++) {
+		char buf[RDZV_STATE_MAX + 1];
+		struct rdzv_state s = sample_state(RDZV_RUNNING), d;
+		s.reason = (enum rdzv_reason)r;
+		int n = rdzv_state_encode(&s, buf, sizeof(buf));
+		assert_true(n > 0);
+		assert_non_null(strstr(buf, rdzv_reason_name(s.reason)));
+		assert_int_equal(rdzv_state_decode(U8(buf), (size_t)n, &d), 0);
+		assert_memory_equal(&s, &d, sizeof(s));
+	}
+}
+
 /* Every accepted input is canonical: it re-encodes to the same bytes. */
 static void assert_state_canonical_or_rejected(const uint8_t *p, size_t len)
 {
@@ -450,6 +464,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_state_golden),
 	    cmocka_unit_test(test_state_round_trip_phases),
+	    cmocka_unit_test(test_state_round_trip_reasons),
 	    cmocka_unit_test(test_state_mutations),
 	    cmocka_unit_test(test_state_malformed),
 	    cmocka_unit_test(test_state_encode_checks),

@@ -714,6 +714,50 @@ static void test_failure_after_finish(void **state)
 	assert_non_null(strstr(fake_agent(net, 1)->end_text, "had finished"));
 }
 
+/* A worker replaced alone: a new round of the same nodes, every node told
+ * (reason `replace`), nothing charged even with no restart allowed; the
+ * workers' end after it is heard as before. */
+static void test_replace_worker_not_charged(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 3, 3);
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+	struct fake_agent *a = with_rank(net, 1);
+	fake_workers_renew(net, a);
+	fake_workers_renew(net, a); /* a second death before the round: one round */
+	assert_true(run_to_round(net, 2, 1000));
+	assert_world(net, 2, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(fake_agent(net, i)->restarts, 0);
+		assert_int_equal(fake_agent(net, i)->ended, 0);
+	}
+	const struct rdzv_state *st = rdzv_machine_state(a->m);
+	assert_int_equal(st->reason, RDZV_WHY_REPLACE);
+	assert_int_equal(st->round, 2);
+	for (int i = 0; i < 3; i++)
+		fake_workers_exit(net, fake_agent(net, i), true);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fake_agent(net, i)->ended, RDZV_ACT_FINISHED);
+}
+
+/* Once a node has finished, a replacement fails the job as a failure
+ * would: the finished node cannot re-form. */
+static void test_replace_after_finish_fails(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_workers_exit(net, fake_agent(net, 0), true);
+	fake_run(net, NULL, NULL, 1000);
+	fake_workers_renew(net, fake_agent(net, 1));
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	assert_int_equal(fake_agent(net, 1)->ended, RDZV_ACT_FAILED);
+	assert_non_null(strstr(fake_agent(net, 1)->end_text, "had finished"));
+}
+
 static void test_malformed_state_in_store(void **state)
 {
 	struct fake_net *net = net_of(state);
@@ -1053,6 +1097,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_heartbeat_staleness, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_death_while_forming, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_after_finish, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_replace_worker_not_charged, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_replace_after_finish_fails, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_state_in_store, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_nnodes_mismatch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_static_node_comes_back, setup, teardown),
