@@ -14,20 +14,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The channel's fd from DDP_AGENT_FD, or -1. */
+/* The channel's fd from DDP_AGENT_FD, or -1. Only a socket: a program
+ * (a shell wrapper) that reused that number for a file or a pipe of its
+ * own keeps it, and the worker is restarted as any program would be. */
 static int chan_fd_from_env(void)
 {
 	const char *s = getenv("DDP_AGENT_FD");
+	struct stat st;
 	char *end;
 	long fd;
 
 	if (!s || !*s)
 		return -1;
 	fd = strtol(s, &end, 10);
-	if (*end || fd < 3 || fd > 65535 || fcntl((int)fd, F_GETFD) < 0)
+	if (*end || fd < 3 || fd > 65535 || fstat((int)fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return -1;
 	return (int)fd;
 }
