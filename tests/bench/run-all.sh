@@ -7,11 +7,16 @@
 # restart), libddp's all-reduce against its gloo, ddp-train against its DDP.
 # Prints the machine, every figure, ours/theirs ratios and the targets, then
 # the ratio and target lines of every reference together; keeps a copy in
-# BUILD/bench-results.txt.
+# BUILD/bench-results.txt. The hand-over of the training state to a process
+# that joins (a 100 MB broadcast, shared memory and TCP ring across two
+# simulated nodes) has no torch counterpart: it runs once. ddplaunch.torch's
+# Elastic (in place) runs beside ddplaunch's restart path and torchrun's on the
+# same script and failure (elastic_bench.py), and beside torchft where
+# ${XDG_CACHE_HOME:-~/.cache}/ddplaunch/venv-torchft has it (torch 2.x only).
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
 #                          --allreduce-only | --train-only | --multinode-only |
-#                          --elastic-only]
+#                          --handover-only | --elastic-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -24,8 +29,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
+torchft_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torchft/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode elastic"
+quick=0 parts="store launch allreduce train multinode handover elastic"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -34,10 +40,11 @@ for arg in "$@"; do
 	--allreduce-only) parts=allreduce ;;
 	--train-only) parts=train ;;
 	--multinode-only) parts=multinode ;;
+	--handover-only) parts=handover ;;
 	--elastic-only) parts=elastic ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only | --multinode-only | --elastic-only]" >&2
+			"--train-only | --multinode-only | --handover-only | --elastic-only]" >&2
 		exit 2
 		;;
 	esac
@@ -47,7 +54,7 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root" -Dbuildtype=release >/dev/null
 fi
 meson compile -C "$build" store_bench launch_bench launch_bench_worker allreduce_bench \
-	ddp-rdzvd ddplaunch ddp-exec ddp-train rdzv_swarm mn_worker >/dev/null
+	ddp-rdzvd ddplaunch ddp-exec ddp-train rdzv_swarm mn_worker handover_bench >/dev/null
 
 # The path of a built executable, by target name.
 target_path() {
@@ -145,11 +152,18 @@ bench_one() { # PART PYTHON-or-empty TAG
 		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
 		run multinode-agents "$tag" /usr/bin/python3 "$root/tests/bench/mn_bench.py" "${args[@]}"
 		;;
+	handover) # no torch counterpart: once, beside the first reference
+		[ "$tag" = "${tags[0]:-ours-alone}" ] || return 0
+		local args=(--bench "$(target_path handover_bench)" --ddplaunch "$(target_path ddplaunch)")
+		[ "$quick" = 1 ] && args+=(--repeats 3)
+		run handover "$tag" /usr/bin/python3 "$root/tests/bench/handover_bench.py" "${args[@]}"
+		;;
 	elastic) # ddplaunch.torch in place vs restart + checkpoint and torchrun's restart
 		[ -n "$py" ] || return 0
 		local args=(--python "$py" --ddplaunch "$(target_path ddplaunch)" --source "$root"
 			--out "$build/elastic_bench-$tag.md")
 		[ "$quick" = 1 ] && args+=(--quick)
+		case $tag in torch-1.*) ;; *) [ -x "$torchft_python" ] && args+=(--torchft "$torchft_python") ;; esac
 		run elastic "$tag" /usr/bin/python3 "$root/tests/bench/elastic_bench.py" "${args[@]}"
 		;;
 	esac
