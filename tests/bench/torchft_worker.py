@@ -32,6 +32,8 @@ def main():
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(1)
+    # the replica group's store (torchrun's agent would host it)
+    store = torch.distributed.TCPStore("127.0.0.1", args.store_port, 1, True)
     model, x, y = model_and_data()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
@@ -62,10 +64,12 @@ def main():
         per = args.g // n
         idx = perm[pos * args.g + r * per:pos * args.g + (r + 1) * per]
         torch.nn.functional.cross_entropy(ddp(x[idx]), y[idx]).backward()
-        if optim.step():
+        optim.step()  # steps only when every participant says it may commit
+        if manager.current_step() > step:
             pace(args, t0)
             say(step, manager.num_participants(), args.quiet, last)
     print("BENCH done pid=%d" % os.getpid(), flush=True)
+    del store
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ latest round and wakes whoever waits on it.
 """
 import collections
 import os
+import stat
 import threading
 
 Round = collections.namedtuple(
@@ -30,14 +31,16 @@ def parse_round(line):
 
 def fd_from_env(environ=None):
     """The channel's fd from DDP_AGENT_FD, or None where there is none (no
-    ddplaunch, torchrun, a plain run)."""
+    ddplaunch, torchrun, a plain run) or where it is not a socket (a wrapper
+    in between reused the number for a file of its own)."""
     s = (environ if environ is not None else os.environ).get("DDP_AGENT_FD", "")
     try:
         fd = int(s)
-        os.fstat(fd)
+        if fd < 3 or not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return None
     except (ValueError, OSError):
         return None
-    return fd if fd >= 3 else None
+    return fd
 
 
 class AgentChannel:

@@ -72,14 +72,18 @@ class Elastic:
         rank = int(env.get("RANK", "0"))
         if world == 1:
             return grp.Group(None, 0, 1, self._device, self._chan)
-        return self._form(env["MASTER_ADDR"], env["MASTER_PORT"], rank, world)
+        # libddp's rule (worker/ddp.h, attempt): a process started into a
+        # later round meets the survivors under that round's keys
+        attempt = max(int(env.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
+                      int(env.get("DDP_ROUND", "0") or 0) - 1)
+        return self._form(env["MASTER_ADDR"], env["MASTER_PORT"], rank, world, attempt)
 
-    def _form(self, addr, port, rank, world):
+    def _form(self, addr, port, rank, world, attempt):
         def build():
-            # every round has a store of its own, where a process that joins
-            # (and knows no round number) meets the survivors
+            # keys per attempt: a store kept from one round to the next (one
+            # node replacing a worker) never serves an earlier round's
             store = grp.new_store(addr, port, world, self._timeout)
-            store = dist.PrefixStore("ddplaunch.torch/", store)
+            store = dist.PrefixStore("ddplaunch.torch/attempt_%d/" % attempt, store)
             return grp.new_pg(store, rank, world, self._backend, self._timeout)
         if world == 1:
             return grp.Group(None, 0, 1, self._device, self._chan)
@@ -95,7 +99,8 @@ class Elastic:
         for k, v in (("RANK", r.rank), ("WORLD_SIZE", r.world_size),
                      ("LOCAL_RANK", r.local_rank), ("LOCAL_WORLD_SIZE", r.local_world_size),
                      ("MASTER_ADDR", r.master_addr), ("MASTER_PORT", r.master_port),
-                     ("GROUP_RANK", r.group_rank), ("GROUP_WORLD_SIZE", r.group_world_size)):
+                     ("GROUP_RANK", r.group_rank), ("GROUP_WORLD_SIZE", r.group_world_size),
+                     ("DDP_ROUND", r.round)):
             os.environ[k] = str(v)
         return r
 
@@ -109,7 +114,8 @@ class Elastic:
             self._group.retire()
             r = self._take_round()
             try:
-                self._group = self._form(r.master_addr, r.master_port, r.rank, r.world_size)
+                self._group = self._form(r.master_addr, r.master_port, r.rank, r.world_size,
+                                         max(r.round - 1, 0))
                 self._sync()
                 break
             except grp.MembershipChanged as e:
