@@ -58,7 +58,12 @@ def env(args):
 
 
 def cost(args, mode, v=12):
-    """Steps per second of 2 ranks, after 50 steps of warm-up."""
+    """Steps per second of 2 ranks, after 50 steps of warm-up: the best of
+    3 runs (the machine is shared)."""
+    return max(cost_once(args, mode, v) for _ in range(1 if args.quick else 3))
+
+
+def cost_once(args, mode, v):
     with tempfile.TemporaryDirectory(prefix="elastic_bench_") as tmp:
         cluster = Cluster(tmp)
         try:
@@ -113,9 +118,9 @@ def torchft_nodes(args, cluster, prog_args):
 
 def failure_in(args, cluster, tmp, launcher, mode):
     prog = [WORKER, "--mode", mode, "--epochs", "3", "--g", str(G), "--pace_ms", "20",
-            "--every", "100", "--quiet", "--checkpoint", os.path.join(tmp, "ck.pt")]
+            "--every", "100", "--checkpoint", os.path.join(tmp, "ck.pt")]
     if launcher == "torchft":
-        nodes = torchft_nodes(args, cluster, prog[3:7] + ["--pace_ms", "20", "--quiet"])
+        nodes = torchft_nodes(args, cluster, prog[3:7] + ["--pace_ms", "20"])
     else:
         nodes = start_nodes(args, cluster, launcher, prog)
     nodes[0].wait_line(r"BENCH step step=150 world=3", 300)
@@ -129,11 +134,16 @@ def failure_in(args, cluster, tmp, launcher, mode):
         except ProcessLookupError:
             pass
     before = max(s[0] for s in steps(nodes[0]) if s[3] < t_kill)
-    try:
-        nodes[0].wait_line(r"BENCH step step=\d+ world=2", 120)
-    except AssertionError:
-        return None
-    after = [s for s in steps(nodes[0]) if s[1] == 2]
+    after = []
+    deadline = time.monotonic() + 120
+    while not after:  # torchft may have run steps with 2 replicas before the kill
+        if time.monotonic() > deadline:
+            return None
+        try:
+            nodes[0].wait_line(r"BENCH step step=\d+ world=2", 1.0, after=time.monotonic() - 1)
+        except AssertionError:
+            pass
+        after = [s for s in steps(nodes[0]) if s[1] == 2 and s[3] > t_kill]
     for p in nodes[:2]:
         p.signal(signal.SIGTERM)
     return after[0][3] - t_kill, before + 1 - after[0][0]
