@@ -67,7 +67,7 @@ class Elastic:
         if dist.is_available() and dist.is_initialized():
             pg = dist.distributed_c10d._get_default_group()
             return grp.Group(pg, dist.get_rank(), dist.get_world_size(), self._device,
-                             self._chan)
+                             self._chan, str(dist.get_backend()).lower())
         world = int(env.get("WORLD_SIZE", "1"))
         rank = int(env.get("RANK", "0"))
         if world == 1:
@@ -88,7 +88,7 @@ class Elastic:
         if world == 1:
             return grp.Group(None, 0, 1, self._device, self._chan)
         pg = grp.in_thread(self._chan, build, "forming the process group")
-        return grp.Group(pg, rank, world, self._device, self._chan)
+        return grp.Group(pg, rank, world, self._device, self._chan, self._backend)
 
     def _take_round(self):
         try:

@@ -77,11 +77,12 @@ def new_pg(store, rank, world, backend, timeout):
 
 class Group:
     """rank, world, and the round's pg (None for a world of one: no
-    collective). chan: the agent channel whose new round ends a wait, or
-    None (a failure then raises)."""
+    collective) of backend "gloo" or "nccl". chan: the agent channel whose
+    new round ends a wait, or None (a failure then raises)."""
 
-    def __init__(self, pg, rank, world, device, chan):
+    def __init__(self, pg, rank, world, device, chan, backend="gloo"):
         self.pg, self.rank, self.world, self.device, self.chan = pg, rank, world, device, chan
+        self.backend = backend
         self.retired = False
 
     def _wait(self, work, what):
@@ -119,7 +120,10 @@ class Group:
         if self.pg is None or self.retired:
             return
         self.retired = True
-        for name in ("abort", "_abort"):
+        # gloo's abort (torch 2.x) is left alone: the process then dies in
+        # its teardown at exit (SIGSEGV); its threads end on their own, on
+        # the closed peers or their timeout
+        for name in ("abort", "_abort") if self.backend == "nccl" else ():
             fn = getattr(self.pg, name, None)
             if callable(fn):
                 try:
