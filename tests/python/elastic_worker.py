@@ -44,9 +44,11 @@ def main():
     p.add_argument("--pace_ms", type=float, default=0.0)
     p.add_argument("--out")
     p.add_argument("--digits")
+    p.add_argument("--init_by_rank", action="store_true",
+                   help="each rank's own initial weights (rank 0's must win)")
     args = p.parse_args()
     torch.set_num_threads(1)
-    torch.manual_seed(0)
+    torch.manual_seed(int(os.environ.get("RANK", "0")) if args.init_by_rank else 0)
     x, y = data(args)
     model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 32), torch.nn.Tanh(),
                                 torch.nn.Linear(32, 10))

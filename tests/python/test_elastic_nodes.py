@@ -11,9 +11,11 @@ package through PYTHONPATH (python/ of the source tree).
 import importlib.metadata
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -173,14 +175,31 @@ class Example(unittest.TestCase):
     SCRIPT = os.path.join(SRC, "configs", "elastic_digits.py")
     DONE_RE = r"elastic_digits: (\d+) ranks at the end, loss \S+, accuracy (\S+), sha256 (\w+)"
 
-    def run_it(self, argv, extra_env=None):
-        env = dict(os.environ, **worker_env(), **(extra_env or {}))
+    def run_it(self, argv, done_re=None):
+        env = dict(os.environ, **worker_env())
         p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=240)
         self.assertEqual(p.returncode, 0, p.stdout)
-        m = re.search(self.DONE_RE, p.stdout)
+        m = re.search(done_re or self.DONE_RE, p.stdout)
         self.assertIsNotNone(m, p.stdout)
         return m
+
+    def test_rank_0s_initial_weights_win(self):
+        # each rank initialises its model differently: the start hands rank
+        # 0's weights to all, as DDP does, so 3 ranks end as 1 rank does
+        out = os.path.join(tempfile.mkdtemp(prefix="elastic_init_"), "run.sha")
+        try:
+            m = self.run_it([os.environ.get("DDPLAUNCH", "ddplaunch"), "--standalone",
+                             "--nproc_per_node=3", WORKER, "--init_by_rank", "--out", out] +
+                            JOB[:6] + ["--epochs", "1"], done_re=r"ELASTIC done .*")
+            shas = set(re.findall(r"ELASTIC done .* sha=(\w+)", m.string))
+            self.assertEqual(len(shas), 1, m.string)
+            ref = subprocess.run([TORCH_PYTHON, WORKER] + JOB[:6] + ["--epochs", "1"],
+                                 env=dict(os.environ, **worker_env()), stdout=subprocess.PIPE,
+                                 text=True, timeout=240, check=True).stdout
+            self.assertEqual(shas, set(re.findall(r"sha=(\w+)", ref)))
+        finally:
+            shutil.rmtree(os.path.dirname(out))
 
     def test_two_ranks_same_bits_as_one(self):
         args = [self.SCRIPT, "--epochs", "3"]

@@ -129,7 +129,9 @@ class Elastic:
         _, hi, src = handover.agree(self._group, step)
         if src is not None:
             got = handover.hand_over(self._group, src, self.state_dict)
-            if got is not None and step != hi:
+            # a rank at the highest step holds those bits already; when none
+            # holds state yet, everyone takes the source's initial weights
+            if got is not None and (step != hi or hi < 0):
                 self._load(got)
         self._has_state = True
         self._synced = True
@@ -179,6 +181,9 @@ class Elastic:
             for p in self._params:
                 p.grad = None
             loss = closure(self.ledger.shard_indices(step, v))
+            if loss is None:
+                raise TypeError("the closure returned None: return the shard's loss (after "
+                                "loss.backward())")
             flats.append(self._exact.flatten())
             slots[v, 0] = float(loss.detach() if torch.is_tensor(loss) else loss)
         for p in self._params:
