@@ -4,7 +4,9 @@
 # Debian's torch 1.13 (/usr/bin/python3) and torch 2.x (the venv
 # scripts/test.sh makes). For each: ddp-rdzvd against that torch's TCPStore
 # server (2.x: its libuv server), ddplaunch against its torchrun (launch and
-# restart), libddp's all-reduce against its gloo, ddp-train against its DDP.
+# restart), libddp's all-reduce against its gloo, ddp-train against its DDP;
+# and, once, ddp-train's fixed global batch (--virtual_shards) against its
+# own step at the same global batch (shards_bench.py; no torch needed).
 # Prints the machine, every figure, ours/theirs ratios and the targets, then
 # the ratio and target lines of every reference together; keeps a copy in
 # BUILD/bench-results.txt.
@@ -24,7 +26,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode"
+quick=0 parts="store launch allreduce train multinode shards"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -33,9 +35,10 @@ for arg in "$@"; do
 	--allreduce-only) parts=allreduce ;;
 	--train-only) parts=train ;;
 	--multinode-only) parts=multinode ;;
+	--shards-only) parts=shards ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only | --multinode-only]" >&2
+			"--train-only | --multinode-only | --shards-only]" >&2
 		exit 2
 		;;
 	esac
@@ -91,7 +94,7 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype")
 	echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; other work on the machine skews figures)"
 } | tee "$results"
 
-status=0
+status=0 shards_done=
 # run PART TAG COMMAND...: runs one benchmark, its output into the results
 # and into BUILD/bench-PART-TAG.txt for the side-by-side summary.
 run() {
@@ -132,6 +135,14 @@ bench_one() { # PART PYTHON-or-empty TAG
 		[ "$quick" = 1 ] && args+=(--reps 1 --configs digits)
 		run train "$tag" /usr/bin/python3 "$root/tests/bench/train_bench.py" "${args[@]}"
 		;;
+	shards) # ddp-train against itself: once, whatever the references
+		[ -z "$shards_done" ] || return 0
+		shards_done=1
+		local args=(--ddp-train "$(target_path ddp-train)" --ddplaunch "$(target_path ddplaunch)"
+			--source "$root" --out "$build/shards_bench.md")
+		[ "$quick" = 1 ] && args+=(--reps 1)
+		run shards ours /usr/bin/python3 "$root/tests/bench/shards_bench.py" "${args[@]}"
+		;;
 	multinode) # the swarm once; the agents beside torchrun 2.x only (1.13's differs)
 		case $tag in torch-1.*) return 0 ;; esac
 		local sizes=64,512,4000 agents=2,8,16
@@ -160,7 +171,7 @@ done
 	echo
 	echo "== side by side: the ratio and target lines of each reference"
 	for part in $parts; do
-		for tag in "${tags[@]}"; do
+		for tag in "${tags[@]}" ours; do # ours: a part run once, without a reference
 			f=$build/bench-$part-$tag.txt
 			[ -f "$f" ] || continue
 			echo "-- $part vs $tag"

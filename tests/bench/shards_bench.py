@@ -45,7 +45,9 @@ JOBS = {
     },
 }
 
-DONE = re.compile(r"done: (\d+) steps in ([\d.]+) s \((\d+) samples/s, .*cpu ([\d.]+) ms/step")
+# The CPU figure is optional, so that a ddp-train from before it was added
+# can be measured too (its CPU cells are then nan).
+DONE = re.compile(r"done: (\d+) steps in ([\d.]+) s \((\d+) samples/s(?:, .*cpu ([\d.]+) ms/step)?")
 
 
 def env1():
@@ -64,7 +66,7 @@ def run(args, job, ranks, shards):
     m = DONE.search(out)
     if p.returncode != 0 or not m:
         sys.exit("shards_bench: ddp-train failed (%s):\n%s" % (" ".join(cmd), out[-3000:]))
-    return 1000.0 * g / float(m.group(3)), float(m.group(4))
+    return 1000.0 * g / float(m.group(3)), float(m.group(4) or "nan")
 
 
 def measure(args, name, ranks):
