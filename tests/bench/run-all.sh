@@ -6,13 +6,16 @@
 # server (2.x: its libuv server), ddplaunch against its torchrun (launch and
 # restart), libddp's all-reduce against its gloo, ddp-train against its DDP;
 # and, once, ddp-train's fixed global batch (--virtual_shards) against its
-# own step at the same global batch (shards_bench.py; no torch needed).
+# own step at the same global batch (shards_bench.py; it needs no torch).
 # Prints the machine, every figure, ours/theirs ratios and the targets, then
 # the ratio and target lines of every reference together; keeps a copy in
-# BUILD/bench-results.txt.
+# BUILD/bench-results.txt. The hand-over of the training state to a process
+# that joins (a 100 MB broadcast, shared memory and TCP ring across two
+# simulated nodes) has no torch counterpart: it runs once.
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
-#                          --allreduce-only | --train-only | --multinode-only]
+#                          --allreduce-only | --train-only | --multinode-only |
+#                          --handover-only | --shards-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -26,7 +29,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode shards"
+quick=0 parts="store launch allreduce train multinode handover shards"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -35,10 +38,11 @@ for arg in "$@"; do
 	--allreduce-only) parts=allreduce ;;
 	--train-only) parts=train ;;
 	--multinode-only) parts=multinode ;;
+	--handover-only) parts=handover ;;
 	--shards-only) parts=shards ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only | --multinode-only | --shards-only]" >&2
+			"--train-only | --multinode-only | --handover-only | --shards-only]" >&2
 		exit 2
 		;;
 	esac
@@ -48,7 +52,7 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root" -Dbuildtype=release >/dev/null
 fi
 meson compile -C "$build" store_bench launch_bench launch_bench_worker allreduce_bench \
-	ddp-rdzvd ddplaunch ddp-exec ddp-train rdzv_swarm mn_worker >/dev/null
+	ddp-rdzvd ddplaunch ddp-exec ddp-train rdzv_swarm mn_worker handover_bench >/dev/null
 
 # The path of a built executable, by target name.
 target_path() {
@@ -94,7 +98,7 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype")
 	echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; other work on the machine skews figures)"
 } | tee "$results"
 
-status=0 shards_done=
+status=0
 # run PART TAG COMMAND...: runs one benchmark, its output into the results
 # and into BUILD/bench-PART-TAG.txt for the side-by-side summary.
 run() {
@@ -135,13 +139,12 @@ bench_one() { # PART PYTHON-or-empty TAG
 		[ "$quick" = 1 ] && args+=(--reps 1 --configs digits)
 		run train "$tag" /usr/bin/python3 "$root/tests/bench/train_bench.py" "${args[@]}"
 		;;
-	shards) # ddp-train against itself: once, whatever the references
-		[ -z "$shards_done" ] || return 0
-		shards_done=1
+	shards) # ddp-train against itself: once, beside the first reference
+		[ "$tag" = "${tags[0]:-ours-alone}" ] || return 0
 		local args=(--ddp-train "$(target_path ddp-train)" --ddplaunch "$(target_path ddplaunch)"
 			--source "$root" --out "$build/shards_bench.md")
 		[ "$quick" = 1 ] && args+=(--reps 1)
-		run shards ours /usr/bin/python3 "$root/tests/bench/shards_bench.py" "${args[@]}"
+		run shards "$tag" /usr/bin/python3 "$root/tests/bench/shards_bench.py" "${args[@]}"
 		;;
 	multinode) # the swarm once; the agents beside torchrun 2.x only (1.13's differs)
 		case $tag in torch-1.*) return 0 ;; esac
@@ -153,6 +156,12 @@ bench_one() { # PART PYTHON-or-empty TAG
 			--sizes "$agents" --out "$build/mn_bench-$tag.md")
 		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
 		run multinode-agents "$tag" /usr/bin/python3 "$root/tests/bench/mn_bench.py" "${args[@]}"
+		;;
+	handover) # no torch counterpart: once, beside the first reference
+		[ "$tag" = "${tags[0]:-ours-alone}" ] || return 0
+		local args=(--bench "$(target_path handover_bench)" --ddplaunch "$(target_path ddplaunch)")
+		[ "$quick" = 1 ] && args+=(--repeats 3)
+		run handover "$tag" /usr/bin/python3 "$root/tests/bench/handover_bench.py" "${args[@]}"
 		;;
 	esac
 }
@@ -171,7 +180,7 @@ done
 	echo
 	echo "== side by side: the ratio and target lines of each reference"
 	for part in $parts; do
-		for tag in "${tags[@]}" ours; do # ours: a part run once, without a reference
+		for tag in "${tags[@]}"; do
 			f=$build/bench-$part-$tag.txt
 			[ -f "$f" ] || continue
 			echo "-- $part vs $tag"
