@@ -171,12 +171,14 @@ static int shards_allreduce(struct trainer *t, void *buf, size_t n, enum ddp_dty
 	uint64_t t0 = time_now_ns();
 	int ret;
 
-	/* One rank under a launcher reduces too (a copy): a resizable
-	 * worker notices a new round (a node joins) by a collective that
-	 * fails. */
+	/* One rank under a launcher reduces too: a resizable worker
+	 * notices a new round (a node joins) by a collective that fails.
+	 * One rank's sum is its buffer, so one element does (the whole
+	 * buffer is a copy through libddp's thread: a quarter of the digits
+	 * step). */
 	if (!t->ddp || (t->world == 1 && !ddp_resizable(t->ddp)))
 		return 0;
-	ret = ddp_allreduce(t->ddp, buf, n, dtype, DDP_SUM);
+	ret = ddp_allreduce(t->ddp, buf, t->world == 1 && n ? 1 : n, dtype, DDP_SUM);
 	t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
 	return ret;
 }
@@ -227,7 +229,8 @@ static int shards_reduce_grads(struct trainer *t)
 			shards_quantize_sum(s->q + m->tensors[i].offset,
 					    s->grads + m->tensors[i].offset, m->nparams, s->count,
 					    m->tensors[i].numel, s->scale[i]);
-	ret = shards_allreduce(t, s->q, m->nparams, DDP_FLOAT64);
+	/* With one rank the step's first all-reduce was its notice. */
+	ret = t->world > 1 ? shards_allreduce(t, s->q, m->nparams, DDP_FLOAT64) : 0;
 	if (ret < 0)
 		return ret;
 	for (int i = 0; i < m->ntensors; i++)
