@@ -44,16 +44,14 @@ SHARDS_SIMD float shards_maxabs(const float *x, size_t n)
 	float f;
 
 	/* |x| as its bits: for non-negative floats the integer order is the
-	 * float order, +inf is 0x7f800000 and every NaN is above it. An
-	 * integer max is exact and vectorises; a float max that must see
-	 * NaNs does not. */
+	 * float order, +inf is 0x7f800000 and every NaN is above it, so the
+	 * largest is a NaN whenever there is one. An integer max is exact and
+	 * vectorises; a float max that must see NaNs does not. */
 	for (size_t i = 0; i < n; i++) {
 		memcpy(&a, x + i, sizeof(a));
 		a &= 0x7fffffffu;
 		m = a > m ? a : m;
 	}
-	if (m > 0x7f800000u)
-		return NAN;
 	memcpy(&f, &m, sizeof(f));
 	return f;
 }

@@ -91,6 +91,8 @@ static void test_quantize_sum(void **state)
 		for (int k = 0; k < K; k++)
 			want[i] += nearbyint((double)x[k][i] * 2.0);
 	}
+	for (int i = 0; i < N; i++)
+		q[i] = 12345.0; /* overwritten, not added to */
 	shards_quantize_sum(q, &x[0][0], N + 7, K, N, 1);
 	assert_memory_equal(q, want, sizeof(q));
 	assert_true(q[0] == nearbyint(-3.5 * 2) + nearbyint(-0.25 * 2) + nearbyint(3.0 * 2));
