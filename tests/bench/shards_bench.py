@@ -47,7 +47,8 @@ JOBS = {
 
 # The CPU figure is optional, so that a ddp-train from before it was added
 # can be measured too (its CPU cells are then nan).
-DONE = re.compile(r"done: (\d+) steps in ([\d.]+) s \((\d+) samples/s(?:, .*cpu ([\d.]+) ms/step)?")
+DONE = re.compile(r"done: (\d+) steps in ([\d.]+) s \((\d+) samples/s"
+                  r"(?:, .*cpu ([\d.]+) ms/step)?")
 
 
 def env1():
