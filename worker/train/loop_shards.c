@@ -66,13 +66,8 @@ int trainer_shards_init(struct trainer *t)
 	if (!s)
 		return -ENOMEM;
 	t->shards = s;
-	/* The exchange buffers are host memory; NCCL all-reduces device
-	 * memory only. */
-	if (t->ddp && t->world > 1 && ddp_device_memory(t->ddp)) {
-		log_error("global_batch_size runs on the CPU backend only for now: use --device "
-			  "cpu (and DDP_BACKEND=cpu)");
-		return -EINVAL;
-	}
+	/* The exchange buffers are host memory: the NCCL backend stages a
+	 * host buffer through its device buffer by itself. */
 	s->host = t->ops == &kernel_ops_cpu;
 	s->v = (int)t->cfg.virtual_shards;
 	s->rows = (int)(t->cfg.global_batch_size / t->cfg.virtual_shards);
