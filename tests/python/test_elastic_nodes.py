@@ -66,11 +66,11 @@ def reference(tmpdir):
 
 
 class ElasticNodes(MultiNodeCase):
-    def start_job(self, n, nproc, args, max_nodes=None, restarts=0):
+    def start_job(self, n, nproc, args, max_nodes=None, restarts=0, prog=None):
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % (max_nodes or n),
                 "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(),
                 "--max_restarts=%d" % restarts]
-        prog = [WORKER] + args
+        prog = (prog or [WORKER]) + args
         first = self.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=worker_env())
         self.port = self.host_port(first)
@@ -167,6 +167,26 @@ class ElasticNodes(MultiNodeCase):
         print("the replacement's first step %.3f s after the kill" % (float(new[0]["t"]) - t_kill))
         shas = {d["sha"] for p in nodes for d in elastic_lines(p, "done")}
         self.assertEqual(shas, {ref})
+
+
+    def test_without_the_channel_restarted_as_before(self):
+        # the same script with no agent channel (as under torchrun): nothing
+        # re-forms in place; the launcher restarts the workers as it does any
+        # plain script (its notice stops them, or the collective's failure
+        # raises first, saying so) and they start again from step 0
+        prog = ["/usr/bin/env", "-u", "DDP_AGENT_FD", TORCH_PYTHON, WORKER]
+        nodes = self.start_job(3, 1, JOB + ["--pace_ms", "10"], restarts=1, prog=prog)
+        nodes[0].wait_line(r"ELASTIC step step=50 ", timeout=120)
+        before = {d["pid"] for d in elastic_lines(nodes[0], "start")}
+        self.kill_node(nodes[2])
+        self.assert_all_exit(nodes[:2], timeout=240)
+        text = nodes[0].text() + nodes[1].text()
+        self.assertIn("stopping this node's workers for the next round", text)
+        self.assertNotIn("re-form in place", text)
+        done = {d["pid"] for d in elastic_lines(nodes[0], "done")}
+        self.assertTrue(done and not done & before, text)
+        self.assertTrue(all(d["world"] == "2" and d["reforms"] == "0"
+                            for d in elastic_lines(nodes[0], "done")), text)
 
 
 class Example(unittest.TestCase):
