@@ -107,7 +107,10 @@ int agent_worker_env(struct agent_worker *w, char ***env)
 	    .master_port = ag->round.master_port,
 	    .restart_count = ag->round.restart_count,
 	    .local_addr = ag->round.local_addr,
-	    .round = ag->round.local_addr ? ag->round.round : 0, /* multi-node only */
+	    /* Many nodes; one node once a round was renewed (rdzv_renew). */
+	    .round = ag->round.local_addr || ag->round.round != ag->round.restart_count
+			 ? ag->round.round
+			 : 0,
 	    .max_restarts = ag->o->max_restarts,
 	    .run_id = ag->o->rdzv_id,
 	    .error_file = w->error_file,

@@ -16,7 +16,8 @@
  * --master_addr:--master_port, reset before every round after the first)
  * and the restart policy (policy.h): a failed group is answered with the
  * next round after the backoff while restarts remain, else with the end.
- * Every round has this node alone.
+ * Every round has this node alone. Its round_over event comes only after
+ * rdzv_renew.
  *
  * Many nodes (rdzv_many.c, --nnodes > 1 or c10d with an endpoint): the
  * multi-node driver (driver.h, through rdzv_nodes.c) runs the rendezvous
@@ -29,7 +30,7 @@
  *               the store and joins again as a new node): stop the local
  *               workers (SIGTERM, grace) without counting a failure, then
  *               report the group's end with round_over set; or, when the
- *               workers re-form in place (agent.c), join the next round
+ *               workers re-form in place (agent_inplace.c), join the next round
  *               while they run and hand it to them
  * A stop signal makes this node leave the job (the others re-form at once);
  * rdzv_shutdown closes the session (and a hosted store, once its clients
@@ -154,10 +155,11 @@ int rdzv_join(struct rdzv *r, rdzv_joined_fn done, void *arg);
 bool rdzv_group_ended(struct rdzv *r, const struct rdzv_group_end *g);
 
 /* One local worker died and is replaced alone while the others run on:
- * asks for a new round of the same nodes, not charged against
- * --max_restarts, which round_over announces (then join it while the
- * workers run, as for any round_over). Many nodes only: returns 0, or
- * -ENOTSUP (one node: restart the group as for any failure). */
+ * asks for a new round of the same nodes, not charged against the job's
+ * restarts, which round_over announces (then join it while the workers
+ * run, as for any round_over; one node: the same store, reset). Returns 0,
+ * -ECANCELED (no round runs, or the rendezvous ended) or -ENOTSUP (the
+ * backend cannot: restart the group as for any failure). */
 int rdzv_renew(struct rdzv *r);
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what

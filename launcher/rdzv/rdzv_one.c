@@ -3,7 +3,9 @@
  * round has this node alone. It owns the workers' store (bound once at
  * --master_addr:--master_port, reset between rounds) and the restart policy
  * (policy.h): a failed group is answered with the next round after the
- * backoff while restarts remain, else with the end.
+ * backoff while restarts remain, else with the end. A worker replaced
+ * alone (rdzv_renew) opens the next round at once, free: its round number
+ * counts restarts and renewals, its restart_count restarts only.
  */
 #include "exit_status.h"
 #include "opts.h"
@@ -28,7 +30,8 @@ struct rdzv_one {
 	void *ev_arg;
 	struct store_server *store;
 	int port;
-	int round;	   /* the round running or to be answered: restarts made */
+	int round;	   /* restarts made */
+	int renewals;	   /* rounds opened for a worker replaced alone */
 	bool in_round;	   /* answered, and its group has not ended yet */
 	bool ended;	   /* `ended` was heard */
 	uint64_t delay_ms; /* the backoff before the next answer */
@@ -106,7 +109,7 @@ static int one_attach(struct rdzv *base, uv_loop_t *loop, const struct rdzv_even
 static void one_answer(struct rdzv_one *r)
 {
 	struct rdzv_round res = {
-	    .round = r->round,
+	    .round = r->round + r->renewals,
 	    .restart_count = r->round,
 	    .group_rank = 0,
 	    .group_world_size = 1,
@@ -120,7 +123,7 @@ static void one_answer(struct rdzv_one *r)
 	/* torch 2.x workers key the store without an attempt prefix: a
 	 * restarted group must not find the last group's keys (its gloo
 	 * addresses, its barrier counts) nor its connections. */
-	if (r->round > 0)
+	if (res.round > 0)
 		store_server_reset(r->store, NULL, 0);
 	r->done = NULL;
 	r->in_round = true;
@@ -179,6 +182,8 @@ static bool one_group_ended(struct rdzv *base, const struct rdzv_group_end *g)
 	    policy_decide(&p, r->round, g->failed, g->permanent, g->stop_signal > 0);
 
 	r->in_round = false;
+	if (g->round_over && g->stop_signal <= 0)
+		return true; /* stopped for a renewal's round: the next one, free */
 	if (d == POLICY_SUCCEEDED) {
 		one_end(r, RDZV_OUT_FINISHED);
 		return false;
@@ -202,6 +207,27 @@ static bool one_group_ended(struct rdzv *base, const struct rdzv_group_end *g)
 		one_end(r, RDZV_OUT_FAILED);
 	}
 	return false;
+}
+
+static void on_renewed(uv_timer_t *t)
+{
+	struct rdzv_one *r = t->data;
+
+	if (!r->ended)
+		r->ev->round_over(r->ev_arg, "a worker is replaced alone");
+}
+
+/* The next round comes at once, with the same store (reset when it is
+ * answered), and costs no restart; round_over says so from the loop. */
+static int one_renew(struct rdzv *base)
+{
+	struct rdzv_one *r = one_of(base);
+
+	if (r->ended || !r->in_round)
+		return -ECANCELED;
+	r->renewals++;
+	uv_timer_start(&r->backoff, on_renewed, 0, 0);
+	return 0;
 }
 
 static void one_signal(struct rdzv *base, int sig)
@@ -243,6 +269,7 @@ static const struct rdzv_ops one_ops = {
     .attach = one_attach,
     .join = one_join,
     .group_ended = one_group_ended,
+    .renew = one_renew,
     .signal = one_signal,
     .shutdown = one_shutdown,
     .free = one_free,

@@ -254,6 +254,29 @@ class InPlace(MultiNodeCase):
             self.assertEqual(len(fresh), 1, p.text())
             self.assertEqual([d["pid"] for d in inplace_lines(p, "done")], [fresh[0]["pid"]])
 
+    def test_one_node_worker_replaced_alone(self):
+        # one node (--standalone): the same, with the node's own store
+        self.STEPS = 400
+        logs = os.path.join(self.dir, "solo")
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=3",
+                                           "--max_restarts=1", "--log_dir=" + logs, INPLACE,
+                                           str(self.STEPS), str(self.STEP_MS)])
+        wait_for(lambda: len(inplace_lines(solo, "progress")) == 3, 30, "solo's progress")
+        before = {d["pid"] for d in inplace_lines(solo, "start")}
+        victim = inplace_lines(solo, "start")[1]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        self.assertEqual(solo.wait(60)[0], 0, solo.text())
+        text = solo.text()
+        self.assertIn("replacing it alone", text)
+        fresh = [d for d in inplace_lines(solo, "start") if d["t"] >= t_kill]
+        self.assertEqual([d["rank"] for d in fresh], [victim["rank"]], text)
+        done = {d["pid"] for d in inplace_lines(solo, "done")}
+        self.assertEqual(done, (before - {victim["pid"]}) | {fresh[0]["pid"]}, text)
+        self.assertTrue(all(d["world"] == "3" and d["steps"] == str(self.STEPS)
+                            for d in inplace_lines(solo, "done")), text)
+        self.assertIn("1 re-formation(s) in place", text)
+
     def test_program_without_next_round_restarted_uncharged(self):
         # a libddp program that exits on a collective error (it never calls
         # ddp_next_round) although libddp said "resizable": its node's
@@ -299,26 +322,22 @@ class InPlace(MultiNodeCase):
         self.assertTrue(all(d["world"] == "4" for p in nodes[:2]
                             for d in inplace_lines(p, "done")))
 
-    def test_train_worker_killed_restarts_same_bits(self):
-        # one ddp-train worker killed on a node that is otherwise fine: that
-        # node restarts its group as before (a single rank is not replaced in
-        # place yet), and since the fresh processes resume from the
-        # checkpoint, the other nodes' agents start theirs again in the same
-        # round too (one restart in all, of --max_restarts=1); the job still
-        # ends with the 1-rank run's bits
-        steps = 600
+    def start_train(self, steps, restarts=0):
+        """ddp-train with a fixed global batch (train_it.shard_jobs' synthetic
+        job) run by 1 rank undisturbed, then started on 3 nodes x 2 ranks and
+        waited for until step 100: (reference dir, run dir, nodes)."""
         ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
         metrics = os.path.join(self.dir, "metrics.jsonl")
 
         def args(ckdir):
             return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
                 "--held_out", "0.1", "--global_batch_size", "48", "--virtual_shards", "8",
-                "--device", "cpu", "--checkpoint_every", "50"]
+                "--device", "cpu"]
         solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
                                            DDP_TRAIN] + args(ref), TRAIN_ENV)
         self.assertEqual(solo.wait(300)[0], 0, solo.text())
         prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
-        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=1)
+        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=restarts)
 
         def step_reached():
             try:
@@ -329,49 +348,40 @@ class InPlace(MultiNodeCase):
             return any(r.get("kind") == "train" and r.get("step", 0) >= 100 for r in recs)
 
         wait_for(step_reached, 120, "step 100 of the 6-rank run")
-        shims = children(nodes[1].pid)
-        workers = [w for s in shims for w in children(s)]
-        self.assertEqual(len(workers), 2, (shims, workers))
-        os.kill(workers[0], signal.SIGKILL)
-        self.assert_all_exit(nodes, timeout=300)
-        text = "\n".join(p.text() for p in nodes)
-        # the other nodes' workers start again in the restart's round (or
-        # fail there themselves, if the kill fell in a checkpoint's write)
-        self.assertIn("follows a restart (workers failed elsewhere)", text)
-        self.assertIn("resumed from", text)
-        self.assertNotIn("without the training state", text)
+        return ref, run, nodes
+
+    def assert_same_bits(self, ref, run):
         self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
                          train_it.sha256(os.path.join(ref, "final.safetensors")),
                          "final checkpoints differ")
+
+    def test_train_worker_killed_replaced_same_bits(self):
+        # one ddp-train worker killed on a node that is otherwise fine: it
+        # alone is started again, takes the training state from a peer's
+        # memory (no checkpoint read), every other worker re-forms in place,
+        # and the job ends with the 1-rank run's bits
+        ref, run, nodes = self.start_train(600, restarts=1)
+        shims = children(nodes[1].pid)
+        workers = [w for s in shims for w in children(s)]
+        self.assertEqual(len(workers), 2, (shims, workers))
+        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        os.kill(workers[0], signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=300)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertIn("replacing it alone", text)
+        self.assertNotIn("resumed from", text)
+        self.assertNotIn("stopping this node's workers", text)
+        pids = [int(m) for m in re.findall(r"re-formed in place as rank \d+ of 6 "
+                                           r"\(round \d+, pid (\d+)\)", text)]
+        self.assertEqual(len(pids), 5, text)
+        self.assertTrue(set(pids) <= set().union(*before.values()), text)
+        self.assert_same_bits(ref, run)
 
     def test_train_node_killed_same_bits(self):
         # ddp-train with a fixed global batch: 3 nodes x 2 ranks, one node
         # killed mid-run; the survivors redo the interrupted step as 4 ranks
         # and end with the bits of an undisturbed 1-rank run
-        steps = 1500
-        ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
-
-        def args(ckdir):  # train_it.shard_jobs' synthetic job
-            return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
-                "--held_out", "0.1", "--global_batch_size", "48", "--virtual_shards", "8",
-                "--device", "cpu"]
-
-        metrics = os.path.join(self.dir, "metrics.jsonl")
-        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
-                                           DDP_TRAIN] + args(ref), TRAIN_ENV)
-        self.assertEqual(solo.wait(300)[0], 0, solo.text())
-        prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
-        nodes = self.start_job(prog, env=TRAIN_ENV)
-
-        def step_reached():
-            try:
-                with open(metrics) as f:
-                    recs = [json.loads(line) for line in f if line.endswith("\n")]
-            except FileNotFoundError:
-                return False
-            return any(r.get("kind") == "train" and r.get("step", 0) >= 100 for r in recs)
-
-        wait_for(step_reached, 120, "step 100 of the 6-rank run")
+        ref, run, nodes = self.start_train(1500)
         before = {p.name: set(train_pids(p.pid)) for p in nodes}
         self.kill_node(nodes[2], before[nodes[2].name])
         self.assert_all_exit(nodes[:2], timeout=300)
@@ -385,9 +395,7 @@ class InPlace(MultiNodeCase):
                                                r"\(round \d+, pid (\d+)\)", text)]
             self.assertEqual(len(pids), 2, text)
             self.assertTrue(set(pids) <= before[p.name], text)
-        self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
-                         train_it.sha256(os.path.join(ref, "final.safetensors")),
-                         "final checkpoints differ")
+        self.assert_same_bits(ref, run)
 
 
 def children(pid):

@@ -187,6 +187,37 @@ static void test_restarts_then_failed(void **state)
 	t_release(&t);
 }
 
+/* A renewal (a worker replaced alone): round_over from the loop, then the
+ * next round at once, with the same store, and no restart counted; the
+ * restart policy is unchanged after it. */
+static void test_renew_is_free(void **state)
+{
+	struct t t;
+
+	t_init(&t, -1, 1, 0.05);
+	assert_int_equal(rdzv_attach(t.r, &t.loop, &events, &t), 0);
+	assert_int_equal(rdzv_join(t.r, on_joined, &t), 0);
+	int port = t.round.master_port;
+	assert_int_equal(rdzv_renew(t.r), 0);
+	assert_int_equal(t.nround_over, 0); /* from the loop, not during the call */
+	uv_run(&t.loop, UV_RUN_NOWAIT);
+	assert_int_equal(t.nround_over, 1);
+	assert_int_equal(rdzv_join(t.r, on_joined, &t), 0);
+	assert_int_equal(t.njoined, 2); /* at once: no backoff */
+	assert_int_equal(t.round.round, 1);
+	assert_int_equal(t.round.restart_count, 0);
+	assert_int_equal(t.round.master_port, port);
+	/* the one restart allowed is still there */
+	assert_true(group_ended(&t, true, false, 0));
+	assert_int_equal(rdzv_join(t.r, on_joined, &t), 0);
+	run_until_joined(&t, 3);
+	assert_int_equal(t.round.round, 2);
+	assert_int_equal(t.round.restart_count, 1);
+	assert_false(group_ended(&t, true, false, 0));
+	assert_int_equal(t.how, RDZV_OUT_FAILED);
+	t_release(&t);
+}
+
 static void test_success_permanent_stopped(void **state)
 {
 	struct t t;
@@ -272,6 +303,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_restarts_then_failed),
+	    cmocka_unit_test(test_renew_is_free),
 	    cmocka_unit_test(test_success_permanent_stopped),
 	    cmocka_unit_test(test_signal_in_backoff),
 	    cmocka_unit_test(test_taken_port),
