@@ -117,6 +117,11 @@ class Chaos(MultiNodeCase):
     STEPS = 2000
     NPROC = 2
     MAX_NODES = 4
+    # A node's start takes ~0.5 s (agent, rendezvous last call, ddp-train's
+    # start, the state handed over) while the others train on: at ~1 ms a
+    # step that is 500 of the 2,000 steps. Paced steps keep each event
+    # within a few dozen steps, at little CPU.
+    STEP_SLEEP_MS = 20
 
     def setUp(self):
         super().setUp()
@@ -139,7 +144,8 @@ class Chaos(MultiNodeCase):
                 "--rdzv_endpoint=%s:%d" % (addr(0), port),
                 "--log_dir=" + os.path.join(self.dir, "logs%d" % self.incarnation)]
         prog = [DDP_TRAIN] + train_args(self.run_dir, self.STEPS) + [
-            "--metrics", self.metrics, "--log_every", "1"]
+            "--metrics", self.metrics, "--log_every", "1", "--step_sleep_ms",
+            str(self.STEP_SLEEP_MS)]
         p = self.cluster.agent(slot, args + prog, worker=None, env=TRAIN_ENV,
                                name="node%d.%d" % (slot, self.incarnation))
         self.nodes[slot] = p
