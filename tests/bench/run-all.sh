@@ -10,7 +10,8 @@
 # BUILD/bench-results.txt.
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
-#                          --allreduce-only | --train-only | --multinode-only]
+#                          --allreduce-only | --train-only | --multinode-only |
+#                          --chaos-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -24,7 +25,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode"
+quick=0 parts="store launch allreduce train multinode chaos"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -33,9 +34,10 @@ for arg in "$@"; do
 	--allreduce-only) parts=allreduce ;;
 	--train-only) parts=train ;;
 	--multinode-only) parts=multinode ;;
+	--chaos-only) parts=chaos ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only | --multinode-only]" >&2
+			"--train-only | --multinode-only | --chaos-only]" >&2
 		exit 2
 		;;
 	esac
@@ -142,6 +144,14 @@ bench_one() { # PART PYTHON-or-empty TAG
 			--sizes "$agents" --out "$build/mn_bench-$tag.md")
 		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
 		run multinode-agents "$tag" /usr/bin/python3 "$root/tests/bench/mn_bench.py" "${args[@]}"
+		;;
+	chaos) # failures in place beside the restart path and torchrun 2.x only
+		case $tag in torch-1.*) return 0 ;; esac
+		local args=(--ddplaunch "$(target_path ddplaunch)" --ddp-train "$(target_path ddp-train)"
+			--out "$build/chaos_bench-$tag.md")
+		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
+		[ "$quick" = 1 ] && args+=(--seconds 20)
+		run chaos "$tag" /usr/bin/python3 "$root/tests/bench/chaos_bench.py" "${args[@]}"
 		;;
 	esac
 }
