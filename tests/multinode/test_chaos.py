@@ -38,7 +38,7 @@ STEP_RE = re.compile(r"step (\d+)/(\d+) ")
 # The agent's line when its workers re-form in place (agent_inplace.c)
 REFORM_RE = r"re-form in place as ranks \d+-\d+ of %d "
 # Over the target (one step + 0.3 s) for a machine shared with other jobs
-KILL_SLACK_S = 1.5
+KILL_SLACK_S = 0.7
 LAND_TIMEOUT_S = 60.0
 
 
@@ -251,6 +251,55 @@ class Chaos(MultiNodeCase):
                          train_it.sha256(os.path.join(self.ref, "final.safetensors")),
                          "final checkpoints differ")
         self.check_kill_times(kills)
+
+    def test_periodic_failures_cost(self):
+        # issue 16 section 4's throughput target, shortened (the figure over
+        # longer runs and beside a run without faults: tests/bench/
+        # chaos_bench.py): 3 nodes x 1 rank, node 2 killed 10 s in and
+        # started again 5 s later. The time the failures cost (the wait for
+        # the first step after the kill, and the others' longest wait
+        # between steps while the node joins, each less one step) is at
+        # most 5% of the 20 s run, plus slack for a loaded machine: 95% of
+        # the committed samples per second at equal speed per node count
+        # (on 2 cores, 3 processes do not run at 3/2 the speed of 2)
+        self.NPROC, self.MAX_NODES, self.STEPS, self.STEP_SLEEP_MS = 1, 3, 10 ** 6, 5
+        period, down, seconds = 10.0, 5.0, 20.0
+        first = self.start_node(0, 0)
+        port = self.host_port(first)
+        for slot in (1, 2):
+            self.start_node(slot, port)
+        Watch(first).wait(re.compile(r"3 rank\(s\), global batch"), 120)
+        t0 = time.time()
+        time.sleep(period)  # the fault schedule, not a wait for an event
+        t_kill = time.time()
+        self.kill_node(2)
+        time.sleep(t0 + period + down - time.time())
+        t_start = time.time()
+        self.start_node(2, port)
+        time.sleep(t0 + seconds - time.time())
+        with open(self.metrics) as f:
+            recs = [json.loads(line) for line in f if line.endswith("\n")]
+        recs = [r for r in recs if r.get("kind") == "train" and r["time"] > t0]
+        step2 = statistics.median(b["time"] - a["time"] for a, b in zip(recs, recs[1:])
+                                  if a["world"] == b["world"] == 2)
+        after_kill = next(r["time"] for r in recs if r["time"] > t_kill and r["world"] == 2)
+        joined = next(i for i, r in enumerate(recs) if r["time"] > t_start and r["world"] == 3)
+        during = [r for r in recs[:joined + 1] if r["time"] > t_start]
+        prev = max((r for r in recs if r["time"] <= t_start), key=lambda r: r["time"])
+        join_gap = max(b["time"] - a["time"] for a, b in zip([prev] + during, during))
+        lost = max(0.0, after_kill - t_kill - step2) + max(0.0, join_gap - step2)
+        share = lost / seconds
+        print("periodic failures: the kill cost %.3f s, the join %.3f s (step %.1f ms at 2 "
+              "nodes): %.2f%% of %.0f s lost, %.3f of the samples per second kept" %
+              (after_kill - t_kill, join_gap, 1e3 * step2, 100 * share, seconds, 1 - share),
+              flush=True)
+        self.assertLess(share, 0.05 + 0.025, "the failures cost %.2f%% of the run" %
+                        (100 * share))
+        for p in self.nodes.values():
+            self.assertTrue(p.alive(), p.text())
+        text = "\n".join(p.text() for p in self.all_nodes)
+        self.assertNotIn("resumed from", text)
+        self.assertNotIn("stopping this node's workers", text)
 
     def check_kill_times(self, kills):
         with open(self.metrics) as f:
