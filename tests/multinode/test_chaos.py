@@ -127,8 +127,6 @@ class Chaos(MultiNodeCase):
         super().setUp()
         self.seed = int(os.environ.get("CHAOS_SEED", random.SystemRandom().randrange(1 << 31)))
         self.nevents = int(os.environ.get("CHAOS_EVENTS", "52"))
-        print("chaos seed %d (CHAOS_SEED=%d replays it), %d events" %
-              (self.seed, self.seed, self.nevents), flush=True)
         self.rng = random.Random(self.seed)
         self.ref = os.path.join(self.dir, "ref")
         self.run_dir = os.path.join(self.dir, "run")
@@ -199,6 +197,8 @@ class Chaos(MultiNodeCase):
         return int(m.group(1))
 
     def test_random_events_same_bits(self):
+        print("chaos seed %d (CHAOS_SEED=%d replays it), %d events" %
+              (self.seed, self.seed, self.nevents), flush=True)
         solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
                                            DDP_TRAIN] + train_args(self.ref, self.STEPS),
                                   TRAIN_ENV)
