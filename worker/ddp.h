@@ -190,7 +190,16 @@ DDP_API void ddp_abort(struct ddp_ctx *ctx);
  * Returns 0, or a negative errno with errbuf (if not NULL) and ddp_error
  * naming the cause (e.g. -ETIMEDOUT naming the ranks of the new membership
  * that never arrived). After a failure the context has no communicator:
- * its collectives return -ECANCELED; call ddp_reform again or ddp_free. */
+ * its collectives return -ECANCELED; call ddp_reform again or ddp_free.
+ *
+ * Under ddplaunch (ddp_resizable), a later round the agent sends while
+ * ddp_reform runs, or one already waiting when it starts, supersedes it:
+ * its waits (the store's connect, the other ranks' keys, the transport's
+ * set-up) notice within about 50 ms and it returns -ECANCELED, errbuf
+ * "superseded by round R"; take that round with ddp_next_round and call
+ * ddp_reform again. A round heard after the new communicator is complete
+ * aborts it instead (ddp_reform returns 0; its first collective fails with
+ * -ECANCELED), as it aborts any communicator. */
 DDP_API int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf,
 		       size_t errbuf_len);
 
@@ -226,11 +235,14 @@ DDP_API int ddp_set_resizable(struct ddp_ctx *ctx, int resizable);
 /* Waits up to timeout_ms (0: the context's timeout) for a round the
  * launcher sent that was not taken yet, and fills *out; then call
  * ddp_reform(ctx, &out->opts, ...) and redo the interrupted step. Only the
- * latest round heard is kept. Returns 0, -ENOTSUP (no agent channel:
- * exit, and the launcher restarts the worker), -ETIMEDOUT, -EPIPE (the
- * agent is gone) or -EINVAL. A round heard while ddp_reform runs does not
- * abort it: that ddp_reform may then fail (-ETIMEDOUT); call
- * ddp_next_round again. */
+ * latest round heard is kept. Before returning 0 it tells the agent
+ * "took R" on the channel: this process re-forms in round R (the agent
+ * treats a worker sent round R that exits before saying so as one that
+ * does not re-form in place: it restarts the group, as before, and
+ * charges nothing). Returns 0, -ENOTSUP (no agent channel: exit, and the
+ * launcher restarts the worker), -ETIMEDOUT, -EPIPE (the agent is gone) or
+ * -EINVAL. A round heard while ddp_reform runs supersedes it (-ECANCELED,
+ * see ddp_reform): call ddp_next_round again. */
 DDP_API int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms);
 
 DDP_API int ddp_rank(const struct ddp_ctx *ctx);

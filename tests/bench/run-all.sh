@@ -7,11 +7,13 @@
 # restart), libddp's all-reduce against its gloo, ddp-train against its DDP.
 # Prints the machine, every figure, ours/theirs ratios and the targets, then
 # the ratio and target lines of every reference together; keeps a copy in
-# BUILD/bench-results.txt.
+# BUILD/bench-results.txt. The hand-over of the training state to a process
+# that joins (a 100 MB broadcast, shared memory and TCP ring across two
+# simulated nodes) has no torch counterpart: it runs once.
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
 #                          --allreduce-only | --train-only | --multinode-only |
-#                          --chaos-only]
+#                          --handover-only | --chaos-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -25,7 +27,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode chaos"
+quick=0 parts="store launch allreduce train multinode handover chaos"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -34,10 +36,11 @@ for arg in "$@"; do
 	--allreduce-only) parts=allreduce ;;
 	--train-only) parts=train ;;
 	--multinode-only) parts=multinode ;;
+	--handover-only) parts=handover ;;
 	--chaos-only) parts=chaos ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only | --multinode-only | --chaos-only]" >&2
+			"--train-only | --multinode-only | --handover-only | --chaos-only]" >&2
 		exit 2
 		;;
 	esac
@@ -47,7 +50,7 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root" -Dbuildtype=release >/dev/null
 fi
 meson compile -C "$build" store_bench launch_bench launch_bench_worker allreduce_bench \
-	ddp-rdzvd ddplaunch ddp-exec ddp-train rdzv_swarm mn_worker >/dev/null
+	ddp-rdzvd ddplaunch ddp-exec ddp-train rdzv_swarm mn_worker handover_bench >/dev/null
 
 # The path of a built executable, by target name.
 target_path() {
@@ -144,6 +147,12 @@ bench_one() { # PART PYTHON-or-empty TAG
 			--sizes "$agents" --out "$build/mn_bench-$tag.md")
 		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
 		run multinode-agents "$tag" /usr/bin/python3 "$root/tests/bench/mn_bench.py" "${args[@]}"
+		;;
+	handover) # no torch counterpart: once, beside the first reference
+		[ "$tag" = "${tags[0]:-ours-alone}" ] || return 0
+		local args=(--bench "$(target_path handover_bench)" --ddplaunch "$(target_path ddplaunch)")
+		[ "$quick" = 1 ] && args+=(--repeats 3)
+		run handover "$tag" /usr/bin/python3 "$root/tests/bench/handover_bench.py" "${args[@]}"
 		;;
 	chaos) # failures in place beside the restart path and torchrun 2.x only
 		case $tag in torch-1.*) return 0 ;; esac

@@ -106,7 +106,8 @@ int main(int argc, char **argv)
 		if (rc == 0)
 			continue;
 		if (getenv("MN_INPLACE_EXIT")) {
-			fprintf(stderr, "mn_inplace: collective failed at step %ld; exiting\n", step);
+			fprintf(stderr, "mn_inplace: collective failed at step %ld; exiting\n",
+				step);
 			return 6;
 		}
 		rc = reform(ctx, step);

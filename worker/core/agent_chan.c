@@ -14,20 +14,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The channel's fd from DDP_AGENT_FD, or -1. */
+/* The channel's fd from DDP_AGENT_FD, or -1. Only a socket: a program
+ * (a shell wrapper) that reused that number for a file or a pipe of its
+ * own keeps it, and the worker is restarted as any program would be. */
 static int chan_fd_from_env(void)
 {
 	const char *s = getenv("DDP_AGENT_FD");
+	struct stat st;
 	char *end;
 	long fd;
 
 	if (!s || !*s)
 		return -1;
 	fd = strtol(s, &end, 10);
-	if (*end || fd < 3 || fd > 65535 || fcntl((int)fd, F_GETFD) < 0)
+	if (*end || fd < 3 || fd > 65535 || fstat((int)fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return -1;
 	return (int)fd;
 }
@@ -51,9 +55,13 @@ static void chan_deliver(struct ddp_ctx *ctx, const struct agent_round *r)
 	c->next = *r;
 	c->seq++;
 	/* Not while the communicator is rebuilt (ddp_abort's contract): that
-	 * re-formation fails by itself if this round replaced its. */
-	if (!c->reforming)
+	 * re-formation's waits see the flag and end instead. */
+	if (c->reforming) {
+		c->superseded_round = r->round;
+		atomic_store(&c->superseded, 1);
+	} else {
 		ddp_abort(ctx);
+	}
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -137,13 +145,27 @@ void agent_chan_close(struct ddp_ctx *ctx)
 	c->inited = false;
 }
 
-void agent_chan_reforming(struct ddp_ctx *ctx, bool on)
+int agent_chan_reforming(struct ddp_ctx *ctx, bool on)
 {
-	if (!ctx->chan.inited)
-		return;
-	pthread_mutex_lock(&ctx->chan.lock);
-	ctx->chan.reforming = on;
-	pthread_mutex_unlock(&ctx->chan.lock);
+	struct agent_chan *c = &ctx->chan;
+	int by = 0;
+
+	if (!c->inited)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	c->reforming = on;
+	if (on && c->seq != c->taken) {
+		/* A later round than the one being formed already waits. */
+		c->superseded_round = c->next.round;
+		atomic_store(&c->superseded, 1);
+	} else if (on) {
+		atomic_store(&c->superseded, 0);
+	} else {
+		by = atomic_load(&c->superseded) ? c->superseded_round : 0;
+		atomic_store(&c->superseded, 0);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return by;
 }
 
 static void chan_deadline(struct timespec *ts, uint64_t timeout_ms)
@@ -182,6 +204,19 @@ static int chan_wait(struct ddp_ctx *ctx, struct agent_round *r, uint64_t timeou
 	return rc;
 }
 
+/* Tells the agent that this process re-forms in round R: a worker sent a
+ * round that exits before saying so is restarted with its group instead.
+ * A failed write means the agent is gone; the re-formation then fails by
+ * itself. */
+static void agent_chan_took(struct ddp_ctx *ctx, int round)
+{
+	char line[32];
+	int n = snprintf(line, sizeof(line), "took %d\n", round);
+
+	if (write(ctx->chan.fd, line, (size_t)n) != n)
+		return;
+}
+
 int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms)
 {
 	struct agent_round r;
@@ -205,6 +240,7 @@ int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_
 	out->opts.local_rank = r.local_rank;
 	out->opts.local_world_size = r.local_world_size;
 	out->opts.attempt = r.round > 0 ? r.round - 1 : 0;
+	agent_chan_took(ctx, r.round);
 	return 0;
 }
 

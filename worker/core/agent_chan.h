@@ -6,6 +6,7 @@
 #define DDP_WORKER_AGENT_CHAN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,7 +31,12 @@ struct agent_chan {
 	struct agent_round next; /* the latest round heard */
 	uint64_t seq, taken;	 /* rounds heard, and the last one taken */
 	bool closed;		 /* the agent's end closed */
-	bool reforming;		 /* ddp_reform runs: no abort */
+	bool reforming;		 /* ddp_reform runs: no abort, but... */
+	int superseded_round;	 /* ...the round that superseded it */
+	/* ...a round heard meanwhile sets this flag, which ddp_reform's
+	 * waits (the store's connect and keys, the transport's set-up) poll:
+	 * they end with -ECANCELED. Read without the lock. */
+	atomic_int superseded;
 };
 
 /* In ddp_init: with DDP_AGENT_FD set (by ddplaunch), says "resizable" to
@@ -40,7 +46,11 @@ struct agent_chan {
 void agent_chan_open(struct ddp_ctx *ctx);
 /* In ddp_free: stops the reader. Safe after a channel-less open. */
 void agent_chan_close(struct ddp_ctx *ctx);
-/* Around ddp_reform's rebuild: a round heard then does not abort. */
-void agent_chan_reforming(struct ddp_ctx *ctx, bool on);
+/* Around ddp_reform's rebuild: a round heard then does not abort (not
+ * concurrently with the rebuild, ddp_abort's contract) but sets
+ * chan.superseded. on: clears the flag, or sets it at once when a round
+ * the program has not taken yet is waiting. off: clears it and returns
+ * the round that superseded this re-formation, or 0 when none did. */
+int agent_chan_reforming(struct ddp_ctx *ctx, bool on);
 
 #endif

@@ -26,6 +26,7 @@
 #ifndef DDP_WORKER_BACKEND_H
 #define DDP_WORKER_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,6 +110,10 @@ struct ddp_backend_params {
 	 * arena; NCCL: the device allocations), so that memory stays valid;
 	 * everything else of prev is left for its close(). */
 	struct ddp_backend *prev;
+	/* NULL, or a flag that ends the set-up's waits (kv's, and the TCP
+	 * ring's connect and accept) with -ECANCELED, polled every
+	 * KV_CANCEL_POLL_MS: a later round superseded this re-formation. */
+	const atomic_int *cancel;
 };
 
 /* The job-wide number of rank r of a communicator built from p. */

@@ -4,11 +4,13 @@
  * choice; accessors and the blocking collective entry points.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctx.h"
+#include "timeutil.h"
 
 int ddp_parse_timeout(const char *s, uint64_t *ms)
 {
@@ -144,6 +146,38 @@ static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* A failed connect that a later slice may get past. */
+static bool ddp_connect_retryable(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -ECONNRESET ||
+	       rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -EAGAIN;
+}
+
+/* Connects to the TCP store, retrying a refused connect until the
+ * deadline. In a re-formation (an agent channel) it tries in slices of
+ * KV_CANCEL_POLL_MS, so that one that a later round superseded stops at
+ * once (-ECANCELED). */
+static int ddp_connect_tcp(struct ddp_ctx *ctx, const char *host, int port, char *err,
+			   size_t errlen)
+{
+	uint64_t deadline = time_now_ms() + ctx->timeout_ms, slice;
+	int rc;
+
+	if (!ctx->chan.started)
+		return kv_tcp_new(host, port, ctx->timeout_ms, &ctx->kv, err, errlen);
+	do {
+		if (atomic_load(&ctx->chan.superseded))
+			return -ECANCELED;
+		slice = time_left_ms(deadline);
+		slice = slice > KV_CANCEL_POLL_MS ? KV_CANCEL_POLL_MS : slice;
+		rc = kv_tcp_new(host, port, slice ? slice : 1, &ctx->kv, err, errlen);
+	} while (ddp_connect_retryable(rc) && time_left_ms(deadline) > 0);
+	if (rc < 0 && ddp_connect_retryable(rc))
+		snprintf(err, errlen, "cannot reach the store at %s:%d after %llu ms: %s", host,
+			 port, (unsigned long long)ctx->timeout_ms, strerror(-rc));
+	return rc;
+}
+
 /* Connects to the store named by the init method. *host receives the
  * store's host (static or inside `hostbuf`). */
 static int ddp_connect_store(struct ddp_ctx *ctx, const char *method, char *hostbuf, size_t hostlen,
@@ -182,7 +216,7 @@ static int ddp_connect_store(struct ddp_ctx *ctx, const char *method, char *host
 	}
 	if (port <= 0 || port > 65535)
 		goto bad;
-	return kv_tcp_new(hostbuf, port, ctx->timeout_ms, &ctx->kv, err, errlen);
+	return ddp_connect_tcp(ctx, hostbuf, port, err, errlen);
 bad:
 	snprintf(err, errlen, "init method '%s' is not env://, tcp://HOST:PORT or file:///PATH",
 		 method);
@@ -202,6 +236,7 @@ static int ddp_make_backend(struct ddp_ctx *ctx, const struct ddp_options *o, co
 	    .transport = o->transport,
 	    .master_addr = host[0] ? host : NULL,
 	    .prev = prev,
+	    .cancel = ctx->chan.started ? &ctx->chan.superseded : NULL,
 	};
 	char prefix[320];
 
@@ -278,10 +313,14 @@ static int ddp_build(struct ddp_ctx *ctx, const struct ddp_options *o, struct dd
 	rc = ddp_connect_store(ctx, o->init_method, host, sizeof(host), err, errlen);
 	if (rc < 0)
 		return rc;
+	/* In a re-formation, a later round ends the waits of the set-up (and
+	 * only of the set-up: the communication thread shares the store). */
+	if (ctx->chan.started)
+		ctx->kv->cancel = &ctx->chan.superseded;
 	rc = ddp_arrive(ctx, err, errlen);
-	if (rc < 0)
-		return rc;
-	rc = ddp_make_backend(ctx, o, host, prev, err, errlen);
+	if (rc >= 0)
+		rc = ddp_make_backend(ctx, o, host, prev, err, errlen);
+	ctx->kv->cancel = NULL;
 	if (rc < 0)
 		return rc;
 	rc = comm_start(ctx);
@@ -369,7 +408,7 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 	struct ddp_options o;
 	struct ddp_backend *old;
 	char err[1024] = "";
-	int rc;
+	int rc, by;
 
 	if (!ctx)
 		return -EINVAL;
@@ -384,12 +423,21 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 	old = ddp_teardown(ctx);
 	ddp_set_membership(ctx, &o);
 	rc = ddp_build(ctx, &o, old, err, sizeof(err));
-	agent_chan_reforming(ctx, false);
+	by = agent_chan_reforming(ctx, false);
 	if (old)
 		old->ops->close(old);
 	if (rc >= 0) {
 		ctx->err[0] = '\0';
+		/* Built just as a later round came: its first collective fails,
+		 * as a collective in flight does when a round is heard. */
+		if (by)
+			ddp_abort(ctx);
 		return 0;
+	}
+	if (by) {
+		rc = -ECANCELED;
+		snprintf(err, sizeof(err), "superseded by round %d (take it with ddp_next_round)",
+			 by);
 	}
 	ddp_unbuild(ctx);
 fail:

@@ -84,17 +84,39 @@ static void ring_tune(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 }
 
+/* poll(2) on one fd until the deadline; with a cancel flag, in slices of
+ * KV_CANCEL_POLL_MS that look at it. 1: ready (or an error that the I/O
+ * call will name), 0: the deadline passed, -ECANCELED. */
+static int ring_poll_one(struct pollfd *pf, uint64_t deadline, const atomic_int *cancel)
+{
+	for (;;) {
+		int ms = cpu_poll_ms(deadline), n;
+
+		if (cancel && atomic_load(cancel))
+			return -ECANCELED;
+		if (cancel && ms > KV_CANCEL_POLL_MS)
+			ms = KV_CANCEL_POLL_MS;
+		n = poll(pf, 1, ms);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != 0 || time_left_ms(deadline) == 0)
+			return n < 0 ? 1 : n;
+	}
+}
+
 /* Blocking I/O of exactly len bytes with a deadline (fd is non-blocking). */
-static int ring_io_all(int fd, void *buf, size_t len, int sending, uint64_t deadline)
+static int ring_io_all(int fd, void *buf, size_t len, int sending, uint64_t deadline,
+		       const atomic_int *cancel)
 {
 	size_t done = 0;
 
 	while (done < len) {
 		struct pollfd pf = {.fd = fd, .events = sending ? POLLOUT : POLLIN};
 		ssize_t n;
+		int rc = ring_poll_one(&pf, deadline, cancel);
 
-		if (poll(&pf, 1, cpu_poll_ms(deadline)) == 0)
-			return -ETIMEDOUT;
+		if (rc <= 0)
+			return rc < 0 ? rc : -ETIMEDOUT;
 		n = sending ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL)
 			    : recv(fd, (char *)buf + done, len - done, 0);
 		if (n == 0)
@@ -128,7 +150,7 @@ static int ring_listen(struct in_addr addr, int *fd_out, int *port)
 	return 0;
 }
 
-static int ring_connect(const char *ipport, uint64_t deadline, int *out)
+static int ring_connect(const char *ipport, uint64_t deadline, const atomic_int *cancel, int *out)
 {
 	char ip[64];
 	int port, fd, rc;
@@ -147,8 +169,9 @@ static int ring_connect(const char *ipport, uint64_t deadline, int *out)
 		goto fail;
 	}
 	pf = (struct pollfd){.fd = fd, .events = POLLOUT};
-	if (poll(&pf, 1, cpu_poll_ms(deadline)) != 1) {
-		rc = -ETIMEDOUT;
+	rc = ring_poll_one(&pf, deadline, cancel);
+	if (rc <= 0) {
+		rc = rc < 0 ? rc : -ETIMEDOUT;
 		goto fail;
 	}
 	socklen_t len = sizeof(rc);
@@ -165,15 +188,16 @@ fail:
 }
 
 /* Accepts until the expected predecessor presents a valid hello. */
-static int ring_accept(int lfd, int prev, int world, uint64_t token, uint64_t deadline, int *out)
+static int ring_accept(int lfd, int prev, int world, uint64_t token, uint64_t deadline,
+		       const atomic_int *cancel, int *out)
 {
 	for (;;) {
 		struct pollfd pf = {.fd = lfd, .events = POLLIN};
 		struct ring_hello h;
-		int fd;
+		int fd, rc = ring_poll_one(&pf, deadline, cancel);
 
-		if (poll(&pf, 1, cpu_poll_ms(deadline)) == 0)
-			return -ETIMEDOUT;
+		if (rc <= 0)
+			return rc < 0 ? rc : -ETIMEDOUT;
 		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
@@ -181,8 +205,13 @@ static int ring_accept(int lfd, int prev, int world, uint64_t token, uint64_t de
 			return -errno;
 		}
 		ring_tune(fd);
-		if (ring_io_all(fd, &h, sizeof(h), 0, deadline) == 0 && h.magic == RING_MAGIC &&
-		    h.token == token && h.rank == (uint32_t)prev && h.world == (uint32_t)world) {
+		rc = ring_io_all(fd, &h, sizeof(h), 0, deadline, cancel);
+		if (rc == -ECANCELED) {
+			close(fd);
+			return rc;
+		}
+		if (rc == 0 && h.magic == RING_MAGIC && h.token == token &&
+		    h.rank == (uint32_t)prev && h.world == (uint32_t)world) {
 			*out = fd;
 			return 0;
 		}
@@ -223,9 +252,9 @@ int ring_setup(const struct ddp_backend_params *p, uint64_t token, int *fd_next,
 			 "ring set-up", vals, lens, err, sizeof(err));
 	if (rc < 0)
 		goto out;
-	rc = ring_connect((char *)vals[next], deadline, fd_next);
+	rc = ring_connect((char *)vals[next], deadline, p->cancel, fd_next);
 	if (rc == 0) {
-		rc = ring_io_all(*fd_next, &h, sizeof(h), 1, deadline);
+		rc = ring_io_all(*fd_next, &h, sizeof(h), 1, deadline, p->cancel);
 		if (rc < 0)
 			snprintf(err, sizeof(err), "cannot greet rank %d at %s: %s",
 				 backend_rank_name(p, next), (char *)vals[next], strerror(-rc));
@@ -234,7 +263,7 @@ int ring_setup(const struct ddp_backend_params *p, uint64_t token, int *fd_next,
 			 backend_rank_name(p, next), (char *)vals[next], strerror(-rc));
 	}
 	if (rc == 0) {
-		rc = ring_accept(lfd, prev, p->world_size, token, deadline, fd_prev);
+		rc = ring_accept(lfd, prev, p->world_size, token, deadline, p->cancel, fd_prev);
 		if (rc < 0)
 			snprintf(err, sizeof(err), "rank %d never connected: %s",
 				 backend_rank_name(p, prev), strerror(-rc));

@@ -7,6 +7,49 @@
 #include <string.h>
 
 #include "kv.h"
+#include "timeutil.h"
+
+/* The next slice of a wait that ends at deadline: at most
+ * KV_CANCEL_POLL_MS when the wait can be cancelled. 0: the deadline has
+ * passed. */
+static uint64_t kv_slice_ms(const struct kv *kv, uint64_t deadline)
+{
+	uint64_t left = time_left_ms(deadline);
+
+	return kv->cancel && left > KV_CANCEL_POLL_MS ? KV_CANCEL_POLL_MS : left;
+}
+
+int kv_get(struct kv *kv, const char *key, uint64_t timeout_ms, void **value, size_t *len)
+{
+	uint64_t deadline = time_now_ms() + timeout_ms, slice;
+	int rc;
+
+	if (!kv->cancel)
+		return kv->ops->get(kv, key, timeout_ms, value, len);
+	do {
+		if (kv_cancelled(kv))
+			return -ECANCELED;
+		slice = kv_slice_ms(kv, deadline);
+		rc = kv->ops->get(kv, key, slice ? slice : 1, value, len);
+	} while (rc == -ETIMEDOUT && time_left_ms(deadline) > 0);
+	return rc;
+}
+
+int kv_wait(struct kv *kv, const char *const *keys, size_t nkeys, uint64_t timeout_ms)
+{
+	uint64_t deadline = time_now_ms() + timeout_ms, slice;
+	int rc;
+
+	if (!kv->cancel)
+		return kv->ops->wait(kv, keys, nkeys, timeout_ms);
+	do {
+		if (kv_cancelled(kv))
+			return -ECANCELED;
+		slice = kv_slice_ms(kv, deadline);
+		rc = kv->ops->wait(kv, keys, nkeys, slice ? slice : 1);
+	} while (rc == -ETIMEDOUT && time_left_ms(deadline) > 0);
+	return rc;
+}
 
 /* Writes "timed out waiting at WHAT: rank(s) A, B never arrived" to errbuf. */
 static void kv_name_missing(struct kv *kv, const char *prefix, int world_size, const char *what,

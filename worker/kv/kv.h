@@ -10,6 +10,7 @@
 #ifndef DDP_WORKER_KV_H
 #define DDP_WORKER_KV_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,7 +31,16 @@ struct kv_ops {
 
 struct kv {
 	const struct kv_ops *ops;
+	/* NULL, or a flag that ends kv_get's and kv_wait's waits: polled
+	 * every KV_CANCEL_POLL_MS, -ECANCELED once set (ddp_reform's "a later
+	 * round superseded this one"). The owner sets it after creation. */
+	const atomic_int *cancel;
 };
+
+/* How often a wait looks at kv->cancel: a wait is cut into slices this
+ * long (the TCP store cancels each timed-out slice on the server, so the
+ * connection stays usable). */
+#define KV_CANCEL_POLL_MS 50
 
 /* TCP store at host:port (retries a refused connect until timeout_ms). */
 int kv_tcp_new(const char *host, int port, uint64_t timeout_ms, struct kv **out, char *errbuf,
@@ -44,11 +54,8 @@ static inline int kv_set(struct kv *kv, const char *key, const void *value, size
 	return kv->ops->set(kv, key, value, len);
 }
 
-static inline int kv_get(struct kv *kv, const char *key, uint64_t timeout_ms, void **value,
-			 size_t *len)
-{
-	return kv->ops->get(kv, key, timeout_ms, value, len);
-}
+/* Waits up to timeout_ms for key; -ECANCELED as soon as kv->cancel is set. */
+int kv_get(struct kv *kv, const char *key, uint64_t timeout_ms, void **value, size_t *len);
 
 static inline int kv_add(struct kv *kv, const char *key, int64_t delta, int64_t *result)
 {
@@ -60,9 +67,14 @@ static inline int kv_check(struct kv *kv, const char *const *keys, size_t nkeys)
 	return kv->ops->check(kv, keys, nkeys);
 }
 
-static inline int kv_wait(struct kv *kv, const char *const *keys, size_t nkeys, uint64_t timeout_ms)
+/* Waits up to timeout_ms until every key exists (-ETIMEDOUT);
+ * -ECANCELED as soon as kv->cancel is set. */
+int kv_wait(struct kv *kv, const char *const *keys, size_t nkeys, uint64_t timeout_ms);
+
+/* 1 when kv->cancel is set. */
+static inline int kv_cancelled(const struct kv *kv)
 {
-	return kv->ops->wait(kv, keys, nkeys, timeout_ms);
+	return kv->cancel && atomic_load(kv->cancel);
 }
 
 static inline const char *kv_error(const struct kv *kv)

@@ -387,5 +387,13 @@ void config_usage(const char *prog, FILE *f)
 		"mean within max|grad| x 2^ceil(log2 V) x 2^-51, then rounded to float; it does\n"
 		"not depend on how the shards are spread, so final.safetensors has the same\n"
 		"bytes with 1, 2, 3 or more ranks, and a checkpoint resumes into the same bits\n"
-		"with another rank count. V below the rank count leaves ranks idle (a warning).\n");
+		"with another rank count. V below the rank count leaves ranks idle (a warning).\n"
+		"\n"
+		"In place under ddplaunch (this mode only; CPU backend): when a node dies or\n"
+		"joins, or one worker dies and is replaced alone, the other ranks keep their\n"
+		"processes and memory, re-form for the new membership and redo the interrupted\n"
+		"step with the same samples; a new process takes the model, the optimizer state\n"
+		"and the step from a peer's memory, reading no file. The final model is the one\n"
+		"an undisturbed run writes. Without --global_batch_size a failure stops the\n"
+		"worker and ddplaunch restarts the group from the last checkpoint.\n");
 }

@@ -303,10 +303,6 @@ int trainer_run(struct trainer *t)
 
 	if (t->rank == 0)
 		loop_say_start(t);
-	if (t->shards)
-		ret = trainer_shards_check_step(t);
-	if (ret < 0 && loop_comm_failed(ret) && trainer_shards_reform(t) == 0)
-		ret = 0;
 	loop_window_start(t, &w);
 	while (ret == 0 && t->step < t->total_steps) {
 		loop_fault(t);
@@ -327,6 +323,11 @@ int trainer_run(struct trainer *t)
 		w.loss_sum += out[0];
 		w.correct += out[1];
 		ret = loop_after_step(t, &w);
+		/* The membership changed after the step was committed here (in
+		 * an evaluation or a checkpoint's collective): re-form; the
+		 * ranks that had not committed it take it from this one. */
+		if (ret < 0 && t->shards && loop_comm_failed(ret) && trainer_shards_reform(t) == 0)
+			ret = 0;
 	}
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
 		ret = loop_checkpoint(t, "final.safetensors");

@@ -7,6 +7,15 @@
  * shards' gradients are summed exactly (shards.h), so the step's bits do
  * not depend on which rank computed which shard.
  *
+ * A step is committed on every rank or on none. A membership change
+ * while a step runs makes its all-reduces fail, and the step is redone by
+ * the new membership with the same samples. The one exception, a failure
+ * in the last all-reduce of step s that some ranks finished (they apply
+ * the optimizer and are at s+1; the others redo s), is repaired at the
+ * re-formation: the lowest rank at s+1 hands its state over to the ranks
+ * at s (handover.c), and rolling them forward gives the bits that redoing
+ * s would, since a step is deterministic.
+ *
  * Per step, two all-reduces:
  *   1. floats, V slots of [BatchNorm sums | loss, correct | max |grad| per
  *      parameter tensor]; each slot is written by the one rank that
@@ -145,7 +154,10 @@ static int shards_allreduce(struct trainer *t, void *buf, size_t n, enum ddp_dty
 	uint64_t t0 = time_now_ns();
 	int ret;
 
-	if (!t->ddp || t->world == 1)
+	/* One rank under a launcher reduces too (a copy): a resizable
+	 * worker notices a new round (a node joins) by a collective that
+	 * fails. */
+	if (!t->ddp || (t->world == 1 && !ddp_resizable(t->ddp)))
 		return 0;
 	ret = ddp_allreduce(t->ddp, buf, n, dtype, DDP_SUM);
 	t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
@@ -270,25 +282,6 @@ static int shards_respread(struct trainer *t)
 	return 0;
 }
 
-int trainer_shards_check_step(struct trainer *t)
-{
-	double v[2] = {(double)t->step, -(double)t->step};
-	int ret;
-
-	if (!t->ddp || t->world == 1 || !ddp_resizable(t->ddp))
-		return 0;
-	ret = ddp_allreduce(t->ddp, v, 2, DDP_FLOAT64, DDP_MAX);
-	if (ret < 0)
-		return ret;
-	if (v[0] == -v[1])
-		return 0;
-	log_error("step %llu here, but the ranks are at steps %.0f to %.0f: a process joined "
-		  "without the training state (not handed over in place yet); stopping, so "
-		  "that the launcher restarts the job from its last checkpoint",
-		  (unsigned long long)t->step, -v[1], v[0]);
-	return -EPROTO;
-}
-
 int trainer_shards_reform(struct trainer *t)
 {
 	struct ddp_round r;
@@ -308,12 +301,19 @@ int trainer_shards_reform(struct trainer *t)
 		if (ret == 0) {
 			t->rank = ddp_rank(t->ddp);
 			t->world = ddp_world_size(t->ddp);
-			ret = trainer_shards_check_step(t);
-			if (ret == -EPROTO)
+			ret = trainer_state_sync(t);
+			if (ret == -EPROTO || ret == -ENOMEM)
 				return ret;
-			if (ret == 0)
+			if (ret >= 0)
 				break;
 			snprintf(err, sizeof(err), "%s", ddp_error(t->ddp));
+		}
+		/* A later round came while re-forming: nothing failed, take it. */
+		if (ret == -ECANCELED && strstr(err, "superseded by round")) {
+			log_info("step %llu: round %d was superseded while re-forming; taking the "
+				 "next",
+				 (unsigned long long)t->step, r.round);
+			continue;
 		}
 		log_warn("step %llu: re-forming for round %d failed (%s); waiting for the next "
 			 "round",
@@ -325,4 +325,18 @@ int trainer_shards_reform(struct trainer *t)
 			 "redoing the step with the same samples",
 			 (unsigned long long)t->step, t->rank, t->world, r.round, (int)getpid());
 	return ret;
+}
+
+int trainer_shards_join(struct trainer *t)
+{
+	int ret = trainer_state_sync(t);
+
+	if (ret >= 0 || ret == -EPROTO || ret == -ENOMEM || !t->ddp || !ddp_resizable(t->ddp))
+		return ret;
+	/* The membership changed while joining: re-form as the survivors do;
+	 * the state comes from whoever holds it in the new round. */
+	ret = trainer_shards_reform(t);
+	if (ret < 0)
+		return ret;
+	return t->has_state ? 1 : 0;
 }

@@ -428,6 +428,22 @@ int trainer_ckpt_load(struct trainer *t, const char *path)
 	return ret;
 }
 
+uint64_t trainer_ckpt_job_hash(const struct trainer *t)
+{
+	char key[48], val[CKPT_VAL_LEN];
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	for (int i = 0; ckpt_job_item(t, i, key, sizeof(key), val, sizeof(val)) == 0; i++) {
+		for (const char *p = key; *p; p++)
+			h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+		h = (h ^ '=') * 0x100000001b3ull;
+		for (const char *p = val; *p; p++)
+			h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+		h = (h ^ '\n') * 0x100000001b3ull;
+	}
+	return h;
+}
+
 int trainer_ckpt_peek(const struct trainer *t, const char *path, uint64_t *step, char *why,
 		      size_t len)
 {

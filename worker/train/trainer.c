@@ -120,18 +120,13 @@ static int trainer_check_ckpt_dir(const char *dir)
 	return 0;
 }
 
-/* Rank 0's outputs, checked before any work: the checkpoint directory and
- * the metrics file (opened for appending). */
+/* Rank 0's metrics file (opened for appending), before any work. */
 static int trainer_init_outputs(struct trainer *t)
 {
-	int ret = 0;
+	int ret;
 
 	if (t->rank != 0)
 		return 0;
-	if (t->cfg.checkpoint_dir[0])
-		ret = trainer_check_ckpt_dir(t->cfg.checkpoint_dir);
-	if (ret < 0)
-		return ret;
 	ret = metrics_open(&t->metrics, stdout, t->cfg.metrics, t->cfg.progress_bar);
 	if (ret < 0)
 		log_error("cannot open the metrics file '%s': %s (check the directory)",
@@ -642,6 +637,31 @@ static int trainer_resume(struct trainer *t)
 	return 0;
 }
 
+/* The starting state. A process that joins a running job (some rank holds
+ * the state: --global_batch_size, under ddplaunch) takes it from a peer's
+ * memory and reads no file, not even checkpoint_dir (a rank 0 only creates
+ * it when missing, for its later checkpoints). Otherwise (every process
+ * fresh: a job's start or a whole-job restart) rank 0 checks
+ * checkpoint_dir before any training and every rank resumes from disk. */
+static int trainer_start_state(struct trainer *t)
+{
+	int ret = t->shards ? trainer_shards_join(t) : 0;
+
+	if (ret < 0)
+		return ret;
+	if (ret == 1) {
+		if (t->rank == 0 && t->cfg.checkpoint_dir[0])
+			mkdir(t->cfg.checkpoint_dir, 0777);
+		return 0;
+	}
+	if (t->rank == 0 && t->cfg.checkpoint_dir[0])
+		ret = trainer_check_ckpt_dir(t->cfg.checkpoint_dir);
+	ret = ret ? ret : trainer_resume(t);
+	if (ret == 0)
+		t->has_state = true;
+	return ret;
+}
+
 int trainer_init(struct trainer *t, const struct train_config *cfg)
 {
 	int ret;
@@ -661,7 +681,7 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 		ret = trainer_shards_init(t);
 	if (ret == 0)
 		rng_seed(&t->rng, (uint64_t)cfg->seed ^ 0x5eed5eed5eedull);
-	ret = ret ? ret : trainer_resume(t);
+	ret = ret ? ret : trainer_start_state(t);
 	return ret;
 }
 

@@ -16,6 +16,7 @@
 #include "optim.h"
 #include "rng.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct trainer {
@@ -44,7 +45,11 @@ struct trainer {
 	 * over all ranks. */
 	uint64_t step_samples, global_batch;
 	struct trainer_shards *shards; /* --global_batch_size mode, else NULL */
-	double comm_wait_s;	       /* blocking collectives outside the reducer */
+	/* This process holds the training state (it resumed, started from
+	 * step 0, or took it from a peer): false in a fresh process until
+	 * then (trainer_state_sync). */
+	bool has_state;
+	double comm_wait_s; /* blocking collectives outside the reducer */
 };
 
 /* Sets everything up from cfg: libddp (when the launcher's environment is
@@ -80,19 +85,38 @@ int trainer_shards_step(struct trainer *t, float out[2]);
 /* After a step failed on a collective error, in a worker the launcher
  * resizes in place (ddp_resizable): waits for the launcher's next round,
  * re-forms the communicator for it (again for a later round if that
- * fails), takes the new rank and world and this rank's shards of them.
- * The failed step changed nothing (the model, optimizer and BatchNorm
- * statistics are updated only after both all-reduces): the caller redoes
- * it. Returns 0, -ENOTSUP (not resizable: exit as before, the launcher
- * restarts the job), or ddp_next_round's error (said here). */
+ * fails or a later round supersedes it), hands the training state to the
+ * ranks that lack it (trainer_state_sync: a process that joined, a rank a
+ * step behind), takes the new rank and world and this rank's shards of
+ * them. A step is committed on every rank or on none: the failed step
+ * changed nothing here (the model, optimizer and BatchNorm statistics are
+ * updated only after both all-reduces), or it was committed elsewhere and
+ * this rank has now taken its result; the caller runs the step t->step.
+ * Returns 0, -ENOTSUP (not resizable: exit as before, the launcher
+ * restarts the job), -EPROTO (a peer's state is another job's, said) or
+ * ddp_next_round's error (said here). */
 int trainer_shards_reform(struct trainer *t);
-/* In a resizable worker with more than one rank: whether every rank is at
- * this step (one all-reduce), at the start and after each re-formation, so
- * that a process that joined without the training state (a replaced rank,
- * a new node: not handed over yet) never mixes steps. 0, -EPROTO (said
- * here: the job stops and is restarted from its checkpoint) or the
- * collective's error. */
-int trainer_shards_check_step(struct trainer *t);
+/* At the start (a fresh process: after ddp_init, before any checkpoint
+ * is read): the state from a peer's memory when some rank has it (a
+ * process that joins a running job), as trainer_state_sync; on a
+ * collective error in a resizable worker, re-forms (trainer_shards_reform).
+ * Returns 1 when this process now holds the state (read no file), 0 when
+ * every process is fresh (a whole-job start: load the disk checkpoint as
+ * before), or a negative errno. */
+int trainer_shards_join(struct trainer *t);
+
+/* ---- the training state from a peer's memory (handover.c) ---- */
+
+/* With more than one rank: one all-reduce (MAX) of every rank's step (-1:
+ * a fresh process, t->has_state false); when some rank holds the state,
+ * the lowest rank at the highest step broadcasts everything a checkpoint
+ * holds (parameters, BatchNorm buffers, momentum, step, the ledger, the
+ * RNG state) as one buffer, and every rank behind takes it (one log line:
+ * bytes, seconds, GB/s, from which rank); ranks at that step keep theirs.
+ * Returns 1 when every rank now holds the state, 0 when every process is
+ * fresh (nothing sent), -EPROTO when the state is another job's (said), or
+ * the collective's error. One rank: 1 or 0 from t->has_state. */
+int trainer_state_sync(struct trainer *t);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
 
@@ -102,6 +126,10 @@ int trainer_ckpt_save(struct trainer *t, const char *path);
 /* Restores the state from path (every rank), including step, sampler
  * position and RNG. strict per t->cfg.strict. */
 int trainer_ckpt_load(struct trainer *t, const char *path);
+/* A hash of the job's identity (every "job.NAME" of config_job_settings
+ * and the sample count, as checkpoints store them): two processes of one
+ * job have the same. */
+uint64_t trainer_ckpt_job_hash(const struct trainer *t);
 /* Reads path's metadata only: 1 when it is this job's (every "job.NAME" of
  * config_job_settings, and the sample count, equal to this run's), 0 when
  * not (why says the first difference), or a negative errno when it cannot
