@@ -37,6 +37,9 @@ TRAIN_ENV = {"OPENBLAS_NUM_THREADS": "1", "DDP_TIMEOUT_MS": "60000", "DDP_BACKEN
 STEP_RE = re.compile(r"step (\d+)/(\d+) ")
 # The agent's line when its workers re-form in place (agent_inplace.c)
 REFORM_RE = r"re-form in place as ranks \d+-\d+ of %d "
+# The agent's lines when workers are stopped and started again (agent.c,
+# agent_inplace.c)
+RESTART_RE = r"stopping this node's workers|stopping the other workers|\(restart \d+ of \d+\)"
 # Over the target (one step + 0.3 s) for a machine shared with other jobs
 KILL_SLACK_S = 0.7
 LAND_TIMEOUT_S = 60.0
@@ -191,8 +194,10 @@ class Chaos(MultiNodeCase):
     def land(self, watch, t_event):
         """Waits for node 0's agent to re-form in place for the world now
         expected, then for a step committed after it; returns that step."""
-        rx = re.compile(REFORM_RE % self.world())
-        t_re, _ = watch.wait(rx, LAND_TIMEOUT_S, after=t_event)
+        rx = re.compile("(%s)|%s" % (REFORM_RE % self.world(), RESTART_RE))
+        t_re, m = watch.wait(rx, LAND_TIMEOUT_S, after=t_event)
+        self.assertTrue(m.group(1), "the event restarted workers instead of re-forming in "
+                        "place: %r; node 0's last lines:\n%s" % (m.group(0), tail(watch.proc)))
         _, m = watch.wait(STEP_RE, LAND_TIMEOUT_S, after=t_re)
         return int(m.group(1))
 
@@ -222,6 +227,7 @@ class Chaos(MultiNodeCase):
             while step < target:
                 step = int(watch.wait(STEP_RE, LAND_TIMEOUT_S)[1].group(1))
             kind, slot = self.pick()
+            step_at = step
             t_event, t_unix = time.monotonic(), time.time()
             if kind == "kill":
                 self.kill_node(slot)
@@ -231,12 +237,12 @@ class Chaos(MultiNodeCase):
                 continue
             step = self.land(watch, t_event)
             log.append((kind, slot, target, step, self.world(), time.monotonic() - t_event))
+            print("event %2d: %-6s node %d at step %4d: world %d from step %4d, %.2f s" %
+                  (len(log), kind, slot, step_at, self.world(), step, log[-1][-1]),
+                  flush=True)
             if kind == "kill":
                 kills.append((t_unix, self.world(), slot))
         t_events = time.monotonic() - t0
-        for kind, slot, target, landed, world, dt in log:
-            print("event %-6s node %d at step %4d: world %d from step %4d, %.2f s" %
-                  (kind, slot, target, world, landed, dt))
         counts = {k: sum(1 for e in log if e[0] == k) for k in ("kill", "start", "worker")}
         print("%d events in %.1f s: %s" % (len(log), t_events, counts), flush=True)
         self.assertGreaterEqual(len(log), 50, "too few events landed")
