@@ -258,6 +258,44 @@ class Chaos(MultiNodeCase):
                          "final checkpoints differ")
         self.check_kill_times(kills)
 
+    def test_replacement_killed_at_once(self):
+        # a sequence the random test draws now and then, made certain: a
+        # worker that was handed a round killed, and its replacement killed
+        # before the job saw any other event (no round was handed to it, so
+        # it never said "took R"; the agent must not count the round handed
+        # to the process it replaced): replaced alone again, no group
+        # restarts, and the job ends with the 1-rank bits
+        self.STEPS = 600
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--standalone", "--nproc_per_node=1",
+                                           DDP_TRAIN] + train_args(self.ref, self.STEPS),
+                                  TRAIN_ENV)
+        self.assertEqual(solo.wait(300)[0], 0, solo.text())
+        first = self.start_node(0, 0)
+        self.start_node(1, self.host_port(first))
+        watch = Watch(first)
+        watch.wait(re.compile(r"4 rank\(s\), global batch"), 120)
+        # node 0's worker first, so that node 1's workers are handed a
+        # round; then one of node 1's, then its replacement
+        before = set(ddp_train_pids(self.nodes[1].pid))
+        victims = [min(ddp_train_pids(first.pid)), min(before), None]
+        for victim in victims:
+            watch.wait(STEP_RE, LAND_TIMEOUT_S)
+            now = set(ddp_train_pids(self.nodes[1].pid))
+            if victim is None:
+                self.assertEqual(len(now - before), 1, (before, now))
+                victim = (now - before).pop()
+            before = now
+            t_event = time.monotonic()
+            os.kill(victim, signal.SIGKILL)
+            self.land(watch, t_event)
+        self.assert_all_exit(list(self.nodes.values()), timeout=120)
+        text = "\n".join(p.text() for p in self.all_nodes)
+        self.assertEqual(text.count("replacing it alone"), 3, text)
+        self.assertNotIn("resumed from", text)
+        self.assertEqual(train_it.sha256(os.path.join(self.run_dir, "final.safetensors")),
+                         train_it.sha256(os.path.join(self.ref, "final.safetensors")),
+                         "final checkpoints differ")
+
     def test_periodic_failures_cost(self):
         # issue 16 section 4's throughput target, shortened (the figure over
         # longer runs and beside a run without faults: tests/bench/
