@@ -191,13 +191,22 @@ class Chaos(MultiNodeCase):
             return kind, self.rng.choice(down)
         return kind, self.rng.choice([0] + up)
 
+    def tails(self, n=12):
+        """Each node's last lines other than progress lines."""
+        out = []
+        for p in self.all_nodes:
+            with p.cond:
+                lines = [line for _, line in p.lines if not STEP_RE.search(line)]
+            out.append("-- %s\n%s" % (p.name, "\n".join(lines[-n:])))
+        return "\n".join(out)
+
     def land(self, watch, t_event):
         """Waits for node 0's agent to re-form in place for the world now
         expected, then for a step committed after it; returns that step."""
         rx = re.compile("(%s)|%s" % (REFORM_RE % self.world(), RESTART_RE))
         t_re, m = watch.wait(rx, LAND_TIMEOUT_S, after=t_event)
         self.assertTrue(m.group(1), "the event restarted workers instead of re-forming in "
-                        "place: %r; node 0's last lines:\n%s" % (m.group(0), tail(watch.proc)))
+                        "place: %r; the nodes' last lines:\n%s" % (m.group(0), self.tails()))
         _, m = watch.wait(STEP_RE, LAND_TIMEOUT_S, after=t_re)
         return int(m.group(1))
 
