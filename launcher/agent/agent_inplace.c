@@ -40,6 +40,7 @@ static void agent_respawn(struct agent *ag, struct agent_worker *w)
 	w->respawn = false;
 	w->exit_seq = 0;
 	w->stopped = false;
+	w->sent_round = -1; /* the new process was handed nothing yet */
 	ag->nrunning++;
 	rc = agent_worker_start(w, true);
 	if (rc == 0) {
