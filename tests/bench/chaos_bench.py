@@ -154,11 +154,13 @@ def sleep_until(t_unix):
 
 def kill_cost(recs, t_kill, world_before):
     """(seconds from the kill to the next step committed by the new world,
-    steps committed before it that were done again), or None."""
+    steps committed before it that were done again), or None. In place, a
+    rank 0 that failed a step the others committed takes it from them and
+    never logs it: the next record skips a step, which is not work redone."""
     for i, r in enumerate(recs):
         if r["time"] > t_kill and r["world"] != world_before:
             last = max((x["step"] for x in recs[:i]), default=0)
-            return r["time"] - t_kill, last - (r["step"] - 1)
+            return r["time"] - t_kill, max(0, last - (r["step"] - 1))
     return None
 
 
