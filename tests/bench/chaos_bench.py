@@ -58,6 +58,14 @@ def free_port():
     return port
 
 
+def port_open(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def descendants(pid):
     out, todo = [], [pid]
     while todo:
@@ -122,6 +130,11 @@ class Job:
         if slot == 0 and self.kind != "torchrun":
             _, m = p.wait_line(r"hosting the rendezvous store at \S+:(\d+)", 60)
             self.port = int(m.group(1))
+        elif slot == 0:
+            # Every torchrun agent on this machine takes itself for the
+            # endpoint's host and the first to bind the port hosts the
+            # store: node 0 must, or killing node 2 kills the store too
+            wait_for(lambda: port_open(addr(0), self.port), 120, "torchrun's store")
 
     def start_all(self):
         for slot in range(NODES):
