@@ -4,7 +4,11 @@
 # Debian's torch 1.13 (/usr/bin/python3) and torch 2.x (the venv
 # scripts/test.sh makes). For each: ddp-rdzvd against that torch's TCPStore
 # server (2.x: its libuv server), ddplaunch against its torchrun (launch and
-# restart), libddp's all-reduce against its gloo, ddp-train against its DDP.
+# restart), libddp's all-reduce against its gloo, ddp-train against its DDP;
+# and, once, ddp-train's fixed global batch (--virtual_shards) against its
+# own step at the same global batch (shards_bench.py; it needs no torch);
+# beside torch 2.x, a node killed every 10 s in place against the restart
+# path and torchrun's (chaos_bench.py).
 # Prints the machine, every figure, ours/theirs ratios and the targets, then
 # the ratio and target lines of every reference together; keeps a copy in
 # BUILD/bench-results.txt. The hand-over of the training state to a process
@@ -13,7 +17,7 @@
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
 #                          --allreduce-only | --train-only | --multinode-only |
-#                          --handover-only | --chaos-only]
+#                          --handover-only | --shards-only | --chaos-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -27,7 +31,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode handover chaos"
+quick=0 parts="store launch allreduce train multinode handover shards chaos"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -37,10 +41,12 @@ for arg in "$@"; do
 	--train-only) parts=train ;;
 	--multinode-only) parts=multinode ;;
 	--handover-only) parts=handover ;;
+	--shards-only) parts=shards ;;
 	--chaos-only) parts=chaos ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
-			"--train-only | --multinode-only | --handover-only | --chaos-only]" >&2
+			"--train-only | --multinode-only | --handover-only | --shards-only |" \
+			"--chaos-only]" >&2
 		exit 2
 		;;
 	esac
@@ -136,6 +142,13 @@ bench_one() { # PART PYTHON-or-empty TAG
 			--source "$root" --python "$py" --out "$build/train_bench-$tag.md")
 		[ "$quick" = 1 ] && args+=(--reps 1 --configs digits)
 		run train "$tag" /usr/bin/python3 "$root/tests/bench/train_bench.py" "${args[@]}"
+		;;
+	shards) # ddp-train against itself: once, beside the first reference
+		[ "$tag" = "${tags[0]:-ours-alone}" ] || return 0
+		local args=(--ddp-train "$(target_path ddp-train)" --ddplaunch "$(target_path ddplaunch)"
+			--source "$root" --out "$build/shards_bench.md")
+		[ "$quick" = 1 ] && args+=(--reps 1)
+		run shards "$tag" /usr/bin/python3 "$root/tests/bench/shards_bench.py" "${args[@]}"
 		;;
 	multinode) # the swarm once; the agents beside torchrun 2.x only (1.13's differs)
 		case $tag in torch-1.*) return 0 ;; esac

@@ -12,7 +12,8 @@
 # well under 8):
 #   1. env.txt         GPU, driver, libraries as resolved, versions
 #   2. the gpu suite   (kernels vs CPU, NCCL collectives, watchdog, ddp-train
-#                      equivalence and exact resume on CUDA) -> gpu-results.json
+#                      equivalence, exact resume and the shard mode's
+#                      identity on CUDA) -> gpu-results.json
 #   3. the store's PyTorch client tests (suite torch, store_*) with this
 #                      machine's python3 -> torch-results.json
 #   4. a 1-rank init_process_group("nccl") job under ddplaunch -> nccl-job.log

@@ -6,7 +6,7 @@ NCCL backend, kernel_ops_cuda, and tests/gpu/rank_env.sh giving each rank its
 own NCCL_HOSTID so that several ranks can share one GPU.
 
   gpu_train_it.py --probe GPU_PROBE --ddp-train PATH --ddplaunch PATH
-                  --source DIR [--ranks N] CASE      (equivalence | resume)
+                  --source DIR [--ranks N] CASE   (equivalence | resume | shards)
 Exit 0 pass, 1 fail, 77 skipped (no GPU).
 """
 import argparse
@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--build-dir", default=tempfile.gettempdir())
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--seed", type=int)
-    ap.add_argument("case", choices=["equivalence", "resume"])
+    ap.add_argument("case", choices=["equivalence", "resume", "shards"])
     args = ap.parse_args()
     probe = subprocess.run([args.probe], stdout=subprocess.PIPE, text=True)
     print(probe.stdout.strip())

@@ -389,7 +389,7 @@ void config_usage(const char *prog, FILE *f)
 		"bytes with 1, 2, 3 or more ranks, and a checkpoint resumes into the same bits\n"
 		"with another rank count. V below the rank count leaves ranks idle (a warning).\n"
 		"\n"
-		"In place under ddplaunch (this mode only; CPU backend): when a node dies or\n"
+		"In place under ddplaunch (this mode only): when a node dies or\n"
 		"joins, or one worker dies and is replaced alone, the other ranks keep their\n"
 		"processes and memory, re-form for the new membership and redo the interrupted\n"
 		"step with the same samples; a new process takes the model, the optimizer state\n"

@@ -21,6 +21,15 @@ static double time_unix_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* This process's CPU time (every thread), seconds. */
+static double time_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Interval accumulators for the progress line. */
 struct loop_window {
 	uint64_t t0_ns, steps, samples;
@@ -296,7 +305,7 @@ static bool loop_comm_failed(int ret)
 int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
-	double comm0 = t->comm_wait_s;
+	double comm0 = t->comm_wait_s, cpu0 = time_cpu_s();
 	struct loop_window w;
 	float out[2];
 	int ret = 0, oret;
@@ -332,12 +341,17 @@ int trainer_run(struct trainer *t)
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
 		ret = loop_checkpoint(t, "final.safetensors");
 	if (ret == 0 && t->rank == 0) {
-		double dt = (double)(time_now_ns() - t0) * 1e-9;
+		double dt = (double)(time_now_ns() - t0) * 1e-9, cpu = time_cpu_s() - cpu0;
+		uint64_t steps = t->step - first;
 
-		log_info("done: %llu steps in %.2f s (%.0f samples/s, all-reduce wait %.1f%%)",
-			 (unsigned long long)(t->step - first), dt,
-			 dt > 0 ? (double)((t->step - first) * t->global_batch) / dt : 0,
-			 dt > 0 ? 100.0 * (t->comm_wait_s - comm0) / dt : 0.0);
+		/* The CPU time per step is rank 0's own: on a shared machine it
+		 * is steadier than the wall clock (which other load stretches). */
+		log_info("done: %llu steps in %.2f s (%.0f samples/s, all-reduce wait %.1f%%, "
+			 "cpu %.3f ms/step)",
+			 (unsigned long long)steps, dt,
+			 dt > 0 ? (double)(steps * t->global_batch) / dt : 0,
+			 dt > 0 ? 100.0 * (t->comm_wait_s - comm0) / dt : 0.0,
+			 steps ? 1e3 * cpu / (double)steps : 0.0);
 	}
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
 		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,

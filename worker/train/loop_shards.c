@@ -40,6 +40,7 @@ struct trainer_shards {
 	int first, count; /* this rank's shards */
 	int ntensors;	  /* parameter tensors (those with a gradient) */
 	size_t slot_len;  /* floats per shard in the exchange */
+	bool host;	  /* the kernels work on host memory (CPU) */
 	float *slots;	  /* v x slot_len */
 	float *grads;	  /* max(count, 1) x nparams, host */
 	double *q;	  /* nparams: the fixed-point sum */
@@ -65,13 +66,9 @@ int trainer_shards_init(struct trainer *t)
 	if (!s)
 		return -ENOMEM;
 	t->shards = s;
-	/* The exchange buffers are host memory; NCCL all-reduces device
-	 * memory only. */
-	if (t->ddp && t->world > 1 && ddp_device_memory(t->ddp)) {
-		log_error("global_batch_size runs on the CPU backend only for now: use --device "
-			  "cpu (and DDP_BACKEND=cpu)");
-		return -EINVAL;
-	}
+	/* The exchange buffers are host memory: the NCCL backend stages a
+	 * host buffer through its device buffer by itself. */
+	s->host = t->ops == &kernel_ops_cpu;
 	s->v = (int)t->cfg.virtual_shards;
 	s->rows = (int)(t->cfg.global_batch_size / t->cfg.virtual_shards);
 	shards_range(s->v, t->world, t->rank, &s->first, &s->count);
@@ -122,6 +119,24 @@ static int shards_load(struct trainer *t, int v)
 	return ret ? ret : trainer_load_batch(t, &t->train, t->idx, (size_t)s->rows);
 }
 
+/* The backward pass of the last forward, its gradient into host slot g.
+ * On host memory the model's gradient buffer is pointed at the slot for
+ * the pass (no copy); elsewhere the gradient is copied out. */
+static int shards_backward(struct trainer *t, float *g, float *loss)
+{
+	struct model *m = &t->model;
+	float *grads = m->grads;
+	int ret;
+
+	if (t->shards->host)
+		m->grads = g;
+	ret = model_loss_backward(m, t->dx, t->dy, t->shards->rows, true, loss);
+	m->grads = grads;
+	if (ret == 0 && !t->shards->host)
+		ret = t->ops->copy_d2h(t->kctx, g, m->grads, m->nparams * sizeof(float));
+	return ret;
+}
+
 /* Shard v, the k-th of this rank: its gradient into host slot k, its
  * BatchNorm sums, loss, correct count and per-tensor max |grad| into its
  * exchange slot. */
@@ -138,11 +153,8 @@ static int shards_compute(struct trainer *t, int v, int k)
 	if (ret == 0)
 		ret = model_forward(m, t->dx, s->rows, true, &logits);
 	if (ret == 0)
-		ret =
-		    model_loss_backward(m, t->dx, t->dy, s->rows, true, slot + shards_loss_off(m));
+		ret = shards_backward(t, g, slot + shards_loss_off(m));
 	m->bn_capture = NULL;
-	if (ret == 0)
-		ret = t->ops->copy_d2h(t->kctx, g, m->grads, m->nparams * sizeof(float));
 	for (int i = 0; ret == 0 && i < m->ntensors; i++)
 		if (!m->tensors[i].is_buffer)
 			*mx++ = shards_maxabs(g + m->tensors[i].offset, m->tensors[i].numel);
@@ -154,12 +166,14 @@ static int shards_allreduce(struct trainer *t, void *buf, size_t n, enum ddp_dty
 	uint64_t t0 = time_now_ns();
 	int ret;
 
-	/* One rank under a launcher reduces too (a copy): a resizable
-	 * worker notices a new round (a node joins) by a collective that
-	 * fails. */
+	/* One rank under a launcher reduces too: a resizable worker
+	 * notices a new round (a node joins) by a collective that fails.
+	 * One rank's sum is its buffer, so one element does (the whole
+	 * buffer is a copy through libddp's thread: a quarter of the digits
+	 * step). */
 	if (!t->ddp || (t->world == 1 && !ddp_resizable(t->ddp)))
 		return 0;
-	ret = ddp_allreduce(t->ddp, buf, n, dtype, DDP_SUM);
+	ret = ddp_allreduce(t->ddp, buf, t->world == 1 && n ? 1 : n, dtype, DDP_SUM);
 	t->comm_wait_s += (double)(time_now_ns() - t0) * 1e-9;
 	return ret;
 }
@@ -200,26 +214,26 @@ static int shards_reduce_grads(struct trainer *t)
 {
 	struct trainer_shards *s = t->shards;
 	struct model *m = &t->model;
+	float *out = s->host ? m->grads : s->grads;
 	int ret = shards_scales(t);
 
 	if (ret < 0)
 		return ret;
-	memset(s->q, 0, m->nparams * sizeof(double));
-	for (int k = 0; k < s->count; k++)
-		for (int i = 0; i < m->ntensors; i++)
-			if (!m->tensors[i].is_buffer)
-				shards_quantize_add(s->q + m->tensors[i].offset,
-						    s->grads + (size_t)k * m->nparams +
-							m->tensors[i].offset,
-						    m->tensors[i].numel, s->scale[i]);
-	ret = shards_allreduce(t, s->q, m->nparams, DDP_FLOAT64);
+	for (int i = 0; i < m->ntensors; i++)
+		if (!m->tensors[i].is_buffer)
+			shards_quantize_sum(s->q + m->tensors[i].offset,
+					    s->grads + m->tensors[i].offset, m->nparams, s->count,
+					    m->tensors[i].numel, s->scale[i]);
+	/* With one rank the step's first all-reduce was its notice. */
+	ret = t->world > 1 ? shards_allreduce(t, s->q, m->nparams, DDP_FLOAT64) : 0;
 	if (ret < 0)
 		return ret;
 	for (int i = 0; i < m->ntensors; i++)
 		if (!m->tensors[i].is_buffer)
-			shards_dequantize(s->grads + m->tensors[i].offset,
-					  s->q + m->tensors[i].offset, m->tensors[i].numel,
-					  s->scale[i], s->v);
+			shards_dequantize(out + m->tensors[i].offset, s->q + m->tensors[i].offset,
+					  m->tensors[i].numel, s->scale[i], s->v);
+	if (s->host)
+		return 0;
 	return t->ops->copy_h2d(t->kctx, m->grads, s->grads, m->nparams * sizeof(float));
 }
 

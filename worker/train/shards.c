@@ -4,6 +4,8 @@
 #include "shards.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 void shards_range(int v, int w, int r, int *first, int *count)
 {
@@ -18,18 +20,40 @@ void shards_range(int v, int w, int r, int *first, int *count)
  * and in a loop the compiler vectorises. */
 #define SHARDS_ROUND 0x1.8p52
 
-float shards_maxabs(const float *x, size_t n)
+/* The passes over every gradient element (max |x|, quantize, dequantize)
+ * are bound by vector width and memory: on x86-64 they are also built for
+ * AVX2 and the loader picks that clone where the CPU has it (an ifunc).
+ * Each element's operations are exact or rounded once, the same way at any
+ * vector width, so the clone never changes a bit. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define SHARDS_SIMD __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef SHARDS_SIMD
+#define SHARDS_SIMD
+#endif
+
+/* Elements per block of shards_quantize_sum: its partial sums (8 KiB of
+ * doubles) stay in the L1 cache while every shard is added to them. */
+#define SHARDS_BLOCK 1024
+
+SHARDS_SIMD float shards_maxabs(const float *x, size_t n)
 {
-	float m = 0.0f;
-	int nan = 0;
+	uint32_t m = 0, a;
+	float f;
 
+	/* |x| as its bits: for non-negative floats the integer order is the
+	 * float order, +inf is 0x7f800000 and every NaN is above it, so the
+	 * largest is a NaN whenever there is one. An integer max is exact and
+	 * vectorises; a float max that must see NaNs does not. */
 	for (size_t i = 0; i < n; i++) {
-		float a = fabsf(x[i]);
-
-		nan |= a != a;
+		memcpy(&a, x + i, sizeof(a));
+		a &= 0x7fffffffu;
 		m = a > m ? a : m;
 	}
-	return nan ? NAN : m;
+	memcpy(&f, &m, sizeof(f));
+	return f;
 }
 
 int shards_scale_exp(float maxabs, int nshards)
@@ -44,18 +68,49 @@ int shards_scale_exp(float maxabs, int nshards)
 	return 51 - bits - e;
 }
 
-void shards_quantize_add(double *q, const float *x, size_t n, int s)
+/* q[i] (op) round(x[i] * p) for i < n: set when add is false. */
+SHARDS_SIMD static void shards_quantize_block(double *q, const float *x, size_t n, double p,
+					      int add)
 {
-	double p = ldexp(1.0, s); /* x * p is exact: a float times a power of 2 */
-
+	if (!add) {
+		for (size_t i = 0; i < n; i++)
+			q[i] = ((double)x[i] * p + SHARDS_ROUND) - SHARDS_ROUND;
+		return;
+	}
 	for (size_t i = 0; i < n; i++)
 		q[i] += ((double)x[i] * p + SHARDS_ROUND) - SHARDS_ROUND;
 }
 
-void shards_dequantize(float *x, const double *q, size_t n, int s, int nshards)
+void shards_quantize_sum(double *q, const float *x, size_t stride, int count, size_t n, int s)
+{
+	double p = ldexp(1.0, s); /* x * p is exact: a float times a power of 2 */
+
+	if (count <= 0) {
+		memset(q, 0, n * sizeof(double));
+		return;
+	}
+	/* Block by block, every shard into the block's sums: q is written
+	 * once, not read and written once per shard. */
+	for (size_t i = 0; i < n; i += SHARDS_BLOCK) {
+		size_t len = n - i < SHARDS_BLOCK ? n - i : SHARDS_BLOCK;
+
+		for (int k = 0; k < count; k++)
+			shards_quantize_block(q + i, x + (size_t)k * stride + i, len, p, k > 0);
+	}
+}
+
+SHARDS_SIMD void shards_dequantize(float *x, const double *q, size_t n, int s, int nshards)
 {
 	double p = ldexp(1.0, -s);
 
+	/* q * 2^-s is exact; dividing by a power of two is too, so then one
+	 * multiplication gives the same bits as the division. */
+	if ((nshards & (nshards - 1)) == 0) {
+		p /= (double)nshards;
+		for (size_t i = 0; i < n; i++)
+			x[i] = (float)(q[i] * p);
+		return;
+	}
 	for (size_t i = 0; i < n; i++)
 		x[i] = (float)(q[i] * p / (double)nshards);
 }

@@ -27,7 +27,8 @@
  * evenly as possible, the first v % w ranks taking one more. */
 void shards_range(int v, int w, int r, int *first, int *count);
 
-/* Largest |x[i]| of n floats (NaN if any x[i] is NaN; 0 for n == 0). */
+/* Largest |x[i]| of n floats (NaN if any x[i] is NaN, whatever its sign;
+ * 0 for n == 0). */
 float shards_maxabs(const float *x, size_t n);
 
 /* The exponent s such that nshards integers round(x * 2^s), |x| <= maxabs,
@@ -35,10 +36,12 @@ float shards_maxabs(const float *x, size_t n);
  * where maxabs < 2^e. 0 when maxabs is 0. maxabs must be finite. */
 int shards_scale_exp(float maxabs, int nshards);
 
-/* q[i] += round-half-even(x[i] * 2^s) for i < n, |x[i] * 2^s| <= 2^51
- * (exact: x[i] * 2^s is exact in double and the sum stays an integer of at
- * most 2^53). */
-void shards_quantize_add(double *q, const float *x, size_t n, int s);
+/* q[i] = the sum over k < count of round-half-even(x[k * stride + i] * 2^s)
+ * for i < n: the integers of count shards laid out stride floats apart.
+ * With s from shards_scale_exp over every shard, each partial sum is an
+ * integer of at most 2^51, exact in a double, so the result does not depend
+ * on how the shards are grouped. count 0 sets q to zeros. */
+void shards_quantize_sum(double *q, const float *x, size_t stride, int count, size_t n, int s);
 
 /* x[i] = (float)(q[i] * 2^-s / nshards) for i < n. */
 void shards_dequantize(float *x, const double *q, size_t n, int s, int nshards);

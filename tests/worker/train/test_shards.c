@@ -51,8 +51,54 @@ static void test_scale(void **state)
 	assert_int_equal(shards_scale_exp(0.75f, 8), 48);
 	assert_int_equal(shards_scale_exp(1.0f, 1), 50);
 	assert_int_equal(shards_scale_exp(1.0f, 3), 48);
+}
+
+static void test_maxabs(void **state)
+{
+	static float x[3001];
+
+	(void)state;
 	assert_true(isnan(shards_maxabs((const float[]){1.0f, NAN, 2.0f}, 3)));
+	assert_true(isnan(shards_maxabs((const float[]){1.0f, -NAN, INFINITY}, 3)));
 	assert_true(shards_maxabs((const float[]){1.0f, -3.0f, 2.0f}, 3) == 3.0f);
+	assert_true(shards_maxabs((const float[]){1.0f, -INFINITY}, 2) == INFINITY);
+	assert_true(shards_maxabs((const float[]){-0.0f, 0x1p-149f, -0x1p-140f}, 3) == 0x1p-140f);
+	assert_true(shards_maxabs(x, 0) == 0.0f);
+	/* Past any vector width, the largest at the end, then in the middle. */
+	for (int i = 0; i < 3001; i++)
+		x[i] = (i % 2 ? -1.0f : 1.0f) * (float)i * 0x1p-10f;
+	assert_true(shards_maxabs(x, 3001) == 3000.0f * 0x1p-10f);
+	x[1501] = -5.0f;
+	assert_true(shards_maxabs(x, 3001) == 5.0f);
+	assert_true(shards_maxabs(x, 1501) == 1500.0f * 0x1p-10f);
+}
+
+/* Every shard rounded on its own (ties to even) and summed, against the
+ * one pass over all of them; count 0 clears the sums. */
+static void test_quantize_sum(void **state)
+{
+	enum { N = 2500, K = 3 };
+	static float x[K][N + 7];
+	static double q[N], want[N];
+
+	(void)state;
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < N + 7; i++)
+			x[k][i] = (float)((i * 7 + k * 13) % 29 - 14) * 0.25f;
+	/* s = 1: x * 2 ends in .5 for odd quarters: the ties round to even. */
+	for (int i = 0; i < N; i++) {
+		want[i] = 0.0;
+		for (int k = 0; k < K; k++)
+			want[i] += nearbyint((double)x[k][i] * 2.0);
+	}
+	for (int i = 0; i < N; i++)
+		q[i] = 12345.0; /* overwritten, not added to */
+	shards_quantize_sum(q, &x[0][0], N + 7, K, N, 1);
+	assert_memory_equal(q, want, sizeof(q));
+	assert_true(q[0] == nearbyint(-3.5 * 2) + nearbyint(-0.25 * 2) + nearbyint(3.0 * 2));
+	shards_quantize_sum(q, &x[0][0], N + 7, 0, N, 1);
+	for (int i = 0; i < N; i++)
+		assert_true(q[i] == 0.0);
 }
 
 /* Gradients spanning 30 binary orders of magnitude, signs mixed. */
@@ -83,8 +129,7 @@ static void reduce_exact(float g[NSHARDS][NELEM], int w, int order, float *out)
 		int first, count;
 
 		shards_range(NSHARDS, w, r, &first, &count);
-		for (int k = 0; k < count; k++)
-			shards_quantize_add(q[r], g[first + k], NELEM, s);
+		shards_quantize_sum(q[r], &g[0][0] + (size_t)first * NELEM, NELEM, count, NELEM, s);
 	}
 	for (int i = 0; i < NELEM; i++) {
 		double sum = 0.0, a = 0.0, b = 0.0;
@@ -213,8 +258,8 @@ static void test_exact(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_range),
-	    cmocka_unit_test(test_scale),
+	    cmocka_unit_test(test_range),  cmocka_unit_test(test_scale),
+	    cmocka_unit_test(test_maxabs), cmocka_unit_test(test_quantize_sum),
 	    cmocka_unit_test(test_exact),
 	};
 
