@@ -156,7 +156,15 @@ class Job:
         return t
 
     def close(self):
+        """Ends the agents and every process under them, by PID: torchrun's
+        workers outlive a killed agent (ddplaunch's die with it)."""
+        pids = [pid for p in self.cluster.procs if p.alive() for pid in descendants(p.pid)]
         self.cluster.close()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def sleep_until(t_unix):
