@@ -6,7 +6,9 @@
 # server (2.x: its libuv server), ddplaunch against its torchrun (launch and
 # restart), libddp's all-reduce against its gloo, ddp-train against its DDP;
 # and, once, ddp-train's fixed global batch (--virtual_shards) against its
-# own step at the same global batch (shards_bench.py; it needs no torch).
+# own step at the same global batch (shards_bench.py; it needs no torch);
+# beside torch 2.x, a node killed every 10 s in place against the restart
+# path and torchrun's (chaos_bench.py).
 # Prints the machine, every figure, ours/theirs ratios and the targets, then
 # the ratio and target lines of every reference together; keeps a copy in
 # BUILD/bench-results.txt. The hand-over of the training state to a process
@@ -18,7 +20,8 @@
 #
 #   tests/bench/run-all.sh [--quick] [--store-only | --launch-only |
 #                          --allreduce-only | --train-only | --multinode-only |
-#                          --handover-only | --shards-only | --elastic-only]
+#                          --handover-only | --shards-only | --chaos-only |
+#                          --elastic-only]
 #
 # --quick: shorter runs (1 s per throughput row, fewer trials and sizes),
 # same checks. Environment: BUILD_DIR (default build-bench); PYTHONS, the
@@ -33,7 +36,7 @@ build=${BUILD_DIR:-$root/build-bench}
 venv_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torch2/bin/python
 torchft_python=${XDG_CACHE_HOME:-$HOME/.cache}/ddplaunch/venv-torchft/bin/python
 read -r -a candidates <<<"${PYTHONS:-${PYTHON:-/usr/bin/python3 $venv_python}}"
-quick=0 parts="store launch allreduce train multinode handover shards elastic"
+quick=0 parts="store launch allreduce train multinode handover shards chaos elastic"
 for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
@@ -44,11 +47,12 @@ for arg in "$@"; do
 	--multinode-only) parts=multinode ;;
 	--handover-only) parts=handover ;;
 	--shards-only) parts=shards ;;
+	--chaos-only) parts=chaos ;;
 	--elastic-only) parts=elastic ;;
 	*)
 		echo "usage: $0 [--quick] [--store-only | --launch-only | --allreduce-only |" \
 			"--train-only | --multinode-only | --handover-only | --shards-only |" \
-			"--elastic-only]" >&2
+			"--chaos-only | --elastic-only]" >&2
 		exit 2
 		;;
 	esac
@@ -168,6 +172,14 @@ bench_one() { # PART PYTHON-or-empty TAG
 		local args=(--bench "$(target_path handover_bench)" --ddplaunch "$(target_path ddplaunch)")
 		[ "$quick" = 1 ] && args+=(--repeats 3)
 		run handover "$tag" /usr/bin/python3 "$root/tests/bench/handover_bench.py" "${args[@]}"
+		;;
+	chaos) # failures in place beside the restart path and torchrun 2.x only
+		case $tag in torch-1.*) return 0 ;; esac
+		local args=(--ddplaunch "$(target_path ddplaunch)" --ddp-train "$(target_path ddp-train)"
+			--out "$build/chaos_bench-$tag.md")
+		if [ -n "$py" ]; then args+=(--torch "$py"); else args+=(--torch /nonexistent); fi
+		[ "$quick" = 1 ] && args+=(--seconds 20)
+		run chaos "$tag" /usr/bin/python3 "$root/tests/bench/chaos_bench.py" "${args[@]}"
 		;;
 	elastic) # ddplaunch.torch in place vs restart + checkpoint and torchrun's restart
 		[ -n "$py" ] || return 0

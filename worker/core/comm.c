@@ -166,8 +166,11 @@ static void comm_explain(struct ddp_ctx *ctx)
 	pthread_mutex_lock(&ctx->kv_lock);
 	snprintf(key, sizeof(key), "%s/failure/%d", ctx->prefix, ctx->rank);
 	kv_set(ctx->kv, key, ctx->err, strlen(ctx->err));
+	/* A new round from the agent (ddp_abort) ends the wait: the launcher
+	 * already knows who left, and the survivors re-form at once instead
+	 * of waiting the whole window for a dead rank's key. */
 	while ((n = comm_silent_ranks(ctx, silent, sizeof(silent))) > 0 &&
-	       time_left_ms(deadline) > 0) {
+	       time_left_ms(deadline) > 0 && !atomic_load(&ctx->comm.aborted)) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 
 		nanosleep(&ts, NULL);

@@ -88,6 +88,7 @@ static const struct settings_def config_defs[] = {
     OPT_BOOL(progress_bar, "progress bar when stdout is a terminal"),
     OPT_I64(fault_kill_step, "tests: SIGKILL before this step on attempt 0 (0: off)"),
     OPT_I64(fault_rank, "tests: the rank that fault_kill_step kills"),
+    OPT_I64(step_sleep_ms, "tests: sleep this long before each step (0: off)"),
 };
 
 static const struct settings_table config_settings = {config_defs,

@@ -65,6 +65,9 @@ struct train_config {
 	 * fault_rank kills itself with SIGKILL before step fault_kill_step. */
 	int64_t fault_kill_step;
 	int64_t fault_rank;
+	/* Pacing for tests whose events must land between steps (the
+	 * multinode Chaos test): each rank sleeps this long before each step. */
+	int64_t step_sleep_ms;
 };
 
 /* Fills the defaults. */

@@ -263,6 +263,19 @@ static void loop_fault(const struct trainer *t)
 	}
 }
 
+/* --step_sleep_ms: a step that lasts at least that long, on every rank. */
+static void loop_pace(const struct trainer *t)
+{
+	struct timespec ts;
+
+	if (t->cfg.step_sleep_ms <= 0)
+		return;
+	ts.tv_sec = t->cfg.step_sleep_ms / 1000;
+	ts.tv_nsec = (t->cfg.step_sleep_ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 static void loop_say_start(const struct trainer *t)
 {
 	if (t->shards)
@@ -302,6 +315,7 @@ int trainer_run(struct trainer *t)
 	loop_window_start(t, &w);
 	while (ret == 0 && t->step < t->total_steps) {
 		loop_fault(t);
+		loop_pace(t);
 		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
 		/* A collective failed (a peer gone, the round over): in place,
 		 * the same step again with the new membership. */
