@@ -6,7 +6,6 @@
  * flight returns at once. ddp_next_round gives the round to the program.
  */
 #include "agent_chan.h"
-#include "ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,10 +46,8 @@ static int chan_parse(const char *line, struct agent_round *r)
 	return n == 9 ? 0 : -EINVAL;
 }
 
-static void chan_deliver(struct ddp_ctx *ctx, const struct agent_round *r)
+static void chan_deliver(struct agent_chan *c, const struct agent_round *r)
 {
-	struct agent_chan *c = &ctx->chan;
-
 	pthread_mutex_lock(&c->lock);
 	c->next = *r;
 	c->seq++;
@@ -60,7 +57,7 @@ static void chan_deliver(struct ddp_ctx *ctx, const struct agent_round *r)
 		c->superseded_round = r->round;
 		atomic_store(&c->superseded, 1);
 	} else {
-		ddp_abort(ctx);
+		c->abort(c->abort_arg);
 	}
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
@@ -68,8 +65,7 @@ static void chan_deliver(struct ddp_ctx *ctx, const struct agent_round *r)
 
 static void *chan_reader(void *arg)
 {
-	struct ddp_ctx *ctx = arg;
-	struct agent_chan *c = &ctx->chan;
+	struct agent_chan *c = arg;
 	char buf[512];
 	size_t used = 0;
 
@@ -88,7 +84,7 @@ static void *chan_reader(void *arg)
 
 			*nl = '\0';
 			if (chan_parse(buf, &r) == 0)
-				chan_deliver(ctx, &r);
+				chan_deliver(c, &r);
 			used -= (size_t)(nl + 1 - buf);
 			memmove(buf, nl + 1, used);
 			buf[used] = '\0';
@@ -103,12 +99,13 @@ static void *chan_reader(void *arg)
 	return NULL;
 }
 
-void agent_chan_open(struct ddp_ctx *ctx)
+void agent_chan_open(struct agent_chan *c, void (*abort)(void *arg), void *arg)
 {
-	struct agent_chan *c = &ctx->chan;
 	int fd = chan_fd_from_env();
 
 	c->fd = -1;
+	c->abort = abort;
+	c->abort_arg = arg;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	c->inited = true;
@@ -119,17 +116,15 @@ void agent_chan_open(struct ddp_ctx *ctx)
 	if (write(fd, "resizable\n", 10) != 10)
 		return;
 	c->fd = fd;
-	if (pthread_create(&c->thread, NULL, chan_reader, ctx) != 0) {
+	if (pthread_create(&c->thread, NULL, chan_reader, c) != 0) {
 		c->fd = -1;
 		return;
 	}
 	c->started = true;
 }
 
-void agent_chan_close(struct ddp_ctx *ctx)
+void agent_chan_close(struct agent_chan *c)
 {
-	struct agent_chan *c = &ctx->chan;
-
 	if (!c->inited)
 		return;
 	if (c->started) {
@@ -145,9 +140,8 @@ void agent_chan_close(struct ddp_ctx *ctx)
 	c->inited = false;
 }
 
-int agent_chan_reforming(struct ddp_ctx *ctx, bool on)
+int agent_chan_reforming(struct agent_chan *c, bool on)
 {
-	struct agent_chan *c = &ctx->chan;
 	int by = 0;
 
 	if (!c->inited)
@@ -179,11 +173,8 @@ static void chan_deadline(struct timespec *ts, uint64_t timeout_ms)
 	}
 }
 
-/* Waits for a round later than the one taken last. 0 with *r, or
- * -ENOTSUP / -ETIMEDOUT / -EPIPE. */
-static int chan_wait(struct ddp_ctx *ctx, struct agent_round *r, uint64_t timeout_ms)
+int agent_chan_wait(struct agent_chan *c, struct agent_round *r, uint64_t timeout_ms)
 {
-	struct agent_chan *c = &ctx->chan;
 	struct timespec ts;
 	int rc = 0;
 
@@ -204,59 +195,20 @@ static int chan_wait(struct ddp_ctx *ctx, struct agent_round *r, uint64_t timeou
 	return rc;
 }
 
-/* Tells the agent that this process re-forms in round R: a worker sent a
- * round that exits before saying so is restarted with its group instead.
- * A failed write means the agent is gone; the re-formation then fails by
- * itself. */
-static void agent_chan_took(struct ddp_ctx *ctx, int round)
+void agent_chan_took(struct agent_chan *c, int round)
 {
 	char line[32];
 	int n = snprintf(line, sizeof(line), "took %d\n", round);
 
-	if (write(ctx->chan.fd, line, (size_t)n) != n)
+	if (write(c->fd, line, (size_t)n) != n)
 		return;
 }
 
-int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms)
+int agent_chan_say(struct agent_chan *c, const char *line)
 {
-	struct agent_round r;
-	int rc;
+	size_t n = strlen(line);
 
-	if (!ctx || !out)
-		return -EINVAL;
-	rc = chan_wait(ctx, &r, timeout_ms ? timeout_ms : ctx->timeout_ms);
-	if (rc < 0)
-		return rc;
-	memset(out, 0, sizeof(*out));
-	ddp_options_init(&out->opts);
-	out->round = r.round;
-	out->group_rank = r.group_rank;
-	out->group_world_size = r.group_world_size;
-	snprintf(out->init_method, sizeof(out->init_method), "tcp://%s:%d", r.master_addr,
-		 r.master_port);
-	out->opts.init_method = out->init_method;
-	out->opts.rank = r.rank;
-	out->opts.world_size = r.world_size;
-	out->opts.local_rank = r.local_rank;
-	out->opts.local_world_size = r.local_world_size;
-	out->opts.attempt = r.round > 0 ? r.round - 1 : 0;
-	agent_chan_took(ctx, r.round);
-	return 0;
-}
-
-int ddp_resizable(const struct ddp_ctx *ctx)
-{
-	return ctx && ctx->chan.started && !ctx->chan.fixed;
-}
-
-int ddp_set_resizable(struct ddp_ctx *ctx, int resizable)
-{
-	const char *msg = resizable ? "resizable\n" : "fixed\n";
-
-	if (!ctx || !ctx->chan.started)
+	if (!c->started)
 		return -ENOTSUP;
-	if (write(ctx->chan.fd, msg, strlen(msg)) != (ssize_t)strlen(msg))
-		return -EPIPE;
-	ctx->chan.fixed = !resizable;
-	return 0;
+	return write(c->fd, line, n) == (ssize_t)n ? 0 : -EPIPE;
 }

@@ -1,6 +1,7 @@
 /*
  * agent_chan.h - libddp's end of the launcher's agent channel (see
- * agent_chan.c and ddp_next_round in ddp.h). Not installed.
+ * agent_chan.c; next_round.c gives it to the program: ddp_next_round in
+ * ddp.h). Not installed.
  */
 #ifndef DDP_WORKER_AGENT_CHAN_H
 #define DDP_WORKER_AGENT_CHAN_H
@@ -9,8 +10,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-struct ddp_ctx;
 
 /* One round as the agent sends it. */
 struct agent_round {
@@ -25,6 +24,10 @@ struct agent_chan {
 	int fd;
 	bool started; /* the reader thread runs */
 	bool fixed;   /* ddp_set_resizable(ctx, 0): the agent restarts it */
+	/* Called by the reader thread when a round comes (not while a
+	 * re-formation runs): ends the collective in flight (ddp_abort). */
+	void (*abort)(void *arg);
+	void *abort_arg;
 	pthread_t thread;
 	pthread_mutex_t lock; /* guards what follows */
 	pthread_cond_t cond;
@@ -40,17 +43,30 @@ struct agent_chan {
 };
 
 /* In ddp_init: with DDP_AGENT_FD set (by ddplaunch), says "resizable" to
- * the agent and starts the reader. Without it, or on any failure, the
- * context has no channel (ddp_next_round: -ENOTSUP) and nothing is said:
- * the agent restarts the worker as it restarts any program. */
-void agent_chan_open(struct ddp_ctx *ctx);
+ * the agent and starts the reader, which calls abort(arg) for each round
+ * heard. Without it, or on any failure, there is no channel (started
+ * false: ddp_next_round -ENOTSUP) and nothing is said: the agent restarts
+ * the worker as it restarts any program. */
+void agent_chan_open(struct agent_chan *c, void (*abort)(void *arg), void *arg);
 /* In ddp_free: stops the reader. Safe after a channel-less open. */
-void agent_chan_close(struct ddp_ctx *ctx);
+void agent_chan_close(struct agent_chan *c);
 /* Around ddp_reform's rebuild: a round heard then does not abort (not
  * concurrently with the rebuild, ddp_abort's contract) but sets
  * chan.superseded. on: clears the flag, or sets it at once when a round
  * the program has not taken yet is waiting. off: clears it and returns
  * the round that superseded this re-formation, or 0 when none did. */
-int agent_chan_reforming(struct ddp_ctx *ctx, bool on);
+int agent_chan_reforming(struct agent_chan *c, bool on);
+/* Waits up to timeout_ms for a round later than the one taken last: 0
+ * with *r (now taken), or -ENOTSUP (no channel), -ETIMEDOUT, -EPIPE (the
+ * agent's end closed). */
+int agent_chan_wait(struct agent_chan *c, struct agent_round *r, uint64_t timeout_ms);
+/* Says "took R": this process re-forms in round R (a worker sent a round
+ * that exits before saying so is restarted with its group instead). A
+ * failed write means the agent is gone; the re-formation then fails by
+ * itself. */
+void agent_chan_took(struct agent_chan *c, int round);
+/* Writes one line ("resizable\n", "fixed\n"): 0, -ENOTSUP (no channel)
+ * or -EPIPE. */
+int agent_chan_say(struct agent_chan *c, const char *line);
 
 #endif

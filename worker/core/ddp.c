@@ -340,6 +340,13 @@ static void ddp_report(const struct ddp_options *o, const char *what, const char
 		snprintf(errbuf, errbuf_len, "%s: %s", what, err);
 }
 
+/* The agent channel's reader heard a new round: the collective in flight
+ * ends (agent_chan.h). */
+static void ddp_chan_abort(void *ctx)
+{
+	ddp_abort(ctx);
+}
+
 int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf, size_t errbuf_len)
 {
 	struct ddp_options o;
@@ -363,7 +370,7 @@ int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf,
 	rc = ddp_build(ctx, &o, NULL, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
-	agent_chan_open(ctx);
+	agent_chan_open(&ctx->chan, ddp_chan_abort, ctx);
 	*out = ctx;
 	return 0;
 fail:
@@ -419,11 +426,11 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 	rc = ddp_resolve(&o, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
-	agent_chan_reforming(ctx, true);
+	agent_chan_reforming(&ctx->chan, true);
 	old = ddp_teardown(ctx);
 	ddp_set_membership(ctx, &o);
 	rc = ddp_build(ctx, &o, old, err, sizeof(err));
-	by = agent_chan_reforming(ctx, false);
+	by = agent_chan_reforming(&ctx->chan, false);
 	if (old)
 		old->ops->close(old);
 	if (rc >= 0) {
@@ -450,7 +457,7 @@ void ddp_free(struct ddp_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	agent_chan_close(ctx);
+	agent_chan_close(&ctx->chan);
 	comm_stop(ctx);
 	if (ctx->backend)
 		ctx->backend->ops->close(ctx->backend);
