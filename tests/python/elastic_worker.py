@@ -4,11 +4,14 @@ shard's bits do not depend on the machine's load.
 
   elastic_worker.py --epochs E [--n N --g G --v V --seed S --pace_ms MS]
                     [--out FILE] [--digits PATH]
+                    [--save FILE --stop_after S] [--resume FILE]
 
 Lines: "ELASTIC start ...", "ELASTIC step step=S world=W rank=R pid=P
 t=UNIX" after every step whose world differs from the last one printed
 (and every 25 steps), "ELASTIC done ... sha=HEX" at the end; --out: rank 0
-writes the digest there.
+writes the digest there. --save: rank 0 writes el.state_dict() there (torch.save)
+once step S is committed, and every rank stops there (a whole job that ends
+after its last disk checkpoint); --resume: every rank loads that file first.
 """
 import argparse
 import gzip
@@ -44,6 +47,9 @@ def main():
     p.add_argument("--pace_ms", type=float, default=0.0)
     p.add_argument("--out")
     p.add_argument("--digits")
+    p.add_argument("--save")
+    p.add_argument("--stop_after", type=int, default=-1)
+    p.add_argument("--resume")
     p.add_argument("--init_by_rank", action="store_true",
                    help="each rank's own initial weights (rank 0's must win)")
     args = p.parse_args()
@@ -55,6 +61,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     el = Elastic(model, opt, dataset_size=len(x), global_batch_size=args.g,
                  virtual_shards=args.v, seed=args.seed)
+    if args.resume:
+        el.load_state_dict(torch.load(args.resume))
 
     def closure(idx):
         loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
@@ -73,6 +81,11 @@ def main():
             shown = el.world_size
             print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f" %
                   (step, el.world_size, el.rank, pid, time.time(), loss), flush=True)
+        if step == args.stop_after:
+            if args.save and el.rank == 0:
+                torch.save(el.state_dict(), args.save + ".tmp")
+                os.replace(args.save + ".tmp", args.save)
+            break
     sha = state_digest(el.state_dict())
     print("ELASTIC done steps=%d world=%d rank=%d pid=%d reforms=%d sha=%s" %
           (el.ledger.step, el.world_size, el.rank, pid, el.reformations, sha), flush=True)

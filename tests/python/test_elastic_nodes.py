@@ -218,6 +218,26 @@ class Example(unittest.TestCase):
         finally:
             shutil.rmtree(os.path.dirname(out))
 
+    def test_resume_from_disk_same_bits(self):
+        # a whole job that ends after its last disk checkpoint (2 ranks,
+        # el.state_dict() saved at step 150 of 400) and a new job that
+        # loads it (3 ranks) end with the undisturbed 1-rank run's bits:
+        # the ledger comes with the model and the optimizer
+        tmp = tempfile.mkdtemp(prefix="elastic_resume_")
+        try:
+            ck, out = os.path.join(tmp, "ck.pt"), os.path.join(tmp, "run.sha")
+            launch = [os.environ.get("DDPLAUNCH", "ddplaunch"), "--standalone"]
+            self.run_it(launch + ["--nproc_per_node=2", WORKER, "--save", ck,
+                                  "--stop_after", "150"] + JOB, done_re=r"ELASTIC done .*")
+            self.assertTrue(os.path.exists(ck))
+            m = self.run_it(launch + ["--nproc_per_node=3", WORKER, "--resume", ck,
+                                      "--out", out] + JOB, done_re=r"ELASTIC done .*")
+            self.assertNotIn("step=0 ", m.string)
+            with open(out) as f:
+                self.assertEqual(f.read().strip(), reference(tmp))
+        finally:
+            shutil.rmtree(tmp)
+
     def test_two_ranks_same_bits_as_one(self):
         args = [self.SCRIPT, "--epochs", "3"]
         one = self.run_it([TORCH_PYTHON] + args)
