@@ -16,7 +16,9 @@ import sys
 import time
 
 import torch
-from torchft import DistributedDataParallel, Manager, Optimizer, ProcessGroupGloo
+# torchft is not a requirement: the bench runs this file under --torchft's python
+from torchft import (DistributedDataParallel, Manager, Optimizer,  # not in the venv: --torchft
+                     ProcessGroupGloo)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elastic_worker import model_and_data, pace, say  # noqa: E402
