@@ -17,6 +17,8 @@
  * the agent must restart. With MN_INPLACE_EXIT set, every worker exits 6
  * on a collective error instead of re-forming: a libddp program written
  * without ddp_next_round, which the agent starts again in the next round.
+ * With MN_INPLACE_PERMANENT=R, rank R exits 78 (a failure that repeats) at
+ * step STEPS/4 of its first round.
  * Exits 3 when no round comes, 4 when a re-formation fails, 5 on a wrong
  * sum, 1 when ddp_init fails.
  */
@@ -50,6 +52,14 @@ static int step_once(struct ddp_ctx *ctx, long *step)
 	}
 	*step = (long)s + 1;
 	return 0;
+}
+
+/* Whether this rank is MN_INPLACE_PERMANENT's. */
+static int permanent(struct ddp_ctx *ctx)
+{
+	const char *r = getenv("MN_INPLACE_PERMANENT");
+
+	return r && atoi(r) == ddp_rank(ctx);
 }
 
 /* Takes the next round and re-forms: 0, or the exit status. */
@@ -99,6 +109,8 @@ int main(int argc, char **argv)
 		rc = step_once(ctx, &step);
 		if (rc > 0)
 			return rc;
+		if (rc == 0 && step == steps / 4 && reforms == 0 && permanent(ctx))
+			return 78;
 		if (rc == 0 && step == steps / 8) {
 			printf("INPLACE progress pid=%d step=%ld\n", (int)getpid(), step);
 			fflush(stdout);

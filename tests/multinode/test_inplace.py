@@ -277,6 +277,23 @@ class InPlace(MultiNodeCase):
                             for d in inplace_lines(solo, "done")), text)
         self.assertIn("1 re-formation(s) in place", text)
 
+    def test_failure_that_repeats_not_replaced(self):
+        # a worker that exits 78 (its failure would repeat) is not replaced:
+        # its node leaves the job (exit 78), and the others re-form in place
+        # without it, as for any node that leaves
+        self.STEPS = 400
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], n=3, nproc=1,
+                               restarts=2, envs=[{"MN_INPLACE_PERMANENT": "1"}] * 3)
+        rc, _ = nodes[1].wait(timeout=60)
+        self.assertEqual(rc, 78, nodes[1].text())
+        self.assertNotIn("replacing it alone", nodes[1].text())
+        self.assertIn("will repeat", nodes[1].text())
+        self.assert_all_exit([nodes[0], nodes[2]], timeout=60)
+        for p in (nodes[0], nodes[2]):
+            self.assertEqual([(d["world"], d["steps"]) for d in inplace_lines(p, "done")],
+                             [("2", str(self.STEPS))], p.text())
+            self.assertEqual(len({d["pid"] for d in inplace_lines(p, "start")}), 1, p.text())
+
     def test_program_without_next_round_restarted_uncharged(self):
         # a libddp program that exits on a collective error (it never calls
         # ddp_next_round) although libddp said "resizable": its node's
