@@ -215,11 +215,12 @@ static bool agent_worker_skipped_round(const struct agent *ag, const struct agen
 }
 
 /* Whether dead worker w can be replaced alone: it and every other local
- * worker re-form in place, the node's replacements (--max_restarts) are
- * not spent, and the rendezvous opens a new round of the same nodes. */
+ * worker re-form in place, its failure is not one that repeats (exit 78,
+ * policy.h), the node's replacements (--max_restarts) are not spent, and
+ * the rendezvous opens a new round of the same nodes. */
 static bool agent_can_replace(struct agent *ag, const struct agent_worker *dead)
 {
-	if (!dead->proc.resizable || ag->inplace_join || ag->failed ||
+	if (!dead->proc.resizable || ag->inplace_join || ag->failed || ag->permanent ||
 	    ag->nreplaced >= ag->o->max_restarts)
 		return false;
 	for (int i = 0; i < ag->nproc; i++) {
