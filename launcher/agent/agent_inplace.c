@@ -94,11 +94,10 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 	ag->reform.waited_s = ((int64_t)time_now_ns() - ag->inplace_since_ns) / 1e9;
 	if (summary_add_reform(&ag->summary, &ag->reform))
 		log_error("out of memory while recording re-formation %d", ag->nreform);
-	log_info("round %d: %d worker(s) of this node re-form in place%s as ranks %d-%d of %d "
-		 "(waited %.3f s; no restart, re-formation %d)",
-		 r->round, ag->nproc - replaced, replaced ? " beside the replaced one(s)" : "",
-		 r->rank_base, r->rank_base + ag->nproc - 1, r->world_size, ag->reform.waited_s,
-		 ag->nreform);
+	log_info("round %d: %d worker(s) of this node re-form in place as ranks %d-%d of %d "
+		 "(%d of them replaced alone; waited %.3f s; no restart, re-formation %d)",
+		 r->round, ag->nproc, r->rank_base, r->rank_base + ag->nproc - 1, r->world_size,
+		 replaced, ag->reform.waited_s, ag->nreform);
 	for (int i = 0; i < ag->nproc; i++)
 		if (ag->w[i].respawn && !worker_proc_busy(&ag->w[i].proc))
 			agent_respawn(ag, &ag->w[i]);
