@@ -284,12 +284,16 @@ class InPlace(MultiNodeCase):
         self.STEPS = 400
         nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], n=3, nproc=1,
                                restarts=2, envs=[{"MN_INPLACE_PERMANENT": "1"}] * 3)
-        rc, _ = nodes[1].wait(timeout=60)
-        self.assertEqual(rc, 78, nodes[1].text())
-        self.assertNotIn("replacing it alone", nodes[1].text())
-        self.assertIn("will repeat", nodes[1].text())
-        self.assert_all_exit([nodes[0], nodes[2]], timeout=60)
-        for p in (nodes[0], nodes[2]):
+        for p in nodes:  # group ranks go by arrival: find the node of rank 1
+            p.wait_line(r"INPLACE start", timeout=30)
+        victim = [p for p in nodes if inplace_lines(p, "start")[0]["rank"] == "1"][0]
+        others = [p for p in nodes if p is not victim]
+        rc, _ = victim.wait(timeout=60)
+        self.assertEqual(rc, 78, victim.text())
+        self.assertNotIn("replacing it alone", victim.text())
+        self.assertIn("will repeat", victim.text())
+        self.assert_all_exit(others, timeout=60)
+        for p in others:
             self.assertEqual([(d["world"], d["steps"]) for d in inplace_lines(p, "done")],
                              [("2", str(self.STEPS))], p.text())
             self.assertEqual(len({d["pid"] for d in inplace_lines(p, "start")}), 1, p.text())
