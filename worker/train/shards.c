@@ -24,8 +24,10 @@ void shards_range(int v, int w, int r, int *first, int *count)
  * are bound by vector width and memory: on x86-64 they are also built for
  * AVX2 and the loader picks that clone where the CPU has it (an ifunc).
  * Each element's operations are exact or rounded once, the same way at any
- * vector width, so the clone never changes a bit. */
-#if defined(__x86_64__) && defined(__has_attribute)
+ * vector width, so the clone never changes a bit. GCC only: Debian 12's
+ * clang (the fuzz build) names the clones so that callers in another file
+ * do not link. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__)
 #if __has_attribute(target_clones)
 #define SHARDS_SIMD __attribute__((target_clones("avx2", "default")))
 #endif
