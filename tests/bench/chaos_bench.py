@@ -36,7 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
-from mnlib import Cluster, addr, fast_conf, wait_for  # noqa: E402
+from mnlib import Cluster, addr, fast_conf, free_port, wait_for  # noqa: E402
 
 G = 48
 MODEL = ["--data", "synthetic", "--synthetic_samples", "4096", "--synthetic_features", "64",
@@ -48,14 +48,6 @@ TORCH_MODEL = ["--samples", "4096", "--features", "64", "--hidden", "256,256",
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "DDP_BACKEND": "cpu",
        "DDP_TIMEOUT_MS": "60000"}
 NODES = 3
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((addr(0), 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def port_open(host, port):
@@ -98,7 +90,7 @@ class Job:
         self.metrics = os.path.join(tmp, "metrics.jsonl")
         self.ckdir = os.path.join(tmp, "ck")
         os.makedirs(self.ckdir, exist_ok=True)
-        self.port = free_port() if kind == "torchrun" else 0
+        self.port = free_port(addr(0)) if kind == "torchrun" else 0
         self.nodes = {}
         self.n = 0
 

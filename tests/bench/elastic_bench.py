@@ -22,26 +22,17 @@ import argparse
 import os
 import re
 import signal
-import socket
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
-from mnlib import Cluster, addr, fast_conf  # noqa: E402
+from mnlib import Cluster, addr, fast_conf, free_port  # noqa: E402
 
 WORKER = os.path.join(HERE, "elastic_worker.py")
 STEP_RE = re.compile(r"BENCH step step=(\d+) world=(\d+) pid=(\d+) t=(\S+)")
 G = 96
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def steps(proc):

@@ -11,6 +11,7 @@ process N").
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,13 @@ KEPT_RE = re.compile(r"stays up in process (\d+)")
 HOST_RE = re.compile(r"hosting the rendezvous store at (\S+):(\d+)")
 ROUND_RE = re.compile(r"round (\d+) of run id '[^']*': node (\d+) of (\d+)")
 MNW_RE = re.compile(r"MNW (.*)$")
+
+
+def free_port(host="127.0.0.1"):
+    """A port free on host right now (bound to 0 and read back)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def addr(i):
