@@ -1,11 +1,18 @@
 """Unit tests of ddplaunch.torch's pure parts: the shard plan, the ledger
 (no sample skipped or repeated across any re-planning), the exact sum (its
 bits independent of order and of how the shards are spread), the channel's
-round line. No process group, no launcher."""
+round line, the hand-over's bytes; and the hand-over's refusals between
+two ranks of a real gloo group in this process (threads, a TCPStore on
+port 0). No launcher."""
+import collections
+import datetime
 import itertools
 import os
+import pickle
 import random
 import sys
+import tempfile
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -13,8 +20,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 import torch  # noqa: E402
 
+import torch.distributed as dist  # noqa: E402
+
 from ddplaunch.torch import ExactSum, Ledger, shards_range  # noqa: E402
+from ddplaunch.torch import group as grp  # noqa: E402
+from ddplaunch.torch import handover  # noqa: E402
+from ddplaunch.torch import errors, state_codec  # noqa: E402
 from ddplaunch.torch.channel import parse_round  # noqa: E402
+from ddplaunch.torch.errors import HandoverRefused  # noqa: E402
 
 
 class Plan(unittest.TestCase):
@@ -165,6 +178,173 @@ class Channel(unittest.TestCase):
         self.assertIsNone(parse_round("round 4 3 4"))
         self.assertIsNone(parse_round("round x 3 4 1 2 a 1 1 2"))
         self.assertIsNone(parse_round("resizable"))
+
+
+def two_ranks(body0, body1, timeout=60):
+    """body0(group) and body1(group) on the two ranks of a gloo group of
+    this process, each in a thread; their results or exceptions, by rank."""
+    t = datetime.timedelta(seconds=timeout)
+    server = dist.TCPStore("127.0.0.1", 0, None, True, t, wait_for_workers=False)
+    out = {}
+
+    def run(rank, body):
+        try:
+            store = dist.TCPStore("127.0.0.1", server.port, 2, False, t)
+            pg = grp.new_pg(store, rank, 2, "gloo", t)
+            out[rank] = ("ok", body(grp.Group(pg, rank, 2, torch.device("cpu"), None)))
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            out[rank] = ("error", e)
+
+    threads = [threading.Thread(target=run, args=(r, b), daemon=True)
+               for r, b in enumerate((body0, body1))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout + 10)
+    return out
+
+
+class Marker:
+    """A pickle that, loaded, writes a file: what an intruder in the round's
+    group would send."""
+    path = None
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def send_raw(group, data):
+    """A sender that speaks hand_over's transport (the length, then the
+    bytes) with bytes of its own choosing."""
+    n = torch.tensor([len(data)], dtype=torch.int64)
+    group.broadcast(n, group.rank)
+    group.broadcast(torch.frombuffer(bytearray(data), dtype=torch.uint8), group.rank)
+
+
+class Handover(unittest.TestCase):
+    def state(self):
+        torch.manual_seed(3)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.LayerNorm(4),
+                                    torch.nn.Linear(4, 2))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.8, 0.95))
+        model(torch.randn(3, 5)).sum().backward()
+        opt.step()
+        extra = {"bf16": torch.randn(3).to(torch.bfloat16), "empty": torch.zeros(0, 3),
+                 "mask": torch.tensor([True, False]), 7: [1, 2.5, None, "x", (3, -4)],
+                 "big": 1 << 70, "inf": float("inf")}
+        return {"model": model.state_dict(), "optimizer": opt.state_dict(), "extra": extra,
+                "ledger": {"step": 12}, "loss": None}
+
+    def assert_same(self, a, b, path="state"):
+        self.assertIs(type(a), type(b), path)
+        if torch.is_tensor(a):
+            self.assertEqual((a.dtype, a.shape), (b.dtype, b.shape), path)
+            self.assertTrue(torch.equal(a.reshape(-1).view(torch.uint8),
+                                        b.reshape(-1).view(torch.uint8)) if a.numel() else
+                            True, path)
+        elif isinstance(a, dict):
+            self.assertEqual(list(a.keys()), list(b.keys()), path)
+            for k in a:
+                self.assert_same(a[k], b[k], "%s[%r]" % (path, k))
+            self.assertEqual(getattr(a, "_metadata", None), getattr(b, "_metadata", None), path)
+        elif isinstance(a, (list, tuple)):
+            self.assertEqual(len(a), len(b), path)
+            for i, (x, y) in enumerate(zip(a, b)):
+                self.assert_same(x, y, "%s[%d]" % (path, i))
+        else:
+            self.assertEqual(a, b, path)
+
+    def test_state_bytes_round_trip(self):
+        sd = self.state()
+        step, got = state_codec.decode(state_codec.encode(sd, 12))
+        self.assertEqual(step, 12)
+        self.assert_same(sd, got)
+
+    def test_what_cannot_travel_is_named(self):
+        with self.assertRaisesRegex(TypeError, r"state\['opt'\] is a Marker"):
+            state_codec.encode({"opt": Marker()}, 0)
+
+    def test_every_truncation_and_bad_prefix_refused(self):
+        wire = state_codec.encode({"w": torch.arange(6.0).reshape(2, 3), "n": [1, 2]}, 3)
+        full = state_codec.decode(wire)
+        self.assertEqual(full[0], 3)
+        data_start = wire.numel() - 64  # the one tensor's bytes, padded to 64
+        for cut in range(data_start):
+            with self.assertRaises(HandoverRefused, msg=cut):
+                state_codec.decode(wire[:cut].clone())
+        for i in range(16):
+            bad = wire.clone()
+            bad[i] ^= 0xFF
+            with self.assertRaises(HandoverRefused, msg=i):
+                state_codec.decode(bad)
+
+    def test_a_pickle_is_not_run(self):
+        # the intruder's bytes go through the whole hand-over: before, the
+        # receiver unpickled them (torch.load, weights_only=False) and the
+        # marker file appeared
+        d = tempfile.mkdtemp(prefix="handover_")
+        Marker.path = os.path.join(d, "pwned")
+        payload = pickle.dumps({"model": Marker()})
+        out = two_ranks(lambda g: send_raw(g, payload),
+                        lambda g: handover.hand_over(g, 0, lambda: {}))
+        self.assertFalse(os.path.exists(Marker.path), "a peer's pickle ran on the receiver")
+        self.assertEqual(out[0][0], "ok", out)
+        self.assertIsInstance(out[1][1], HandoverRefused, out)
+        self.assertIn("hand-over refused", str(out[1][1]))
+
+    def test_a_step_gap_is_refused_on_both_ranks(self):
+        out = two_ranks(lambda g: handover.agree(g, 5), lambda g: handover.agree(g, 9))
+        for r in (0, 1):
+            self.assertEqual(out[r][0], "error", out)
+            self.assertIsInstance(out[r][1], HandoverRefused, out)
+            self.assertRegex(str(out[r][1]), r"steps 5 and 9, more than one step apart")
+
+    def test_one_step_apart_and_a_checkpoint_newcomer_agree(self):
+        out = two_ranks(lambda g: handover.agree(g, 5), lambda g: handover.agree(g, 6))
+        self.assertEqual([out[r] for r in (0, 1)], [("ok", (5, 6, 1))] * 2)
+        # rank 1 loaded an old checkpoint from disk: it takes the group's state
+        out = two_ranks(lambda g: handover.agree(g, 40),
+                        lambda g: handover.agree(g, 9, trained=False))
+        self.assertEqual([out[r] for r in (0, 1)], [("ok", (9, 40, 0))] * 2)
+
+    def test_the_receiver_refuses_a_far_step(self):
+        # a sender that skips the agreement and claims step 9 to a rank at 5
+        out = two_ranks(lambda g: send_raw(g, state_codec._bytes(
+                            state_codec.encode({"w": torch.ones(2)}, 9))),
+                        lambda g: handover.hand_over(g, 0, lambda: {}, 5))
+        self.assertIsInstance(out[1][1], HandoverRefused, out)
+        self.assertRegex(str(out[1][1]), r"steps 5 and 9")
+
+    def test_hand_over_between_two_ranks(self):
+        sd = self.state()
+        out = two_ranks(lambda g: handover.hand_over(g, 0, lambda: sd, 12),
+                        lambda g: handover.hand_over(g, 0, lambda: {}, 11))
+        self.assertEqual(out[0], ("ok", None))
+        self.assert_same(sd, out[1][1])
+
+
+class Errors(unittest.TestCase):
+    def test_one_base_and_distinct_classes(self):
+        import ddplaunch.torch as pkg
+        names = ("NotResizable", "AgentGone", "RoundTimeout", "Superseded", "HandoverRefused")
+        classes = [getattr(pkg, n) for n in names]
+        self.assertEqual(len(set(classes)), len(names))
+        for c in classes:
+            self.assertTrue(issubclass(c, pkg.ReformError), c)
+        # a superseded round is a membership change: the re-join loop takes it
+        self.assertTrue(issubclass(pkg.Superseded, errors.MembershipChanged))
+        self.assertFalse(issubclass(pkg.RoundTimeout, errors.MembershipChanged))
+
+    def test_no_control_flow_by_message(self):
+        # errors are told apart by class: no "... in str(e)" in the package
+        root = os.path.join(HERE, "..", "..", "python", "ddplaunch")
+        for d, _, files in os.walk(root):
+            for f in files:
+                if f.endswith(".py"):
+                    with open(os.path.join(d, f)) as fh:
+                        text = fh.read()
+                    self.assertNotRegex(text, r"in str\(|str\(\w+\)\.(find|startswith)",
+                                        os.path.join(d, f))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,15 @@ dies or joins, the survivors keep their processes and their memory, take
 the new round from their agent, form a fresh process group, hand the state
 to any newcomer and redo the interrupted step with the same samples. The
 gradients of the fixed virtual shards are summed exactly, so the final
-weights are those of an undisturbed 1-rank run.
+weights are those of an undisturbed 1-rank run. A re-formation that cannot
+go on raises one of errors.py's classes (ReformError and its subclasses).
 """
 from .elastic import Elastic
+from .errors import (AgentGone, HandoverRefused, NotResizable, ReformError, RoundTimeout,
+                     Superseded)
 from .exact import ExactSum
 from .handover import state_digest
 from .plan import Ledger, shards_range
 
-__all__ = ["Elastic", "ExactSum", "Ledger", "shards_range", "state_digest"]
+__all__ = ["AgentGone", "Elastic", "ExactSum", "HandoverRefused", "Ledger", "NotResizable",
+           "ReformError", "RoundTimeout", "Superseded", "shards_range", "state_digest"]

@@ -9,6 +9,7 @@ import torch.distributed as dist
 from . import group as grp
 from . import handover
 from .channel import AgentChannel, fd_from_env
+from .errors import AgentGone, MembershipChanged, NotResizable, RoundTimeout, Superseded
 from .exact import ExactSum
 from .plan import Ledger
 
@@ -20,7 +21,11 @@ class Elastic:
     virtual_shards V), seed: the ledger. backend: "gloo" or "nccl" (default:
     nccl when the parameters are on a GPU). timeout: of a collective and of
     a group's formation. round_timeout: how long a survivor waits for the
-    launcher's next round after a failure, in seconds."""
+    launcher's next round after a failure, in seconds.
+
+    A membership change is re-joined in place (_rejoin); what ends it is one
+    of errors.py's classes: NotResizable, AgentGone, RoundTimeout,
+    HandoverRefused, all ReformError."""
 
     def __init__(self, model, optimizer, dataset_size, global_batch_size, virtual_shards,
                  seed=0, backend=None, timeout=None, round_timeout=300.0):
@@ -33,6 +38,7 @@ class Elastic:
         self._timeout = timeout or grp.default_timeout()
         self._round_timeout = round_timeout
         self._has_state = False
+        self._trained = False  # the state came from a group (a step or a hand-over)
         self._synced = False
         self.last_loss = None
         self.reformations = 0
@@ -41,8 +47,8 @@ class Elastic:
         self._group = grp.Group(None, 0, 1, self._device, self._chan)
         try:
             self._group = self._first_group()
-        except grp.MembershipChanged as e:
-            self._reform(e)
+        except MembershipChanged as e:
+            self._rejoin(e)
 
     # -- membership ----------------------------------------------------
 
@@ -67,7 +73,7 @@ class Elastic:
         if dist.is_available() and dist.is_initialized():
             pg = dist.distributed_c10d._get_default_group()
             return grp.Group(pg, dist.get_rank(), dist.get_world_size(), self._device,
-                             self._chan, str(dist.get_backend()).lower())
+                             self._chan, str(dist.get_backend()).lower(), owned=False)
         world = int(env.get("WORLD_SIZE", "1"))
         rank = int(env.get("RANK", "0"))
         if world == 1:
@@ -93,8 +99,10 @@ class Elastic:
     def _take_round(self):
         try:
             r = self._chan.take(self._round_timeout)
-        except (TimeoutError, ConnectionError) as e:
-            raise RuntimeError("step %d: %s; stopping" % (self.ledger.step, e)) from e
+        except TimeoutError as e:
+            raise RoundTimeout("step %d: %s; stopping" % (self.ledger.step, e)) from e
+        except ConnectionError as e:
+            raise AgentGone("step %d: %s; stopping" % (self.ledger.step, e)) from e
         self._chan.say("took %d" % r.round)
         for k, v in (("RANK", r.rank), ("WORLD_SIZE", r.world_size),
                      ("LOCAL_RANK", r.local_rank), ("LOCAL_WORLD_SIZE", r.local_world_size),
@@ -104,11 +112,14 @@ class Elastic:
             os.environ[k] = str(v)
         return r
 
-    def _reform(self, cause):
-        """The next round from the agent, a fresh group in its store, and
-        the state agreed; again while rounds keep coming."""
+    def _rejoin(self, cause):
+        """The re-join loop, libddp's ddp_rejoin in Python: the next round
+        from the agent, a fresh group in its store, the state agreed and
+        handed over; again while a later round supersedes it or a collective
+        of the re-formation fails. Raises NotResizable (no channel),
+        AgentGone, RoundTimeout or HandoverRefused."""
         if self._chan is None:
-            raise RuntimeError("step %d: %s (not under ddplaunch, so no re-formation in "
+            raise NotResizable("step %d: %s (not under ddplaunch, so no re-formation in "
                                "place: restart the job)" % (self.ledger.step, cause)) from cause
         while True:
             self._group.retire()
@@ -117,8 +128,10 @@ class Elastic:
                 self._group = self._form(r.master_addr, r.master_port, r.rank, r.world_size,
                                          max(r.round - 1, 0))
                 self._sync()
+                if self._chan.pending():
+                    raise Superseded("a round after round %d came while it formed" % r.round)
                 break
-            except grp.MembershipChanged as e:
+            except MembershipChanged as e:  # Superseded is one
                 cause = e
         self.reformations += 1
 
@@ -126,22 +139,23 @@ class Elastic:
         """At the start and after each re-formation: every rank at the
         highest step held, with that step's state (handover.py)."""
         step = self.ledger.step if self._has_state else -1
-        _, hi, src = handover.agree(self._group, step)
+        _, hi, src = handover.agree(self._group, step, self._trained)
         if src is not None:
-            got = handover.hand_over(self._group, src, self.state_dict)
+            got = handover.hand_over(self._group, src, self.state_dict, step,
+                                     self._trained)
             # a rank at the highest step holds those bits already; when none
             # holds state yet, everyone takes the source's initial weights
             if got is not None and (step != hi or hi < 0):
                 self._load(got)
-        self._has_state = True
+        self._has_state = self._trained = True
         self._synced = True
 
     def _start(self):
         while not self._synced:
             try:
                 self._sync()
-            except grp.MembershipChanged as e:
-                self._reform(e)
+            except MembershipChanged as e:
+                self._rejoin(e)
 
     # -- the step --------------------------------------------------------
 
@@ -165,12 +179,12 @@ class Elastic:
         while True:
             try:
                 if self._chan is not None and self._chan.pending():
-                    raise grp.MembershipChanged("a new round from the launcher")
+                    raise Superseded("a new round from the launcher")
                 if self.ledger.step != target:
                     return self.last_loss  # committed elsewhere: rolled forward
                 return self._try_step(closure)
-            except grp.MembershipChanged as e:
-                self._reform(e)
+            except MembershipChanged as e:
+                self._rejoin(e)
 
     def _shards(self, closure, step, slots):
         """This rank's shards of `step`: their flattened gradients, one row
@@ -239,3 +253,4 @@ class Elastic:
         step's state when the group agrees on one."""
         self._load(sd)
         self._has_state = True
+        self._trained = False  # a newcomer's state: the group's wins, whatever its step

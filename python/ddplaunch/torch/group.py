@@ -3,22 +3,21 @@ gloo (CPU) or NCCL (GPU) group on it, and collectives that end when they
 fail or when the agent hands out a new round.
 
 The group is built directly (ProcessGroupGloo / ProcessGroupNCCL), not as
-torch.distributed's default group, so that a dead round's group can be
-dropped without destroy_process_group: its destructor would join a thread
-still blocked in the abandoned collective. A retired group is aborted
-(NCCL) and pinned, so its destructor never runs, neither now nor at exit.
+torch.distributed's default group, so that nothing but its Group holds it.
+A retired group is released in a thread of its own (retire): its
+destructor joins its worker threads, which may still wait in a collective
+that was abandoned, and that wait ends only when the peers release theirs
+(their sockets close) or at the group's timeout; the last reference is
+dropped there, with the GIL released by torch, so the training thread goes
+on meanwhile and the group's sockets, threads and store client are freed.
 """
-import ctypes
 import datetime
 import threading
 
 import torch
 import torch.distributed as dist
 
-
-class MembershipChanged(Exception):
-    """A collective failed (a peer is gone) or the launcher handed out a new
-    round while it waited: the step is redone in the next round."""
+from .errors import MembershipChanged, Superseded
 
 
 def _wait_or_round(chan, started, is_done, what):
@@ -33,7 +32,7 @@ def _wait_or_round(chan, started, is_done, what):
             if is_done():
                 return
             if chan.pending():
-                raise MembershipChanged("a new round came while %s" % what)
+                raise Superseded("a new round came while %s" % what)
             ev.wait(1.0)
     finally:
         chan.unwatch(ev)
@@ -80,9 +79,10 @@ class Group:
     collective) of backend "gloo" or "nccl". chan: the agent channel whose
     new round ends a wait, or None (a failure then raises)."""
 
-    def __init__(self, pg, rank, world, device, chan, backend="gloo"):
+    def __init__(self, pg, rank, world, device, chan, backend="gloo", owned=True):
         self.pg, self.rank, self.world, self.device, self.chan = pg, rank, world, device, chan
         self.backend = backend
+        self.owned = owned  # False: the script's default group, not ours to release
         self.retired = False
 
     def _wait(self, work, what):
@@ -92,6 +92,8 @@ class Group:
                 _wait_or_round(self.chan, lambda ev: fut.add_done_callback(lambda _: ev.set()),
                                fut.done, what)
             work.wait()
+        except Superseded:
+            raise
         except RuntimeError as e:  # gloo: a closed peer; DistBackendError is one too
             raise MembershipChanged("%s failed: %s" % (what, e)) from e
 
@@ -114,24 +116,38 @@ class Group:
 
     def retire(self):
         """Done with this round's group: NCCL's communicator is aborted (its
-        kernels stop waiting for the dead peer); the group is pinned so
-        that its destructor, which would join threads that may still wait
-        on the dead round, never runs."""
+        kernels stop waiting for the dead peer), and the group is released
+        in a thread (release_later). The script's own group
+        (torch.distributed's default group) is left to the script."""
         if self.pg is None or self.retired:
             return
         self.retired = True
-        # gloo's abort (torch 2.x) is left alone: the process then dies in
-        # its teardown at exit (SIGSEGV); its threads end on their own, on
-        # the closed peers or their timeout
-        for name in ("abort", "_abort") if self.backend == "nccl" else ():
-            fn = getattr(self.pg, name, None)
-            if callable(fn):
-                try:
-                    fn()
-                except RuntimeError:
-                    pass
-                break
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.pg))
+        box = [self.pg]
+        self.pg = None
+        if self.backend == "nccl":
+            _abort(box[0])
+        if self.owned:
+            release_later(box)
+
+
+def _abort(pg):
+    for name in ("abort", "_abort"):
+        fn = getattr(pg, name, None)
+        if callable(fn):
+            try:
+                fn()
+            except RuntimeError:
+                pass
+            return
+
+
+def release_later(box):
+    """Empties box, a list that holds the only reference to a process group,
+    in a thread of its own: the group's destructor (torch runs it without
+    the GIL) waits for a collective still in flight, which ends when the
+    peers release their groups or at the group's timeout, then closes its
+    sockets, joins its threads and frees its store client."""
+    threading.Thread(target=box.clear, name="ddplaunch-release-group", daemon=True).start()
 
 
 def default_timeout():

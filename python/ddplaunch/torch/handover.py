@@ -1,43 +1,54 @@
 """The state a joining process takes from a peer's memory, at the start and
 after every re-formation.
 
-One all-reduce (MAX of [step, -step]; -1 for a process with no state)
-tells the lowest and the highest step held. When they differ, or nobody
-has state yet, the lowest rank at the highest step broadcasts the model,
-the optimizer state and the ledger (torch.save'd into one byte tensor:
-the bits travel as they are), and every rank not at that step takes them.
-A step committed on some ranks only (the last all-reduce failed on the
-others) is thereby rolled forward: a step is deterministic, so those
-ranks' state is the one the others would have computed.
+One all-reduce (MAX of the step held, -1 for a process with no state, and
+of the lowest and highest step held by a rank that trained in a group)
+tells which steps the ranks hold. When they differ, or nobody has state
+yet, the lowest rank at the highest step broadcasts the model, the
+optimizer state and the ledger (state_codec.py: data, no code; the bits
+travel as they are), and every rank not at that step takes them. A step
+committed on some ranks only (the last all-reduce failed on the others) is
+thereby rolled forward: a step is deterministic, so those ranks' state is
+the one the others would have computed.
+
+Ranks that trained in a group are at most one step apart: a gap of more is
+refused on every rank (HandoverRefused, naming both steps), and a receiver
+refuses bytes whose step is more than one from its own. A process whose
+state came from a disk checkpoint (load_state_dict before it took part in a
+group) is a newcomer: it takes the group's state whatever its step.
 """
 import hashlib
-import io
 
 import torch
 import torch.distributed as dist
 
+from . import state_codec
+from .errors import HandoverRefused
 
-def _dumps(obj):
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
-def _loads(data):
-    buf = io.BytesIO(data)
-    try:
-        return torch.load(buf, map_location="cpu", weights_only=False)
-    except TypeError:  # torch before weights_only
-        return torch.load(buf, map_location="cpu")
+_NONE = -(1 << 62)
 
 
-def agree(group, step):
+def _gap(a, b):
+    return HandoverRefused(
+        "hand-over refused: ranks hold steps %d and %d, more than one step apart; a peer's "
+        "in-place state is at most one step ahead, so one of them is not this job's: restart "
+        "the job from its checkpoint" % (a, b))
+
+
+def agree(group, step, trained=True):
     """(lowest, highest, source): the steps held over the group (-1 for no
     state) and the rank that hands its state over, or None when every rank
-    holds the same step already."""
-    t = torch.tensor([step, -step], dtype=torch.int64, device=group.device)
+    holds the same step already. trained: whether this rank's state comes
+    from training in a group (False: from a disk checkpoint only). Raises
+    HandoverRefused when the highest step is more than one past the lowest
+    step of a rank that trained."""
+    t_step = step if trained and step >= 0 else None
+    t = torch.tensor([step, -step, _NONE if t_step is None else -t_step], dtype=torch.int64,
+                     device=group.device)
     group.allreduce(t, dist.ReduceOp.MAX)
-    hi, lo = int(t[0]), -int(t[1])
+    hi, lo, t_lo = int(t[0]), -int(t[1]), (None if int(t[2]) == _NONE else -int(t[2]))
+    if t_lo is not None and hi - t_lo > 1:
+        raise _gap(t_lo, hi)
     if hi == lo and hi >= 0:
         return lo, hi, None
     mine = group.rank if step == hi else group.world
@@ -46,21 +57,24 @@ def agree(group, step):
     return lo, hi, int(r[0])
 
 
-def hand_over(group, source, pack):
-    """The source's state (pack() there) on every rank of the group, or
-    None on the source itself."""
-    data = _dumps(pack()) if group.rank == source else b""
-    n = torch.tensor([len(data)], dtype=torch.int64, device=group.device)
+def hand_over(group, source, pack, step=-1, trained=True):
+    """The source's state (pack() there, at `step`) on every rank of the
+    group, or None on the source itself. A receiver at `step` (trained:
+    from training in a group) refuses a state more than one step from its
+    own. Raises HandoverRefused for bytes that are not a hand-over."""
+    wire = state_codec.encode(pack(), step) if group.rank == source else None
+    n = torch.tensor([wire.numel() if wire is not None else 0], dtype=torch.int64,
+                     device=group.device)
     group.broadcast(n, source)
-    if group.rank == source:
-        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    else:
-        payload = torch.empty(int(n[0]), dtype=torch.uint8)
-    wire = payload.to(group.device)
-    group.broadcast(wire, source)
+    if wire is None:
+        wire = torch.empty(int(n[0]), dtype=torch.uint8)
+    wire = group.broadcast(wire.to(group.device), source)
     if group.rank == source:
         return None
-    return _loads(_tobytes(wire.cpu()))
+    got, state = state_codec.decode(wire.cpu())
+    if trained and step >= 0 and abs(got - step) > 1:
+        raise _gap(min(got, step), max(got, step))
+    return state
 
 
 def _tobytes(t):
