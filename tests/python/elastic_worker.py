@@ -4,7 +4,7 @@ shard's bits do not depend on the machine's load.
 
   elastic_worker.py --epochs E [--n N --g G --v V --seed S --pace_ms MS]
                     [--out FILE] [--digits PATH]
-                    [--save FILE --stop_after S] [--resume FILE]
+                    [--save FILE --stop_after S] [--resume FILE] [--report_res]
 
 Lines: "ELASTIC start ...", "ELASTIC step step=S world=W rank=R pid=P
 t=UNIX" after every step whose world differs from the last one printed
@@ -12,11 +12,15 @@ t=UNIX" after every step whose world differs from the last one printed
 writes the digest there. --save: rank 0 writes el.state_dict() there (torch.save)
 once step S is committed, and every rank stops there (a whole job that ends
 after its last disk checkpoint); --resume: every rank loads that file first.
+--report_res: 5 steps after each re-formation, "ELASTIC res reforms=K
+fds=F tasks=T threads=P pid=P": the process's open fds, its threads (the
+kernel's count, C++ ones included) and its Python threads.
 """
 import argparse
 import gzip
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -50,6 +54,7 @@ def main():
     p.add_argument("--save")
     p.add_argument("--stop_after", type=int, default=-1)
     p.add_argument("--resume")
+    p.add_argument("--report_res", action="store_true")
     p.add_argument("--init_by_rank", action="store_true",
                    help="each rank's own initial weights (rank 0's must win)")
     args = p.parse_args()
@@ -75,8 +80,18 @@ def main():
     pid = os.getpid()
     print("ELASTIC start rank=%d world=%d pid=%d" % (el.rank, el.world_size, pid), flush=True)
     shown = None
+    reforms, since = 0, None
     for step in el.steps(epochs=args.epochs):
         loss = el.step(closure)
+        if args.report_res:
+            if el.reformations != reforms:
+                reforms, since = el.reformations, step
+            if since is not None and step - since == 5:
+                since = None
+                print("ELASTIC res reforms=%d fds=%d tasks=%d threads=%d pid=%d" %
+                      (reforms, len(os.listdir("/proc/self/fd")),
+                       len(os.listdir("/proc/self/task")), threading.active_count(), pid),
+                      flush=True)
         if el.world_size != shown or step % 25 == 0:
             shown = el.world_size
             print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f" %
