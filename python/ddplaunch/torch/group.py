@@ -84,18 +84,25 @@ class Group:
         self.backend = backend
         self.owned = owned  # False: the script's default group, not ours to release
         self.retired = False
+        # a collective that did not end well: its work holds the round's
+        # gloo context (the sockets), released with the group, not by the
+        # training thread (closing a socket waits a tick of gloo's loop)
+        self.abandoned = []
 
     def _wait(self, work, what):
+        self.abandoned.append(work)
+        del work  # the traceback of a failure must not hold the last reference
         try:
             if self.chan is not None:
-                fut = work.get_future()
+                fut = self.abandoned[-1].get_future()
                 _wait_or_round(self.chan, lambda ev: fut.add_done_callback(lambda _: ev.set()),
                                fut.done, what)
-            work.wait()
+            self.abandoned[-1].wait()
         except Superseded:
             raise
         except RuntimeError as e:  # gloo: a closed peer; DistBackendError is one too
             raise MembershipChanged("%s failed: %s" % (what, e)) from e
+        self.abandoned.pop()
 
     def allreduce(self, t, op=dist.ReduceOp.SUM):
         """t reduced in place over the group."""
@@ -122,8 +129,8 @@ class Group:
         if self.pg is None or self.retired:
             return
         self.retired = True
-        box = [self.pg]
-        self.pg = None
+        box = [self.pg] + self.abandoned
+        self.pg, self.abandoned = None, []
         if self.backend == "nccl":
             _abort(box[0])
         if self.owned:
@@ -142,11 +149,13 @@ def _abort(pg):
 
 
 def release_later(box):
-    """Empties box, a list that holds the only reference to a process group,
-    in a thread of its own: the group's destructor (torch runs it without
-    the GIL) waits for a collective still in flight, which ends when the
-    peers release their groups or at the group's timeout, then closes its
-    sockets, joins its threads and frees its store client."""
+    """Empties box, a list that holds the only references to a process group
+    and to its works that did not end well, in a thread of its own: the
+    group's destructor (torch runs it without the GIL) waits for a
+    collective still in flight, which ends when the peers release their
+    groups or at the group's timeout, then joins its threads and frees its
+    store client; the last of them frees the gloo context, whose sockets
+    each wait a tick of gloo's loop (up to 10 ms) as they close."""
     threading.Thread(target=box.clear, name="ddplaunch-release-group", daemon=True).start()
 
 
