@@ -36,9 +36,9 @@ def worker_env():
     env = {"PYTHON_EXEC": TORCH_PYTHON, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": path + (os.pathsep + old if old else "")}
     # the workers leave with os._exit once their work is printed, past
-    # torch's C++ teardown, which crashes now and then in a process that
-    # re-formed (python/README.md, Limits; ELASTIC_PLAIN_EXIT=1 in the
-    # environment shows it)
+    # torch's C++ teardown, which crashed now and then in a process that
+    # re-formed while retired groups were kept (python/README.md, Limits;
+    # ELASTIC_PLAIN_EXIT=1 in the environment tries the plain exit)
     return env
 
 

@@ -10,6 +10,8 @@ import itertools
 import os
 import pickle
 import random
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -321,6 +323,54 @@ class Handover(unittest.TestCase):
                         lambda g: handover.hand_over(g, 0, lambda: {}, 11))
         self.assertEqual(out[0], ("ok", None))
         self.assert_same(sd, out[1][1])
+
+
+REJOIN_CHILD = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from ddplaunch.torch import Elastic, ReformError
+from ddplaunch.torch.errors import MembershipChanged
+model = torch.nn.Linear(2, 1)
+el = Elastic(model, torch.optim.SGD(model.parameters(), lr=0.1), dataset_size=8,
+             global_batch_size=4, virtual_shards=2, round_timeout=0.3)
+try:
+    el._rejoin(MembershipChanged("a collective failed"))
+except ReformError as e:
+    print("ENDED", type(e).__name__, e)
+"""
+
+
+class Rejoin(unittest.TestCase):
+    """The re-join loop's ends, told apart by class, in a process of one
+    rank whose agent channel (DDP_AGENT_FD) is a socketpair held here."""
+
+    def run_child(self, close_agent_end=False, channel=True):
+        env = dict(os.environ, WORLD_SIZE="1", RANK="0")
+        env.pop("DDP_AGENT_FD", None)
+        argv = [sys.executable, "-c", REJOIN_CHILD, os.path.join(HERE, "..", "..", "python")]
+        if not channel:
+            return subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True,
+                                  timeout=120).stdout
+        agent, worker = socket.socketpair()
+        with agent, worker:
+            env["DDP_AGENT_FD"] = str(worker.fileno())
+            p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True,
+                                 pass_fds=[worker.fileno()])
+            worker.close()
+            if close_agent_end:
+                self.assertTrue(agent.recv(64))  # the worker has said its first line
+                agent.close()
+            out = p.communicate(timeout=120)[0]
+        return out
+
+    def test_no_channel_is_not_resizable(self):
+        self.assertRegex(self.run_child(channel=False), r"ENDED NotResizable .*restart the job")
+
+    def test_no_round_in_time(self):
+        self.assertRegex(self.run_child(), r"ENDED RoundTimeout ")
+
+    def test_agent_gone(self):
+        self.assertRegex(self.run_child(close_agent_end=True), r"ENDED AgentGone ")
 
 
 class Errors(unittest.TestCase):
