@@ -4,7 +4,6 @@ bits independent of order and of how the shards are spread), the channel's
 round line, the hand-over's bytes; and the hand-over's refusals between
 two ranks of a real gloo group in this process (threads, a TCPStore on
 port 0). No launcher."""
-import collections
 import datetime
 import itertools
 import os
