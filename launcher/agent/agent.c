@@ -2,6 +2,7 @@
  * rendezvous answers with the next round (join again) or the end -> finish. */
 #include "agent.h"
 #include "agent_int.h"
+#include "envp.h"
 #include "exit_status.h"
 #include "linebuf.h"
 #include "policy.h"
@@ -650,8 +651,7 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 	rc = agent_setup(&ag);
 	if (rc == 0) {
 		/* Names the Python in the summary if a worker lacks a module. */
-		summary_set_interpreter(&ag.summary, ag.argv[0],
-					worker_env_get(environ_in, "PATH"));
+		summary_set_interpreter(&ag.summary, ag.argv[0], envp_get(environ_in, "PATH"));
 		agent_init_handles(&ag);
 		agent_start_attempt(&ag);
 	} else {

@@ -4,6 +4,7 @@
 #include "agent.h"
 #include "agent_int.h"
 #include "command.h"
+#include "envp.h"
 #include "worker_env.h"
 
 #include <dirent.h>
@@ -24,8 +25,7 @@
 
 static int agent_build_argv(struct agent *ag)
 {
-	return command_build(ag->o, worker_env_get(ag->environ_in, "PYTHON_EXEC"), &ag->argv,
-			     &ag->argc);
+	return command_build(ag->o, envp_get(ag->environ_in, "PYTHON_EXEC"), &ag->argv, &ag->argc);
 }
 
 static int agent_prepare_run_dir(struct agent *ag)
@@ -37,8 +37,8 @@ static int agent_prepare_run_dir(struct agent *ag)
 		if (opts_streams_mask(&o->redirects, lr) || opts_streams_mask(&o->tee, lr))
 			files = true;
 	ag->files = files;
-	return rundir_open(&ag->rd, o->log_dir, o->rdzv_id,
-			   worker_env_get(ag->environ_in, "TMPDIR"), files);
+	return rundir_open(&ag->rd, o->log_dir, o->rdzv_id, envp_get(ag->environ_in, "TMPDIR"),
+			   files);
 }
 
 int agent_prepare_attempt_dirs(struct agent *ag)
@@ -173,7 +173,7 @@ static int count_gpus(const struct agent *ag)
 		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
 			n++;
 	closedir(d);
-	return opts_visible_gpus(worker_env_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
+	return opts_visible_gpus(envp_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
 }
 
 int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_t errlen)
@@ -219,7 +219,7 @@ int agent_setup(struct agent *ag)
 		return rc == -EADDRINUSE ? 2 : 1;
 	if (agent_prepare_run_dir(ag))
 		return 1;
-	cg = worker_env_get(ag->environ_in, "DDPLAUNCH_CGROUP");
+	cg = envp_get(ag->environ_in, "DDPLAUNCH_CGROUP");
 	footprint_open(&ag->fp, !cg || strcmp(cg, "off"));
 	ag->set_omp = worker_env_needs_omp(ag->environ_in, ag->o->env.v, ag->o->env.n, ag->nproc);
 	if (ag->set_omp)
