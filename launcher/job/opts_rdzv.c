@@ -584,7 +584,7 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 	if (rc == 0 && r->mode != OPTS_RDZV_ETCD)
 		rc = check_etcd_keys(r, err, errlen);
 	if (rc == 0)
-		identity_make(o, opts_rdzv_mode_name(r->mode), r->job, r->job_text);
+		identity_make(o, opts_rdzv_mode_name(r->mode), r->job, r->cmd, r->job_text);
 	return rc;
 }
 
@@ -636,12 +636,19 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 		fprintf(out, "rdzv_store = %s%s%s:%d (%s)\n", strchr(r->host, ':') ? "[" : "",
 			r->host, strchr(r->host, ':') ? "]" : "", r->port, store_host_text(r));
 	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
-	fprintf(out, "rdzv_job = %s, the same on every node of the job: %s\n", r->job, r->job_text);
+	fprintf(out,
+		"rdzv_job = %s, the same on every node of the job (the program's name, "
+		"--nnodes, the rendezvous): %s\n",
+		r->job, r->job_text);
+	fprintf(out,
+		"rdzv_command = %s (nodes of one --rdzv_id may differ here, each its own "
+		"paths: said in one line)\n",
+		r->cmd);
 	if (!strncmp(r->run_id, IDENTITY_RUN_ID_PREFIX, strlen(IDENTITY_RUN_ID_PREFIX)) &&
-	    !strcmp(r->run_id + strlen(IDENTITY_RUN_ID_PREFIX), r->job))
+	    !strcmp(r->run_id + strlen(IDENTITY_RUN_ID_PREFIX), r->cmd))
 		fprintf(out,
-			"rdzv_run_id = %s (the default, from the job's fingerprint: the same "
-			"command line on every node; --rdzv_id to choose one)\n",
+			"rdzv_run_id = %s (the default, from the command line's fingerprint: "
+			"the same command line on every node; --rdzv_id to choose one)\n",
 			r->run_id);
 	else
 		fprintf(out, "rdzv_run_id = %s\n", r->run_id);
@@ -684,6 +691,6 @@ int opts_rdzv_default_run_id(struct launch_opts *o)
 		return 0;
 	if (opts_rdzv_resolve(o, NULL, &r, err, sizeof(err)) < 0 || r.mode == OPTS_RDZV_LOCAL)
 		return 0;
-	snprintf(id, sizeof(id), "%s%s", IDENTITY_RUN_ID_PREFIX, r.job);
+	snprintf(id, sizeof(id), "%s%s", IDENTITY_RUN_ID_PREFIX, r.cmd);
 	return opts_set(o, "rdzv_id", id, OPTS_SRC_DEFAULT, err, sizeof(err)) < 0 ? -ENOMEM : 0;
 }

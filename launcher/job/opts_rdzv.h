@@ -102,8 +102,11 @@ struct opts_rdzv {
 	 * host (a test cluster) it keeps the others from hosting. */
 	bool host_is_node0;
 	/* The job's identity (identity.h; not for local): every node of one
-	 * job must have the same fingerprint, or the rendezvous refuses it. */
+	 * job must have the same fingerprint, or the rendezvous refuses it;
+	 * their command lines' fingerprints (cmd) may differ, which the
+	 * rendezvous says in one line. */
 	char job[IDENTITY_JOB_LEN + 1];
+	char cmd[IDENTITY_JOB_LEN + 1];
 	char job_text[IDENTITY_TEXT_MAX + 1];
 };
 
@@ -153,7 +156,8 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out);
 
 /* When no source gave --rdzv_id (not the flags, the job file, PET_RDZV_ID
  * or a Slurm step: it is still the default "none") and the job runs across
- * nodes, sets it, as a default, to "job-" and the fingerprint. Call it after
+ * nodes, sets it, as a default, to "job-" and the command line's
+ * fingerprint (so different command lines never meet). Call it after
  * every source was applied. Options the rendezvous refuses
  * are left for it to report. Returns 0 or -ENOMEM. */
 int opts_rdzv_default_run_id(struct launch_opts *o);

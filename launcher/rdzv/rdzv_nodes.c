@@ -54,6 +54,7 @@ static void nodes_config(const struct opts_rdzv *o, int nproc, int max_restarts,
 	dc->run_id = o->run_id;
 	dc->job = o->job;
 	dc->job_text = o->job_text;
+	dc->cmd = o->cmd;
 	dc->min_nodes = o->min_nodes;
 	dc->max_nodes = o->max_nodes;
 	dc->node_rank = o->node_rank;

@@ -280,6 +280,7 @@ static const char *const drv_kind_names[] = {
     [RDZV_ACT_FAILED] = "failed",
     [RDZV_ACT_REFUSED] = "refused",
     [RDZV_ACT_WAITING] = "waiting",
+    [RDZV_ACT_NOTICE] = "notice",
 };
 
 static void drv_trace(const struct rdzv_action *a)
@@ -325,6 +326,9 @@ static void drv_action(struct rdzv_driver *d, const struct rdzv_action *a)
 		break;
 	case RDZV_ACT_WAITING:
 		log_info("%s", a->text);
+		break;
+	case RDZV_ACT_NOTICE:
+		log_warn("%s", a->text);
 		break;
 	default:
 		rc = drv_request(d, a);

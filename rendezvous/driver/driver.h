@@ -58,6 +58,7 @@ struct rdzv_driver_config {
 	const char *endpoints; /* etcd: "h1:2379,https://h2:2379" */
 	const char *run_id;
 	const char *job, *job_text; /* the job's fingerprint and its words */
+	const char *cmd;	    /* this node's command line's fingerprint */
 	int min_nodes, max_nodes;
 	int node_rank; /* -1: not given */
 	int nproc;     /* workers on this node */

@@ -58,6 +58,7 @@ int drv_config_copy(struct rdzv_driver *d, const struct rdzv_driver_config *cfg)
 	c->run_id = dup_or_null(cfg->run_id, &oom);
 	c->job = dup_or_null(cfg->job, &oom);
 	c->job_text = dup_or_null(cfg->job_text, &oom);
+	c->cmd = dup_or_null(cfg->cmd, &oom);
 	c->local_addr = dup_or_null(cfg->local_addr, &oom);
 	c->token = dup_or_null(cfg->token, &oom);
 	c->ca_file = dup_or_null(cfg->ca_file, &oom);
@@ -82,6 +83,7 @@ void drv_config_release(struct rdzv_driver *d)
 	free((char *)c->run_id);
 	free((char *)c->job);
 	free((char *)c->job_text);
+	free((char *)c->cmd);
 	free((char *)c->local_addr);
 	free_wiped(c->token);
 	free((char *)c->ca_file);
@@ -110,6 +112,7 @@ void drv_machine_config(const struct rdzv_driver *d, struct rdzv_config *cfg_out
 	cfg.max_restarts = (uint32_t)c->max_restarts;
 	cfg.job = c->job;
 	cfg.job_text = c->job_text;
+	cfg.cmd = c->cmd;
 	/* A static job's store is its node 0's alone: node 0 names its job
 	 * there, the others check that name before joining. */
 	if (c->mode == RDZV_DRIVER_STATIC)

@@ -58,6 +58,11 @@ static int check_tokens(const struct rdzv_config *c, char *msg, size_t n)
 			 "the job's fingerprint must be 1 to %d printable characters without "
 			 "spaces or '/'",
 			 RDZV_ID_MAX);
+	else if (c->cmd && !rdzv_token_ok(c->cmd, RDZV_ID_MAX))
+		snprintf(msg, n,
+			 "the command line's fingerprint must be 1 to %d printable characters "
+			 "without spaces or '/'",
+			 RDZV_ID_MAX);
 	else if (c->job_text && !text_ok(c->job_text))
 		snprintf(msg, n, "the job's description must be at most %d printable characters",
 			 RDZV_JOB_MAX);
@@ -107,7 +112,8 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->addr = strdup(cfg->addr);
 	m->job = strdup(cfg->job ? cfg->job : "");
 	m->job_text = strdup(cfg->job_text ? cfg->job_text : "");
-	if (!m->run_id || !m->node_id || !m->addr || !m->job || !m->job_text) {
+	m->cmd = strdup(cfg->cmd ? cfg->cmd : "");
+	if (!m->run_id || !m->node_id || !m->addr || !m->job || !m->job_text || !m->cmd) {
 		rdzv_machine_free(m);
 		return -ENOMEM;
 	}
@@ -116,6 +122,7 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->cfg.addr = m->addr;
 	m->cfg.job = m->job;
 	m->cfg.job_text = m->job_text;
+	m->cfg.cmd = m->cmd;
 	snprintf(m->prefix, sizeof(m->prefix), "ddprdzv/%s/", m->run_id);
 	m->next_id = 1;
 	m->timer_armed = -1;
@@ -144,6 +151,7 @@ void rdzv_machine_free(struct rdzv_machine *m)
 	free(m->addr);
 	free(m->job);
 	free(m->job_text);
+	free(m->cmd);
 	free(m);
 }
 

@@ -59,7 +59,7 @@ struct rdzv_act {
 
 struct rdzv_machine {
 	struct rdzv_config cfg;
-	char *run_id, *node_id, *addr, *job, *job_text;
+	char *run_id, *node_id, *addr, *job, *job_text, *cmd;
 	char prefix[RDZV_RUN_ID_MAX + 16]; /* "ddprdzv/RUN/" */
 	enum rdzv_mode mode;
 	uint64_t next_id;
@@ -142,7 +142,8 @@ struct rdzv_machine {
 	/* RDZV_STORE_OWNED: the watch on RDZV_OWNER_KEY until it names this job */
 	uint64_t owner_watch;
 	bool owner_ok;
-	bool ran; /* this node has been in a round (it ran workers) */
+	bool ran;	  /* this node has been in a round (it ran workers) */
+	bool cmd_noticed; /* the NOTICE that the command lines differ was given */
 
 	/* local requests */
 	bool stop_req;

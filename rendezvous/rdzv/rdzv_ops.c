@@ -65,6 +65,7 @@ int rdzv_op_create(struct rdzv_machine *m)
 	    .reason = RDZV_WHY_START,
 	};
 	snprintf(ns.job, sizeof(ns.job), "%s", m->job);
+	snprintf(ns.cmd, sizeof(ns.cmd), "%s", m->cmd);
 	snprintf(ns.job_text, sizeof(ns.job_text), "%s", m->job_text);
 	m->op = OP_CREATE;
 	return rdzv_state_cas(m, &ns);

@@ -385,6 +385,10 @@ static void drain(struct fake_net *net, struct node *nd)
 				rdzv_set_port(a->m, a->cfg.port);
 			}
 			continue;
+		case RDZV_ACT_NOTICE:
+			a->notices++;
+			snprintf(a->notice_text, sizeof(a->notice_text), "%s", act.text);
+			continue;
 		case RDZV_ACT_LEFT:
 		case RDZV_ACT_FINISHED:
 		case RDZV_ACT_FAILED:

@@ -33,6 +33,8 @@ struct fake_agent {
 	bool frozen;  /* stopped (SIGSTOP, partition): keeps its session */
 	bool killed;
 	int rounds, round_overs;
+	int notices; /* NOTICE actions, and the last one's text */
+	char notice_text[2048];
 	bool in_round;		     /* between ROUND and ROUND_OVER */
 	enum rdzv_action_kind ended; /* LEFT / FINISHED / FAILED, or 0 */
 	char end_text[2048];

@@ -341,6 +341,44 @@ static void test_other_job_refused(void **state)
 	assert_int_equal(fake_agent(net, 3)->gen, 2);
 }
 
+/* One job (one fingerprint) whose nodes' command lines differ (each its
+ * own --checkpoint_dir): it forms; each node whose command line differs
+ * from the creator's says so once, naming both, and not again when the
+ * job re-forms; a node with the creator's command line says nothing. */
+static void test_same_job_other_command_noticed(void **state)
+{
+	struct fake_net *net = net_of(state);
+	static const char *const cmds[] = {"cmdA", "cmdB", "cmdA", "cmdB"};
+	static const char *const texts[] = {"'t.py --dir=a'", "'t.py --dir=b'", "'t.py --dir=a'",
+					    "'t.py --dir=b'"};
+	add_n(net, "job", 4, 3, 4);
+	for (int i = 0; i < 4; i++) {
+		fake_agent(net, i)->cfg.job = "aaaa";
+		fake_agent(net, i)->cfg.cmd = cmds[i];
+		fake_agent(net, i)->cfg.job_text = texts[i];
+	}
+	start_range(net, 0, 4);
+	assert_true(run_to_round(net, 1, 60000));
+	const struct rdzv_state *st = rdzv_machine_state(fake_agent(net, 0)->m);
+	assert_non_null(st);
+	const char *creator = st->cmd, *there = strcmp(creator, "cmdA") ? texts[1] : texts[0];
+	for (int i = 0; i < 4; i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		assert_int_equal(a->size, 4);
+		assert_int_equal(a->notices, strcmp(cmds[i], creator) != 0);
+		if (a->notices &&
+		    (!strstr(a->notice_text, "differ between this node") ||
+		     !strstr(a->notice_text, texts[i]) || !strstr(a->notice_text, there) ||
+		     !strstr(a->notice_text, "run id 'job'")))
+			fail_msg("notice: %s", a->notice_text);
+	}
+	/* A node dies: the others re-form as one job and say nothing more. */
+	fake_kill(net, fake_agent(net, 3));
+	assert_true(run_to_round(net, 2, 60000));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fake_agent(net, i)->notices, strcmp(cmds[i], creator) != 0);
+}
+
 /* A static job's store: node 0 names its job there; a node of another job
  * (another run id) is refused at once, one of the same job joins. A node
  * that comes before node 0 waits for it. */
@@ -1003,7 +1041,7 @@ static void test_one_node_by_hand(void **unused)
 	assert_int_equal(rdzv_on_done(m, 0, id, 0), 0);
 	pop(m, RDZV_ACT_CAS, "ddprdzv/r/state", &a);
 	assert_false(a.has_expected);
-	const char *open1 = "rdzv2 1 1 open 1 1 1 0 0 0 start - - - 0 0\n";
+	const char *open1 = "rdzv3 1 1 open 1 1 1 0 0 0 start - - - - 0 0\n";
 	assert_int_equal(a.value.len, strlen(open1));
 	assert_memory_equal(a.value.data, open1, a.value.len);
 	assert_int_equal(rdzv_on_cas(m, 0, a.id, 0, true, val(open1)), 0);
@@ -1080,6 +1118,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_spare_waits_then_fills_in, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spare_gives_up_at_join_deadline, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_job_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_same_job_other_command_noticed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_owner, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_join_deadline_message, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_static_missing_ranks, setup, teardown),
