@@ -14,14 +14,13 @@
 #include <uv.h>
 
 #include "etcd_async.h"
-#include "etcd_client.h"
 
 /* The longest answer or watch message accepted (etcd's own request limit is
  * 1.5 MiB by default; a prefix read may be larger). */
 #define ETCD_MAX_BODY (64u << 20)
 
 /* The longest first attempt of a request on one endpoint (see
- * etcd_client.h). */
+ * etcd_types.h). */
 #define ETCD_FIRST_ATTEMPT_MS 1000u
 
 /* The options, copied and checked. */
