@@ -13,7 +13,7 @@ Run one class: test_identity.py CLASS.
                 forms and finishes, one line says the arguments differ); the
                 same command line twice (the same derived run id, reused); a
                 spare's join timeout; a spare whose job finishes exits non-zero
-  IdentityEtcd  the same refusal over etcd
+  IdentityEtcd  the same refusal over etcd, and one job's own paths
 """
 import os
 import signal
@@ -62,6 +62,18 @@ class IdentityCase(MultiNodeCase):
             self.assertEqual(len(p.workers()), 1, p.text())
             self.assertNotIn("is over", p.text())
             self.assertEqual(p.workers()[0]["groups"], str(groups))
+
+    def assert_one_job_own_paths(self, nodes):
+        """Both nodes ran in one round of one job and finished; one line, on
+        one node, said that their arguments differ, naming both."""
+        self.assert_all_exit(nodes)
+        self.assertEqual(sorted(r for p in nodes for r in ranks(p)), [0, 1])
+        for p in nodes:
+            self.assertEqual({w["groups"] for w in p.workers()}, {"2"}, p.text())
+        said = [ln for p in nodes for ln in p.text().splitlines() if "differ between this node" in ln]
+        self.assertEqual(len(said), 1, "\n\n".join(p.text() for p in nodes))
+        self.assertIn("ckpt-node0", said[0])
+        self.assertIn("ckpt-node1", said[0])
 
     def stop(self, nodes):
         for p in nodes:
@@ -133,18 +145,6 @@ class Identity(IdentityCase):
             self.assertIn("belongs to another job", p.text())
         self.assert_undisturbed(a, 2)
         self.stop(a)
-
-    def assert_one_job_own_paths(self, nodes):
-        """Both nodes ran in one round of one job and finished; one line, on
-        one node, said that their arguments differ, naming both."""
-        self.assert_all_exit(nodes)
-        self.assertEqual(sorted(r for p in nodes for r in ranks(p)), [0, 1])
-        for p in nodes:
-            self.assertEqual({w["groups"] for w in p.workers()}, {"2"}, p.text())
-        said = [ln for p in nodes for ln in p.text().splitlines() if "differ between this node" in ln]
-        self.assertEqual(len(said), 1, "\n\n".join(p.text() for p in nodes))
-        self.assertIn("ckpt-node0", said[0])
-        self.assertIn("ckpt-node1", said[0])
 
     def test_c10d_same_run_id_own_paths_one_job(self):
         # one job under one --rdzv_id whose nodes each give their own path
@@ -238,12 +238,18 @@ class IdentityEtcd(IdentityCase):
         self.addCleanup(self.etcd.stop)
 
     def job(self, first, worker, program=None):
+        """Two nodes; `worker` as in Identity.c10d_job."""
         args = ["--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=" + self.etcd.endpoints,
                 "--rdzv_id=shared", fast_conf()]
-        if program:
-            args, worker = args + [program] + list(worker), None
-        return [self.cluster.agent(i, args, worker, name="node%d" % i)
-                for i in range(first, first + 2)]
+        nodes = []
+        for i in range(first, first + 2):
+            w = worker(i) if callable(worker) else worker
+            if program:
+                nodes.append(self.cluster.agent(i, args + [program] + list(w), None,
+                                                name="node%d" % i))
+            else:
+                nodes.append(self.cluster.agent(i, args, w, name="node%d" % i))
+        return nodes
 
     def test_same_run_id_other_program_refused(self):
         a = self.job(0, ("forever",))
@@ -254,6 +260,10 @@ class IdentityEtcd(IdentityCase):
             self.assert_refused(p, "other_worker run 0.2", "forever", t0)
         self.assert_undisturbed(a, 2)
         self.stop(a)
+
+    def test_same_run_id_own_paths_one_job(self):
+        own = lambda i: ("run", "0.3", "--checkpoint_dir=%s/ckpt-node%d" % (self.dir, i))
+        self.assert_one_job_own_paths(self.job(0, own))
 
 
 if __name__ == "__main__":
