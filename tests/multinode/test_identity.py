@@ -70,7 +70,8 @@ class IdentityCase(MultiNodeCase):
         self.assertEqual(sorted(r for p in nodes for r in ranks(p)), [0, 1])
         for p in nodes:
             self.assertEqual({w["groups"] for w in p.workers()}, {"2"}, p.text())
-        said = [ln for p in nodes for ln in p.text().splitlines() if "differ between this node" in ln]
+        said = [ln for p in nodes for ln in p.text().splitlines()
+                if "differ between this node" in ln]
         self.assertEqual(len(said), 1, "\n\n".join(p.text() for p in nodes))
         self.assertIn("ckpt-node0", said[0])
         self.assertIn("ckpt-node1", said[0])
