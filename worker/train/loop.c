@@ -302,6 +302,22 @@ static bool loop_comm_failed(int ret)
 	       ret == -ETIMEDOUT || ret == -ENOTCONN;
 }
 
+/* final.safetensors: a collective like any step. When the membership
+ * changes during it (a node dies or joins), re-form and save again in the
+ * new membership: the ranks that had not finished the last step take its
+ * result in the re-formation (trainer_state_sync), so every rank holds it,
+ * and rank 0 of the new round writes the same bits. */
+static int loop_final_save(struct trainer *t)
+{
+	int ret;
+
+	loop_fault(t);
+	do
+		ret = loop_checkpoint(t, "final.safetensors");
+	while (ret < 0 && t->shards && loop_comm_failed(ret) && trainer_shards_reform(t) == 0);
+	return ret;
+}
+
 int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
@@ -339,7 +355,7 @@ int trainer_run(struct trainer *t)
 			ret = 0;
 	}
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
-		ret = loop_checkpoint(t, "final.safetensors");
+		ret = loop_final_save(t);
 	if (ret == 0 && t->rank == 0) {
 		double dt = (double)(time_now_ns() - t0) * 1e-9, cpu = time_cpu_s() - cpu0;
 		uint64_t steps = t->step - first;
