@@ -605,9 +605,11 @@ DDP_API int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *te
 			  size_t ntensors, enum ddp_load_flags flags, struct ddp_load_report *rep,
 			  char *errbuf, size_t errbuf_len);
 
-/* Collective checkpoint save: rank 0 writes (ddp_ckpt_write), then a
- * barrier, so the file is complete on return on every rank. Non-zero ranks'
- * tensors are not read. A failed write returns rank 0's negative errno on
+/* Collective checkpoint save: rank 0 writes (ddp_ckpt_write), then an
+ * all-reduce of its status, a barrier: the file is complete on return on
+ * every rank, and no rank returns 0 unless every rank entered the save (one
+ * that died before makes every rank fail, so all can re-form). Non-zero
+ * ranks' tensors are not read. A failed write returns rank 0's negative errno on
  * every rank (-ENOSPC for a full disk), with a message naming the file. */
 DDP_API int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path,
 				const struct ddp_tensor *tensors, size_t ntensors,

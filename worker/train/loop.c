@@ -255,7 +255,12 @@ static int loop_after_step(struct trainer *t, struct loop_window *w)
 
 static void loop_fault(const struct trainer *t)
 {
-	if (t->attempt == 0 && t->cfg.fault_kill_step > 0 &&
+	/* The communicator's attempt, not the one at the start: a process
+	 * that re-formed in place (a later round) and took the fault rank's
+	 * number must not die again. */
+	int attempt = t->ddp ? ddp_attempt(t->ddp) : t->attempt;
+
+	if (attempt == 0 && t->cfg.fault_kill_step > 0 &&
 	    t->step == (uint64_t)t->cfg.fault_kill_step && t->rank == t->cfg.fault_rank) {
 		fprintf(stderr, "ddp-train: rank %d: fault_kill_step %llu: killing myself\n",
 			t->rank, (unsigned long long)t->step);
