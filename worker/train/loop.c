@@ -300,11 +300,11 @@ static void loop_say_start(const struct trainer *t)
 }
 
 /* A step's error that a lost peer or the launcher's new round causes
- * (worker/README.md, "Failures"), as against the step's own. */
+ * (worker/README.md, "Failures"), as against the step's own: libddp's one
+ * list, the one ddp_rejoin decides with. */
 static bool loop_comm_failed(int ret)
 {
-	return ret == -ECANCELED || ret == -ECONNRESET || ret == -EPIPE || ret == -ECONNABORTED ||
-	       ret == -ETIMEDOUT || ret == -ENOTCONN;
+	return ddp_rejoin_retryable(ret);
 }
 
 /* final.safetensors: a collective like any step. When the membership
