@@ -23,6 +23,7 @@
  * sum, 1 when ddp_init fails.
  */
 #include <ddp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -62,22 +63,18 @@ static int permanent(struct ddp_ctx *ctx)
 	return r && atoi(r) == ddp_rank(ctx);
 }
 
-/* Takes the next round and re-forms: 0, or the exit status. */
+/* Takes the next round and re-forms (ddp_rejoin: superseded rounds and
+ * re-formations that fail because the membership changed again are taken
+ * inside): 0, or the exit status (4: not resizable, 3: no round). */
 static int reform(struct ddp_ctx *ctx, long step)
 {
 	struct ddp_round r;
-	char err[512];
+	char err[1600];
+	int rc = ddp_rejoin(ctx, &r, 60000, NULL, NULL, err, sizeof(err));
 
-	for (;;) {
-		if (ddp_next_round(ctx, &r, 60000) < 0) {
-			fprintf(stderr, "mn_inplace: no next round: %s\n", ddp_error(ctx));
-			return 3;
-		}
-		if (ddp_reform(ctx, &r.opts, err, sizeof(err)) == 0)
-			break;
+	if (rc < 0) {
 		fprintf(stderr, "mn_inplace: %s\n", err);
-		if (!ddp_resizable(ctx))
-			return 4;
+		return rc == -ENOTSUP ? 4 : 3;
 	}
 	printf("INPLACE reformed pid=%d rank=%d world=%d round=%d step=%ld\n", (int)getpid(),
 	       ddp_rank(ctx), ddp_world_size(ctx), r.round, step);

@@ -185,7 +185,12 @@ static void ckpt_save_error(const struct trainer *t, const char *path, int ret, 
 {
 	const char *why = t->ddp ? ddp_error(t->ddp) : err;
 
-	if (ret == -ENOSPC || ret == -EDQUOT)
+	/* The membership changed during the save: the caller re-forms in
+	 * place (loop.c; the final checkpoint is saved again). */
+	if (t->shards && t->ddp && ddp_resizable(t->ddp) && ddp_rejoin_retryable(ret))
+		log_info("checkpoint '%s' interrupted (%s): the membership changed, re-forming",
+			 path, why);
+	else if (ret == -ENOSPC || ret == -EDQUOT)
 		log_error("cannot write checkpoint '%s': %s: no space left on the file system of "
 			  "checkpoint_dir '%s'; free space there or give another checkpoint_dir "
 			  "(a restart would fail the same way)",

@@ -83,18 +83,20 @@ void trainer_shards_release(struct trainer *t);
  * summed loss and correct count, the same on every rank. */
 int trainer_shards_step(struct trainer *t, float out[2]);
 /* After a step failed on a collective error, in a worker the launcher
- * resizes in place (ddp_resizable): waits for the launcher's next round,
- * re-forms the communicator for it (again for a later round if that
- * fails or a later round supersedes it), hands the training state to the
- * ranks that lack it (trainer_state_sync: a process that joined, a rank a
- * step behind), takes the new rank and world and this rank's shards of
- * them. A step is committed on every rank or on none: the failed step
+ * resizes in place (ddp_resizable): ddp_rejoin takes the launcher's next
+ * round and re-forms for it, then (its after()) this hands the training
+ * state to the ranks that lack it (trainer_state_sync: a process that
+ * joined, a rank a step behind), and ddp_rejoin tries the next round
+ * when a later round supersedes the re-formation or the hand-over fails
+ * on a collective; this takes the new rank and world and this rank's
+ * shards of them. A step is committed on every rank or on none: the failed step
  * changed nothing here (the model, optimizer and BatchNorm statistics are
  * updated only after both all-reduces), or it was committed elsewhere and
  * this rank has now taken its result; the caller runs the step t->step.
  * Returns 0, -ENOTSUP (not resizable: exit as before, the launcher
- * restarts the job), -EPROTO (a peer's state is another job's, said) or
- * ddp_next_round's error (said here). */
+ * restarts the job), -EPROTO (a peer's state is another job's) or
+ * ddp_rejoin's other errors (said here). Also after the last step, when
+ * the final checkpoint's collective failed (loop.c saves it again). */
 int trainer_shards_reform(struct trainer *t);
 /* At the start (a fresh process: after ddp_init, before any checkpoint
  * is read): the state from a peer's memory when some rank has it (a

@@ -6,7 +6,8 @@
  * ddp_init says "resizable" there and its reader thread hears the rounds
  * this program writes to the other end. Each case starts a ddp_reform
  * that would wait for its deadline (10 s) and sends a round 300 ms later:
- * the re-formation must return -ECANCELED, "superseded by round R", within
+ * the re-formation must return -ESTALE (not -ECANCELED, an abort), with
+ * "superseded by round R" in its message for people, within
  * 0.5 s of the round (about 0.05 s here), whichever wait it was in:
  *   connect   the store's address refuses connections (a bound socket
  *             that does not listen)
@@ -18,8 +19,10 @@
  *   pending   a round the program has not taken is already waiting when
  *             ddp_reform starts: it returns at once
  * After each, ddp_next_round hands the round over and the agent's end
- * reads "took R". Last, a round that is not superseded re-forms (1 rank)
- * and an all-reduce works.
+ * reads "took R". Then a round that is not superseded re-forms (1 rank)
+ * and an all-reduce works. Last, ddp_rejoin (rejoin_cases): superseded
+ * rounds taken inside, after() run once per round that re-formed, and its
+ * codes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,6 +44,7 @@
 struct agent {
 	int fd;		/* our end of the channel */
 	int round;	/* the round to send */
+	int world;	/* its world size (0: 1) */
 	long delay_ms;	/* after this long */
 	double sent_at; /* when it was sent (monotonic seconds) */
 	char port[16];	/* MASTER_PORT for the round line */
@@ -56,9 +60,10 @@ static double now_s(void)
 
 static void send_round(struct agent *a)
 {
+	int w = a->world ? a->world : 1;
 	char line[128];
-	int n =
-	    snprintf(line, sizeof(line), "round %d 0 1 0 1 127.0.0.1 %s 0 1\n", a->round, a->port);
+	int n = snprintf(line, sizeof(line), "round %d 0 %d 0 %d 127.0.0.1 %s 0 1\n", a->round, w,
+			 w, a->port);
 
 	a->sent_at = now_s();
 	if (write(a->fd, line, (size_t)n) != n)
@@ -164,8 +169,8 @@ static int one_case(struct ddp_ctx *ctx, struct agent *a, const char *name,
 	printf("%s: ddp_reform returned %d %.3f s after round %d: %s\n", name, rc, late, round,
 	       err);
 	snprintf(took, sizeof(took), "superseded by round %d", round);
-	if (rc != -ECANCELED || !strstr(err, took) || late > LATE_LIMIT_S) {
-		fprintf(stderr, "%s: expected -ECANCELED saying '%s' within %.1f s of the round\n",
+	if (rc != -ESTALE || !strstr(err, took) || late > LATE_LIMIT_S) {
+		fprintf(stderr, "%s: expected -ESTALE saying '%s' within %.1f s of the round\n",
 			name, took, LATE_LIMIT_S);
 		return 1;
 	}
@@ -204,6 +209,98 @@ static int final_round(struct ddp_ctx *ctx, struct agent *a, int round)
 	return 0;
 }
 
+/* ddp_rejoin's after(): counts its calls; the first `fail_collective` calls
+ * end with a failed collective (the communicator aborted, as a round heard
+ * meanwhile does), or all calls return `fatal` when it is set. */
+struct after_state {
+	int calls, fail_collective, fatal, world;
+};
+
+static int after_cb(struct ddp_ctx *ctx, void *arg)
+{
+	struct after_state *s = arg;
+	float v = 1.0f;
+
+	s->calls++;
+	s->world = ddp_world_size(ctx);
+	if (s->fatal)
+		return s->fatal;
+	if (s->calls <= s->fail_collective)
+		ddp_abort(ctx);
+	return ddp_allreduce(ctx, &v, 1, DDP_FLOAT32, DDP_SUM);
+}
+
+/* One ddp_rejoin case: rounds first..last are sent (first at once, each
+ * later one delay_ms after the one before, from a thread); expects rc, the
+ * round joined and after()'s calls. */
+static int rejoin_case(struct ddp_ctx *ctx, struct agent *a, const char *name, int first,
+		       int first_world, int last, struct after_state *st, uint64_t timeout_ms,
+		       int want_rc, int want_calls)
+{
+	struct ddp_round r = {0};
+	char err[1024] = "";
+	pthread_t t;
+	int rc;
+
+	if (first > 0) {
+		a->round = first;
+		a->world = first_world;
+		send_round(a);
+		a->world = 1;
+	}
+	if (last > first) {
+		a->round = last;
+		a->delay_ms = 300;
+		pthread_create(&t, NULL, agent_main, a);
+	}
+	rc = ddp_rejoin(ctx, &r, timeout_ms, after_cb, st, err, sizeof(err));
+	if (last > first)
+		pthread_join(t, NULL);
+	printf("%s: ddp_rejoin returned %d, round %d, after() called %d time(s): %s\n", name, rc,
+	       r.round, st->calls, err);
+	if (rc != want_rc || st->calls != want_calls || (rc == 0 && r.round != last) ||
+	    (rc == 0 && (ddp_world_size(ctx) != 1 || st->world != 1 ||
+			 strcmp(r.opts.init_method, r.init_method) != 0))) {
+		fprintf(stderr, "%s: expected %d after %d call(s) in round %d\n", name, want_rc,
+			want_calls, last);
+		return 1;
+	}
+	return 0;
+}
+
+/* ddp_rejoin: a superseded round is taken inside (round 17, a world of 2
+ * whose rank 1 never comes, superseded by 18 after 300 ms: one after()
+ * call, in 18); an after() whose collective fails waits for the next round
+ * (19 fails, 20 joins); an after() failing by itself (-EPROTO) ends it;
+ * then the codes: -ETIMEDOUT (no round), -ENOTSUP (ddp_set_resizable 0),
+ * -EPIPE (the agent's end closed). */
+static int rejoin_cases(struct ddp_ctx *ctx, struct agent *a)
+{
+	struct after_state s1 = {0}, s2 = {.fail_collective = 1}, s3 = {.fatal = -EPROTO};
+	struct after_state s4 = {0};
+	struct ddp_round r;
+	char err[1024] = "";
+	int fails = 0, rc;
+
+	fails += rejoin_case(ctx, a, "rejoin superseded", 17, 2, 18, &s1, 0, 0, 1);
+	fails += rejoin_case(ctx, a, "rejoin after() failed", 19, 1, 20, &s2, 0, 0, 2);
+	fails += rejoin_case(ctx, a, "rejoin after() fatal", 21, 1, 21, &s3, 0, -EPROTO, 1);
+	fails += rejoin_case(ctx, a, "rejoin no round", 0, 0, -1, &s4, 300, -ETIMEDOUT, 0);
+	if (fails)
+		return 1;
+	ddp_set_resizable(ctx, 0);
+	rc = ddp_rejoin(ctx, &r, 300, after_cb, &s4, err, sizeof(err));
+	printf("rejoin fixed: %d: %s\n", rc, err);
+	fails += rc != -ENOTSUP;
+	ddp_set_resizable(ctx, 1);
+	close(a->fd);
+	a->fd = -1;
+	rc = ddp_rejoin(ctx, &r, 5000, after_cb, &s4, err, sizeof(err));
+	printf("rejoin agent gone: %d: %s\n", rc, err);
+	fails += rc != -EPIPE || s4.calls != 0;
+	return fails ? 1 : 0;
+}
+
 static int run_cases(struct ddp_ctx *ctx, struct agent *a, struct kv *kv)
 {
 	struct ddp_options o;
@@ -236,7 +333,9 @@ static int run_cases(struct ddp_ctx *ctx, struct agent *a, struct kv *kv)
 
 	close(refuse);
 	close(quiet);
-	return fails ? 1 : final_round(ctx, a, 16);
+	if (fails || final_round(ctx, a, 16))
+		return 1;
+	return rejoin_cases(ctx, a);
 }
 
 int main(void)
@@ -270,6 +369,7 @@ int main(void)
 out:
 	kv_free(kv);
 	ddp_free(ctx);
-	close(sv[0]);
+	if (a.fd >= 0)
+		close(sv[0]);
 	return rc;
 }
