@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "log.h"
 #include "train_state.h"
 #include "trainer.h"
 
@@ -342,6 +343,7 @@ int main(void)
 	    cmocka_unit_test(test_take_refuses),
 	};
 
+	log_init("test_train_state", LOG_INFO);
 	unsetenv("RANK");
 	unsetenv("WORLD_SIZE");
 	return cmocka_run_group_tests(tests, NULL, NULL);
