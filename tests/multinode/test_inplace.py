@@ -437,8 +437,8 @@ class InPlace(MultiNodeCase):
         self.assertEqual(len(rank0), 1, [p.text() for p in nodes])
         survivors = [p for p in nodes if p is not rank0[0]]
         before = {p.name: set(train_pids(p.pid)) for p in nodes}
-        t_kill = time.time()
         self.kill_node(rank0[0], before[rank0[0].name])
+        t_kill = time.time()  # after: the old rank 0 writes nothing later
         self.assert_all_exit(survivors, timeout=300)
         text = "\n".join(p.text() for p in survivors)
         self.assertIn("re-form in place", text)

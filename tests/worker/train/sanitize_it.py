@@ -131,7 +131,6 @@ class InPlace(SanitizedCase):
         rank0 = [p for p in nodes if "[rank 0]:" in p.text()]
         self.assertEqual(len(rank0), 1, [p.text() for p in nodes])
         survivors = [p for p in nodes if p is not rank0[0]]
-        t_kill = time.time()
         pids = descendants(rank0[0].pid)
         rank0[0].p.kill()  # the whole node: the agent, then ddp-exec and its worker
         for pid in pids:
@@ -139,6 +138,7 @@ class InPlace(SanitizedCase):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        t_kill = time.time()  # after: the old rank 0 writes nothing later
         self.assert_all_exit(survivors, timeout=180)
         self.assert_clean(survivors + [d])
         text = "\n".join(p.text() for p in survivors)
