@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import train_it  # noqa: E402
-from mnlib import DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
+from mnlib import DDP_RDZVD, DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
 
 INPLACE = os.environ.get("MN_INPLACE", "mn_inplace")
 DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
@@ -46,7 +46,10 @@ class InPlace(MultiNodeCase):
     STEPS = 400
     STEP_MS = 20
 
-    def start_job(self, prog, n=3, nproc=2, env=None, envs=None, restarts=0, max_nodes=None):
+    def start_job(self, prog, n=3, nproc=2, env=None, envs=None, restarts=0, max_nodes=None,
+                  endpoint=None):
+        """The job on n nodes; node 0 hosts the store, or every node meets
+        at `endpoint` (a standalone ddp-rdzvd's host:port)."""
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % (max_nodes or n),
                 "--rdzv_backend=c10d",
                 "--rdzv_id=job", fast_conf(), "--max_restarts=%d" % restarts]
@@ -54,6 +57,9 @@ class InPlace(MultiNodeCase):
         def logs(i):
             return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)]
         envs = envs or [env] * n
+        if endpoint:
+            return [self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=" + endpoint] +
+                                       prog, worker=None, env=envs[i]) for i in range(n)]
         first = self.cluster.agent(0, base + logs(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=envs[0])
         port = self.host_port(first)
@@ -343,12 +349,12 @@ class InPlace(MultiNodeCase):
         self.assertTrue(all(d["world"] == "4" for p in nodes[:2]
                             for d in inplace_lines(p, "done")))
 
-    def start_train(self, steps, restarts=0):
+    def start_train(self, steps, restarts=0, endpoint=None):
         """ddp-train with a fixed global batch (train_it.shard_jobs' synthetic
         job) run by 1 rank undisturbed, then started on 3 nodes x 2 ranks and
         waited for until step 100: (reference dir, run dir, nodes)."""
         ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
-        metrics = os.path.join(self.dir, "metrics.jsonl")
+        metrics = self.metrics = os.path.join(self.dir, "metrics.jsonl")
 
         def args(ckdir):
             return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
@@ -358,7 +364,7 @@ class InPlace(MultiNodeCase):
                                            DDP_TRAIN] + args(ref), TRAIN_ENV)
         self.assertEqual(solo.wait(300)[0], 0, solo.text())
         prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
-        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=restarts)
+        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=restarts, endpoint=endpoint)
 
         def step_reached():
             try:
@@ -416,6 +422,39 @@ class InPlace(MultiNodeCase):
                                                r"\(round \d+, pid (\d+)\)", text)]
             self.assertEqual(len(pids), 2, text)
             self.assertTrue(set(pids) <= before[p.name], text)
+        self.assert_same_bits(ref, run)
+
+    def test_train_rank0_node_killed_same_bits(self):
+        # the store on a standalone ddp-rdzvd (no node hosts it), and the
+        # node whose worker is rank 0 killed: a survivor becomes rank 0 in
+        # place and takes up its duties (the metrics file, the checkpoints,
+        # the final save); the job ends with the 1-rank run's bits, and no
+        # restart is charged (--max_restarts=0 and the job succeeds)
+        d = self.cluster.start("rdzvd", [DDP_RDZVD, "--host", "127.0.0.1", "--port", "0"])
+        _, m = d.wait_line(r"listening on \S+:(\d+)")
+        ref, run, nodes = self.start_train(1500, endpoint="127.0.0.1:" + m.group(1))
+        rank0 = [p for p in nodes if "[rank 0]:" in p.text()]
+        self.assertEqual(len(rank0), 1, [p.text() for p in nodes])
+        survivors = [p for p in nodes if p is not rank0[0]]
+        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        self.kill_node(rank0[0], before[rank0[0].name])
+        t_kill = time.time()  # after: the old rank 0 writes nothing later
+        self.assert_all_exit(survivors, timeout=300)
+        text = "\n".join(p.text() for p in survivors)
+        self.assertIn("re-form in place", text)
+        self.assertNotIn("stopping this node's workers", text)
+        self.assertNotIn("resumed from", text)
+        self.assertNotIn("restart 1", text)
+        pids = re.findall(r"re-formed in place as rank (\d+) of 4 \(round \d+, pid (\d+)\)",
+                          text)
+        self.assertEqual(sorted(r for r, _ in pids), ["0", "1", "2", "3"], text)
+        self.assertTrue({int(p) for _, p in pids} <= set().union(*before.values()), text)
+        # the new rank 0 wrote the metrics from the re-formation to the end
+        with open(self.metrics) as f:
+            recs = [json.loads(line) for line in f]
+        after = [r for r in recs if r["kind"] == "train" and r["time"] > t_kill]
+        self.assertTrue(after and all(r["world"] == 4 for r in after), recs[-5:])
+        self.assertEqual(after[-1]["step"], 1500)
         self.assert_same_bits(ref, run)
 
 

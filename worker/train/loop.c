@@ -152,7 +152,7 @@ static void loop_output_lost(struct trainer *t, int err)
 static int loop_close_outputs(struct trainer *t)
 {
 	const struct metrics *m = &t->metrics;
-	int ret = t->rank == 0 ? metrics_close(&t->metrics) : 0;
+	int ret = t->rank0_duties ? metrics_close(&t->metrics) : 0;
 
 	if (ret < 0 && m->lost_records)
 		log_error("metrics file '%s': %llu of %llu record(s) lost (%s): check the disk "
@@ -238,8 +238,10 @@ static int loop_after_step(struct trainer *t, struct loop_window *w)
 {
 	uint64_t every = t->cfg.log_every > 0 ? (uint64_t)t->cfg.log_every : t->steps_per_epoch;
 	bool epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
-	int ret = 0;
+	int ret = trainer_take_rank0(t);
 
+	if (ret < 0)
+		return ret;
 	if (t->rank == 0)
 		metrics_bar(&t->metrics, t->step, t->total_steps,
 			    w->samples ? w->loss_sum / (double)w->samples : 0.0);

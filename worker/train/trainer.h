@@ -49,6 +49,9 @@ struct trainer {
 	 * step 0, or took it from a peer): false in a fresh process until
 	 * then (trainer_state_sync). */
 	bool has_state;
+	/* This process holds rank 0's outputs (the metrics file open, the
+	 * checkpoint_dir checked): it is rank 0, or was (trainer_take_rank0). */
+	bool rank0_duties;
 	double comm_wait_s; /* blocking collectives outside the reducer */
 };
 
@@ -66,6 +69,15 @@ int trainer_init(struct trainer *t, const struct train_config *cfg);
 int trainer_run(struct trainer *t);
 
 void trainer_release(struct trainer *t);
+
+/* Rank 0's duties in whichever process is rank 0 now: after a
+ * re-formation renumbered the ranks (the node of rank 0 died), the new rank
+ * 0 opens the metrics file (appending) and checks checkpoint_dir (made when
+ * missing) before its first progress line or checkpoint. Nothing when this
+ * process is not rank 0 or holds them already. Returns 0, or a negative
+ * errno (said). Called before rank 0's output after every step and by
+ * trainer_ckpt_save. */
+int trainer_take_rank0(struct trainer *t);
 
 /* Copies the samples idx[0..rows) of ds into the batch buffers (host and
  * device). */
@@ -119,6 +131,14 @@ int trainer_shards_join(struct trainer *t);
  * fresh (nothing sent), -EPROTO when the state is another job's (said), or
  * the collective's error. One rank: 1 or 0 from t->has_state. */
 int trainer_state_sync(struct trainer *t);
+/* The whole state as one buffer of train_state_bytes(&t->model) bytes in
+ * train_state.h's layout (what a checkpoint stores too), 8-byte aligned:
+ * pack writes t's; take checks that buf is this job's state (the layout's
+ * magic and version, the job's identity, seed, steps and sizes; -EPROTO,
+ * said, naming rank `from`, when not) and takes it. Both return 0 or a
+ * negative errno (the kernels' copies). */
+int trainer_state_pack(struct trainer *t, void *buf);
+int trainer_state_take(struct trainer *t, const void *buf, int from);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
 
