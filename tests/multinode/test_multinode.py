@@ -165,6 +165,30 @@ class Failures(MultiNodeCase):
             p.signal(signal.SIGTERM)
             p.wait()
 
+    def test_permanent_failure_ends_a_fixed_size_job(self):
+        # --nnodes=3, and global rank 1's worker exits 78 (a full disk, say):
+        # its node leaves, and the job cannot go on without it while the
+        # failure would repeat. Every agent ends at once with 78, its last
+        # line naming that node and the cause (they re-formed without it,
+        # waited join_timeout saying "1 more needed (start them)", exited 1)
+        nodes, _ = self.start_c10d(3, worker=("fail", "1", "78", "0.5"),
+                                   extra=[fast_conf(join_timeout=30)])
+        for p in nodes:
+            p.wait_line(r"MNW .*groups=3")
+        victim = [p for p in nodes if any(w["rank"] == "1" for w in p.workers())][0]
+        t_fail, _ = victim.wait_line(r"will repeat", timeout=10)
+        node_addr = victim.workers()[0]["local_addr"]
+        for p in nodes:
+            rc, t_end = p.wait(30)
+            self.assertEqual(rc, 78, p.text())
+            self.assertLess(t_end - t_fail, 10.0, p.text())
+            if p is victim:
+                continue
+            last = p.text().splitlines()[-1]
+            self.assertIn(node_addr, last, p.text())
+            self.assertIn("worker rank 1 exited with status 78", last, p.text())
+            self.assertNotIn("more needed", p.text())
+
     def test_store_host_lost(self):
         nodes, port = self.three_running()
         t_kill = time.monotonic()
