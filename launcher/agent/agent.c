@@ -344,12 +344,16 @@ static void agent_start_error(const struct agent_worker *w, int rc)
 
 	if (rc == UV_EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		log_error("cannot start worker %d: ddplaunch has no file descriptor left (its "
-			  "limit, ulimit -n, is %llu): raise the limit, or run fewer workers per "
-			  "node",
+			  "limit, ulimit -n, is %llu); a shortage that may pass, so it is not "
+			  "taken as permanent: the restart tries again after its backoff if "
+			  "--max_restarts allows (if it persists, raise the limit or run fewer "
+			  "workers per node)",
 			  w->rank, (unsigned long long)rl.rlim_cur);
 	else if (rc == UV_ENFILE)
 		log_error("cannot start worker %d: the system's table of open files is full "
-			  "(fs.file-max): close programs or raise the limit",
+			  "(fs.file-max); a shortage that may pass, so the restart tries again "
+			  "after its backoff if --max_restarts allows (close programs or raise "
+			  "the limit)",
 			  w->rank);
 	else if (rc == UV_ENOSPC || rc == -EDQUOT)
 		log_error("cannot start worker %d: no space left for its log files under '%s': "

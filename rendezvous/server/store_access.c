@@ -241,7 +241,7 @@ void store_access_peer_text(struct store_conn *conn, char *buf, size_t len)
 
 void store_access_refused(struct store_conn *conn, const char *why)
 {
-	struct store_access *acc = conn->server->access;
+	struct store_access *acc = access_get(conn->server);
 	if (!acc)
 		return;
 	acc->refused++;
@@ -412,6 +412,10 @@ static void access_sweep(uv_timer_t *timer)
 	access_thawed(server, now);
 	for (struct store_conn *c = server->conns; c; c = c->next) {
 		struct store_agent *ag = c->agent;
+		if (c->state != CONN_CLOSING && store_bounds_silent(c, now)) {
+			store_conn_close(c);
+			continue;
+		}
 		if (c->state == CONN_CLOSING || !ag)
 			continue;
 		if (ag->phase != AGENT_READY) {
@@ -428,6 +432,11 @@ static void access_sweep(uv_timer_t *timer)
 			  (unsigned long long)ag->idle_ms);
 		store_conn_close(c);
 	}
+}
+
+uint64_t store_access_handshake_ms(const struct store_server *server)
+{
+	return server->access ? server->access->handshake_ms : ACCESS_HANDSHAKE_MS;
 }
 
 uint64_t store_access_handshake_deadline(struct store_server *server)

@@ -105,6 +105,9 @@ static void usage(FILE *f)
 	    "                                largest query (default twice --max-value-len\n"
 	    "                                plus --max-key-len, at least 64M)\n"
 	    "  --max-connections N           open client connections (default %zu)\n"
+	    "  --max-conns-per-addr N        open connections from one address (default\n"
+	    "                                %zu: no bound); a client that sends no complete\n"
+	    "                                request within 10 s of connecting is closed\n"
 	    "  --max-barrier-world N         world size of one torch 2.x barrier (default %zu)\n"
 	    "  --max-list-keys N             keys one torch 2.x list_keys may return\n"
 	    "                                (default %zu)\n"
@@ -136,7 +139,7 @@ static void usage(FILE *f)
 	    "  node0$ ddp-rdzvd --host 0.0.0.0 --port 29400 --token-file ~/.rdzv-token\n",
 	    size_text(d.max_key_len, a, sizeof(a)), size_text(d.max_value_len, b, sizeof(b)),
 	    d.max_keys_per_request, size_text(d.max_total_bytes, c, sizeof(c)), d.max_connections,
-	    d.max_barrier_world, d.max_list_keys);
+	    d.max_conns_per_addr, d.max_barrier_world, d.max_list_keys);
 }
 
 enum {
@@ -151,6 +154,7 @@ enum {
 	OPT_MAX_BARRIER,
 	OPT_MAX_LIST,
 	OPT_MAX_CONN_BYTES,
+	OPT_MAX_CONNS_PER_ADDR,
 };
 
 static const struct option long_opts[] = {
@@ -167,6 +171,7 @@ static const struct option long_opts[] = {
     {"max-barrier-world", required_argument, NULL, OPT_MAX_BARRIER},
     {"max-list-keys", required_argument, NULL, OPT_MAX_LIST},
     {"max-conn-bytes", required_argument, NULL, OPT_MAX_CONN_BYTES},
+    {"max-conns-per-addr", required_argument, NULL, OPT_MAX_CONNS_PER_ADDR},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -191,6 +196,8 @@ static size_t *limit_slot(struct store_limits *l, int opt)
 		return &l->max_list_keys;
 	case OPT_MAX_CONN_BYTES:
 		return &l->max_conn_bytes;
+	case OPT_MAX_CONNS_PER_ADDR:
+		return &l->max_conns_per_addr;
 	default:
 		return NULL;
 	}

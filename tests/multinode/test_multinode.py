@@ -547,6 +547,44 @@ class Security(MultiNodeCase):
         self.assertEqual(rc, 0, first.text())
         self.assertEqual(first.text().count("MNW "), 2, first.text())
 
+    def test_a_flood_of_idle_loopback_clients_leaves_fds_for_the_workers(self):
+        # without a token, loopback is served: 1,000 idle connections at
+        # ulimit -n 1024 took every descriptor of the hosting agent, the
+        # restart could not start its worker and the agent exited 78 ("will
+        # repeat at every restart"). Now a flood from one address stops at
+        # its cap, the last descriptors stay the agent's, and silent
+        # clients are closed; the restart starts and the job completes
+        import resource
+
+        def low_nofile():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 4096 <= hard or hard == resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (4096, hard))
+        argv = ([DDPLAUNCH, "--local_addr=" + addr(0), "--max_restarts=1"] +
+                self.c10d(1, 0, extra=[fast_conf()]) + [WORKER, "run", "8"])
+        first = self.cluster.start("node0", argv, preexec=low_nofile)
+        port = self.host_port(first)
+        first.wait_line(r"MNW ")
+        flood = []
+        self.addCleanup(lambda: [s.close() for s in flood])
+        for _ in range(1000):
+            s = socket.socket()
+            s.settimeout(10)
+            s.connect((addr(0), port))  # from 127.0.0.1
+            flood.append(s)
+        # accepted in order: the flood has been dealt with when this is served
+        self.assertTrue(served(addr(0), port, "127.0.0.9"), first.text())
+        self.assertEqual(first.text().count("MNW "), 1, first.text())  # still running
+        os.kill(int(first.workers()[0]["pid"]), signal.SIGKILL)
+        rc, _ = first.wait(30)
+        self.assertEqual(rc, 0, first.text())
+        self.assertEqual(first.text().count("MNW "), 2, first.text())
+        self.assertNotIn("will repeat", first.text())
+        first.wait_line(r"refused a client from 127\.0\.0\.1:\d+: (its address has \d+ "
+                        r"connections open|this process is near its limit on open files)")
+
     def test_strangers_do_not_keep_the_kept_store(self):
         # a client without the token that reconnects every second kept the
         # store of a finished job alive forever
