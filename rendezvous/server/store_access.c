@@ -405,17 +405,29 @@ static void access_thawed(struct store_server *server, uint64_t now)
 			c->agent->last_ms = now;
 }
 
+/* Silent connections past their deadline, oldest first: of two silent
+ * ones of an address, the older (a torch 1.13 client's callback
+ * connection, opened with its query connection) is the one vouched for.
+ * A closed connection stays linked until its close callback. */
+static void access_sweep_silent(struct store_server *server, uint64_t now)
+{
+	struct store_conn *c = server->conns;
+
+	while (c && c->next)
+		c = c->next;
+	for (; c; c = c->prev)
+		if (c->state != CONN_CLOSING && store_bounds_silent(c, now))
+			store_conn_close(c);
+}
+
 static void access_sweep(uv_timer_t *timer)
 {
 	struct store_server *server = timer->data;
 	uint64_t now = uv_now(server->loop);
 	access_thawed(server, now);
+	access_sweep_silent(server, now);
 	for (struct store_conn *c = server->conns; c; c = c->next) {
 		struct store_agent *ag = c->agent;
-		if (c->state != CONN_CLOSING && store_bounds_silent(c, now)) {
-			store_conn_close(c);
-			continue;
-		}
 		if (c->state == CONN_CLOSING || !ag)
 			continue;
 		if (ag->phase != AGENT_READY) {

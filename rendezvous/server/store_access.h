@@ -74,11 +74,14 @@
  *    (an agent's stores: STORE_CONNS_PER_ADDR; a new one over it is closed
  *    at once);
  *  - a connection that has not sent one complete request within the
- *    handshake timeout (10 s by default) of connecting is closed. Every
- *    client speaks at once (torch's TCPStore clients validate or add their
- *    init key, agents say hello, our client pings); one that has spoken is
- *    never cut for being idle: a worker waiting on a key, or holding its
- *    store connection between steps, stays.
+ *    handshake timeout (10 s by default) of connecting is closed, unless a
+ *    connection of its address that has spoken vouches for it (each vouches
+ *    for one: a torch 1.13 TCPStore's callback connection stays silent for
+ *    the life of the store beside its query connection). Every other client
+ *    speaks at once (torch 2.x validates, 1.13 adds its init key, agents say
+ *    hello, our client validates); one that has spoken is never cut for
+ *    being idle: a worker waiting on a key, or holding its store
+ *    connection between steps, stays.
  * Each is logged as a refusal (rate-limited, as below). */
 #define STORE_FD_RESERVE 64
 /* A bound per address for the stores an agent hosts: far more than a

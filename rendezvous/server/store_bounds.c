@@ -74,7 +74,7 @@ static int bounds_addr(struct store_conn *conn)
 		return 0;
 	snprintf(why, sizeof(why),
 		 "its address has %zu connections open, the most one address may hold "
-		 "(--max-conns-per-addr)",
+		 "(a bound against floods; ddp-rdzvd --max-conns-per-addr sets its own)",
 		 same);
 	store_access_refused(conn, why);
 	return -EACCES;
@@ -93,16 +93,38 @@ int store_bounds_admit(struct store_conn *conn)
 	return rc;
 }
 
+/* A torch 1.13 TCPStore opens two connections: one for its queries, which
+ * speaks at once, and a callback connection that stays silent for the life
+ * of the store unless the C++ watchKey is used. So each connection that
+ * has spoken vouches for one silent connection from its address: that one
+ * is kept, however long it stays silent. */
+static bool bounds_vouched(struct store_conn *conn)
+{
+	for (struct store_conn *c = conn->server->conns; c; c = c->next) {
+		if (c == conn || !c->spoke || c->vouches || c->state == CONN_CLOSING ||
+		    !c->peer_known || !conn->peer_known || memcmp(c->peer, conn->peer, 16) != 0)
+			continue;
+		c->vouches = true;
+		return true;
+	}
+	return false;
+}
+
 bool store_bounds_silent(struct store_conn *conn, uint64_t now)
 {
-	char why[160];
+	char why[200];
 
 	if (conn->spoke || conn->access != CONN_ACCESS_OPEN || !conn->silent_until ||
 	    now < conn->silent_until)
 		return false;
+	if (bounds_vouched(conn)) {
+		conn->silent_until = 0; /* kept from now on */
+		return false;
+	}
 	snprintf(why, sizeof(why),
-		 "it sent no complete request within %.1f s of connecting; closed so that idle "
-		 "connections cannot take the descriptors",
+		 "it sent no complete request within %.1f s of connecting (and is not the "
+		 "callback connection of a torch 1.13 client of its address); closed so that "
+		 "idle connections cannot take the descriptors",
 		 (double)store_access_handshake_ms(conn->server) / 1000.0);
 	store_access_refused(conn, why);
 	return true;

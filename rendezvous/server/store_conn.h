@@ -66,6 +66,7 @@ struct store_conn {
 	uint8_t peer[16];	   /* its address (store_bounds.c), if peer_known */
 	bool peer_known;
 	bool spoke;	       /* a complete request came from it */
+	bool vouches;	       /* spoke, and keeps a silent one of its address */
 	uint64_t silent_until; /* uv_now() by which it must have spoken, or 0 */
 };
 
