@@ -370,7 +370,7 @@ size_t store_server_member_count(const struct store_server *server)
 {
 	size_t n = 0;
 	for (const struct store_conn *c = server->conns; c; c = c->next)
-		n += c->state != CONN_CLOSING && c->access != CONN_ACCESS_PROOF;
+		n += c->state != CONN_CLOSING && c->access != CONN_ACCESS_PROOF && c->spoke;
 	return n;
 }
 
@@ -400,9 +400,13 @@ static void access_thawed(struct store_server *server, uint64_t now)
 	log_debug("store: this process did not run for %llu ms; agent sessions' silence counts "
 		  "from now",
 		  (unsigned long long)gap);
-	for (struct store_conn *c = server->conns; c; c = c->next)
+	for (struct store_conn *c = server->conns; c; c = c->next) {
 		if (c->agent && c->agent->phase == AGENT_READY && c->agent->last_ms < now)
 			c->agent->last_ms = now;
+		/* Its first query may wait unread in the socket, like the pings. */
+		if (!c->spoke && c->silent_until && c->silent_until < now + acc->handshake_ms)
+			c->silent_until = now + acc->handshake_ms;
+	}
 }
 
 /* Silent connections past their deadline, oldest first: of two silent

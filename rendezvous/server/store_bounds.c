@@ -110,9 +110,25 @@ static bool bounds_vouched(struct store_conn *conn)
 	return false;
 }
 
+/* A torch 1.13 TCPStore made without a world size (or with
+ * wait_for_workers=False) sends nothing until it is used, on either of its
+ * connections: an address keeps up to max_silent_per_addr silent
+ * connections that nobody vouches for, the oldest. */
+static bool bounds_kept(struct store_conn *conn)
+{
+	size_t kept = 0, max = conn->server->limits.max_silent_per_addr;
+
+	if (!conn->peer_known)
+		return false;
+	for (const struct store_conn *c = conn->server->conns; c; c = c->next)
+		kept += c != conn && c->kept_silent && c->state != CONN_CLOSING &&
+			memcmp(c->peer, conn->peer, 16) == 0;
+	return kept < max;
+}
+
 bool store_bounds_silent(struct store_conn *conn, uint64_t now)
 {
-	char why[200];
+	char why[240];
 
 	if (conn->spoke || conn->access != CONN_ACCESS_OPEN || !conn->silent_until ||
 	    now < conn->silent_until)
@@ -121,11 +137,17 @@ bool store_bounds_silent(struct store_conn *conn, uint64_t now)
 		conn->silent_until = 0; /* kept from now on */
 		return false;
 	}
+	if (bounds_kept(conn)) {
+		conn->kept_silent = true;
+		conn->silent_until = 0;
+		return false;
+	}
 	snprintf(why, sizeof(why),
-		 "it sent no complete request within %.1f s of connecting (and is not the "
-		 "callback connection of a torch 1.13 client of its address); closed so that "
-		 "idle connections cannot take the descriptors",
-		 (double)store_access_handshake_ms(conn->server) / 1000.0);
+		 "it sent no complete request within %.1f s of connecting, and its address "
+		 "already holds %zu such connections beside those of its clients that spoke; "
+		 "closed so that idle connections cannot take the descriptors",
+		 (double)store_access_handshake_ms(conn->server) / 1000.0,
+		 conn->server->limits.max_silent_per_addr);
 	store_access_refused(conn, why);
 	return true;
 }

@@ -67,6 +67,7 @@ struct store_conn {
 	bool peer_known;
 	bool spoke;	       /* a complete request came from it */
 	bool vouches;	       /* spoke, and keeps a silent one of its address */
+	bool kept_silent;      /* silent, kept within max_silent_per_addr */
 	uint64_t silent_until; /* uv_now() by which it must have spoken, or 0 */
 };
 

@@ -37,6 +37,7 @@ void store_limits_default(struct store_limits *limits)
 	 * address (a NAT, a benchmark); an agent's stores set one
 	 * (STORE_CONNS_PER_ADDR, driver_keeper.c). */
 	limits->max_conns_per_addr = 0;
+	limits->max_silent_per_addr = STORE_SILENT_PER_ADDR;
 }
 
 size_t store_conn_bytes_default(const struct store_limits *limits)

@@ -310,27 +310,30 @@ static void prepare_silent(struct store_server *server)
 	store_server_set_handshake_timeout(server, SILENT_MS);
 }
 
-/* Silent clients are closed at their deadline; a client that spoke is not,
- * waiting on a key or idle; a torch 1.13 pair (one speaks, its callback
- * connection stays silent) keeps its silent one; one address holds at most
- * max_conns_per_addr. (Issue 28: without a token nothing bounded them.) */
+/* Silent clients past max_silent_per_addr (1 here) are closed at their
+ * deadline; a client that spoke is not, waiting on a key or idle; a torch
+ * 1.13 pair (one speaks, its callback connection stays silent) keeps its
+ * silent one; one address holds at most max_conns_per_addr (4 here).
+ * (Issue 28: without a token nothing bounded them.) */
 static void body_bounds(struct scenario *sc)
 {
 	struct store_client *c = NULL;
 	char err[256];
-	int a, b, x, lone, e[4], f;
+	int a, b, k, x, kept, lone, e[5], f;
 	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &c, err, sizeof(err)) == 0);
 	a = raw_from("127.0.0.5", sc->port); /* a 1.13 store: queries ... */
 	SC_CHECK(sc, a >= 0 && raw_validate(a));
 	b = raw_from("127.0.0.5", sc->port); /* ... and its silent callback */
-	x = raw_from("127.0.0.5", sc->port); /* a stranger beside them */
+	k = raw_from("127.0.0.5", sc->port); /* kept: max_silent_per_addr is 1 */
+	x = raw_from("127.0.0.5", sc->port); /* one more: closed */
+	kept = raw_from("127.0.0.6", sc->port);
 	lone = raw_from("127.0.0.6", sc->port);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		e[i] = raw_from("127.0.0.7", sc->port);
-		if (i < 3)
+		if (i < 4)
 			SC_CHECK(sc, e[i] >= 0 && raw_validate(e[i]));
 	}
-	SC_CHECK(sc, raw_closed(e[3], 2000)); /* the 4th of one address, at once */
+	SC_CHECK(sc, raw_closed(e[4], 2000)); /* the 5th of one address, at once */
 	f = raw_from("127.0.0.8", sc->port);
 	SC_CHECK(sc, f >= 0 && raw_validate(f));
 	if (c) { /* waits past the deadline: never cut */
@@ -341,13 +344,15 @@ static void body_bounds(struct scenario *sc)
 	SC_CHECK(sc, raw_closed(lone, 3 * SILENT_MS));
 	SC_CHECK(sc, raw_closed(x, 3 * SILENT_MS));
 	SC_CHECK(sc, !raw_closed(b, 2 * SILENT_MS)); /* vouched for by a */
+	SC_CHECK(sc, !raw_closed(k, 0));
+	SC_CHECK(sc, !raw_closed(kept, 0));
 	SC_CHECK(sc, !raw_closed(a, 0));
 	SC_CHECK(sc, !raw_closed(f, 0));
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		SC_CHECK(sc, !raw_closed(e[i], 0));
 	if (c)
 		SC_CHECK(sc, store_client_ping(c) == 0);
-	int fds[] = {a, b, x, lone, e[0], e[1], e[2], e[3], f};
+	int fds[] = {a, b, k, x, kept, lone, e[0], e[1], e[2], e[3], e[4], f};
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -358,7 +363,8 @@ static void test_bounds_on_every_client(void **state)
 {
 	struct store_limits limits;
 	store_limits_default(&limits);
-	limits.max_conns_per_addr = 3;
+	limits.max_conns_per_addr = 4;
+	limits.max_silent_per_addr = 1;
 	struct scenario sc = {.body = body_bounds, .limits = &limits, .prepare = prepare_silent};
 	scenario_run(&sc);
 }
