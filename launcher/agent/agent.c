@@ -238,6 +238,23 @@ static int agent_fail_status(const struct agent *ag)
 	return policy_exit_status(0, true, first->exit_code, first->term_signal);
 }
 
+/* A failure that will repeat, in words for the other nodes: its first
+ * failed worker and how (rdzv_group_end's cause), or NULL. */
+static const char *agent_permanent_cause(const struct agent *ag, char *buf, size_t len)
+{
+	const struct summary_rec *f = summary_first_failure(&ag->summary, ag->attempt);
+
+	if (!ag->permanent || !f)
+		return NULL;
+	if (f->exit_code == AGENT_START_FAILED && f->term_signal <= 0)
+		snprintf(buf, len, "worker rank %d could not be started", f->rank);
+	else
+		snprintf(buf, len, "worker rank %d exited with status %d%s%.200s", f->rank,
+			 f->exit_code, f->error_message ? ": " : "",
+			 f->error_message ? f->error_message : "");
+	return buf;
+}
+
 /* The group stopped for a round already joined (agent_keep_round): the
  * next attempt starts in it, without asking the rendezvous again. */
 static void agent_start_in_kept_round(struct agent *ag)
@@ -256,6 +273,7 @@ static void agent_start_in_kept_round(struct agent *ag)
  * with the next round or the end. */
 void agent_group_ended(struct agent *ag)
 {
+	char cause[320];
 	struct rdzv_group_end g = {
 	    .attempt = ag->attempt,
 	    .failed = ag->failed,
@@ -285,6 +303,7 @@ void agent_group_ended(struct agent *ag)
 	ag->round_over = false;
 	if (!g.round_over && ag->stop_signal <= 0)
 		ag->fail_status = agent_fail_status(ag);
+	g.cause = agent_permanent_cause(ag, cause, sizeof(cause));
 	/* Waiting for the rendezvous from now on: an end it answers at once
 	 * finishes the agent. */
 	ag->state = AGENT_JOINING;
@@ -326,12 +345,16 @@ static void agent_start_error(const struct agent_worker *w, int rc)
 
 	if (rc == UV_EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		log_error("cannot start worker %d: ddplaunch has no file descriptor left (its "
-			  "limit, ulimit -n, is %llu): raise the limit, or run fewer workers per "
-			  "node",
+			  "limit, ulimit -n, is %llu); a shortage that may pass, so it is not "
+			  "taken as permanent: the restart tries again after its backoff if "
+			  "--max_restarts allows (if it persists, raise the limit or run fewer "
+			  "workers per node)",
 			  w->rank, (unsigned long long)rl.rlim_cur);
 	else if (rc == UV_ENFILE)
 		log_error("cannot start worker %d: the system's table of open files is full "
-			  "(fs.file-max): close programs or raise the limit",
+			  "(fs.file-max); a shortage that may pass, so the restart tries again "
+			  "after its backoff if --max_restarts allows (close programs or raise "
+			  "the limit)",
 			  w->rank);
 	else if (rc == UV_ENOSPC || rc == -EDQUOT)
 		log_error("cannot start worker %d: no space left for its log files under '%s': "
@@ -547,7 +570,10 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 		return;
 	ag->end = (int)how;
 	if (msg)
-		log_msg(how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED ? LOG_ERROR : LOG_INFO,
+		log_msg(how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED ||
+				how == RDZV_OUT_PERMANENT
+			    ? LOG_ERROR
+			    : LOG_INFO,
 			"%s", msg);
 	/* Workers of this node still run: they stop, and the group's end
 	 * finishes the agent. */

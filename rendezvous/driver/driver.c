@@ -319,7 +319,10 @@ static void drv_action(struct rdzv_driver *d, const struct rdzv_action *a)
 		drv_end(d, RDZV_DRIVER_FINISHED, a->text);
 		break;
 	case RDZV_ACT_FAILED:
-		drv_end(d, RDZV_DRIVER_FAILED, a->text);
+		drv_end(d,
+			rdzv_machine_failed_permanent(d->m) ? RDZV_DRIVER_PERMANENT
+							    : RDZV_DRIVER_FAILED,
+			a->text);
 		break;
 	case RDZV_ACT_REFUSED:
 		drv_end(d, RDZV_DRIVER_REFUSED, a->text);
@@ -644,6 +647,15 @@ void rdzv_driver_leave(struct rdzv_driver *d)
 		drv_after(d, rdzv_stop(d->m, drv_now()));
 	else if (d->phase == DRV_CONNECTING)
 		drv_end(d, RDZV_DRIVER_LEFT, "left before reaching the rendezvous store");
+}
+
+void rdzv_driver_leave_permanent(struct rdzv_driver *d, const char *cause)
+{
+	d->leaving = true;
+	if (d->phase == DRV_ON)
+		drv_after(d, rdzv_stop_permanent(d->m, drv_now(), cause));
+	else
+		rdzv_driver_leave(d);
 }
 
 void rdzv_driver_shutdown(struct rdzv_driver *d, int exit_status)

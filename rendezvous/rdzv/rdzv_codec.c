@@ -26,8 +26,8 @@ struct tok {
 };
 
 static const char *const phase_names[] = {"", "open", "running", "finished", "failed"};
-static const char *const reason_names[] = {"",	   "start",   "join",	"dead",
-					   "left", "restart", "reform", "replace"};
+static const char *const reason_names[] = {"",	      "start",	"join",	   "dead",     "left",
+					   "restart", "reform", "replace", "permanent"};
 
 const char *rdzv_phase_name(enum rdzv_phase phase)
 {
@@ -36,7 +36,8 @@ const char *rdzv_phase_name(enum rdzv_phase phase)
 
 const char *rdzv_reason_name(enum rdzv_reason reason)
 {
-	return reason >= RDZV_WHY_START && reason <= RDZV_WHY_REPLACE ? reason_names[reason] : "?";
+	return reason >= RDZV_WHY_START && reason <= RDZV_WHY_PERMANENT ? reason_names[reason]
+									: "?";
 }
 
 /* Bytes allowed in ids and addresses: printable ASCII but space and '/'
@@ -158,7 +159,7 @@ static bool state_ok(const struct rdzv_state *s)
 	    s->size > s->max_nodes || s->restarts > s->max_restarts)
 		return false;
 	if (s->phase < RDZV_OPEN || s->phase > RDZV_FAILED || s->reason < RDZV_WHY_START ||
-	    s->reason > RDZV_WHY_REPLACE)
+	    s->reason > RDZV_WHY_PERMANENT)
 		return false;
 	bool formed = s->phase == RDZV_RUNNING || s->phase == RDZV_FINISHED;
 	if (formed && (s->size < 1 || !s->coord[0]))
@@ -205,7 +206,7 @@ static int state_fields(const struct tok *t, struct rdzv_state *s)
 		return -EINVAL;
 	s->gen = gen;
 	if ((phase = tok_word(t[3], phase_names, 5)) < 0 ||
-	    (reason = tok_word(t[10], reason_names, 8)) < 0)
+	    (reason = tok_word(t[10], reason_names, 9)) < 0)
 		return -EINVAL;
 	s->phase = (enum rdzv_phase)phase;
 	s->reason = (enum rdzv_reason)reason;

@@ -66,6 +66,10 @@ enum rdzv_reason {
 	RDZV_WHY_REFORM,    /* the closer found fewer than MIN live nodes */
 	RDZV_WHY_REPLACE,   /* SUBJECT replaces a worker alone: the same nodes
 			       re-form in place; not charged */
+	RDZV_WHY_PERMANENT, /* FAILED only: SUBJECT left with a failure that
+			       will repeat (its workers exited 78, a full
+			       disk) and too few nodes were left to go on:
+			       every node ends as permanent (exit 78) */
 };
 
 /* The job state of one run id. GEN counts jobs that used the run id (a new

@@ -389,6 +389,23 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now)
 	return settle(m, now, 0);
 }
 
+int rdzv_stop_permanent(struct rdzv_machine *m, int64_t now, const char *cause)
+{
+	size_t n = 0;
+	if (m->mode != MODE_END && !m->stop_req) {
+		m->stop_perm = true;
+		for (; cause && cause[n] && n < sizeof(m->stop_cause) - 1; n++)
+			m->stop_cause[n] = cause[n] >= 0x20 && cause[n] <= 0x7e ? cause[n] : '?';
+		m->stop_cause[n] = '\0';
+	}
+	return rdzv_stop(m, now);
+}
+
+bool rdzv_machine_failed_permanent(const struct rdzv_machine *m)
+{
+	return m->st_present && m->st.phase == RDZV_FAILED && m->st.reason == RDZV_WHY_PERMANENT;
+}
+
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)
 {
 	rdzv_acts_gc(m);

@@ -242,6 +242,26 @@ void rdzv_resumed(struct rdzv_machine *m, int64_t now_ms);
  * others first (they re-form at once), within close_timeout; then LEFT. */
 int rdzv_stop(struct rdzv_machine *m, int64_t now_ms);
 
+/* Like rdzv_stop, for a node whose workers failed in a way that will
+ * repeat in every round (exit 78: a full disk, no file descriptors).
+ * `cause` says what, for the others' messages (NULL: nothing; bytes that
+ * are not printable ASCII become '?', and it is cut to fit the state's
+ * message). When this node's leaving leaves fewer than MIN live nodes in
+ * the running round (the members still alive and the nodes waiting for a
+ * place), the job cannot go on: always so in a fixed-size job
+ * (--nnodes=N). Then the state becomes FAILED with reason `permanent`,
+ * SUBJECT this node and a message naming it, its address and the cause, so
+ * that every other node ends at once with FAILED (which
+ * rdzv_machine_failed_permanent tells apart) instead of waiting for a node
+ * that will not come. With enough nodes left (an elastic job above its
+ * minimum) the others re-form without it, as after rdzv_stop. Then LEFT. */
+int rdzv_stop_permanent(struct rdzv_machine *m, int64_t now_ms, const char *cause);
+
+/* Whether the job state held is FAILED because a node left with a failure
+ * that will repeat (rdzv_stop_permanent): the end is then permanent for
+ * every node. */
+bool rdzv_machine_failed_permanent(const struct rdzv_machine *m);
+
 /* The local worker group of the current round ended on its own. success:
  * this node's part is recorded (the job is FINISHED when every node's is),
  * then FINISHED. failure: a restart of the whole job is requested (it

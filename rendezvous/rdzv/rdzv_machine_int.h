@@ -147,6 +147,8 @@ struct rdzv_machine {
 
 	/* local requests */
 	bool stop_req;
+	bool stop_perm; /* rdzv_stop_permanent: stop_cause says why */
+	char stop_cause[RDZV_MSG_MAX + 1];
 	int64_t stop_deadline;
 	int exit_req;	 /* 0, 1 success, 2 failure, 3 renew (rdzv_workers_renew) */
 	int64_t fail_at; /* a failure is charged from then on, or -1 */

@@ -30,6 +30,11 @@ struct store_limits {
 	size_t max_list_keys;	     /* keys one LIST_KEYS may return */
 	size_t max_conn_bytes;	     /* held in flight by one connection; also
 				      * bounds one request; 0: the default below */
+	size_t max_conns_per_addr;   /* open connections from one address (0: no
+				      * bound); store_access.h */
+	size_t max_silent_per_addr;  /* connections of one address kept although
+				      * silent past the first request's deadline
+				      * and vouched for by none; store_access.h */
 };
 
 /* Fills *limits with the defaults (sized for real jobs; see the .c file). */

@@ -545,6 +545,12 @@ void fake_stop(struct fake_net *net, struct fake_agent *a)
 	drain(net, net->nodes[a->idx]);
 }
 
+void fake_stop_permanent(struct fake_net *net, struct fake_agent *a, const char *cause)
+{
+	check(rdzv_stop_permanent(a->m, net->now, cause));
+	drain(net, net->nodes[a->idx]);
+}
+
 void fake_workers_exit(struct fake_net *net, struct fake_agent *a, bool success)
 {
 	a->in_round = false;

@@ -74,7 +74,7 @@ static void test_state_round_trip_phases(void **unused)
 
 static void test_state_round_trip_reasons(void **unused)
 {
-	for (int r = RDZV_WHY_START; r <= RDZV_WHY_REPLACE; r++) {
+	for (int r = RDZV_WHY_START; r <= RDZV_WHY_PERMANENT; r++) {
 		char buf[RDZV_STATE_MAX + 1];
 		struct rdzv_state s = sample_state(RDZV_RUNNING), d;
 		s.reason = (enum rdzv_reason)r;

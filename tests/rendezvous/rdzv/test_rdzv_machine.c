@@ -227,6 +227,76 @@ static void test_leave(void **state)
 	assert_string_equal(st->subject, leaver->node_id);
 }
 
+/* A node of a job that cannot go on without it leaves with a failure that
+ * will repeat: every other node ends at once, FAILED as permanent, with
+ * the leaver and its cause in its message (before, the others re-formed
+ * without it and waited for join_timeout). n nodes of --nnodes=min:max. */
+static void permanent_ends_all(uint32_t n, uint32_t min, uint32_t max)
+{
+	struct fake_net *net = fake_net_new(g_seed);
+	add_n(net, "job", (int)n, min, max);
+	start_range(net, 0, (int)n);
+	assert_true(run_to_round(net, 1, 120000)); /* n < max: after the last call */
+	struct fake_agent *leaver = with_rank(net, 1);
+	int64_t t0 = fake_now(net);
+	fake_stop_permanent(net, leaver, "worker rank 2 exited with status 78\n(disk full)");
+	assert_true(fake_run(net, fake_all_ended, NULL, 60000));
+	assert_int_equal(fake_now(net), t0); /* at once, not at a deadline */
+	assert_int_equal(leaver->ended, RDZV_ACT_LEFT);
+	for (uint32_t i = 0; i < n; i++) {
+		struct fake_agent *a = fake_agent(net, (int)i);
+		assert_true(rdzv_machine_failed_permanent(a->m));
+		if (a == leaver)
+			continue;
+		assert_int_equal(a->ended, RDZV_ACT_FAILED);
+		assert_int_equal(a->round_overs, 0);
+		assert_non_null(strstr(a->end_text, leaver->node_id));
+		assert_non_null(strstr(a->end_text, leaver->addr));
+		/* the cause, its newline made printable */
+		assert_non_null(strstr(a->end_text, "worker rank 2 exited with status 78?(disk"));
+		assert_non_null(strstr(a->end_text, "exit status 78"));
+	}
+	const struct rdzv_state *st = rdzv_machine_state(fake_agent(net, 0)->m);
+	assert_int_equal(st->reason, RDZV_WHY_PERMANENT);
+	assert_string_equal(st->subject, leaver->node_id);
+	fake_net_free(net);
+}
+
+static void test_permanent_leave_fixed_size_ends_all(void **unused)
+{
+	permanent_ends_all(3, 3, 3);
+	permanent_ends_all(2, 2, 4); /* elastic, at its minimum */
+}
+
+/* Above its minimum an elastic job goes on without the node, as after any
+ * leave; and a fixed-size job with a spare waiting goes on with the spare. */
+static void test_permanent_leave_goes_on_with_enough(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_four(net);
+	struct fake_agent *leaver = with_rank(net, 2);
+	fake_stop_permanent(net, leaver, "worker rank 4 exited with status 78");
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(leaver->ended, RDZV_ACT_LEFT);
+	assert_world(net, 2, 3);
+	const struct rdzv_state *st = rdzv_machine_state(with_rank(net, 0)->m);
+	assert_int_equal(st->reason, RDZV_WHY_LEFT);
+	assert_false(rdzv_machine_failed_permanent(with_rank(net, 0)->m));
+
+	struct fake_net *fixed = fake_net_new(g_seed + 7);
+	add_n(fixed, "fix", 3, 3, 3);
+	start_range(fixed, 0, 3);
+	assert_true(run_to_round(fixed, 1, 1000));
+	struct fake_agent *spare = fake_add(fixed, "fix", 3, 3);
+	fake_start(fixed, spare);
+	fake_run(fixed, NULL, NULL, 100); /* the spare takes its ticket and waits */
+	fake_stop_permanent(fixed, with_rank(fixed, 0), "no space left");
+	assert_true(run_to_round(fixed, 2, 60000));
+	assert_world(fixed, 2, 3);
+	assert_true(spare->in_round);
+	fake_net_free(fixed);
+}
+
 static void test_join_running(void **state)
 {
 	struct fake_net *net = net_of(state);
@@ -1114,6 +1184,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_max_closes_at_once, setup, teardown),
 	    cmocka_unit_test(test_death),
 	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
+	    cmocka_unit_test(test_permanent_leave_fixed_size_ends_all),
+	    cmocka_unit_test_setup_teardown(test_permanent_leave_goes_on_with_enough, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_join_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spare_waits_then_fills_in, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spare_gives_up_at_join_deadline, setup, teardown),
