@@ -52,6 +52,7 @@ struct ejob {
 	int64_t num; /* ADD */
 };
 
+struct pe_lookup;
 enum be_state { BE_NEW, BE_NAMES, BE_GRANTING, BE_WAITING, BE_OPEN };
 
 struct etcd_be {
@@ -75,8 +76,8 @@ struct etcd_be {
 			look-up) not yet closed */
 	/* the endpoints' names, looked up before the first request
 	 * (rdzv_etcd_names.c) */
-	size_t names_pending, names_total, names_absent;
-	char names_bad[RDZV_PRIMS_MSG_MAX / 2];
+	size_t names_pending, names_total;
+	struct pe_lookup *lookups;    /* until the last has answered */
 	char why[RDZV_PRIMS_MSG_MAX]; /* last_error's answer */
 };
 

@@ -16,9 +16,11 @@
 
 #include "rdzv_etcd_int.h"
 
-struct lookup {
+struct pe_lookup {
 	uv_getaddrinfo_t req;
 	struct etcd_be *be;
+	struct pe_lookup *next; /* in the endpoints' order */
+	bool absent;		/* the resolver says no such name */
 	char host[256];
 };
 
@@ -68,17 +70,30 @@ static bool no_such_name(int status)
 	    ;
 }
 
+/* Every look-up has answered: the verdict (unless the backend closed),
+ * then the look-ups go. */
 static void names_done(struct etcd_be *be)
 {
-	char msg[RDZV_PRIMS_MSG_MAX];
+	char msg[RDZV_PRIMS_MSG_MAX], bad[RDZV_PRIMS_MSG_MAX / 2] = "";
+	size_t absent = 0, off = 0;
+	struct pe_lookup *l;
 
+	for (l = be->lookups; l; l = l->next)
+		if (l->absent && off < sizeof(bad)) {
+			off += (size_t)snprintf(bad + off, sizeof(bad) - off, "%s'%s'",
+						absent++ ? ", " : "", l->host);
+		}
+	while ((l = be->lookups)) {
+		be->lookups = l->next;
+		free(l);
+	}
 	if (be->closed)
 		return;
-	if (be->names_total && be->names_absent == be->names_total) {
+	if (be->names_total && absent == be->names_total) {
 		snprintf(msg, sizeof(msg),
 			 "no etcd endpoint's name exists: %s (the resolver says no such host; "
 			 "retrying cannot help): correct --rdzv_endpoint",
-			 be->names_bad);
+			 bad);
 		pe_open_failed(be, -EHOSTUNREACH, msg);
 		return;
 	}
@@ -87,20 +102,14 @@ static void names_done(struct etcd_be *be)
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
-	struct lookup *l = req->data;
+	struct pe_lookup *l = req->data;
 	struct etcd_be *be = l->be;
-	size_t off = strlen(be->names_bad);
 
 	uv_freeaddrinfo(res);
-	if (no_such_name(status)) {
-		be->names_absent++;
-		snprintf(be->names_bad + off, sizeof(be->names_bad) - off, "%s'%s'",
-			 off ? ", " : "", l->host);
-	} else if (status < 0) {
+	l->absent = no_such_name(status);
+	if (status < 0 && !l->absent)
 		log_debug("etcd endpoint '%s': cannot resolve it yet: %s", l->host,
 			  uv_strerror(status));
-	}
-	free(l);
 	if (--be->names_pending == 0)
 		names_done(be);
 	pe_handle_closed(be);
@@ -109,13 +118,13 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 int pe_names_check(struct etcd_be *be)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct pe_lookup **tail = &be->lookups;
 	const char *p = be->opt.endpoints;
 	bool all_names = true;
 
-	be->names_bad[0] = '\0';
 	while (p && *p) {
 		size_t len = strcspn(p, ",");
-		struct lookup *l = calloc(1, sizeof(*l));
+		struct pe_lookup *l = calloc(1, sizeof(*l));
 		int rc;
 
 		if (!l)
@@ -131,6 +140,8 @@ int pe_names_check(struct etcd_be *be)
 				free(l);
 				return rc;
 			}
+			*tail = l;
+			tail = &l->next;
 			be->handles++; /* until its callback */
 			be->names_pending++;
 			be->names_total++;
