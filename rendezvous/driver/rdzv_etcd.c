@@ -235,7 +235,8 @@ static void deadline_failed(struct etcd_be *be, int status)
 	char list[RDZV_PRIMS_MSG_MAX / 2 + 64], msg[RDZV_PRIMS_MSG_MAX];
 
 	if (!etcd_async_failures(be->c, list, sizeof(list)))
-		snprintf(list, sizeof(list), "%s", etcd_error());
+		snprintf(list, sizeof(list), "%s",
+			 etcd_error()[0] ? etcd_error() : "no answer yet");
 	snprintf(msg, sizeof(msg),
 		 "no etcd endpoint answered within the join deadline (%g s): %s; check that "
 		 "etcd runs there and that --rdzv_endpoint lists its client URLs (port 2379 "
@@ -274,6 +275,7 @@ static void on_granted(void *arg, int status, struct etcd_result *r)
 		pe_open_failed(be, status, etcd_error());
 		return;
 	}
+	uv_timer_stop(&be->kick); /* the join deadline */
 	be->lease = r->id;
 	be->state = BE_OPEN;
 	be->ttl_ms = (r->ttl > 0 ? r->ttl : LEASE_TTL_S) * 1000;
@@ -287,7 +289,12 @@ static void on_granted(void *arg, int status, struct etcd_result *r)
 
 static int be_grant(struct etcd_be *be)
 {
+	int64_t left = be->connect_deadline_ms - (int64_t)time_now_ms();
+
 	be->state = BE_GRANTING;
+	/* The join deadline ends the grant in flight too (its own deadline
+	 * may be later). */
+	uv_timer_start(&be->kick, on_kick, left > 0 ? (uint64_t)left : 0, 0);
 	return etcd_async_grant(be->c, LEASE_TTL_S, on_granted, be);
 }
 
@@ -342,8 +349,17 @@ static void on_kick(uv_timer_t *t)
 		if ((rc = be_grant(be)) < 0)
 			pe_open_failed(be, rc, etcd_error());
 		break;
+	case BE_GRANTING: {
+		/* The loop's cached time may run a timer a few ms early. */
+		int64_t left = be->connect_deadline_ms - (int64_t)time_now_ms();
+
+		if (left > 0)
+			uv_timer_start(&be->kick, on_kick, (uint64_t)left + 1, 0);
+		else
+			deadline_failed(be, -ETIMEDOUT);
+		break;
+	}
 	case BE_NAMES:
-	case BE_GRANTING:
 		break;
 	case BE_OPEN:
 		pump(be);

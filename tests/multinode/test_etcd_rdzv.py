@@ -389,6 +389,17 @@ class EtcdUnreachable(MultiNodeCase):
         self.assertIn("no etcd endpoint answered within the join deadline (4 s): "
                       "127.0.0.1:%d: connection refused" % ep.port, p.text())
         self.assertNotIn("5000 ms", p.text())
+        # a grant in flight at the deadline (its own deadline is 5 s) ends
+        # there too: it ended up to 5 s late
+        silent = FakeEndpoint("silent")
+        self.addCleanup(silent.close)
+        p = self.agent("127.0.0.1:%d" % silent.port, join_timeout=2.5)
+        rc, t = p.wait(timeout=20)
+        self.assertEqual(rc, 1, p.text())
+        self.assertLess(t - p.t_start, 2.5 + 1.5, p.text())
+        self.assertIn("no etcd endpoint answered within the join deadline (2.5 s): "
+                      "127.0.0.1:%d: it accepted the connection but sent no answer"
+                      % silent.port, p.text())
 
     def test_name_that_does_not_exist_ends_at_once(self):
         p = self.agent("nosuchhost.invalid:2379,other.invalid:2379")
