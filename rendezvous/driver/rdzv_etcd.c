@@ -267,7 +267,7 @@ static void on_granted(void *arg, int status, struct etcd_result *r)
 		uv_timer_start(&be->kick, on_kick, 100, 0);
 		return;
 	}
-	if (status < 0 && unavailable(status)) {
+	if (status < 0 && unavailable(status) && be->connect_timeout_ms > 0) {
 		deadline_failed(be, status);
 		return;
 	}
@@ -293,8 +293,9 @@ static int be_grant(struct etcd_be *be)
 
 	be->state = BE_GRANTING;
 	/* The join deadline ends the grant in flight too (its own deadline
-	 * may be later). */
-	uv_timer_start(&be->kick, on_kick, left > 0 ? (uint64_t)left : 0, 0);
+	 * may be later); without one, the grant's own deadline is the end. */
+	if (be->connect_timeout_ms > 0)
+		uv_timer_start(&be->kick, on_kick, left > 0 ? (uint64_t)left : 0, 0);
 	return etcd_async_grant(be->c, LEASE_TTL_S, on_granted, be);
 }
 
