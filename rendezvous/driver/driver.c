@@ -434,8 +434,7 @@ static int drv_open(struct rdzv_driver *d, int64_t connect_timeout_ms);
 static const char *drv_store_owner(struct rdzv_driver *d)
 {
 	if (d->store_kind == DRV_STORE_STANDALONE)
-		snprintf(d->owner, sizeof(d->owner), "the standalone ddp-rdzvd at %s",
-			 d->peer);
+		snprintf(d->owner, sizeof(d->owner), "the standalone ddp-rdzvd at %s", d->peer);
 	else
 		snprintf(d->owner, sizeof(d->owner), "hosted by %s",
 			 d->c.mode == RDZV_DRIVER_STATIC ? "node 0's agent"
