@@ -128,8 +128,10 @@ void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c);
  * key); *c is then partly updated. */
 int opts_rdzv_conf_parse(const char *text, struct opts_rdzv_conf *c, char *err, size_t errlen);
 
-/* Parses "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" (PORT 0..65535;
- * default_port when absent). Returns 0 or -EINVAL (err filled). */
+/* Parses "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" (PORT 0..65535, digits
+ * only; default_port when absent); a bare IPv6 address is the whole text.
+ * HOST must parse as a host name or address and not be multicast or
+ * broadcast (opts_host.h). Returns 0 or -EINVAL (err filled). */
 int opts_endpoint_parse(const char *text, int default_port, char *host, size_t hostlen, int *port,
 			char *err, size_t errlen);
 

@@ -4,9 +4,11 @@
  * backend are given of it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "driver_int.h"
 #include "rdzv_host.h"
@@ -140,11 +142,40 @@ static int drv_config_check(const struct rdzv_driver *d, char *err, size_t errle
 	return rdzv_config_check(&cfg, err, errlen);
 }
 
+/* etcd's TLS files must be readable: curl would refuse each request. */
+static int drv_tls_files_check(const struct rdzv_driver *d, char *err, size_t errlen)
+{
+	const struct {
+		const char *key, *path;
+	} files[] = {{"cacert", d->c.ca_file}, {"cert", d->c.cert_file}, {"key", d->c.key_file}};
+
+	if (d->c.mode != RDZV_DRIVER_ETCD)
+		return 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		int fd = files[i].path ? open(files[i].path, O_RDONLY | O_CLOEXEC) : -2;
+
+		if (fd >= 0)
+			close(fd);
+		if (fd != -1)
+			continue;
+		snprintf(err, errlen,
+			 "--rdzv_conf: %s '%s' cannot be read (%s): give the path of a readable "
+			 "PEM file",
+			 files[i].key, files[i].path, strerror(errno));
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* A --local_addr not of this machine, a port 0 that only the store's host
- * may choose, what the machine refuses. */
+ * may choose, etcd's TLS files that cannot be read, what the machine
+ * refuses. */
 int drv_check(const struct rdzv_driver *d, char *err, size_t errlen)
 {
 	int rc;
+
+	if ((rc = drv_tls_files_check(d, err, errlen)) < 0)
+		return rc;
 
 	if (d->local_addr &&
 	    (rc = rdzv_host_local_check(

@@ -148,6 +148,9 @@ int keeper_host(struct rdzv_driver *d)
 		return keeper_listen_failed(d, rc);
 	}
 	d->c.port = store_server_port(d->rstore);
+	/* Its clients can tell it from a standalone ddp-rdzvd. */
+	if ((rc = store_server_put(d->rstore, DRV_HOSTED_KEY, DRV_HOSTED_VALUE)) < 0)
+		log_debug("cannot mark the rendezvous store as an agent's: %s", strerror(-rc));
 	log_info("hosting the rendezvous store at %s%s%s:%d for run id '%s'%s",
 		 strchr(d->bind_lit, ':') ? "[" : "", d->bind_lit,
 		 strchr(d->bind_lit, ':') ? "]" : "", d->c.port, d->run_id,
@@ -199,6 +202,7 @@ static void keeper_handles_close(struct rdzv_driver *d)
 	d->handles = false;
 	uv_close((uv_handle_t *)&d->timer, NULL);
 	uv_close((uv_handle_t *)&d->linger, NULL);
+	uv_close((uv_handle_t *)&d->prepare, NULL);
 }
 
 /* This process stays to serve the store's last clients; its parent exits

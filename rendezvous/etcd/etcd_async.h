@@ -61,6 +61,12 @@ void etcd_async_close(struct etcd_async *c, void (*closed)(void *arg), void *arg
 /* The endpoint that answered last (as given in the options). */
 const char *etcd_async_endpoint(const struct etcd_async *c);
 
+/* Each endpoint whose last attempt failed (of any request, even one still
+ * retrying), with why: "EP: cause; EP2: cause" into buf (truncated to
+ * len). Returns how many; 0 (buf "") when every endpoint tried answered.
+ * For the word while etcd does not answer, before a request's deadline. */
+size_t etcd_async_failures(const struct etcd_async *c, char *buf, size_t len);
+
 /* The requests return 0 (cb will be called) or a negative errno (-EINVAL,
  * -ENOMEM; cb will not be called, etcd_error() says why). */
 /* Grants a lease of ttl_s seconds (>= 1): r->id, and r->ttl the TTL etcd

@@ -161,7 +161,9 @@ struct etcd_async {
 	struct etcd_op *ops;
 	struct etcd_awatch_list watches;
 	char *token;
-	size_t cur; /* the endpoint that answered last */
+	size_t cur;	      /* the endpoint that answered last */
+	char (*ep_fail)[160]; /* each endpoint's last failed attempt ("": none
+				 since its last answer) */
 	bool closing;
 	int handles;
 	void (*closed)(void *arg);

@@ -183,6 +183,12 @@ size_t store_server_reset(struct store_server *server, const char *const *keep, 
 	return n;
 }
 
+int store_server_put(struct store_server *server, const char *key, const char *value)
+{
+	return store_set(server->store, (struct byteview){(const uint8_t *)key, strlen(key)},
+			 (struct byteview){(const uint8_t *)value, strlen(value)});
+}
+
 int store_server_port(const struct store_server *server)
 {
 	return server->listener ? server->port : 0;

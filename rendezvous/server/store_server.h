@@ -63,6 +63,11 @@ int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct 
  * repeated with another port. Call at most once successfully. */
 int store_server_listen(struct store_server *server, const char *host, int port);
 
+/* Sets key to value (a NUL-terminated string) in the server's store, as
+ * the embedding program's own key (e.g. who hosts the store: a client may
+ * read it). Returns 0, -EINVAL (over the limits) or -ENOMEM. */
+int store_server_put(struct store_server *server, const char *key, const char *value);
+
 /* The port actually bound (after a successful listen), else 0. */
 int store_server_port(const struct store_server *server);
 
