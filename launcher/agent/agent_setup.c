@@ -191,7 +191,7 @@ int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_
 	return rdzv_check(o, environ_in, nproc, err, errlen);
 }
 
-int agent_setup(struct agent *ag)
+int agent_setup(struct agent *ag, const struct rdzv_events *events)
 {
 	char err[OPTS_ERR_LEN];
 	const char *cg;
@@ -214,7 +214,7 @@ int agent_setup(struct agent *ag)
 	}
 	/* The workers' store (one node) or the rendezvous store (many) is
 	 * bound here, or its host reached. */
-	rc = rdzv_attach(ag->rdzv, ag->loop, &agent_rdzv_events, ag);
+	rc = rdzv_attach(ag->rdzv, ag->loop, events, ag);
 	if (rc)
 		return rc == -EADDRINUSE ? 2 : 1;
 	if (agent_prepare_run_dir(ag))
