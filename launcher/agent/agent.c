@@ -175,8 +175,9 @@ static void agent_worker_exited(struct agent *ag, struct agent_worker *w, bool s
 {
 	ag->nrunning--;
 	w->exit_seq = ++ag->nexited;
-	if (w->state == AGENT_W_REPLACING)
-		return; /* killed to start again in the next round (agent_inplace_prepare) */
+	if (w->state == AGENT_W_REPLACING || w->state == AGENT_W_RESPAWN)
+		return; /* killed to start again (agent_inplace_prepare), maybe in the
+			 * round handed out since */
 	w->state = AGENT_W_EXITED;
 	if (!agent_worker_ended(ag, w, started, permanent))
 		return;
@@ -299,7 +300,8 @@ static void agent_group_ended(struct agent *ag)
 		agent_on_joined(ag, 0, &ag->kept);
 		return;
 	}
-	ag->next = AGENT_NEXT_NONE;
+	/* A join in place still in flight (a stop signal) keeps ag->next: its
+	 * late answer is not the next group's. */
 	if (!g.round_over && ag->stop_signal <= 0)
 		ag->fail_status = agent_fail_status(ag);
 	/* Waiting for the rendezvous from now on: an end it answers at once
@@ -330,8 +332,8 @@ static void on_proc_closed(struct worker_proc *p, void *arg)
 	}
 	if (agent_worker_close_logs(w))
 		ag->lost_output = true;
-	if (w->state == AGENT_W_RESPAWN && agent_group_runs(ag->state) &&
-	    ag->state != AGENT_REFORMING)
+	/* Not while the next round is asked or joined: it starts in that. */
+	if (w->state == AGENT_W_RESPAWN && ag->state == AGENT_RUNNING)
 		agent_respawn(ag, w);
 	if (ag->nrunning == 0 && agent_all_closed(ag) && !agent_inplace_pending(ag) &&
 	    (agent_group_runs(ag->state) || ag->state == AGENT_STOPPING))
