@@ -565,70 +565,10 @@ static const struct rdzv_events agent_rdzv_events = {
     .ended = on_ended,
 };
 
-static void handle_free_noop(uv_handle_t *h)
-{
-}
-
 static void agent_finish(struct agent *ag)
 {
-	char path[PATH_MAX + 16];
-
 	ag->state = AGENT_DONE;
-	summary_print_reforms(&ag->summary);
-	if (ag->lost_output && ag->exit_status == 0) {
-		log_error("the workers succeeded but some of their output was lost (see above); "
-			  "exiting with status 1");
-		ag->exit_status = 1;
-	}
-	if (ag->o->log_dir) {
-		snprintf(path, sizeof(path), "%s/summary.json", ag->rd.path);
-		if (summary_write_json(&ag->summary, path, ag->exit_status, ag->attempt + 1,
-				       ag->stop_signal)) {
-			log_error("cannot write '%s' (free space under --log_dir)", path);
-			if (ag->exit_status == 0)
-				ag->exit_status = 1;
-		}
-	}
-	rundir_close(&ag->rd);
-	footprint_close(&ag->fp);
-	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
-	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
-	for (int i = 0; i < ag->nsig; i++)
-		uv_close((uv_handle_t *)&ag->sig[i], handle_free_noop);
-	rdzv_shutdown(ag->rdzv, ag->exit_status);
-}
-
-/* Whether one of ag's signal handlers is for sig already. */
-static bool agent_has_handler(const struct agent *ag, int sig)
-{
-	for (int i = 0; i < ag->nsig; i++)
-		if (ag->sig[i].signum == sig)
-			return true;
-	return false;
-}
-
-static void agent_init_handles(struct agent *ag)
-{
-	uv_timer_init(ag->loop, &ag->grace);
-	uv_timer_init(ag->loop, &ag->drain);
-	ag->grace.data = ag->drain.data = ag;
-	ag->nsig = 0;
-	for (int i = 0; i < ag->o->nsignals + ag->o->nforward; i++) {
-		int sig = i < ag->o->nsignals ? ag->o->signals[i]
-					      : ag->o->forward_signals[i - ag->o->nsignals];
-
-		if (i >= ag->o->nsignals && agent_has_handler(ag, sig))
-			continue; /* both lists name it: one handler */
-		uv_signal_init(ag->loop, &ag->sig[ag->nsig]);
-		ag->sig[ag->nsig].data = ag;
-		uv_signal_start(&ag->sig[ag->nsig++], on_signal, sig);
-	}
-	for (int i = 0; i < ag->nproc; i++) {
-		ag->w[i].ag = ag;
-		ag->w[i].local_rank = i;
-		ag->w[i].log_fd[0] = ag->w[i].log_fd[1] = -1;
-		worker_proc_init(&ag->w[i].proc);
-	}
+	agent_teardown(ag);
 }
 
 int agent_run(const struct launch_opts *o, char **environ_in)
@@ -653,7 +593,7 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 		/* Names the Python in the summary if a worker lacks a module. */
 		summary_set_interpreter(&ag.summary, ag.argv[0],
 					worker_env_get(environ_in, "PATH"));
-		agent_init_handles(&ag);
+		agent_init_handles(&ag, on_signal);
 		agent_start_attempt(&ag);
 	} else {
 		ag.exit_status = rc;

@@ -100,6 +100,16 @@ struct agent {
  * reporting why. */
 int agent_setup(struct agent *ag, const struct rdzv_events *events);
 
+/* After agent_setup: the timers, a handler per --signals and
+ * --forward_signals signal (on_signal), the workers' slots. */
+void agent_init_handles(struct agent *ag, uv_signal_cb on_signal);
+
+/* The node's end (agent_setup.c): the re-formations said, summary.json
+ * written (a failed write or lost output turns a success into 1), the run
+ * directory and the footprint closed, the handles closed, the rendezvous
+ * shut down with ag->exit_status. */
+void agent_teardown(struct agent *ag);
+
 /* Per attempt: each worker's directory (w->dir), with no error file
  * (w->error_file) in it yet. */
 int agent_prepare_attempt_dirs(struct agent *ag);
