@@ -19,13 +19,23 @@
  * without ddp_next_round, which the agent starts again in the next round.
  * With MN_INPLACE_PERMANENT=R, rank R exits 78 (a failure that repeats) at
  * step STEPS/4 of its first round.
+ * With MN_INPLACE_DIE=L:SIG and MN_INPLACE_ONCE=FILE, the worker of local
+ * rank L dies by signal SIG at its first collective error, before it takes
+ * the next round (a death that overlaps a round being handed out), if it
+ * is the first to create FILE (so its replacement does not die again).
+ * With MN_INPLACE_SLOW=FILE:MS, a process that finds FILE at its start
+ * waits MS ms before ddp_init (a replacement slow to say "resizable").
  * Exits 3 when no round comes, 4 when a re-formation fails, 5 on a wrong
  * sum, 1 when ddp_init fails.
  */
 #include <ddp.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +73,41 @@ static int permanent(struct ddp_ctx *ctx)
 	return r && atoi(r) == ddp_rank(ctx);
 }
 
+/* MN_INPLACE_DIE: dies by its signal when this is its worker, once. */
+static void die_if_asked(void)
+{
+	const char *die = getenv("MN_INPLACE_DIE"), *once = getenv("MN_INPLACE_ONCE");
+	const char *lr = getenv("LOCAL_RANK");
+	int fd;
+
+	if (!die || !once || !lr || !strchr(die, ':') || atoi(die) != atoi(lr))
+		return;
+	fd = open(once, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	if (fd < 0)
+		return; /* died once already: this is its replacement */
+	close(fd);
+	printf("INPLACE dies pid=%d signal=%d\n", (int)getpid(), atoi(strchr(die, ':') + 1));
+	fflush(stdout);
+	setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}); /* a SIGSEGV leaves no core */
+	signal(atoi(strchr(die, ':') + 1), SIG_DFL);
+	raise(atoi(strchr(die, ':') + 1));
+}
+
+/* MN_INPLACE_SLOW: waits before ddp_init when its file exists. */
+static void slow_if_asked(void)
+{
+	const char *slow = getenv("MN_INPLACE_SLOW");
+	char path[512];
+	const char *colon = slow ? strrchr(slow, ':') : NULL;
+
+	if (!colon || (size_t)(colon - slow) >= sizeof(path))
+		return;
+	memcpy(path, slow, (size_t)(colon - slow));
+	path[colon - slow] = '\0';
+	if (access(path, F_OK) == 0)
+		pause_ms(atol(colon + 1));
+}
+
 /* Takes the next round and re-forms (ddp_rejoin: superseded rounds and
  * re-formations that fail because the membership changed again are taken
  * inside): 0, or the exit status (4: not resizable, 3: no round). */
@@ -94,6 +139,7 @@ int main(int argc, char **argv)
 
 	if (plain && lr && atoi(plain) == atoi(lr))
 		unsetenv("DDP_AGENT_FD");
+	slow_if_asked();
 	if (ddp_init(NULL, &ctx, err, sizeof(err))) {
 		fprintf(stderr, "mn_inplace: %s\n", err);
 		return 1;
@@ -119,6 +165,7 @@ int main(int argc, char **argv)
 				step);
 			return 6;
 		}
+		die_if_asked();
 		rc = reform(ctx, step);
 		if (rc)
 			return rc;

@@ -260,6 +260,129 @@ class InPlace(MultiNodeCase):
             self.assertEqual(len(fresh), 1, p.text())
             self.assertEqual([d["pid"] for d in inplace_lines(p, "done")], [fresh[0]["pid"]])
 
+    def join_node(self, prog, nproc=2, max_nodes=3):
+        """A node started on 127.0.0.4 that joins the running job."""
+        base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % max_nodes,
+                "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(), "--max_restarts=0",
+                "--rdzv_endpoint=127.0.0.2:%d" % self.port,
+                "--log_dir=" + os.path.join(self.dir, "logs2")]
+        return self.cluster.agent(2, base + prog, worker=None)
+
+    def start_dying_job(self, sig, restarts):
+        """2 nodes x 2 ranks; node 0's local rank 1 dies by `sig` at its first
+        collective error, which a third node's join causes: it was handed the
+        join's round and never took it. (nodes, pids at start)"""
+        self.STEPS = 400
+        die = {"MN_INPLACE_DIE": "1:%d" % sig, "MN_INPLACE_ONCE": os.path.join(self.dir, "died")}
+        prog = [INPLACE, str(self.STEPS), str(self.STEP_MS)]
+        nodes = self.start_job(prog, n=2, nproc=2, restarts=restarts, max_nodes=3,
+                               envs=[die, None])
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        nodes.append(self.join_node(prog))
+        nodes[0].wait_line(r"INPLACE dies", timeout=30)
+        return nodes, before
+
+    def test_worker_killed_as_round_comes_replaced_alone(self):
+        # issue 23: a worker killed while its agent hands out a round (here
+        # a join's) was taken for a program that does not re-form, and its
+        # healthy sibling was restarted with it. A death by signal is a
+        # death: it alone is replaced, its sibling and the other node stay
+        nodes, before = self.start_dying_job(signal.SIGKILL, restarts=1)
+        self.assert_all_exit(nodes, timeout=90)
+        text = nodes[0].text()
+        dead = inplace_lines(nodes[0], "dies")
+        self.assertEqual(len(dead), 1, text)
+        self.assertIn("replacing it alone", text)
+        self.assertNotIn("instead of re-forming", text)
+        self.assertNotIn("stopping this node's workers", text)
+        for p in nodes[:2]:
+            kept = before[p.name] - {dead[0]["pid"]}
+            done = {d["pid"] for d in inplace_lines(p, "done")}
+            self.assertTrue(kept <= done, p.text())
+            self.assertTrue(all(d["world"] == "6" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), p.text())
+        fresh = [d for d in inplace_lines(nodes[0], "start") if d["t"] >= dead[0]["t"]]
+        self.assertEqual(len(fresh), 1, text)
+
+    def test_worker_crash_as_round_comes_charged(self):
+        # issue 23: a crash while the agent hands out a round was charged as
+        # nothing (taken for a worker that left instead of re-forming). With
+        # no replacement left (--max_restarts=0) it is a failure: the node
+        # stops its other workers for it, and the job fails (it succeeded,
+        # uncharged, before)
+        nodes, before = self.start_dying_job(signal.SIGSEGV, restarts=0)
+        rcs = [p.wait(timeout=90)[0] for p in nodes]
+        text = nodes[0].text()
+        # no restart left: the job fails, the crashed rank's node with its status
+        self.assertEqual(rcs[0], 128 + signal.SIGSEGV, text)
+        self.assertTrue(all(rc != 0 for rc in rcs), rcs)
+        self.assertEqual(self.summary(0)["exit_code"], 128 + signal.SIGSEGV)
+        self.assertNotIn("instead of re-forming", text)
+        self.assertNotIn("replacing it alone", text)
+        self.assertRegex(text, r"rank \d+ \(local rank 1\) [^\n]*SIGSEGV[^\n]*; stopping the "
+                         r"other workers")
+
+    def test_two_workers_killed_at_once_replaced_alone(self):
+        # issue 23: two nodes each losing a worker at once: each death
+        # overlaps the round the other's asks for; each is replaced alone
+        self.STEPS = 500
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1)
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        victims = [inplace_lines(nodes[1], "start")[0], inplace_lines(nodes[2], "start")[1]]
+        for v in victims:
+            os.kill(int(v["pid"]), signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=90)
+        for p in nodes:
+            text = p.text()
+            self.assertNotIn("stopping this node's workers", text)
+            self.assertNotIn("instead of re-forming", text)
+            kept = before[p.name] - {v["pid"] for v in victims}
+            self.assertTrue(kept <= {d["pid"] for d in inplace_lines(p, "done")}, text)
+            self.assertTrue(all(d["world"] == "6" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), text)
+        for p in nodes[1:]:
+            self.assertEqual(p.text().count("replacing it alone"), 1, p.text())
+
+    def test_replacement_slow_to_start_does_not_stop_its_node(self):
+        # issue 23: a replacement that has not said "resizable" yet when the
+        # next round comes (a Python worker importing torch) made its node
+        # stop all its workers. It alone starts again in that round; its
+        # sibling stays
+        self.STEPS = 500
+        slow = os.path.join(self.dir, "slow")
+        env = {"MN_INPLACE_SLOW": slow + ":4000"}
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1,
+                               env=env)
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        open(slow, "w").close()  # processes started from now on wait 4 s
+        victim = inplace_lines(nodes[1], "start")[0]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        nodes[1].wait_line(r"its replacement starts and joins in place", timeout=30,
+                           after=t_kill)
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=90)
+        text = nodes[1].text()
+        self.assertNotIn("stopping this node's workers", text)
+        self.assertIn("its replacement has not said it re-forms yet", text)
+        kept = before[nodes[1].name] - {victim["pid"]}
+        done = {d["pid"] for d in inplace_lines(nodes[1], "done")}
+        self.assertTrue(kept <= done, text)
+        self.assertEqual(len(done), 2, text)
+        for p in nodes[:2]:
+            self.assertTrue(all(d["world"] == "4" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), p.text())
+        self.assertEqual(before[nodes[0].name], {d["pid"] for d in inplace_lines(nodes[0], "done")})
+
     def test_one_node_worker_replaced_alone(self):
         # one node (--standalone): the same, with the node's own store
         self.STEPS = 400
