@@ -245,9 +245,10 @@ DDP_API int ddp_set_resizable(struct ddp_ctx *ctx, int resizable);
  * ddp_reform(ctx, &out->opts, ...) and redo the interrupted step. Only the
  * latest round heard is kept. Before returning 0 it tells the agent
  * "took R" on the channel: this process re-forms in round R (the agent
- * treats a worker sent round R that exits before saying so as one that
- * does not re-form in place: it restarts the group, as before, and
- * charges nothing). Returns 0, -ENOTSUP (no agent channel: exit, and the
+ * treats a worker sent round R that exits with a status, not a signal,
+ * before saying so as one that does not re-form in place: it restarts the
+ * node's group in that round and charges nothing; a death by a signal is a
+ * death, replaced alone or charged: launcher/agent/agent_decide.h). Returns 0, -ENOTSUP (no agent channel: exit, and the
  * launcher restarts the worker), -ETIMEDOUT, -EPIPE (the agent is gone) or
  * -EINVAL. A round heard while ddp_reform runs supersedes it (-ESTALE,
  * see ddp_reform): call ddp_next_round again. */
