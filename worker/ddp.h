@@ -248,7 +248,8 @@ DDP_API int ddp_set_resizable(struct ddp_ctx *ctx, int resizable);
  * treats a worker sent round R that exits with a status, not a signal,
  * before saying so as one that does not re-form in place: it restarts the
  * node's group in that round and charges nothing; a death by a signal is a
- * death, replaced alone or charged: launcher/agent/agent_decide.h). Returns 0, -ENOTSUP (no agent channel: exit, and the
+ * death, replaced alone or charged: launcher/agent/agent_decide.h).
+ * Returns 0, -ENOTSUP (no agent channel: exit, and the
  * launcher restarts the worker), -ETIMEDOUT, -EPIPE (the agent is gone) or
  * -EINVAL. A round heard while ddp_reform runs supersedes it (-ESTALE,
  * see ddp_reform): call ddp_next_round again. */
