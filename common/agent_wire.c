@@ -83,6 +83,16 @@ static int round_check(const struct agent_wire_round *r)
 											: -ERANGE;
 }
 
+int agent_wire_round_set_addr(struct agent_wire_round *r, const char *addr)
+{
+	size_t n = strnlen(addr, AGENT_WIRE_ADDR_MAX + 1);
+
+	if (n == 0 || n > AGENT_WIRE_ADDR_MAX)
+		return -ERANGE;
+	memcpy(r->master_addr, addr, n + 1);
+	return 0;
+}
+
 static int parse_addr(struct wire_cur *c, char *out)
 {
 	const char *f;

@@ -60,6 +60,10 @@ struct agent_wire_msg {
 	struct agent_wire_round r; /* ROUND */
 };
 
+/* Copies addr (NUL-terminated) into r->master_addr. Returns 0, or -ERANGE
+ * when it is empty or longer than AGENT_WIRE_ADDR_MAX (nothing is cut). */
+int agent_wire_round_set_addr(struct agent_wire_round *r, const char *addr);
+
 /* Parses one line of len bytes, without its '\n'. Returns 0 with *m (kind
  * AGENT_WIRE_UNKNOWN for a kind this side does not know, whose fields are
  * not looked at), or:

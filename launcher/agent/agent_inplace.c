@@ -40,7 +40,6 @@ static void agent_respawn(struct agent *ag, struct agent_worker *w)
 	w->respawn = false;
 	w->exit_seq = 0;
 	w->stopped = false;
-	w->sent_round = -1; /* the new process was handed nothing yet */
 	ag->nrunning++;
 	rc = agent_worker_start(w, true);
 	if (rc == 0) {
@@ -59,8 +58,8 @@ static void agent_respawn(struct agent *ag, struct agent_worker *w)
  * starts again in it. */
 static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 {
-	char msg[512];
-	int n, failed = 0, replaced = 0;
+	struct agent_wire_round wr;
+	int failed = 0, replaced = 0;
 
 	ag->reform.world_before = ag->round.world_size;
 	ag->round = *r;
@@ -77,12 +76,16 @@ static void agent_resize_in_place(struct agent *ag, const struct rdzv_round *r)
 		agent_worker_reprefix(w);
 		if (!w->proc.running)
 			continue; /* finished (a failure would have stopped the group) */
-		n = snprintf(msg, sizeof(msg), "round %d %d %d %d %d %s %d %d %d\n", r->round,
-			     w->rank, r->world_size, i, ag->nproc, r->master_addr, r->master_port,
-			     r->group_rank, r->group_world_size);
-		w->sent_round = r->round;
-		if (n <= 0 || (size_t)n >= sizeof(msg) ||
-		    worker_proc_send(&w->proc, msg, (size_t)n) < 0)
+		wr = (struct agent_wire_round){.round = r->round,
+					       .rank = w->rank,
+					       .world_size = r->world_size,
+					       .local_rank = i,
+					       .local_world_size = ag->nproc,
+					       .master_port = r->master_port,
+					       .group_rank = r->group_rank,
+					       .group_world_size = r->group_world_size};
+		if (agent_wire_round_set_addr(&wr, r->master_addr) < 0 ||
+		    worker_proc_send_round(&w->proc, &wr) < 0)
 			failed++;
 	}
 	ag->nreplacing = 0;
@@ -210,7 +213,7 @@ bool agent_inplace_round_over(struct agent *ag, const char *why)
  * being joined): a program that does not re-form in place. */
 static bool agent_worker_skipped_round(const struct agent *ag, const struct agent_worker *w)
 {
-	return w->proc.resizable && (ag->inplace_join || w->sent_round > w->proc.took_round);
+	return w->proc.resizable && (ag->inplace_join || w->proc.sent_round > w->proc.took_round);
 }
 
 /* Whether dead worker w can be replaced alone: it and every other local
