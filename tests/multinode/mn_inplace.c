@@ -17,6 +17,9 @@
  * the agent must restart. With MN_INPLACE_EXIT set, every worker exits 6
  * on a collective error instead of re-forming: a libddp program written
  * without ddp_next_round, which the agent starts again in the next round.
+ * With MN_INPLACE_BOGUS_TOOK set, every worker says "took 2147483647" on
+ * the agent channel right after ddp_init (a round never sent, which the
+ * agent must not believe).
  * With MN_INPLACE_PERMANENT=R, rank R exits 78 (a failure that repeats) at
  * step STEPS/4 of its first round.
  * Exits 3 when no round comes, 4 when a re-formation fails, 5 on a wrong
@@ -24,9 +27,13 @@
  */
 #include <ddp.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "agent_wire.h"
 
 static void pause_ms(long ms)
 {
@@ -62,6 +69,18 @@ static int permanent(struct ddp_ctx *ctx)
 	return r && atoi(r) == ddp_rank(ctx);
 }
 
+/* "took 2147483647" on the channel (fd, libddp's since ddp_init), written
+ * with the codec as any line of the channel. */
+static void say_bogus_took(int fd)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_TOOK, .round = 2147483647};
+	char line[64];
+	int n = agent_wire_format(&m, line, sizeof(line));
+
+	if (fd < 0 || n < 0 || send(fd, line, (size_t)n, MSG_NOSIGNAL) != n)
+		fprintf(stderr, "mn_inplace: cannot say the bogus took on fd %d\n", fd);
+}
+
 /* Takes the next round and re-forms: 0, or the exit status. */
 static int reform(struct ddp_ctx *ctx, long step)
 {
@@ -94,6 +113,8 @@ int main(int argc, char **argv)
 	char err[512];
 
 	const char *plain = getenv("MN_INPLACE_PLAIN"), *lr = getenv("LOCAL_RANK");
+	const char *chan = getenv("DDP_AGENT_FD");
+	int chan_fd = chan ? atoi(chan) : -1; /* ddp_init removes the variable */
 
 	if (plain && lr && atoi(plain) == atoi(lr))
 		unsetenv("DDP_AGENT_FD");
@@ -101,6 +122,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mn_inplace: %s\n", err);
 		return 1;
 	}
+	if (getenv("MN_INPLACE_BOGUS_TOOK"))
+		say_bogus_took(chan_fd);
 	printf("INPLACE start pid=%d rank=%d world=%d resizable=%d\n", (int)getpid(), ddp_rank(ctx),
 	       ddp_world_size(ctx), ddp_resizable(ctx));
 	fflush(stdout);

@@ -318,6 +318,28 @@ class InPlace(MultiNodeCase):
             self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
             self.assertTrue(all(d["world"] == "4" for d in inplace_lines(p, "done")), text)
 
+    def test_bogus_took_not_believed(self):
+        # every worker says "took 2147483647" (a round never sent) at its
+        # start, then exits on a collective error: the agent believes only
+        # the round it sent, so these are still workers that skipped their
+        # round: restarted in the next round, uncharged (--max_restarts=0,
+        # and the job succeeds); before, the bogus round counted as taken
+        # and the exits were charged failures
+        bogus = {"MN_INPLACE_EXIT": "1", "MN_INPLACE_BOGUS_TOOK": "1"}
+        nodes = self.start_nodes(envs=[bogus, bogus, bogus])
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        t_kill = time.monotonic()
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=60)
+        for p in nodes[:2]:
+            text = p.text()
+            self.assertIn("instead of re-forming in place", text)
+            self.assertNotIn("restarting the worker group", text)
+            fresh = {d["pid"] for d in inplace_lines(p, "start") if d["t"] >= t_kill}
+            self.assertEqual(len(fresh), 2, text)
+            self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
+
     def test_mixed_job(self):
         # node 1 runs one worker that never says it can be resized: that
         # node's group is restarted as before, node 0's stays, and the new
