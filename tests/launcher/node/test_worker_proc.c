@@ -406,12 +406,13 @@ static void test_chan_took_only_the_round_sent(void **state)
 				      .master_port = 29400,
 				      .group_rank = 1,
 				      .group_world_size = 2};
+	/* Each phase waits for a "go" from the test, so that what the test
+	 * checks is what the worker said up to that phase. */
 	char *argv[] = {"/bin/sh", "-c",
 			"printf 'hello 1 resizable\\ntook 2147483647\\n' >&4; echo said; "
 			"read -r kind round rest <&4; echo \"heard $kind $round\"; "
-			"printf 'took 2147483647\\ntook 4\\n' >&4; echo bogus; "
-			"printf 'took %s\\n' \"$round\" >&4; echo took; "
-			"read -r go <&4; exit 6",
+			"printf 'took 2147483647\\ntook 4\\n' >&4; echo bogus; read -r go <&4; "
+			"printf 'took %s\\n' \"$round\" >&4; echo took; read -r go <&4; exit 6",
 			NULL};
 
 	run_init(&r);
@@ -424,6 +425,7 @@ static void test_chan_took_only_the_round_sent(void **state)
 	assert_int_equal(r.p.sent_round, 5);
 	run_until_shown(&r, "bogus");
 	assert_int_equal(r.p.took_round, -1);
+	assert_int_equal(worker_proc_send(&r.p, "go\n", 3), 0);
 	run_until_shown(&r, "took");
 	assert_int_equal(r.p.took_round, 5);
 	assert_int_equal(worker_proc_send(&r.p, "go\n", 3), 0);
