@@ -41,9 +41,18 @@
  *   DDP_RING_ADDR=IPV4           address the TCP ring listens on (default:
  *                                the local address that routes to the store)
  *   DDP_AGENT_FD=N               set by ddplaunch: the agent channel, a
- *                                socket; ddp_init says on it that this
- *                                worker can be resized in place (see
- *                                ddp_resizable, ddp_next_round)
+ *   DDP_AGENT_PID=P              socket whose peer is process P (the
+ *                                launcher); the first ddp_init takes it
+ *                                (only a socket to P: a socket of the
+ *                                program's own on N is left alone), keeps
+ *                                it for the life of the process (a later
+ *                                ddp_init after ddp_free uses it again),
+ *                                removes both variables from the
+ *                                environment and marks the fd
+ *                                close-on-exec (children never take it),
+ *                                and says on it that this worker can be
+ *                                resized in place (see ddp_resizable,
+ *                                ddp_next_round; one context at a time)
  *
  * Memory: "device memory" means what ddp_device_memory() says. With the CPU
  * backend every buffer is host memory; with the NCCL backend the buffers of
@@ -220,7 +229,9 @@ struct ddp_round {
 	int round;	      /* the launcher's rendezvous round (DDP_ROUND) */
 	int group_rank;	      /* this node's rank among the nodes */
 	int group_world_size; /* nodes in the round */
-	char init_method[96];
+	/* "tcp://" + an address of up to 255 bytes (the agent channel's
+	 * limit, common/agent_wire.h) + ":PORT" */
+	char init_method[272];
 };
 
 /* 1 when this worker can be resized in place (ddp_init found ddplaunch's

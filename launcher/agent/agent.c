@@ -203,7 +203,6 @@ static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool kee
 	ag->nrunning++;
 	w->exit_seq = 0;
 	w->stopped = false;
-	w->sent_round = -1; /* the new process was handed nothing yet */
 	w->state = AGENT_W_RUNNING;
 	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed);
 	if (rc == 0)
@@ -369,7 +368,6 @@ static void agent_spawn_all(struct agent *ag)
 		worker_proc_init(&ag->w[i].proc);
 		ag->w[i].exit_seq = 0;
 		ag->w[i].stopped = false;
-		ag->w[i].sent_round = -1;
 		ag->w[i].replacement = false;
 		ag->w[i].state = AGENT_W_IDLE;
 	}

@@ -43,8 +43,6 @@ struct agent_worker {
 	/* Started to replace a worker that said "resizable": counted as
 	 * resizable in a round that comes before it says so itself. */
 	bool replacement;
-	/* The round last handed to it (agent_worker_send_round), or -1. */
-	int sent_round;
 	char dir[PATH_MAX];	   /* run_dir/attempt_N/RANK */
 	char error_file[PATH_MAX]; /* dir/error.json */
 };

@@ -1,6 +1,7 @@
 /* The group's processes: start, tell, signal and record each worker
  * (agent_int.h). Mechanics only: what to do is agent.c's. */
 #include "agent_int.h"
+#include "agent_wire.h"
 #include "linebuf.h"
 #include "signames.h"
 #include "worker_env.h"
@@ -16,21 +17,22 @@
 
 int agent_worker_send_round(struct agent_worker *w, const struct rdzv_round *r)
 {
-	struct agent *ag = w->ag;
-	char msg[512];
-	int n = snprintf(msg, sizeof(msg), "round %d %d %d %d %d %s %d %d %d\n", r->round, w->rank,
-			 r->world_size, w->local_rank, ag->nproc, r->master_addr, r->master_port,
-			 r->group_rank, r->group_world_size);
+	struct agent_wire_round wr = {.round = r->round,
+				      .rank = w->rank,
+				      .world_size = r->world_size,
+				      .local_rank = w->local_rank,
+				      .local_world_size = w->ag->nproc,
+				      .master_port = r->master_port,
+				      .group_rank = r->group_rank,
+				      .group_world_size = r->group_world_size};
+	int rc = agent_wire_round_set_addr(&wr, r->master_addr);
 
-	w->sent_round = r->round;
-	if (n <= 0 || (size_t)n >= sizeof(msg))
-		return -ENAMETOOLONG;
-	return worker_proc_send(&w->proc, msg, (size_t)n);
+	return rc < 0 ? rc : worker_proc_send_round(&w->proc, &wr);
 }
 
 bool agent_worker_round_not_taken(const struct agent_worker *w)
 {
-	return w->sent_round > w->proc.took_round;
+	return w->proc.sent_round > w->proc.took_round;
 }
 
 void agent_worker_reprefix(struct agent_worker *w)

@@ -17,6 +17,9 @@
  * the agent must restart. With MN_INPLACE_EXIT set, every worker exits 6
  * on a collective error instead of re-forming: a libddp program written
  * without ddp_next_round, which the agent starts again in the next round.
+ * With MN_INPLACE_BOGUS_TOOK set, every worker says "took 2147483647" on
+ * the agent channel right after ddp_init (a round never sent, which the
+ * agent must not believe).
  * With MN_INPLACE_PERMANENT=R, rank R exits 78 (a failure that repeats) at
  * step STEPS/4 of its first round.
  * With MN_INPLACE_DIE=L:SIG and MN_INPLACE_ONCE=FILE, the worker of local
@@ -28,6 +31,8 @@
  * Exits 3 when no round comes, 4 when a re-formation fails, 5 on a wrong
  * sum, 1 when ddp_init fails.
  */
+#include "agent_wire.h"
+
 #include <ddp.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -108,6 +114,18 @@ static void slow_if_asked(void)
 		pause_ms(atol(colon + 1));
 }
 
+/* "took 2147483647" on the channel (fd, libddp's since ddp_init), written
+ * with the codec as any line of the channel. */
+static void say_bogus_took(int fd)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_TOOK, .round = 2147483647};
+	char line[64];
+	int n = agent_wire_format(&m, line, sizeof(line));
+
+	if (fd < 0 || n < 0 || send(fd, line, (size_t)n, MSG_NOSIGNAL) != n)
+		fprintf(stderr, "mn_inplace: cannot say the bogus took on fd %d\n", fd);
+}
+
 /* Takes the next round and re-forms (ddp_rejoin: superseded rounds and
  * re-formations that fail because the membership changed again are taken
  * inside): 0, or the exit status (4: not resizable, 3: no round). */
@@ -136,6 +154,8 @@ int main(int argc, char **argv)
 	char err[512];
 
 	const char *plain = getenv("MN_INPLACE_PLAIN"), *lr = getenv("LOCAL_RANK");
+	const char *chan = getenv("DDP_AGENT_FD");
+	int chan_fd = chan ? atoi(chan) : -1; /* ddp_init removes the variable */
 
 	if (plain && lr && atoi(plain) == atoi(lr))
 		unsetenv("DDP_AGENT_FD");
@@ -144,6 +164,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mn_inplace: %s\n", err);
 		return 1;
 	}
+	if (getenv("MN_INPLACE_BOGUS_TOOK"))
+		say_bogus_took(chan_fd);
 	printf("INPLACE start pid=%d rank=%d world=%d resizable=%d\n", (int)getpid(), ddp_rank(ctx),
 	       ddp_world_size(ctx), ddp_resizable(ctx));
 	fflush(stdout);

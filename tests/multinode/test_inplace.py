@@ -406,6 +406,27 @@ class InPlace(MultiNodeCase):
                             for d in inplace_lines(solo, "done")), text)
         self.assertIn("1 re-formation(s) in place", text)
 
+    def test_one_node_long_master_addr(self):
+        # the store's address as the round hands it is 187 bytes (a long
+        # spelling of 127.0.0.1, as a Kubernetes headless-service name is
+        # long), with digits past byte 63: the survivor hears the round
+        # whole (the old channel cut the address at 63 bytes and shifted
+        # the fields after it) and re-forms in place
+        addr = "0177." + "0" * 60 + "." + "0" * 60 + "." + "0" * 58 + "01"
+        self.STEPS = 300
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--nnodes=1", "--nproc_per_node=2",
+                                           "--master_addr=" + addr, "--master_port=0",
+                                           "--max_restarts=1", INPLACE, str(self.STEPS),
+                                           str(self.STEP_MS)])
+        wait_for(lambda: len(inplace_lines(solo, "progress")) == 2, 30, "solo's progress")
+        victim = inplace_lines(solo, "start")[0]
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        self.assertEqual(solo.wait(60)[0], 0, solo.text())
+        self.assertIn("1 re-formation(s) in place", solo.text())
+        self.assertEqual(len(inplace_lines(solo, "reformed")), 1, solo.text())
+        self.assertTrue(all(d["world"] == "2" and d["steps"] == str(self.STEPS)
+                            for d in inplace_lines(solo, "done")), solo.text())
+
     def test_failure_that_repeats_not_replaced(self):
         # a worker that exits 78 (its failure would repeat) is not replaced:
         # its node leaves the job (exit 78), and the others re-form in place
@@ -446,6 +467,28 @@ class InPlace(MultiNodeCase):
             self.assertEqual(len(fresh), 2, text)
             self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
             self.assertTrue(all(d["world"] == "4" for d in inplace_lines(p, "done")), text)
+
+    def test_bogus_took_not_believed(self):
+        # every worker says "took 2147483647" (a round never sent) at its
+        # start, then exits on a collective error: the agent believes only
+        # the round it sent, so these are still workers that skipped their
+        # round: restarted in the next round, uncharged (--max_restarts=0,
+        # and the job succeeds); before, the bogus round counted as taken
+        # and the exits were charged failures
+        bogus = {"MN_INPLACE_EXIT": "1", "MN_INPLACE_BOGUS_TOOK": "1"}
+        nodes = self.start_nodes(envs=[bogus, bogus, bogus])
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        t_kill = time.monotonic()
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=60)
+        for p in nodes[:2]:
+            text = p.text()
+            self.assertIn("instead of re-forming in place", text)
+            self.assertNotIn("restarting the worker group", text)
+            fresh = {d["pid"] for d in inplace_lines(p, "start") if d["t"] >= t_kill}
+            self.assertEqual(len(fresh), 2, text)
+            self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
 
     def test_mixed_job(self):
         # node 1 runs one worker that never says it can be resized: that

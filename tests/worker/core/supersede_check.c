@@ -2,8 +2,9 @@
  * supersede_check.c - a later round ends a ddp_reform in progress (started
  * by run_ranks.py as one rank, store in ddp-rdzvd, DDP_TIMEOUT_MS 10 s).
  *
- * The program plays its own agent: a socketpair's end is DDP_AGENT_FD, so
- * ddp_init says "resizable" there and its reader thread hears the rounds
+ * The program plays its own agent: a socketpair's end is DDP_AGENT_FD (and
+ * this process, the pair's creator, DDP_AGENT_PID), so ddp_init says
+ * "hello 1 resizable" there and its reader thread hears the rounds
  * this program writes to the other end. Each case starts a ddp_reform
  * that would wait for its deadline (10 s) and sends a round 300 ms later:
  * the re-formation must return -ESTALE (not -ECANCELED, an abort), with
@@ -36,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_wire.h"
 #include "ddp.h"
 #include "kv.h"
 
@@ -61,12 +63,19 @@ static double now_s(void)
 static void send_round(struct agent *a)
 {
 	int w = a->world ? a->world : 1;
-	char line[128];
-	int n = snprintf(line, sizeof(line), "round %d 0 %d 0 %d 127.0.0.1 %s 0 1\n", a->round, w,
-			 w, a->port);
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_ROUND};
+	char line[AGENT_WIRE_MAX_LINE];
+	int n;
 
+	m.r = (struct agent_wire_round){.round = a->round,
+					.world_size = w,
+					.local_world_size = w,
+					.master_port = atoi(a->port),
+					.group_world_size = 1};
+	agent_wire_round_set_addr(&m.r, "127.0.0.1");
+	n = agent_wire_format(&m, line, sizeof(line));
 	a->sent_at = now_s();
-	if (write(a->fd, line, (size_t)n) != n)
+	if (n < 0 || write(a->fd, line, (size_t)n) != n)
 		perror("agent: write");
 }
 
@@ -151,10 +160,10 @@ static int one_case(struct ddp_ctx *ctx, struct agent *a, const char *name,
 		    const struct ddp_options *o, int round, long delay_ms)
 {
 	struct ddp_round r;
-	char err[1024] = "", took[32];
+	char err[1024] = "", took[64];
 	pthread_t t;
 	double late;
-	int rc;
+	int rc, n;
 
 	a->round = round;
 	a->delay_ms = delay_ms;
@@ -175,7 +184,10 @@ static int one_case(struct ddp_ctx *ctx, struct agent *a, const char *name,
 		return 1;
 	}
 	rc = ddp_next_round(ctx, &r, 2000);
-	snprintf(took, sizeof(took), "took %d\n", round);
+	n = agent_wire_format(&(struct agent_wire_msg){.kind = AGENT_WIRE_TOOK, .round = round},
+			      took, sizeof(took));
+	if (n < 0)
+		return 1;
 	if (rc != 0 || r.round != round || agent_expect(a->fd, took) < 0) {
 		fprintf(stderr, "%s: ddp_next_round gave %d, round %d (expected %d)\n", name, rc,
 			r.round, round);
@@ -353,12 +365,15 @@ int main(void)
 	a.fd = sv[0];
 	snprintf(fdname, sizeof(fdname), "%d", sv[1]);
 	setenv("DDP_AGENT_FD", fdname, 1);
+	/* The pair's creator, as ddplaunch is a worker's (ddp-exec says so). */
+	snprintf(fdname, sizeof(fdname), "%d", (int)getpid());
+	setenv("DDP_AGENT_PID", fdname, 1);
 	if (ddp_init(NULL, &ctx, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
-	if (!ddp_resizable(ctx) || agent_expect(a.fd, "resizable\n") < 0) {
-		fprintf(stderr, "ddp_init did not say 'resizable' on the agent channel\n");
+	if (!ddp_resizable(ctx) || agent_expect(a.fd, "hello 1 resizable\n") < 0) {
+		fprintf(stderr, "ddp_init did not say 'hello 1 resizable' on the agent channel\n");
 		goto out;
 	}
 	if (kv_tcp_new("127.0.0.1", atoi(a.port), 5000, &kv, err, sizeof(err)) < 0) {
