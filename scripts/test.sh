@@ -5,7 +5,9 @@
 #
 #   build/        the normal build (CUDA kernels compiled when nvcc is found):
 #                 suites unit, integration, torch, multinode, gpu
-#   build-asan/   AddressSanitizer + UBSan build: suite unit
+#   build-asan/   AddressSanitizer + UBSan build: suites unit and asan (ddp-train
+#                 end to end: checkpoints, a resume, an in-place re-formation of
+#                 simulated nodes; tests/worker/train/sanitize_it.py)
 #   build-fuzz/   clang libFuzzer build: suite fuzz (bounded fuzz runs)
 #
 # The torch suite runs every torch test twice: with Debian's torch 1.13 and
@@ -103,7 +105,7 @@ run_suites build --no-suite bench --no-suite fuzz
 configure build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false || exit 1
 ninja -C build-asan || exit 1
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	run_suites build-asan --suite unit
+	run_suites build-asan --suite unit --suite asan
 
 CC=clang configure build-fuzz -Dcuda=disabled -Dfuzz=true -Db_lundef=false || exit 1
 ninja -C build-fuzz || exit 1

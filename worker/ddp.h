@@ -41,9 +41,18 @@
  *   DDP_RING_ADDR=IPV4           address the TCP ring listens on (default:
  *                                the local address that routes to the store)
  *   DDP_AGENT_FD=N               set by ddplaunch: the agent channel, a
- *                                socket; ddp_init says on it that this
- *                                worker can be resized in place (see
- *                                ddp_resizable, ddp_next_round)
+ *   DDP_AGENT_PID=P              socket whose peer is process P (the
+ *                                launcher); the first ddp_init takes it
+ *                                (only a socket to P: a socket of the
+ *                                program's own on N is left alone), keeps
+ *                                it for the life of the process (a later
+ *                                ddp_init after ddp_free uses it again),
+ *                                removes both variables from the
+ *                                environment and marks the fd
+ *                                close-on-exec (children never take it),
+ *                                and says on it that this worker can be
+ *                                resized in place (see ddp_resizable,
+ *                                ddp_next_round; one context at a time)
  *
  * Memory: "device memory" means what ddp_device_memory() says. With the CPU
  * backend every buffer is host memory; with the NCCL backend the buffers of
@@ -191,15 +200,23 @@ DDP_API void ddp_abort(struct ddp_ctx *ctx);
  * naming the cause (e.g. -ETIMEDOUT naming the ranks of the new membership
  * that never arrived). After a failure the context has no communicator:
  * its collectives return -ECANCELED; call ddp_reform again or ddp_free.
+ * The codes that tell what to do next:
+ *   -ESTALE      superseded (below): take the later round and re-form again
+ *   -ECANCELED   aborted: a wait of the set-up was cancelled otherwise
+ *   -ETIMEDOUT, -ECONNRESET ...  the new membership did not form (a rank
+ *                never arrived or died meanwhile: ddp_rejoin_retryable)
+ *   -EINVAL, -ENOMEM  bad options, no memory
+ * ddp_rejoin (below) is the loop most programs want instead.
  *
  * Under ddplaunch (ddp_resizable), a later round the agent sends while
  * ddp_reform runs, or one already waiting when it starts, supersedes it:
  * its waits (the store's connect, the other ranks' keys, the transport's
- * set-up) notice within about 50 ms and it returns -ECANCELED, errbuf
- * "superseded by round R"; take that round with ddp_next_round and call
- * ddp_reform again. A round heard after the new communicator is complete
- * aborts it instead (ddp_reform returns 0; its first collective fails with
- * -ECANCELED), as it aborts any communicator. */
+ * set-up, NCCL's communicator creation) notice within about 50 ms and it
+ * returns -ESTALE, errbuf "superseded by round R"; take that round with
+ * ddp_next_round and call ddp_reform again. A round heard after the new
+ * communicator is complete aborts it instead (ddp_reform returns 0; its
+ * first collective fails with -ECANCELED), as it aborts any
+ * communicator. */
 DDP_API int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf,
 		       size_t errbuf_len);
 
@@ -212,7 +229,9 @@ struct ddp_round {
 	int round;	      /* the launcher's rendezvous round (DDP_ROUND) */
 	int group_rank;	      /* this node's rank among the nodes */
 	int group_world_size; /* nodes in the round */
-	char init_method[96];
+	/* "tcp://" + an address of up to 255 bytes (the agent channel's
+	 * limit, common/agent_wire.h) + ":PORT" */
+	char init_method[272];
 };
 
 /* 1 when this worker can be resized in place (ddp_init found ddplaunch's
@@ -237,13 +256,66 @@ DDP_API int ddp_set_resizable(struct ddp_ctx *ctx, int resizable);
  * ddp_reform(ctx, &out->opts, ...) and redo the interrupted step. Only the
  * latest round heard is kept. Before returning 0 it tells the agent
  * "took R" on the channel: this process re-forms in round R (the agent
- * treats a worker sent round R that exits before saying so as one that
- * does not re-form in place: it restarts the group, as before, and
- * charges nothing). Returns 0, -ENOTSUP (no agent channel: exit, and the
+ * treats a worker sent round R that exits with a status, not a signal,
+ * before saying so as one that does not re-form in place: it restarts the
+ * node's group in that round and charges nothing; a death by a signal is a
+ * death, replaced alone or charged: launcher/agent/agent_decide.h).
+ * Returns 0, -ENOTSUP (no agent channel: exit, and the
  * launcher restarts the worker), -ETIMEDOUT, -EPIPE (the agent is gone) or
- * -EINVAL. A round heard while ddp_reform runs supersedes it (-ECANCELED,
+ * -EINVAL. A round heard while ddp_reform runs supersedes it (-ESTALE,
  * see ddp_reform): call ddp_next_round again. */
 DDP_API int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms);
+
+/* Re-joins the launcher's membership in place, after a collective failed
+ * in a resizable worker (ddp_resizable): waits for the next round
+ * (ddp_next_round, up to timeout_ms each time, 0: the context's timeout),
+ * re-forms the communicator for it (ddp_reform), then runs after(ctx, arg)
+ * (NULL: nothing). It tries again with the next round, for as long as
+ * rounds come, when the membership changed again meanwhile: a round
+ * superseded the re-formation (-ESTALE), the re-formation failed with a
+ * code ddp_rejoin_retryable accepts (a rank never arrived or died), or
+ * after() failed after one of its collectives on ctx failed. On success
+ * *out (if not NULL) is the round joined, and ddp_rank, ddp_world_size and
+ * ddp_attempt give the new membership.
+ *
+ * after() is the application's part of a re-formation: typically the
+ * hand-over of the training state to the ranks that lack it (a process
+ * that joined, a rank a step behind), with collectives on ctx, which has
+ * the new membership. It runs on the calling thread once per round that
+ * re-formed (so maybe several times, each on a fresh communicator), and
+ * must not call ddp_rejoin, ddp_reform or ddp_free. It returns >= 0 when
+ * done, or a negative errno: after a failed collective on ctx (the
+ * membership changed again) ddp_rejoin takes the next round; otherwise
+ * (-EPROTO: a peer's state is another job's; -ENOMEM; a file's -EIO ...)
+ * the code is fatal and ddp_rejoin returns it unchanged.
+ *
+ * Returns 0, or:
+ *   -ENOTSUP     not resizable (no agent channel, or ddp_set_resizable 0):
+ *                exit, and the launcher restarts the worker
+ *   -EPIPE       the agent is gone (the launcher ended)
+ *   -ETIMEDOUT   no round came within timeout_ms (errbuf also names the
+ *                failure that made it wait, if any)
+ *   -EINVAL      ctx NULL
+ *   any other    a fatal code, passed through: ddp_reform's (-ENOMEM,
+ *                -EINVAL for bad options ...) or after()'s
+ * (never -ESTALE: superseded rounds are taken inside). errbuf (if not
+ * NULL) and ddp_error name the cause. The context is left as ddp_reform
+ * leaves it: without a communicator after a failed re-formation (call
+ * ddp_rejoin again or ddp_free), with the new one after an after() that
+ * failed fatally. */
+DDP_API int ddp_rejoin(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms,
+		       int (*after)(struct ddp_ctx *ctx, void *arg), void *arg, char *errbuf,
+		       size_t errbuf_len);
+
+/* 1 when rc, returned by ddp_reform or by a collective, means that the
+ * membership changed (a later round, a rank gone or never arrived, the
+ * communicator aborted): -ESTALE, -ECANCELED, -ECONNRESET, -ECONNABORTED,
+ * -ECONNREFUSED, -EPIPE, -ENOTCONN, -ETIMEDOUT, -EHOSTUNREACH and
+ * -ENETUNREACH (NCCL's peer errors are -ECONNRESET; its -EIO is a device
+ * failure, as a checkpoint's -EIO is a disk's). 0 for anything else. What ddp_rejoin decides with,
+ * for a program's own loop around its collectives (a step that failed so: ddp_rejoin, then redo
+ * it). */
+DDP_API int ddp_rejoin_retryable(int rc);
 
 DDP_API int ddp_rank(const struct ddp_ctx *ctx);
 DDP_API int ddp_world_size(const struct ddp_ctx *ctx);
@@ -546,9 +618,11 @@ DDP_API int ddp_ckpt_load(const struct ddp_ckpt *ck, const struct ddp_tensor *te
 			  size_t ntensors, enum ddp_load_flags flags, struct ddp_load_report *rep,
 			  char *errbuf, size_t errbuf_len);
 
-/* Collective checkpoint save: rank 0 writes (ddp_ckpt_write), then a
- * barrier, so the file is complete on return on every rank. Non-zero ranks'
- * tensors are not read. A failed write returns rank 0's negative errno on
+/* Collective checkpoint save: rank 0 writes (ddp_ckpt_write), then an
+ * all-reduce of its status, a barrier: the file is complete on return on
+ * every rank, and no rank returns 0 unless every rank entered the save (one
+ * that died before makes every rank fail, so all can re-form). Non-zero
+ * ranks' tensors are not read. A failed write returns rank 0's negative errno on
  * every rank (-ENOSPC for a full disk), with a message naming the file. */
 DDP_API int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path,
 				const struct ddp_tensor *tensors, size_t ntensors,

@@ -1,9 +1,13 @@
-/* The agent's one path: join -> spawn -> run -> the group ends -> the
- * rendezvous answers with the next round (join again) or the end -> finish. */
+/* The agent's one machine (agent_decide.h has its states and decisions):
+ * join -> spawn -> run (re-forming and replacing in place) -> the group
+ * ends -> the rendezvous answers with the next round (join again) or the
+ * end -> finish. Events come from the rendezvous, the workers' processes,
+ * the timers and the signals; each asks agent_decide.h what to do, and only
+ * this file changes ag->state. */
 #include "agent.h"
+#include "agent_decide.h"
 #include "agent_int.h"
-#include "exit_status.h"
-#include "linebuf.h"
+#include "envp.h"
 #include "policy.h"
 #include "rdzv.h"
 #include "signames.h"
@@ -15,25 +19,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <timeutil.h>
 #include <unistd.h>
 
 static void agent_start_attempt(struct agent *ag);
 static void agent_finish(struct agent *ag);
-static void on_none_started(uv_timer_t *t);
-
-static bool worker_failed(const struct agent_worker *w)
-{
-	return w->term_signal > 0 || w->exit_code != 0;
-}
-
-static void agent_kill_all(struct agent *ag)
-{
-	for (int i = 0; i < ag->nproc; i++)
-		worker_proc_kill_group(&ag->w[i].proc);
-}
+static void agent_group_ended(struct agent *ag);
+static void agent_on_joined(void *arg, int status, const struct rdzv_round *r);
+static void on_proc_exit(struct worker_proc *p, void *arg);
+static void on_proc_closed(struct worker_proc *p, void *arg);
 
 static void on_grace(uv_timer_t *t)
 {
@@ -44,25 +39,21 @@ static void on_grace(uv_timer_t *t)
 	agent_kill_all(ag);
 }
 
-/* Whether every worker's handles of the attempt have closed. */
-static bool agent_all_closed(const struct agent *ag)
+static void on_none_started(uv_timer_t *t)
 {
-	for (int i = 0; i < ag->nproc; i++)
-		if (worker_proc_busy(&ag->w[i].proc))
-			return false;
-	return true;
+	agent_group_ended(t->data);
 }
 
-/* Sends `sig` to every running worker's process group, then the grace
- * period, then SIGKILL. SIGCONT follows `sig`: a stopped worker (SIGSTOP,
- * a debugger's ^Z) acts on it at once instead of costing the grace. */
-void agent_stop_group(struct agent *ag, int sig)
+/* -> STOPPING: `sig` to every running worker's process group, then the
+ * grace period, then SIGKILL. SIGCONT follows `sig`: a stopped worker
+ * (SIGSTOP, a debugger's ^Z) acts on it at once instead of costing the
+ * grace. */
+static void agent_stop_group(struct agent *ag, int sig)
 {
 	uint64_t grace_ms = (uint64_t)(ag->o->grace_period * 1000.0 + 0.5);
 	bool replacing = agent_inplace_pending(ag);
 
 	agent_inplace_drop(ag); /* the group ends: no worker is replaced */
-
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
 
@@ -111,35 +102,85 @@ static void agent_group_exited(struct agent *ag)
 		uv_timer_start(&ag->drain, on_drain, AGENT_DRAIN_MS, 0);
 }
 
-/* Worker w failed on its own: replaced alone, started again in the next
- * round, or the group stops. Returns false when the group goes on without
- * it for now (a replacement). */
-static bool agent_worker_failed(struct agent *ag, struct agent_worker *w)
+/* Starts worker w in ag->round (keep_logs: a replacement's logs go on).
+ * Returns 0, or a negative errno after its failed start was taken as its
+ * end (agent_worker_exited). */
+static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool keep_logs);
+
+/* Worker w's process ended on its own or could not be started: what
+ * agent_decide_exit says. Returns false when the group goes on without it
+ * for now (it is replaced alone). */
+static bool agent_worker_ended(struct agent *ag, struct agent_worker *w, bool started,
+			       bool permanent)
 {
-	char how[64];
+	struct agent_exit_view v = {
+	    .state = ag->state,
+	    .charge = ag->charge,
+	    .stopped = w->stopped,
+	    .started = started,
+	    .exit_code = w->exit_code,
+	    .term_signal = w->term_signal,
+	    .permanent = permanent,
+	    .resizable = started && w->proc.resizable,
+	    .round_not_taken = started && agent_worker_round_not_taken(w),
+	    .others_in_place = !agent_workers_block(ag, w),
+	    .replacements_left = ag->nreplaced < ag->o->max_restarts,
+	};
+	struct agent_exit_decision d = agent_decide_exit(&v);
 	struct summary_rec r = {
 	    .pid = w->proc.pid > 0 ? w->proc.pid : w->proc.shim_pid,
 	    .exit_code = w->exit_code,
 	    .term_signal = w->term_signal,
 	};
+	char how[64];
 
 	summary_describe(&r, how, sizeof(how));
-	if (agent_inplace_worker_failed(ag, w, how))
-		return !w->replacing;
-	ag->failed = true;
+	ag->charge = agent_charge_max(ag->charge, d.charge);
+	switch (d.action) {
+	case AGENT_EXIT_NONE:
+		return true;
+	case AGENT_EXIT_REPLACE_RENEW:
+		if (rdzv_renew(ag->rdzv) != 0) {
+			ag->charge = agent_charge_max(ag->charge, AGENT_CHARGE_FAILURE);
+			break; /* the backend cannot: a failure as any */
+		}
+		ag->state = AGENT_REPLACING;
+		/* fall through */
+	case AGENT_EXIT_REPLACE:
+		agent_inplace_replace(ag, w, how);
+		return false;
+	case AGENT_EXIT_NEXT_ROUND:
+		log_warn("rank %d (local rank %d) %s instead of re-forming in place; stopping "
+			 "this node's workers to start them again in the next round (no restart "
+			 "is counted for it)",
+			 w->rank, w->local_rank, how);
+		w->stopped = true;
+		if (ag->next == AGENT_NEXT_NONE)
+			agent_keep_round(ag, &ag->round);
+		agent_stop_group(ag, SIGTERM);
+		return true;
+	case AGENT_EXIT_STOP:
+		break;
+	}
 	ag->last_fail_ns = (int64_t)time_now_ns();
 	log_warn("rank %d (local rank %d) %s; stopping the other workers", w->rank, w->local_rank,
 		 how);
-	if (ag->state == AGENT_RUNNING)
-		agent_stop_group(ag, SIGTERM);
+	agent_stop_group(ag, SIGTERM);
 	return true;
 }
 
-void agent_worker_exited(struct agent *ag, struct agent_worker *w)
+/* Worker w exited, or could not be started (started false: exit code
+ * AGENT_START_FAILED). */
+static void agent_worker_exited(struct agent *ag, struct agent_worker *w, bool started,
+				bool permanent)
 {
 	ag->nrunning--;
 	w->exit_seq = ++ag->nexited;
-	if (worker_failed(w) && !ag->failed && !w->stopped && !agent_worker_failed(ag, w))
+	if (w->state == AGENT_W_REPLACING || w->state == AGENT_W_RESPAWN)
+		return; /* killed to start again (agent_inplace_prepare), maybe in the
+			 * round handed out since */
+	w->state = AGENT_W_EXITED;
+	if (!agent_worker_ended(ag, w, started, permanent))
 		return;
 	if (ag->nrunning == 0)
 		agent_group_exited(ag);
@@ -152,58 +193,35 @@ static void on_proc_exit(struct worker_proc *p, void *arg)
 	w->exit_code = p->exit_code;
 	w->term_signal = p->term_signal;
 	w->exit_time_ms = p->exit_time_ms;
-	if (policy_exit_permanent(w->exit_code, w->term_signal))
-		w->ag->permanent = true;
-	agent_worker_exited(w->ag, w);
+	agent_worker_exited(w->ag, w, true, policy_exit_permanent(w->exit_code, w->term_signal));
 }
 
-/* Fills rec for the summary; *errmsg (malloc'ed or NULL) and tailbuf are
- * the caller's. */
-static void agent_worker_record(struct agent_worker *w, struct summary_rec *rec, char **errmsg,
-				char *tailbuf, size_t taillen)
+static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool keep_logs)
 {
-	const struct worker_proc *p = &w->proc;
+	int rc;
 
-	memset(rec, 0, sizeof(*rec));
-	rec->attempt = w->ag->attempt;
-	rec->rank = w->rank;
-	rec->local_rank = w->local_rank;
-	rec->pid = p->pid > 0 ? p->pid : p->shim_pid;
-	rec->exit_code = w->exit_code;
-	rec->term_signal = w->term_signal;
-	rec->stopped = w->stopped;
-	rec->time_ms = w->exit_time_ms;
-	*errmsg = NULL;
-	if (summary_rec_failed(rec))
-		summary_read_error_file(w->error_file, errmsg);
-	rec->error_message = *errmsg;
-	rec->stderr_tail = worker_proc_tail(p, tailbuf, taillen) ? tailbuf : NULL;
+	ag->nrunning++;
+	w->exit_seq = 0;
+	w->stopped = false;
+	w->state = AGENT_W_RUNNING;
+	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed);
+	if (rc == 0)
+		return 0;
+	w->exit_code = AGENT_START_FAILED;
+	w->term_signal = 0;
+	w->exit_time_ms = (int64_t)time(NULL) * 1000;
+	agent_worker_exited(ag, w, false, policy_start_error_permanent(rc));
+	return rc;
 }
 
-/* Records the attempt in the summary, in exit order. */
-static void agent_record_attempt(struct agent *ag)
+/* A worker replaced alone whose round came: its new process starts in it,
+ * once the dead one's handles closed; its logs go on. */
+static void agent_respawn(struct agent *ag, struct agent_worker *w)
 {
-	bool first_done = false;
-
-	for (int seq = 1; seq <= ag->nexited; seq++) {
-		for (int i = 0; i < ag->nproc; i++) {
-			struct agent_worker *w = &ag->w[i];
-			struct summary_rec rec;
-			char *msg;
-			char tail[WORKER_PROC_TAIL_LINES * WORKER_PROC_TAIL_LEN];
-
-			if (w->exit_seq != seq)
-				continue;
-			agent_worker_record(w, &rec, &msg, tail, sizeof(tail));
-			if (!first_done && summary_rec_failed(&rec) && !rec.stopped) {
-				rec.first = true;
-				first_done = true;
-			}
-			if (summary_add(&ag->summary, &rec))
-				log_error("out of memory while recording rank %d", w->rank);
-			free(msg);
-		}
-	}
+	w->replacement = true;
+	if (agent_start_worker(ag, w, true) == 0)
+		log_info("rank %d (local rank %d): its replacement starts and joins in place",
+			 w->rank, w->local_rank);
 }
 
 /* Prints the attempt's summary of failures, once. */
@@ -222,7 +240,8 @@ static void agent_end(struct agent *ag, enum rdzv_outcome how)
 {
 	if (how == RDZV_OUT_FAILED && ag->nexited)
 		agent_show_summary(ag);
-	ag->exit_status = rdzv_exit_status(how, ag->stop_signal, ag->permanent, ag->fail_status);
+	ag->exit_status = rdzv_exit_status(how, ag->stop_signal,
+					   ag->charge == AGENT_CHARGE_PERMANENT, ag->fail_status);
 	agent_finish(ag);
 }
 
@@ -232,43 +251,56 @@ static int agent_fail_status(const struct agent *ag)
 {
 	const struct summary_rec *first = summary_first_failure(&ag->summary, ag->attempt);
 
-	if (!ag->failed || !first)
+	if (ag->charge < AGENT_CHARGE_FAILURE || !first)
 		return 0;
 	return policy_exit_status(0, true, first->exit_code, first->term_signal);
 }
 
-/* The group stopped for a round already joined (agent_keep_round): the
- * next attempt starts in it, without asking the rendezvous again. */
-static void agent_start_in_kept_round(struct agent *ag)
+/* A failure that will repeat, in words for the other nodes: its first
+ * failed worker and how (rdzv_group_end's cause), or NULL. */
+static const char *agent_permanent_cause(const struct agent *ag, char *buf, size_t len)
 {
-	ag->have_kept = false;
-	ag->round_over = false;
-	ag->failed = false;
-	ag->permanent = false;
-	ag->nexited = 0;
-	ag->attempt++;
-	ag->state = AGENT_JOINING;
-	agent_on_joined(ag, 0, &ag->kept);
+	const struct summary_rec *f = summary_first_failure(&ag->summary, ag->attempt);
+
+	if (ag->charge != AGENT_CHARGE_PERMANENT || !f)
+		return NULL;
+	if (f->exit_code == AGENT_START_FAILED && f->term_signal <= 0)
+		snprintf(buf, len, "worker rank %d could not be started", f->rank);
+	else
+		snprintf(buf, len, "worker rank %d exited with status %d%s%.200s", f->rank,
+			 f->exit_code, f->error_message ? ": " : "",
+			 f->error_message ? f->error_message : "");
+	return buf;
 }
 
-/* Every handle of the attempt is closed: tell the rendezvous, which answers
- * with the next round or the end. */
-void agent_group_ended(struct agent *ag)
+/* A new attempt's group: nothing charged, nothing exited yet. */
+static void agent_new_attempt(struct agent *ag)
 {
+	ag->state = AGENT_JOINING;
+	ag->charge = AGENT_CHARGE_NONE;
+	ag->nexited = 0;
+}
+
+/* Every handle of the attempt is closed (or the group's end waited for the
+ * round joined in place: AWAITING): tell the rendezvous, which answers with
+ * the next round or the end; or start again in the round kept. */
+static void agent_group_ended(struct agent *ag)
+{
+	char cause[320];
 	struct rdzv_group_end g = {
 	    .attempt = ag->attempt,
-	    .failed = ag->failed,
-	    .permanent = ag->permanent,
-	    .round_over = ag->round_over,
+	    .failed = ag->charge >= AGENT_CHARGE_FAILURE,
+	    .permanent = ag->charge == AGENT_CHARGE_PERMANENT,
+	    .round_over = ag->charge == AGENT_CHARGE_ROUND,
 	    .stop_signal = ag->stop_signal,
 	    .show_summary = agent_show_summary,
 	    .arg = ag,
 	};
 
-	if (ag->inplace_join && ag->stop_signal <= 0 && ag->end < 0) {
-		/* A worker ended while the next round was being joined in place:
-		 * the group's end is that round's, once joined (on_joined). */
-		ag->group_end_pending = true;
+	if (ag->next == AGENT_NEXT_JOINING && ag->stop_signal <= 0 && ag->end < 0) {
+		/* A round is being joined in place: the group's end is that
+		 * round's, once joined (agent_inplace_joined). */
+		ag->state = AGENT_AWAITING;
 		return;
 	}
 	uv_timer_stop(&ag->drain);
@@ -277,13 +309,20 @@ void agent_group_ended(struct agent *ag)
 		agent_end(ag, ag->end); /* heard while the workers stopped */
 		return;
 	}
-	if (ag->have_kept) {
-		agent_start_in_kept_round(ag);
+	if (ag->next == AGENT_NEXT_KEPT) {
+		/* Stopped for a round already joined: the next group starts in
+		 * it, without asking the rendezvous again. */
+		ag->next = AGENT_NEXT_NONE;
+		ag->attempt++;
+		agent_new_attempt(ag);
+		agent_on_joined(ag, 0, &ag->kept);
 		return;
 	}
-	ag->round_over = false;
+	/* A join in place still in flight (a stop signal) keeps ag->next: its
+	 * late answer is not the next group's. */
 	if (!g.round_over && ag->stop_signal <= 0)
 		ag->fail_status = agent_fail_status(ag);
+	g.cause = agent_permanent_cause(ag, cause, sizeof(cause));
 	/* Waiting for the rendezvous from now on: an end it answers at once
 	 * finishes the agent. */
 	ag->state = AGENT_JOINING;
@@ -293,7 +332,8 @@ void agent_group_ended(struct agent *ag)
 	agent_start_attempt(ag);
 }
 
-/* Every handle of worker w's run has closed: its log files go. */
+/* Every handle of worker w's run has closed: its log files go; a worker
+ * replaced alone whose round came starts; the last one ends the group. */
 static void on_proc_closed(struct worker_proc *p, void *arg)
 {
 	struct agent_worker *w = arg;
@@ -311,116 +351,30 @@ static void on_proc_closed(struct worker_proc *p, void *arg)
 	}
 	if (agent_worker_close_logs(w))
 		ag->lost_output = true;
-	agent_inplace_closed(ag, w);
+	/* Not while the next round is asked or joined: it starts in that. */
+	if (w->state == AGENT_W_RESPAWN && ag->state == AGENT_RUNNING)
+		agent_respawn(ag, w);
 	if (ag->nrunning == 0 && agent_all_closed(ag) && !agent_inplace_pending(ag) &&
-	    (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING))
+	    (agent_group_runs(ag->state) || ag->state == AGENT_STOPPING))
 		agent_group_ended(ag);
 }
 
-/* Says why worker w could not be started, with the fix for the shortages
- * that a restart does not cure (policy_start_error_permanent). */
-static void agent_start_error(const struct agent_worker *w, int rc)
-{
-	struct rlimit rl;
-
-	if (rc == UV_EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
-		log_error("cannot start worker %d: ddplaunch has no file descriptor left (its "
-			  "limit, ulimit -n, is %llu): raise the limit, or run fewer workers per "
-			  "node",
-			  w->rank, (unsigned long long)rl.rlim_cur);
-	else if (rc == UV_ENFILE)
-		log_error("cannot start worker %d: the system's table of open files is full "
-			  "(fs.file-max): close programs or raise the limit",
-			  w->rank);
-	else if (rc == UV_ENOSPC || rc == -EDQUOT)
-		log_error("cannot start worker %d: no space left for its log files under '%s': "
-			  "free space there or give --log_dir elsewhere",
-			  w->rank, w->dir);
-	else
-		log_error("cannot start worker %d: %s", w->rank, uv_strerror(rc));
-}
-
-int agent_worker_start(struct agent_worker *w, bool keep_logs)
-{
-	struct agent *ag = w->ag;
-	const struct launch_opts *o = ag->o;
-	int redirect = opts_streams_mask(&o->redirects, w->local_rank);
-	bool shown = opts_rank_shown(o, w->local_rank);
-	char parent[24], lr[32], prefix[WORKER_PROC_PREFIX_LEN] = "";
-	char **argv = NULL, **env = NULL;
-	struct worker_proc_config cfg = {
-	    .loop = ag->loop,
-	    .file = ag->shim,
-	    .prefix = prefix,
-	    .console_fd = {shown && !(redirect & 1) ? STDOUT_FILENO : -1,
-			   shown && !(redirect & 2) ? STDERR_FILENO : -1},
-	    .on_exit = on_proc_exit,
-	    .on_closed = on_proc_closed,
-	    .arg = w,
-	};
-	int rc = agent_worker_open_logs(w, keep_logs);
-
-	if (!o->no_prefix)
-		linebuf_prefix(o->prefix, w->rank, w->local_rank, prefix, sizeof(prefix));
-	snprintf(parent, sizeof(parent), "%d", (int)getpid());
-	if (opts_local_rank_arg(o))
-		snprintf(lr, sizeof(lr), "%s=%d", opts_local_rank_arg(o), w->local_rank);
-	if (!rc)
-		rc = agent_worker_env(w, &env);
-	if (!rc && !(argv = agent_worker_argv(w, parent, opts_local_rank_arg(o) ? lr : NULL)))
-		rc = -ENOMEM;
-	if (rc) {
-		/* Nothing was spawned: no on_closed will close the logs. */
-		agent_worker_close_logs(w);
-		goto out;
-	}
-	cfg.argv = argv;
-	cfg.env = env;
-	cfg.log_fd[0] = w->log_fd[0];
-	cfg.log_fd[1] = w->log_fd[1];
-	rc = worker_proc_spawn(&w->proc, &cfg);
-out:
-	if (rc)
-		agent_start_error(w, rc);
-	free(argv);
-	worker_env_free(env);
-	return rc;
-}
-
-static void on_none_started(uv_timer_t *t)
-{
-	agent_group_ended(t->data);
-}
-
+/* JOINING -> RUNNING: every worker starts in ag->round. */
 static void agent_spawn_all(struct agent *ag)
 {
-	int rc;
-
 	ag->state = AGENT_RUNNING;
 	/* Workers left unstarted below must carry nothing of the last attempt. */
 	for (int i = 0; i < ag->nproc; i++) {
 		worker_proc_init(&ag->w[i].proc);
 		ag->w[i].exit_seq = 0;
 		ag->w[i].stopped = false;
-		ag->w[i].sent_round = -1;
+		ag->w[i].replacement = false;
+		ag->w[i].state = AGENT_W_IDLE;
 	}
 	agent_inplace_drop(ag);
-	for (int i = 0; i < ag->nproc; i++) {
-		struct agent_worker *w = &ag->w[i];
-
-		ag->nrunning++;
-		rc = agent_worker_start(w, false);
-		if (rc == 0)
-			continue;
-		if (policy_start_error_permanent(rc))
-			ag->permanent = true;
-		w->exit_code = AGENT_START_FAILED;
-		w->term_signal = 0;
-		w->exit_time_ms = (int64_t)time(NULL) * 1000;
-		agent_worker_exited(ag, w);
-		if (ag->state == AGENT_STOPPING)
+	for (int i = 0; i < ag->nproc; i++)
+		if (agent_start_worker(ag, &ag->w[i], false) && ag->state == AGENT_STOPPING)
 			break;
-	}
 	if (ag->last_fail_ns && ag->attempt > 0)
 		log_debug("restart took %.3f ms from the failure to the last spawn",
 			  ((int64_t)time_now_ns() - ag->last_fail_ns) / 1e6);
@@ -430,11 +384,67 @@ static void agent_spawn_all(struct agent *ag)
 		uv_timer_start(&ag->drain, on_none_started, 0, 0);
 }
 
-void agent_on_joined(void *arg, int status, const struct rdzv_round *r)
+/* The answer to a join made in place (ag->next was JOINING). */
+static void agent_inplace_joined(struct agent *ag, int status, const struct rdzv_round *r)
+{
+	bool same = !status && r->restart_count == ag->round.restart_count;
+	int failed;
+
+	ag->next = AGENT_NEXT_NONE;
+	switch (agent_decide_joined(ag->state, status, same, ag->charge)) {
+	case AGENT_JOINED_FAIL:
+		log_error("cannot join rendezvous round %d: %s; stopping the workers",
+			  ag->round.round + 1, strerror(-status));
+		ag->end = RDZV_OUT_FAILED;
+		ag->fail_status = 1;
+		if (agent_group_runs(ag->state))
+			agent_stop_group(ag, SIGTERM);
+		break;
+	case AGENT_JOINED_HAND_OUT:
+		/* REFORMING -> RUNNING: the workers stay and re-form in r;
+		 * those replaced alone start in it. */
+		ag->state = AGENT_RUNNING;
+		failed = agent_inplace_hand_out(ag, r);
+		for (int i = 0; i < ag->nproc; i++)
+			if (ag->w[i].state == AGENT_W_RESPAWN && !worker_proc_busy(&ag->w[i].proc))
+				agent_respawn(ag, &ag->w[i]);
+		if (failed) {
+			log_warn("%d worker(s) could not be told the new round; stopping the "
+				 "workers",
+				 failed);
+			ag->charge = agent_charge_max(ag->charge, AGENT_CHARGE_FAILURE);
+			agent_stop_group(ag, SIGTERM);
+		}
+		return;
+	case AGENT_JOINED_STOP_KEEP:
+		log_warn("round %d follows a restart (workers failed elsewhere): stopping this "
+			 "node's workers to start them again in it (no restart is counted for it)",
+			 r->round);
+		ag->charge = agent_charge_max(ag->charge, AGENT_CHARGE_ROUND);
+		agent_stop_group(ag, SIGTERM);
+		agent_keep_round(ag, r);
+		return;
+	case AGENT_JOINED_KEEP:
+		agent_keep_round(ag, r);
+		break;
+	case AGENT_JOINED_ADOPT:
+		ag->round = *r;
+		break;
+	}
+	/* The group ended meanwhile: its end comes now. */
+	if (ag->state == AGENT_AWAITING)
+		agent_group_ended(ag);
+}
+
+/* A round joined (rdzv_joined_fn): the next group's, or (ag->next JOINING)
+ * the running group's next round. */
+static void agent_on_joined(void *arg, int status, const struct rdzv_round *r)
 {
 	struct agent *ag = arg;
 
-	if (ag->inplace_join) {
+	if (ag->state == AGENT_DONE)
+		return;
+	if (ag->next == AGENT_NEXT_JOINING) {
 		agent_inplace_joined(ag, status, r);
 		return;
 	}
@@ -462,10 +472,7 @@ static void agent_start_attempt(struct agent *ag)
 {
 	int rc;
 
-	ag->state = AGENT_JOINING;
-	ag->failed = false;
-	ag->permanent = false;
-	ag->nexited = 0;
+	agent_new_attempt(ag);
 	rc = rdzv_join(ag->rdzv, agent_on_joined, ag);
 	if (rc == -ECANCELED)
 		return; /* the rendezvous ended: its event finishes the agent */
@@ -474,25 +481,6 @@ static void agent_start_attempt(struct agent *ag)
 		ag->exit_status = 1;
 		agent_finish(ag);
 	}
-}
-
-/* A --forward_signals signal: passed on to the running workers, and the
- * job goes on (their exit decides its status). */
-static void agent_forward(struct agent *ag, int sig)
-{
-	int n = 0;
-
-	for (int i = 0; i < ag->nproc; i++)
-		if (ag->w[i].proc.running) {
-			worker_proc_signal(&ag->w[i].proc, sig);
-			n++;
-		}
-	if (n)
-		log_info("got %s; passing it on to the workers (--forward_signals)",
-			 signame_name(sig));
-	else
-		log_info("got %s; no worker runs to pass it on to (--forward_signals)",
-			 signame_name(sig));
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -517,24 +505,51 @@ static void on_signal(uv_signal_t *h, int sig)
 	ag->stop_signal = sig;
 	/* It says what follows; one node between rounds ends here. */
 	rdzv_signal(ag->rdzv, sig);
-	if (ag->state == AGENT_RUNNING || ag->state == AGENT_STOPPING)
+	if (agent_group_runs(ag->state) || ag->state == AGENT_STOPPING)
 		agent_stop_group(ag, sig);
+	else if (ag->state == AGENT_AWAITING)
+		agent_group_ended(ag); /* no longer waits for the round */
+}
+
+/* RUNNING, REPLACING -> REFORMING: the next round is joined while the
+ * workers run. Returns false when the join could not be asked. */
+static bool agent_join_in_place(struct agent *ag, const char *why)
+{
+	int rc;
+
+	log_warn("%s; this node's workers stay and re-form in place", why);
+	agent_inplace_begin(ag, why);
+	agent_inplace_prepare(ag);
+	ag->state = AGENT_REFORMING;
+	ag->next = AGENT_NEXT_JOINING;
+	rc = rdzv_join(ag->rdzv, agent_on_joined, ag);
+	if (rc == 0 || rc == -ECANCELED)
+		return true;
+	ag->next = AGENT_NEXT_NONE;
+	ag->state = AGENT_RUNNING;
+	log_error("cannot join the next rendezvous round: %s", strerror(-rc));
+	return false;
 }
 
 static void on_round_over(void *arg, const char *why)
 {
 	struct agent *ag = arg;
 
-	if (ag->state != AGENT_RUNNING || ag->inplace_join) {
+	switch (agent_decide_round_over(ag->state, ag->next, agent_workers_block(ag, NULL))) {
+	case AGENT_RO_LOG:
 		log_info("%s", why);
 		return;
+	case AGENT_RO_JOIN:
+		if (agent_join_in_place(ag, why))
+			return;
+		break;
+	case AGENT_RO_STOP:
+		break;
 	}
-	if (agent_inplace_round_over(ag, why))
-		return;
 	log_warn("%s; stopping this node's workers for the next round (no restart is "
 		 "counted for it)",
 		 why);
-	ag->round_over = true;
+	ag->charge = agent_charge_max(ag->charge, AGENT_CHARGE_ROUND);
 	agent_stop_group(ag, SIGTERM);
 }
 
@@ -546,88 +561,35 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 		return;
 	ag->end = (int)how;
 	if (msg)
-		log_msg(how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED ? LOG_ERROR : LOG_INFO,
+		log_msg(how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED ||
+				how == RDZV_OUT_PERMANENT
+			    ? LOG_ERROR
+			    : LOG_INFO,
 			"%s", msg);
 	/* Workers of this node still run: they stop, and the group's end
 	 * finishes the agent. */
-	if (ag->state == AGENT_RUNNING) {
+	if (agent_group_runs(ag->state)) {
 		agent_stop_group(ag, SIGTERM);
 		return;
 	}
 	if (ag->state == AGENT_STOPPING)
 		return;
+	if (ag->state == AGENT_AWAITING) {
+		agent_group_ended(ag); /* records the attempt, then ends */
+		return;
+	}
 	agent_end(ag, how);
 }
 
-const struct rdzv_events agent_rdzv_events = {
+static const struct rdzv_events agent_rdzv_events = {
     .round_over = on_round_over,
     .ended = on_ended,
 };
 
-static void handle_free_noop(uv_handle_t *h)
-{
-}
-
 static void agent_finish(struct agent *ag)
 {
-	char path[PATH_MAX + 16];
-
 	ag->state = AGENT_DONE;
-	summary_print_reforms(&ag->summary);
-	if (ag->lost_output && ag->exit_status == 0) {
-		log_error("the workers succeeded but some of their output was lost (see above); "
-			  "exiting with status 1");
-		ag->exit_status = 1;
-	}
-	if (ag->o->log_dir) {
-		snprintf(path, sizeof(path), "%s/summary.json", ag->rd.path);
-		if (summary_write_json(&ag->summary, path, ag->exit_status, ag->attempt + 1,
-				       ag->stop_signal)) {
-			log_error("cannot write '%s' (free space under --log_dir)", path);
-			if (ag->exit_status == 0)
-				ag->exit_status = 1;
-		}
-	}
-	rundir_close(&ag->rd);
-	footprint_close(&ag->fp);
-	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
-	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
-	for (int i = 0; i < ag->nsig; i++)
-		uv_close((uv_handle_t *)&ag->sig[i], handle_free_noop);
-	rdzv_shutdown(ag->rdzv, ag->exit_status);
-}
-
-/* Whether one of ag's signal handlers is for sig already. */
-static bool agent_has_handler(const struct agent *ag, int sig)
-{
-	for (int i = 0; i < ag->nsig; i++)
-		if (ag->sig[i].signum == sig)
-			return true;
-	return false;
-}
-
-static void agent_init_handles(struct agent *ag)
-{
-	uv_timer_init(ag->loop, &ag->grace);
-	uv_timer_init(ag->loop, &ag->drain);
-	ag->grace.data = ag->drain.data = ag;
-	ag->nsig = 0;
-	for (int i = 0; i < ag->o->nsignals + ag->o->nforward; i++) {
-		int sig = i < ag->o->nsignals ? ag->o->signals[i]
-					      : ag->o->forward_signals[i - ag->o->nsignals];
-
-		if (i >= ag->o->nsignals && agent_has_handler(ag, sig))
-			continue; /* both lists name it: one handler */
-		uv_signal_init(ag->loop, &ag->sig[ag->nsig]);
-		ag->sig[ag->nsig].data = ag;
-		uv_signal_start(&ag->sig[ag->nsig++], on_signal, sig);
-	}
-	for (int i = 0; i < ag->nproc; i++) {
-		ag->w[i].ag = ag;
-		ag->w[i].local_rank = i;
-		ag->w[i].log_fd[0] = ag->w[i].log_fd[1] = -1;
-		worker_proc_init(&ag->w[i].proc);
-	}
+	agent_teardown(ag);
 }
 
 int agent_run(const struct launch_opts *o, char **environ_in)
@@ -647,12 +609,11 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 		log_error("cannot create the event loop");
 		return 1;
 	}
-	rc = agent_setup(&ag);
+	rc = agent_setup(&ag, &agent_rdzv_events);
 	if (rc == 0) {
 		/* Names the Python in the summary if a worker lacks a module. */
-		summary_set_interpreter(&ag.summary, ag.argv[0],
-					worker_env_get(environ_in, "PATH"));
-		agent_init_handles(&ag);
+		summary_set_interpreter(&ag.summary, ag.argv[0], envp_get(environ_in, "PATH"));
+		agent_init_handles(&ag, on_signal);
 		agent_start_attempt(&ag);
 	} else {
 		ag.exit_status = rc;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agent_decide.h"
 #include "footprint.h"
 #include "opts.h"
 #include "rdzv.h"
@@ -35,23 +36,15 @@ struct agent_worker {
 	 * AGENT_START_FAILED when it could not be started. */
 	int exit_code, term_signal;
 	int64_t exit_time_ms;
-	int exit_seq;  /* order of exit in the attempt, 1 = first; 0: none */
-	bool stopped;  /* exited after ddplaunch stopped the group */
-	int log_fd[2]; /* stdout.log, stderr.log, or -1 */
-	/* In place (agent_inplace.c): the round last handed to it, or -1; it
-	 * died and waits for the next round to be replaced alone; that round
-	 * came, and its process starts once the dead one's handles close. */
-	int sent_round;
-	bool replacing, respawn;
+	int exit_seq;		       /* order of exit in the attempt, 1 = first; 0: none */
+	bool stopped;		       /* exited after ddplaunch stopped the group */
+	int log_fd[2];		       /* stdout.log, stderr.log, or -1 */
+	enum agent_worker_state state; /* agent_decide.h */
+	/* Started to replace a worker that said "resizable": counted as
+	 * resizable in a round that comes before it says so itself. */
+	bool replacement;
 	char dir[PATH_MAX];	   /* run_dir/attempt_N/RANK */
 	char error_file[PATH_MAX]; /* dir/error.json */
-};
-
-enum agent_state {
-	AGENT_JOINING,
-	AGENT_RUNNING,
-	AGENT_STOPPING, /* stop signal sent, grace timer running */
-	AGENT_DONE,
 };
 
 struct agent {
@@ -64,12 +57,12 @@ struct agent {
 	size_t argc;
 	struct rdzv *rdzv;
 	struct rdzv_round round;
-	enum agent_state state;
+	enum agent_state state;	  /* the machine: agent_decide.h */
+	enum agent_next next;	  /* the round after the group's */
+	enum agent_charge charge; /* how the group's end is charged */
 	int attempt;
 	struct agent_worker *w;
 	int nrunning, nexited; /* workers of the attempt not exited, exited */
-	bool failed;	       /* this attempt has a failed worker */
-	bool permanent;	       /* ... and its failure will repeat: no restart */
 	int stop_signal;       /* ddplaunch got this signal: finish */
 	bool set_omp;
 	uv_timer_t grace;		       /* then SIGKILL for a stopped group */
@@ -82,35 +75,38 @@ struct agent {
 	struct footprint fp; /* the job's cgroup and shared-memory names */
 	bool files;	     /* per-rank log files */
 	bool lost_output;    /* a worker log or summary write failed */
-	bool round_over;     /* the group was stopped because its round is over */
 	int end;	     /* enum rdzv_outcome once the rendezvous ended, else -1 */
 	int fail_status;     /* exit status of this node's last failed group, or 0 */
 	int shown;	     /* the last attempt whose summary was printed, or -1 */
 	int64_t last_fail_ns;
-	/* In place (every local worker said "resizable"): the next round is
-	 * being joined while the workers run; their group's end waits for it. */
-	bool inplace_join, group_end_pending;
+	/* In place (agent_inplace.c) */
 	int64_t inplace_since_ns;     /* when the round was heard over */
 	int nreform;		      /* rounds the workers re-formed in place */
-	int nreplacing;		      /* workers waiting to be replaced alone */
 	int nreplaced;		      /* workers replaced alone so far */
 	struct summary_reform reform; /* the one being made */
-	/* A round joined in place while the group must stop: the next group
-	 * starts in it (its strings copied here). */
-	bool have_kept;
+	/* next == AGENT_NEXT_KEPT: the round the next group starts in (its
+	 * strings copied here). */
 	struct rdzv_round kept;
 	char kept_master[256], kept_local[256];
 };
 
-/* The rendezvous' events (agent.c). */
-extern const struct rdzv_events agent_rdzv_events;
+/* Set-up before the first attempt (agent_setup.c): the number of workers,
+ * ddp-exec, the worker command line, the rendezvous (attached with `events`:
+ * one node's workers' store is bound), the run directory, the job's
+ * footprint (cgroup, tag), OMP_NUM_THREADS. Returns 0, or ddplaunch's exit
+ * status (1; 2 for a usage problem such as a taken --strict_port) after
+ * reporting why. */
+int agent_setup(struct agent *ag, const struct rdzv_events *events);
 
-/* Set-up before the first attempt: the number of workers, ddp-exec, the
- * worker command line, the rendezvous (attached: one node's workers' store
- * is bound), the run directory, the job's footprint (cgroup, tag),
- * OMP_NUM_THREADS. Returns 0, or ddplaunch's exit status (1; 2 for a usage
- * problem such as a taken --strict_port) after reporting why. */
-int agent_setup(struct agent *ag);
+/* After agent_setup: the timers, a handler per --signals and
+ * --forward_signals signal (on_signal), the workers' slots. */
+void agent_init_handles(struct agent *ag, uv_signal_cb on_signal);
+
+/* The node's end (agent_setup.c): the re-formations said, summary.json
+ * written (a failed write or lost output turns a success into 1), the run
+ * directory and the footprint closed, the handles closed, the rendezvous
+ * shut down with ag->exit_status. */
+void agent_teardown(struct agent *ag);
 
 /* Per attempt: each worker's directory (w->dir), with no error file
  * (w->error_file) in it yet. */
@@ -131,34 +127,53 @@ char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_
 /* The worker's environment for this attempt (see worker_env_build). */
 int agent_worker_env(struct agent_worker *w, char ***env);
 
-/* agent.c's steps that the in-place path takes too. */
-/* Stops the group: `sig` to every running worker, the grace, SIGKILL. */
-void agent_stop_group(struct agent *ag, int sig);
-/* Every handle of the attempt closed: the rendezvous answers what next. */
-void agent_group_ended(struct agent *ag);
-/* Worker w exited, or could not be started (exit code AGENT_START_FAILED). */
-void agent_worker_exited(struct agent *ag, struct agent_worker *w);
+/* The group's processes (agent_workers.c): mechanics only, no decision and
+ * no change of ag->state; they call nothing of agent.c. */
 /* Starts worker w in ag->round through ddp-exec (keep_logs: see
- * agent_worker_open_logs). Returns 0 or a negative errno (reported). */
-int agent_worker_start(struct agent_worker *w, bool keep_logs);
-/* The rendezvous answered a join (rdzv_joined_fn). */
-void agent_on_joined(void *arg, int status, const struct rdzv_round *r);
+ * agent_worker_open_logs); on_exit and on_closed get w. Returns 0 or a
+ * negative errno (reported). */
+int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_fn on_exit,
+		       worker_proc_closed_fn on_closed);
+/* Hands round r to worker w on its agent channel; the one place a round is
+ * sent. Returns 0 or a negative errno. */
+int agent_worker_send_round(struct agent_worker *w, const struct rdzv_round *r);
+/* Whether w was handed a round that it has not said it took. */
+bool agent_worker_round_not_taken(const struct agent_worker *w);
+/* The console prefix of worker w for its rank now. */
+void agent_worker_reprefix(struct agent_worker *w);
+/* w as agent_decide.h sees it. */
+struct agent_worker_view agent_worker_view(const struct agent_worker *w);
+/* Whether a local worker other than `except` (NULL: none) blocks a round in
+ * place (AGENT_IN_ROUND_BLOCKS). */
+bool agent_workers_block(const struct agent *ag, const struct agent_worker *except);
+/* SIGKILL to every worker's process group. */
+void agent_kill_all(struct agent *ag);
+/* Whether every worker's handles of the attempt have closed. */
+bool agent_all_closed(const struct agent *ag);
+/* Passes sig on to the running workers (--forward_signals). */
+void agent_forward(struct agent *ag, int sig);
+/* Records the attempt's workers in the summary, in exit order. */
+void agent_record_attempt(struct agent *ag);
 
-/* In place (agent_inplace.c; see there). */
-/* round_over heard while the workers run: true when every local worker
- * re-forms in place and the next round is being joined for them (its
- * answer goes to agent_inplace_joined), false: stop them as before. */
-bool agent_inplace_round_over(struct agent *ag, const char *why);
-/* The answer to that join. */
-void agent_inplace_joined(struct agent *ag, int status, const struct rdzv_round *r);
-/* Worker w failed on its own (`how` says how): true when the in-place path
- * handles it, i.e. it is replaced alone (w->replacing; the group goes on)
- * or it left instead of re-forming (the group stops, to start again in
- * the next round without a charge); false: an ordinary failure. */
-bool agent_inplace_worker_failed(struct agent *ag, struct agent_worker *w, const char *how);
-/* Every handle of worker w closed: a replacement that waited starts. */
-void agent_inplace_closed(struct agent *ag, struct agent_worker *w);
-/* Whether a worker waits to be replaced. */
+/* In place (agent_inplace.c): the bookkeeping of re-formations; it calls
+ * only agent_workers.c, and the machine (agent.c) decides and moves. */
+/* A re-formation begins (round_over heard, or a worker died): its time and
+ * reason, unless one is already being made. */
+void agent_inplace_begin(struct agent *ag, const char *why);
+/* Before joining the next round in place: a replacement that has not said
+ * "resizable" yet is killed to start again in it (uncharged), one whose
+ * round came waits again for the next. */
+void agent_inplace_prepare(struct agent *ag);
+/* Worker w (dead) is replaced alone: kills what it left, counts it against
+ * --max_restarts and says so. */
+void agent_inplace_replace(struct agent *ag, struct agent_worker *w, const char *how);
+/* Hands round r to every running worker (they re-form in place), marks
+ * those replaced alone to start in it (AGENT_W_RESPAWN) and records the
+ * re-formation. Returns how many workers could not be told the round. */
+int agent_inplace_hand_out(struct agent *ag, const struct rdzv_round *r);
+/* Keeps round r for the next group (ag->next = AGENT_NEXT_KEPT). */
+void agent_keep_round(struct agent *ag, const struct rdzv_round *r);
+/* Whether a worker waits to be replaced (REPLACING or RESPAWN). */
 bool agent_inplace_pending(const struct agent *ag);
 /* Forgets the replacements (the group stops or starts afresh). */
 void agent_inplace_drop(struct agent *ag);

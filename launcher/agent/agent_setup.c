@@ -1,9 +1,11 @@
 /* What the agent prepares once (the number of workers, the ddp-exec guard,
- * the worker command line, the rendezvous, the run directory) and per attempt (each worker's
- * directory, log files, command line and environment). */
+ * the worker command line, the rendezvous, the run directory, the handles),
+ * per attempt (each worker's directory, log files, command line and
+ * environment), and what it closes at the end (agent_teardown). */
 #include "agent.h"
 #include "agent_int.h"
 #include "command.h"
+#include "envp.h"
 #include "worker_env.h"
 
 #include <dirent.h>
@@ -24,8 +26,7 @@
 
 static int agent_build_argv(struct agent *ag)
 {
-	return command_build(ag->o, worker_env_get(ag->environ_in, "PYTHON_EXEC"), &ag->argv,
-			     &ag->argc);
+	return command_build(ag->o, envp_get(ag->environ_in, "PYTHON_EXEC"), &ag->argv, &ag->argc);
 }
 
 static int agent_prepare_run_dir(struct agent *ag)
@@ -37,8 +38,8 @@ static int agent_prepare_run_dir(struct agent *ag)
 		if (opts_streams_mask(&o->redirects, lr) || opts_streams_mask(&o->tee, lr))
 			files = true;
 	ag->files = files;
-	return rundir_open(&ag->rd, o->log_dir, o->rdzv_id,
-			   worker_env_get(ag->environ_in, "TMPDIR"), files);
+	return rundir_open(&ag->rd, o->log_dir, o->rdzv_id, envp_get(ag->environ_in, "TMPDIR"),
+			   files);
 }
 
 int agent_prepare_attempt_dirs(struct agent *ag)
@@ -173,7 +174,7 @@ static int count_gpus(const struct agent *ag)
 		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
 			n++;
 	closedir(d);
-	return opts_visible_gpus(worker_env_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
+	return opts_visible_gpus(envp_get(ag->environ_in, "CUDA_VISIBLE_DEVICES"), n);
 }
 
 int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_t errlen)
@@ -191,7 +192,7 @@ int agent_check(const struct launch_opts *o, char **environ_in, char *err, size_
 	return rdzv_check(o, environ_in, nproc, err, errlen);
 }
 
-int agent_setup(struct agent *ag)
+int agent_setup(struct agent *ag, const struct rdzv_events *events)
 {
 	char err[OPTS_ERR_LEN];
 	const char *cg;
@@ -214,12 +215,12 @@ int agent_setup(struct agent *ag)
 	}
 	/* The workers' store (one node) or the rendezvous store (many) is
 	 * bound here, or its host reached. */
-	rc = rdzv_attach(ag->rdzv, ag->loop, &agent_rdzv_events, ag);
+	rc = rdzv_attach(ag->rdzv, ag->loop, events, ag);
 	if (rc)
 		return rc == -EADDRINUSE ? 2 : 1;
 	if (agent_prepare_run_dir(ag))
 		return 1;
-	cg = worker_env_get(ag->environ_in, "DDPLAUNCH_CGROUP");
+	cg = envp_get(ag->environ_in, "DDPLAUNCH_CGROUP");
 	footprint_open(&ag->fp, !cg || strcmp(cg, "off"));
 	ag->set_omp = worker_env_needs_omp(ag->environ_in, ag->o->env.v, ag->o->env.n, ag->nproc);
 	if (ag->set_omp)
@@ -227,4 +228,69 @@ int agent_setup(struct agent *ag)
 			 "set it yourself to tune",
 			 ag->nproc);
 	return 0;
+}
+
+static void handle_free_noop(uv_handle_t *h)
+{
+}
+
+void agent_teardown(struct agent *ag)
+{
+	char path[PATH_MAX + 16];
+
+	summary_print_reforms(&ag->summary);
+	if (ag->lost_output && ag->exit_status == 0) {
+		log_error("the workers succeeded but some of their output was lost (see above); "
+			  "exiting with status 1");
+		ag->exit_status = 1;
+	}
+	if (ag->o->log_dir) {
+		snprintf(path, sizeof(path), "%s/summary.json", ag->rd.path);
+		if (summary_write_json(&ag->summary, path, ag->exit_status, ag->attempt + 1,
+				       ag->stop_signal)) {
+			log_error("cannot write '%s' (free space under --log_dir)", path);
+			if (ag->exit_status == 0)
+				ag->exit_status = 1;
+		}
+	}
+	rundir_close(&ag->rd);
+	footprint_close(&ag->fp);
+	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
+	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
+	for (int i = 0; i < ag->nsig; i++)
+		uv_close((uv_handle_t *)&ag->sig[i], handle_free_noop);
+	rdzv_shutdown(ag->rdzv, ag->exit_status);
+}
+
+/* Whether one of ag's signal handlers is for sig already. */
+static bool agent_has_handler(const struct agent *ag, int sig)
+{
+	for (int i = 0; i < ag->nsig; i++)
+		if (ag->sig[i].signum == sig)
+			return true;
+	return false;
+}
+
+void agent_init_handles(struct agent *ag, uv_signal_cb on_signal)
+{
+	uv_timer_init(ag->loop, &ag->grace);
+	uv_timer_init(ag->loop, &ag->drain);
+	ag->grace.data = ag->drain.data = ag;
+	ag->nsig = 0;
+	for (int i = 0; i < ag->o->nsignals + ag->o->nforward; i++) {
+		int sig = i < ag->o->nsignals ? ag->o->signals[i]
+					      : ag->o->forward_signals[i - ag->o->nsignals];
+
+		if (i >= ag->o->nsignals && agent_has_handler(ag, sig))
+			continue; /* both lists name it: one handler */
+		uv_signal_init(ag->loop, &ag->sig[ag->nsig]);
+		ag->sig[ag->nsig].data = ag;
+		uv_signal_start(&ag->sig[ag->nsig++], on_signal, sig);
+	}
+	for (int i = 0; i < ag->nproc; i++) {
+		ag->w[i].ag = ag;
+		ag->w[i].local_rank = i;
+		ag->w[i].log_fd[0] = ag->w[i].log_fd[1] = -1;
+		worker_proc_init(&ag->w[i].proc);
+	}
 }

@@ -1,6 +1,5 @@
 /*
- * identity.c - a job's fingerprint, description and default run id
- * (identity.h).
+ * identity.c - a job's fingerprints and description (identity.h).
  */
 #include "identity.h"
 
@@ -63,25 +62,46 @@ static void command_text(const struct launch_opts *o, char out[CMD_SHOWN + 1])
 	memcpy(out, all, n + 1);
 }
 
-void identity_make(const struct launch_opts *o, const char *mode, char job[IDENTITY_JOB_LEN + 1],
-		   char text[IDENTITY_TEXT_MAX + 1])
+/* What both fingerprints start with: the fields' version, the mode, the
+ * nodes, how the program is run. */
+static uint64_t mix_common(const struct launch_opts *o, const char *version, const char *mode,
+			   const char *nodes)
 {
-	char nodes[32], cmd[CMD_SHOWN + 1];
-	uint64_t h = mix(FNV_OFFSET, "ddpjob1");
+	uint64_t h = mix(FNV_OFFSET, version);
+
+	h = mix(h, mode);
+	h = mix(h, nodes);
+	h = mix(h, o->no_python ? "no_python" : "python");
+	return mix(h, o->module ? "module" : "program");
+}
+
+/* The program's name: its path's last part (a module's name as given). */
+static const char *program_name(const char *program)
+{
+	const char *slash = program ? strrchr(program, '/') : NULL;
+
+	return slash ? slash + 1 : program;
+}
+
+void identity_make(const struct launch_opts *o, const char *mode, char job[IDENTITY_JOB_LEN + 1],
+		   char cmd[IDENTITY_JOB_LEN + 1], char text[IDENTITY_TEXT_MAX + 1])
+{
+	char nodes[32], shown[CMD_SHOWN + 1];
+	uint64_t h;
 
 	if (o->nnodes_min == o->nnodes_max)
 		snprintf(nodes, sizeof(nodes), "%d", o->nnodes_max);
 	else
 		snprintf(nodes, sizeof(nodes), "%d:%d", o->nnodes_min, o->nnodes_max);
-	h = mix(h, mode);
-	h = mix(h, nodes);
-	h = mix(h, o->no_python ? "no_python" : "python");
-	h = mix(h, o->module ? "module" : "program");
-	h = mix(h, o->program);
+	h = mix(mix_common(o, "ddpjob2", mode, nodes), program_name(o->program));
+	snprintf(job, IDENTITY_JOB_LEN + 1, "%016" PRIx64, h);
+	/* "ddpjob1": the fingerprint of the whole command line keeps its
+	 * first form, so default run ids stay what they were. */
+	h = mix(mix_common(o, "ddpjob1", mode, nodes), o->program);
 	for (size_t i = 0; i < o->args.n; i++)
 		h = mix(h, o->args.v[i]);
-	snprintf(job, IDENTITY_JOB_LEN + 1, "%016" PRIx64, h);
-	command_text(o, cmd);
-	snprintf(text, IDENTITY_TEXT_MAX + 1, "'%s' on --nnodes=%s --nproc_per_node=%s (%s)", cmd,
+	snprintf(cmd, IDENTITY_JOB_LEN + 1, "%016" PRIx64, h);
+	command_text(o, shown);
+	snprintf(text, IDENTITY_TEXT_MAX + 1, "'%s' on --nnodes=%s --nproc_per_node=%s (%s)", shown,
 		 nodes, o->nproc_spec ? o->nproc_spec : "1", mode);
 }

@@ -4,6 +4,7 @@
  * torchrun's rule, and the one line that says what was taken.
  */
 #include "opts_pet.h"
+#include "envp.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -50,12 +51,9 @@ void opts_pet_name(const struct launch_opts *o, size_t i, char *buf, size_t len)
 /* The value of variable `var` in envp; NULL when absent or empty. */
 static const char *pet_env(char *const envp[], const char *var)
 {
-	size_t n = strlen(var);
+	const char *v = envp_get(envp, var);
 
-	for (; envp && *envp; envp++)
-		if (!strncmp(*envp, var, n) && (*envp)[n] == '=')
-			return (*envp)[n + 1] ? *envp + n + 1 : NULL;
-	return NULL;
+	return v && *v ? v : NULL;
 }
 
 /* Entry d's variable and value: PET_NAME, else PET_ALIAS for a long alias. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opts_host.h"
 #include "settings.h"
 
 void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c)
@@ -169,10 +170,42 @@ int opts_rdzv_conf_parse(const char *text, struct opts_rdzv_conf *c, char *err, 
 	return 0;
 }
 
+/* A port: 1 to 5 digits (no sign, no space), 0..65535. */
+static int port_parse(const char *s, long long *v)
+{
+	size_t n = strspn(s, "0123456789");
+
+	return n == 0 || n > 5 || s[n] ? -EINVAL : settings_parse_ll(s, 0, 65535, v);
+}
+
+/* The host of an endpoint must be one (opts_host.h): why not, into err. */
+static int endpoint_host_check(const char *text, const char *host, char *err, size_t errlen)
+{
+	char why[128];
+
+	if (!opts_host_parses(host, why, sizeof(why))) {
+		snprintf(err, errlen,
+			 "bad --rdzv_endpoint '%s': '%s' is not a host name or address (%s); "
+			 "give HOST:PORT",
+			 text, host, why);
+		return -EINVAL;
+	}
+	if (opts_host_not_unicast(host)) {
+		snprintf(
+		    err, errlen,
+		    "bad --rdzv_endpoint '%s': '%s' is a multicast or broadcast address, where "
+		    "no store can be: give the store's own address",
+		    text, host);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int opts_endpoint_parse(const char *text, int default_port, char *host, size_t hostlen, int *port,
 			char *err, size_t errlen)
 {
 	const char *h = text, *end, *colon;
+	unsigned char v6[16];
 	size_t n;
 	long long v = default_port;
 
@@ -189,18 +222,29 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
 			goto bad;
 	} else {
 		colon = strrchr(h, ':');
-		if (colon && strchr(h, ':') != colon) /* a bare IPv6 address */
+		if (colon && strchr(h, ':') != colon) {
+			/* Several ':': a bare IPv6 address (the whole text), or a
+			 * mistake such as host:1:2, never a host and a port. */
+			if (inet_pton(AF_INET6, h, v6) != 1) {
+				snprintf(err, errlen,
+					 "bad --rdzv_endpoint '%s': a host has no ':' (give "
+					 "HOST:PORT; an IPv6 address goes in brackets: "
+					 "[ADDRESS]:PORT)",
+					 text);
+				return -EINVAL;
+			}
 			colon = NULL;
+		}
 		n = colon ? (size_t)(colon - h) : strlen(h);
 	}
 	if (n == 0 || n >= hostlen || memchr(h, ' ', n))
 		goto bad;
-	if (colon && settings_parse_ll(colon + 1, 0, 65535, &v))
+	if (colon && port_parse(colon + 1, &v))
 		goto bad;
 	memcpy(host, h, n);
 	host[n] = '\0';
 	*port = (int)v;
-	return 0;
+	return endpoint_host_check(text, host, err, errlen);
 bad:
 	snprintf(err, errlen, "bad --rdzv_endpoint '%s' (expected HOST, HOST:PORT or [IPV6]:PORT)",
 		 text ? text : "");
@@ -275,9 +319,16 @@ static int check_local_addr(const struct opts_rdzv *r, char *err, size_t errlen)
 {
 	if (!r->local_addr)
 		return 0;
-	if (!word_ok(r->local_addr, OPTS_RDZV_HOST_MAX)) {
-		snprintf(err, errlen, "--local_addr '%s' is not an address or host name",
-			 r->local_addr);
+	char why[128];
+
+	if (!word_ok(r->local_addr, OPTS_RDZV_HOST_MAX) ||
+	    !opts_host_parses(r->local_addr, why, sizeof(why))) {
+		if (!word_ok(r->local_addr, OPTS_RDZV_HOST_MAX))
+			snprintf(why, sizeof(why), "spaces or control characters");
+		snprintf(err, errlen,
+			 "--local_addr '%s' is not an address or host name (%s): give this "
+			 "node's address (no brackets, no port), or leave --local_addr out",
+			 r->local_addr, why);
 		return -EINVAL;
 	}
 	if (addr_unreachable(r->local_addr)) {
@@ -325,6 +376,26 @@ static int check_backend(const struct launch_opts *o, char *err, size_t errlen)
 	return -EINVAL;
 }
 
+/* --master_addr is one host (opts_host.h), not an endpoint: no port. */
+static int check_master_addr(const char *a, char *err, size_t errlen)
+{
+	char why[128];
+
+	if (!opts_host_parses(a, why, sizeof(why)))
+		snprintf(err, errlen,
+			 "--master_addr '%s' is not a host name or address (%s): give node 0's "
+			 "address, and its port in --master_port",
+			 a, why);
+	else if (opts_host_not_unicast(a))
+		snprintf(err, errlen,
+			 "--master_addr '%s' is a multicast or broadcast address: give node 0's "
+			 "own address",
+			 a);
+	else
+		return 0;
+	return -EINVAL;
+}
+
 static int resolve_static(const struct launch_opts *o, struct opts_rdzv *r, char *err,
 			  size_t errlen)
 {
@@ -348,7 +419,8 @@ static int resolve_static(const struct launch_opts *o, struct opts_rdzv *r, char
 			snprintf(err, errlen, "--master_addr '%.40s' is too long", o->master_addr);
 			return -EINVAL;
 		}
-		if (check_store_endpoint("--master_addr", o->master_addr, err, errlen))
+		if (check_store_endpoint("--master_addr", o->master_addr, err, errlen) ||
+		    check_master_addr(o->master_addr, err, errlen))
 			return -EINVAL;
 		strcpy(r->host, o->master_addr);
 		r->port = o->master_port >= 0 ? o->master_port : OPTS_STATIC_PORT;
@@ -429,10 +501,10 @@ static int etcd_conf_check(const struct opts_rdzv_conf *c, char *err, size_t err
 
 /* One entry of an etcd endpoint list (len bytes at p, trimmed) appended to
  * r->endpoints with its port; the first one also sets r->host/port. */
-static int etcd_entry(const char *p, size_t len, bool https, struct opts_rdzv *r, size_t *off,
-		      char *err, size_t errlen)
+static int etcd_entry(const char *p, size_t len, const char *protocol, struct opts_rdzv *r,
+		      size_t *off, char *err, size_t errlen)
 {
-	const char *scheme = https ? "https://" : "";
+	const char *scheme = !strcmp(protocol, "https") ? "https://" : "";
 	char item[OPTS_RDZV_HOST_MAX + 16], host[OPTS_RDZV_HOST_MAX + 1];
 	const char *rest = item;
 	int port, n;
@@ -449,6 +521,19 @@ static int etcd_entry(const char *p, size_t len, bool https, struct opts_rdzv *r
 	if (!strncmp(item, "http://", 7) || !strncmp(item, "https://", 8)) {
 		scheme = item[4] == 's' ? "https://" : "http://";
 		rest = item + strlen(scheme);
+		if (protocol[0] && strncmp(scheme, protocol, strlen(protocol))) {
+			snprintf(err, errlen,
+				 "--rdzv_endpoint entry '%s' says %.*s but --rdzv_conf says "
+				 "protocol=%s: drop one of them",
+				 item, (int)strlen(scheme) - 3, scheme, protocol);
+			return -EINVAL;
+		}
+	} else if (strstr(item, "://")) {
+		snprintf(err, errlen,
+			 "bad --rdzv_endpoint entry '%s': etcd speaks http:// or https:// "
+			 "(give HOST:PORT, http://HOST:PORT or https://HOST:PORT)",
+			 item);
+		return -EINVAL;
 	}
 	if (opts_endpoint_parse(rest, OPTS_ETCD_PORT, host, sizeof(host), &port, err, errlen))
 		return -EINVAL;
@@ -472,7 +557,7 @@ static int etcd_entry(const char *p, size_t len, bool https, struct opts_rdzv *r
 
 static int resolve_etcd(const struct launch_opts *o, struct opts_rdzv *r, char *err, size_t errlen)
 {
-	bool https = !strcmp(r->conf.protocol, "https");
+	const char *protocol = r->conf.protocol;
 	const char *p = o->rdzv_endpoint;
 	size_t off = 0;
 
@@ -494,12 +579,12 @@ static int resolve_etcd(const struct launch_opts *o, struct opts_rdzv *r, char *
 			s++, n--;
 		while (n && s[n - 1] == ' ')
 			n--;
-		if (etcd_entry(s, n, https, r, &off, err, errlen))
+		if (etcd_entry(s, n, protocol, r, &off, err, errlen))
 			return -EINVAL;
 		p += len + (p[len] == ',');
 	}
 	if (!off)
-		return etcd_entry(p, 0, https, r, &off, err, errlen);
+		return etcd_entry(p, 0, protocol, r, &off, err, errlen);
 	return 0;
 }
 
@@ -530,6 +615,44 @@ static int resolve_token(const struct launch_opts *o, const char *env_token, str
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* Across nodes: a DDP_RDZV_TOKEN set to "" ran without a token and said
+ * nothing; etcd has no use for the job's token (its own users guard it). */
+static int check_token_use(const struct launch_opts *o, const char *env_token,
+			   const struct opts_rdzv *r, char *err, size_t errlen)
+{
+	if (!o->rdzv_token && env_token && !*env_token) {
+		snprintf(err, errlen,
+			 "%s is set but empty, which would run the job without a token: unset it "
+			 "to run without one, or set it on every node to a random one (head -c 32 "
+			 "/dev/urandom | base64)",
+			 OPTS_RDZV_TOKEN_ENV);
+		return -EINVAL;
+	}
+	if (r->token && is_etcd(o->rdzv_backend)) {
+		snprintf(err, errlen,
+			 "the token from %s is for the c10d and static stores; etcd does not use "
+			 "it (give etcd's user= in --rdzv_conf and its password in %s), so unset "
+			 "it or leave it out",
+			 r->token_from, OPTS_ETCD_PASSWORD_ENV);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* is_host picks who hosts a c10d store; etcd is the store, and node 0
+ * hosts the static one. */
+static int check_is_host(const struct launch_opts *o, const struct opts_rdzv *r, char *err,
+			 size_t errlen)
+{
+	if (r->conf.is_host < 0 || !strcmp(o->rdzv_backend, "c10d"))
+		return 0;
+	snprintf(err, errlen,
+		 "--rdzv_conf: 'is_host' is for --rdzv_backend=c10d (%s): leave it out",
+		 is_etcd(o->rdzv_backend) ? "etcd is the store; no agent hosts one"
+					  : "the static rendezvous' store is node 0's");
+	return -EINVAL;
 }
 
 int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
@@ -566,6 +689,9 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 		r->mode = OPTS_RDZV_LOCAL;
 		return check_etcd_keys(r, err, errlen);
 	}
+	if ((rc = check_token_use(o, env_token, r, err, errlen)) < 0 ||
+	    (rc = check_is_host(o, r, err, errlen)) < 0)
+		return rc;
 	if (!word_ok(r->run_id, 128)) {
 		snprintf(err, errlen,
 			 "--rdzv_id '%s' must be 1 to 128 printable characters without spaces or "
@@ -584,7 +710,7 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 	if (rc == 0 && r->mode != OPTS_RDZV_ETCD)
 		rc = check_etcd_keys(r, err, errlen);
 	if (rc == 0)
-		identity_make(o, opts_rdzv_mode_name(r->mode), r->job, r->job_text);
+		identity_make(o, opts_rdzv_mode_name(r->mode), r->job, r->cmd, r->job_text);
 	return rc;
 }
 
@@ -636,12 +762,19 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 		fprintf(out, "rdzv_store = %s%s%s:%d (%s)\n", strchr(r->host, ':') ? "[" : "",
 			r->host, strchr(r->host, ':') ? "]" : "", r->port, store_host_text(r));
 	fprintf(out, "rdzv_nodes = %d:%d\n", r->min_nodes, r->max_nodes);
-	fprintf(out, "rdzv_job = %s, the same on every node of the job: %s\n", r->job, r->job_text);
+	fprintf(out,
+		"rdzv_job = %s, the same on every node of the job (the program's name, "
+		"--nnodes, the rendezvous): %s\n",
+		r->job, r->job_text);
+	fprintf(out,
+		"rdzv_command = %s (nodes of one --rdzv_id may differ here, each its own "
+		"paths: said in one line)\n",
+		r->cmd);
 	if (!strncmp(r->run_id, IDENTITY_RUN_ID_PREFIX, strlen(IDENTITY_RUN_ID_PREFIX)) &&
-	    !strcmp(r->run_id + strlen(IDENTITY_RUN_ID_PREFIX), r->job))
+	    !strcmp(r->run_id + strlen(IDENTITY_RUN_ID_PREFIX), r->cmd))
 		fprintf(out,
-			"rdzv_run_id = %s (the default, from the job's fingerprint: the same "
-			"command line on every node; --rdzv_id to choose one)\n",
+			"rdzv_run_id = %s (the default, from the command line's fingerprint: "
+			"the same command line on every node; --rdzv_id to choose one)\n",
 			r->run_id);
 	else
 		fprintf(out, "rdzv_run_id = %s\n", r->run_id);
@@ -684,6 +817,6 @@ int opts_rdzv_default_run_id(struct launch_opts *o)
 		return 0;
 	if (opts_rdzv_resolve(o, NULL, &r, err, sizeof(err)) < 0 || r.mode == OPTS_RDZV_LOCAL)
 		return 0;
-	snprintf(id, sizeof(id), "%s%s", IDENTITY_RUN_ID_PREFIX, r.job);
+	snprintf(id, sizeof(id), "%s%s", IDENTITY_RUN_ID_PREFIX, r.cmd);
 	return opts_set(o, "rdzv_id", id, OPTS_SRC_DEFAULT, err, sizeof(err)) < 0 ? -ENOMEM : 0;
 }

@@ -102,8 +102,11 @@ struct opts_rdzv {
 	 * host (a test cluster) it keeps the others from hosting. */
 	bool host_is_node0;
 	/* The job's identity (identity.h; not for local): every node of one
-	 * job must have the same fingerprint, or the rendezvous refuses it. */
+	 * job must have the same fingerprint, or the rendezvous refuses it;
+	 * their command lines' fingerprints (cmd) may differ, which the
+	 * rendezvous says in one line. */
 	char job[IDENTITY_JOB_LEN + 1];
+	char cmd[IDENTITY_JOB_LEN + 1];
 	char job_text[IDENTITY_TEXT_MAX + 1];
 };
 
@@ -125,8 +128,10 @@ void opts_rdzv_conf_defaults(struct opts_rdzv_conf *c);
  * key); *c is then partly updated. */
 int opts_rdzv_conf_parse(const char *text, struct opts_rdzv_conf *c, char *err, size_t errlen);
 
-/* Parses "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" (PORT 0..65535;
- * default_port when absent). Returns 0 or -EINVAL (err filled). */
+/* Parses "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT" (PORT 0..65535, digits
+ * only; default_port when absent); a bare IPv6 address is the whole text.
+ * HOST must parse as a host name or address and not be multicast or
+ * broadcast (opts_host.h). Returns 0 or -EINVAL (err filled). */
 int opts_endpoint_parse(const char *text, int default_port, char *host, size_t hostlen, int *port,
 			char *err, size_t errlen);
 
@@ -153,7 +158,8 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out);
 
 /* When no source gave --rdzv_id (not the flags, the job file, PET_RDZV_ID
  * or a Slurm step: it is still the default "none") and the job runs across
- * nodes, sets it, as a default, to "job-" and the fingerprint. Call it after
+ * nodes, sets it, as a default, to "job-" and the command line's
+ * fingerprint (so different command lines never meet). Call it after
  * every source was applied. Options the rendezvous refuses
  * are left for it to report. Returns 0 or -ENOMEM. */
 int opts_rdzv_default_run_id(struct launch_opts *o);

@@ -4,6 +4,7 @@
  * one line that says what was taken.
  */
 #include "opts_slurm.h"
+#include "envp.h"
 #include "opts_pet.h"
 #include "slurm_env.h"
 #include "slurm_resolve.h"
@@ -19,16 +20,6 @@ struct slurm_used {
 	char taken[512];
 	char kept[192];
 };
-
-static const char *env_get(char *const envp[], const char *name)
-{
-	size_t n = strlen(name);
-
-	for (; envp && *envp; envp++)
-		if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
-			return *envp + n + 1;
-	return NULL;
-}
 
 /* Whether the command line, the job file or a PET_ variable set option
  * `name`. */
@@ -72,7 +63,7 @@ static int set(struct launch_opts *o, const char *name, char *err, size_t errlen
 static int wanted(const struct launch_opts *o, char *const envp[], bool *want, char *err,
 		  size_t errlen)
 {
-	const char *v = env_get(envp, OPTS_SLURM_ENV);
+	const char *v = envp_get(envp, OPTS_SLURM_ENV);
 	bool on = true;
 
 	if (v && settings_parse_bool(v, &on)) {
@@ -285,7 +276,7 @@ int opts_slurm_apply(struct launch_opts *o, char *const envp[], char *err, size_
 
 void opts_slurm_print(const struct launch_opts *o, char *const envp[], FILE *out)
 {
-	const char *v = env_get(envp, OPTS_SLURM_ENV);
+	const char *v = envp_get(envp, OPTS_SLURM_ENV);
 	bool on = true;
 
 	if (o->slurm_used[0])

@@ -21,6 +21,11 @@
  *
  * Signals sent by ddplaunch go to the whole group and so reach the worker
  * directly; a signal sent to ddp-exec alone by someone else is passed on.
+ *
+ * With DDP_AGENT_FD set (the agent channel, worker_proc.h), the worker also
+ * gets DDP_AGENT_PID=LAUNCHER_PID: the process that made the channel's
+ * socket pair, which libddp and ddplaunch.torch check as the socket's peer
+ * (SO_PEERCRED) before they take the fd for the agent's.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -258,6 +263,8 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_PDEATHSIG, SIGHUP) || getppid() != launcher)
 		return 1; /* the launcher is already gone: start nothing */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (getenv("DDP_AGENT_FD"))
+		setenv("DDP_AGENT_PID", argv[a], 1);
 	/* Not allowed (a cgroup not delegated to us): the subreaper alone. */
 	if (cgroup && cgroup_write(cgroup, "cgroup.procs", "0"))
 		cgroup = NULL;

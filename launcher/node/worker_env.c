@@ -1,4 +1,5 @@
 #include "worker_env.h"
+#include "envp.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,16 +16,6 @@ static size_t env_name_len(const char *kv)
 	const char *eq = strchr(kv, '=');
 
 	return eq ? (size_t)(eq - kv) : strlen(kv);
-}
-
-const char *worker_env_get(char *const *env, const char *name)
-{
-	size_t len = strlen(name);
-
-	for (; env && *env; env++)
-		if (env_name_len(*env) == len && !strncmp(*env, name, len))
-			return *env + len + 1;
-	return NULL;
 }
 
 /* Replaces the entry with the same name or appends; takes ownership of kv. */
@@ -93,7 +84,7 @@ static int env_copy(struct env_vec *e, const char *kv)
 
 bool worker_env_needs_omp(char *const *base, char *const *extra, size_t nextra, int nproc)
 {
-	if (nproc <= 1 || worker_env_get(base, "OMP_NUM_THREADS"))
+	if (nproc <= 1 || envp_get(base, "OMP_NUM_THREADS"))
 		return false;
 	for (size_t i = 0; i < nextra; i++)
 		if (env_name_len(extra[i]) == 15 && !strncmp(extra[i], "OMP_NUM_THREADS", 15))
@@ -133,9 +124,9 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	/* Every round re-forms the group: libddp counts it as an attempt. */
 	if (s->round > 0)
 		rc |= env_put_int(e, "DDP_ROUND", s->round);
-	if (!worker_env_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
+	if (!envp_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
 		rc |= env_put(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
-	if (!worker_env_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+	if (!envp_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
 		rc |= env_put(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (s->set_omp)
 		rc |= env_put(e, "OMP_NUM_THREADS", "1");

@@ -45,7 +45,4 @@ int worker_env_build(char *const *base, const struct worker_env_spec *s, char **
 
 void worker_env_free(char **env);
 
-/* The value of `name` in `env`, or NULL. */
-const char *worker_env_get(char *const *env, const char *name);
-
 #endif

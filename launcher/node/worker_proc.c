@@ -1,6 +1,8 @@
 /* One supervised process: spawn, its three pipes, output lines, exit, close. */
 #include "worker_proc.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -209,7 +211,6 @@ static void handle_closed(uv_handle_t *h)
 	linebuf_release(&p->lb_out);
 	linebuf_release(&p->lb_err);
 	linebuf_release(&p->lb_pid);
-	linebuf_release(&p->lb_chan);
 	p->on_closed(p, p->arg);
 }
 
@@ -219,36 +220,71 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = sizeof(worker_readbuf);
 }
 
-/* "took R": the round the worker took, or -1 when the line is not one. */
-static int chan_took(const char *line, size_t len)
+/* A worker that does not speak this version of the channel: said once,
+ * and it stays not resizable (restarted with its group, as any program). */
+static void chan_other_version(struct worker_proc *p, int version)
 {
-	char buf[32], *end;
-	long r;
-
-	if (len < 6 || len >= sizeof(buf) || memcmp(line, "took ", 5) != 0)
-		return -1;
-	memcpy(buf, line + 5, len - 5);
-	buf[len - 5] = '\0';
-	r = strtol(buf, &end, 10);
-	return *end || end == buf || r < 0 || r > INT32_MAX ? -1 : (int)r;
+	if (p->chan_warned)
+		return;
+	p->chan_warned = true;
+	if (version)
+		log_warn("worker pid %d speaks version %d of the agent channel, this ddplaunch "
+			 "version %d: it is restarted with its group instead of re-formed in place "
+			 "(use the libddp or ddplaunch.torch of this ddplaunch)",
+			 p->pid ? p->pid : p->shim_pid, version, AGENT_WIRE_VERSION);
+	else
+		log_warn("worker pid %d speaks the agent channel without a version (an older "
+			 "libddp or ddplaunch.torch): it is restarted with its group instead of "
+			 "re-formed in place (use the libddp or ddplaunch.torch of this ddplaunch)",
+			 p->pid ? p->pid : p->shim_pid);
 }
 
-/* A line the worker wrote on the agent channel: "resizable" (libddp's
- * ddp_init), "fixed" (ddp_set_resizable(ctx, 0)) and "took R" (it took
- * round R: ddp_next_round); others are ignored. */
-static void emit_chan(void *arg, const char *line, size_t len, size_t shown, bool ends)
+/* One line the worker wrote on the agent channel (common/agent_wire.h):
+ * "hello V DECL" first (libddp's ddp_init, ddplaunch.torch), "resizable" or
+ * "fixed" (ddp_set_resizable), "took R" (it took round R: ddp_next_round).
+ * Kinds this side does not know are skipped. */
+static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg *m)
 {
-	struct worker_proc *p = arg;
-	int took;
-
-	if (!ends)
+	if (rc < 0) {
+		log_debug("worker pid %d: agent channel line refused: %s", p->shim_pid,
+			  strerror(-rc));
 		return;
-	if (len == 9 && memcmp(line, "resizable", 9) == 0)
-		p->resizable = true;
-	else if (len == 5 && memcmp(line, "fixed", 5) == 0)
-		p->resizable = false;
-	else if ((took = chan_took(line, len)) >= 0 && took > p->took_round)
-		p->took_round = took;
+	}
+	if (m->kind == AGENT_WIRE_HELLO && p->chan_version == 0) {
+		p->chan_version = m->version;
+		if (m->version == AGENT_WIRE_VERSION)
+			p->resizable = m->resizable;
+		else
+			chan_other_version(p, m->version);
+		return;
+	}
+	if (m->kind == AGENT_WIRE_UNKNOWN || m->kind == AGENT_WIRE_HELLO)
+		return;
+	if (p->chan_version != AGENT_WIRE_VERSION) {
+		chan_other_version(p, p->chan_version);
+		return;
+	}
+	if (m->kind == AGENT_WIRE_RESIZABLE || m->kind == AGENT_WIRE_FIXED)
+		p->resizable = m->kind == AGENT_WIRE_RESIZABLE;
+	else if (m->kind == AGENT_WIRE_TOOK && m->round == p->sent_round)
+		p->took_round = m->round;
+	else
+		log_debug("worker pid %d: ignored a \"took %d\" (the round sent: %d)", p->shim_pid,
+			  m->round, p->sent_round);
+}
+
+static void chan_feed(struct worker_proc *p, const char *data, size_t n)
+{
+	while (n > 0) {
+		struct agent_wire_msg m;
+		size_t used;
+		int rc = agent_wire_read(&p->chan_rd, data, n, &used, &m);
+
+		if (rc != 0)
+			chan_line(p, rc < 0 ? rc : 0, &m);
+		data += used;
+		n -= used;
+	}
 }
 
 static uv_pipe_t *proc_pipe(struct worker_proc *p, int i)
@@ -256,14 +292,15 @@ static uv_pipe_t *proc_pipe(struct worker_proc *p, int i)
 	return i == 0 ? &p->out : i == 1 ? &p->err : i == 2 ? &p->pidp : &p->chan;
 }
 
+/* The line buffers of the output streams and fd 3 (i < 3). */
 static struct linebuf *proc_lb(struct worker_proc *p, int i)
 {
-	return i == 0 ? &p->lb_out : i == 1 ? &p->lb_err : i == 2 ? &p->lb_pid : &p->lb_chan;
+	return i == 0 ? &p->lb_out : i == 1 ? &p->lb_err : &p->lb_pid;
 }
 
 static linebuf_emit_fn proc_emit(int i)
 {
-	return i == 0 ? emit_out : i == 1 ? emit_err : i == 2 ? emit_pid : emit_chan;
+	return i == 0 ? emit_out : i == 1 ? emit_err : emit_pid;
 }
 
 static void quiet_arm(struct worker_proc *p, int s);
@@ -321,7 +358,9 @@ static void stream_end(struct worker_proc *p, int i)
 
 	if (uv_is_closing((uv_handle_t *)pipe))
 		return;
-	linebuf_flush(proc_lb(p, i), proc_emit(i), p);
+	/* A channel line without its '\n' is no line of the grammar. */
+	if (i < 3)
+		linebuf_flush(proc_lb(p, i), proc_emit(i), p);
 	uv_close((uv_handle_t *)pipe, handle_closed);
 	if (i < 2)
 		uv_close((uv_handle_t *)&p->quiet[i], handle_closed);
@@ -335,6 +374,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		: st == (uv_stream_t *)&p->pidp ? 2
 						: 3;
 
+	if (nread > 0 && i == 3) {
+		chan_feed(p, buf->base, (size_t)nread);
+		return;
+	}
 	if (nread > 0) {
 		linebuf_feed(proc_lb(p, i), buf->base, (size_t)nread, proc_emit(i), p);
 		if (i < 2)
@@ -368,6 +411,8 @@ void worker_proc_init(struct worker_proc *p)
 	p->console_fd[0] = p->console_fd[1] = -1;
 	p->log_fd[0] = p->log_fd[1] = -1;
 	p->took_round = -1;
+	p->sent_round = -1;
+	agent_wire_reader_init(&p->chan_rd);
 }
 
 static void proc_configure(struct worker_proc *p, const struct worker_proc_config *cfg)
@@ -389,7 +434,6 @@ static void proc_configure(struct worker_proc *p, const struct worker_proc_confi
 	linebuf_init(&p->lb_out, WORKER_PROC_MAX_LINE);
 	linebuf_init(&p->lb_err, WORKER_PROC_MAX_LINE);
 	linebuf_init(&p->lb_pid, 32);
-	linebuf_init(&p->lb_chan, 64);
 	for (int i = 0; i < 4; i++) {
 		uv_pipe_init(cfg->loop, pipes[i], 0);
 		pipes[i]->data = p;
@@ -461,6 +505,18 @@ int worker_proc_send(struct worker_proc *p, const char *msg, size_t len)
 	if (n < 0)
 		return n;
 	return (size_t)n == len ? 0 : -EAGAIN;
+}
+
+int worker_proc_send_round(struct worker_proc *p, const struct agent_wire_round *r)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_ROUND, .r = *r};
+	char line[AGENT_WIRE_MAX_LINE];
+	int n = agent_wire_format(&m, line, sizeof(line));
+
+	if (n < 0)
+		return n;
+	p->sent_round = r->round;
+	return worker_proc_send(p, line, (size_t)n);
 }
 
 void worker_proc_signal(struct worker_proc *p, int sig)

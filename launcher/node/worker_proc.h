@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agent_wire.h"
 #include "linebuf.h"
 
 #define WORKER_PROC_TAIL_LINES 10  /* stderr lines kept for the summary */
@@ -75,9 +76,13 @@ struct worker_proc {
 	uv_pipe_t out, err, pidp;
 	uv_pipe_t chan;	     /* the agent channel, the worker's WORKER_PROC_CHAN_FD */
 	uv_timer_t quiet[2]; /* shows a partial stdout, stderr line */
-	struct linebuf lb_out, lb_err, lb_pid, lb_chan;
-	bool resizable;		   /* the worker said "resizable" on its channel */
-	int took_round;		   /* the latest round it said it took, or -1 */
+	struct linebuf lb_out, lb_err, lb_pid;
+	struct agent_wire_reader chan_rd; /* the channel's lines (common/agent_wire.h) */
+	int chan_version;		  /* the version its "hello" said, or 0 */
+	bool chan_warned;		  /* a worker of another version was reported */
+	bool resizable;		   /* it said "hello 1 resizable" (or "resizable" after it) */
+	int sent_round;		   /* the latest round worker_proc_send_round handed it, or -1 */
+	int took_round;		   /* the latest round it took, or -1: only ever sent_round */
 	bool pending[2];	   /* a partial line waits to be shown, since: */
 	uint64_t pending_since[2]; /* (loop time, ms) */
 	bool console_open[2];	   /* the console line is this stream's, unfinished */
@@ -107,9 +112,15 @@ void worker_proc_init(struct worker_proc *p);
 /* Starts cfg->file with stdin inherited, stdout and stderr on pipes, and a
  * pipe on fd 3 on which the program may write its worker's pid as one
  * decimal line, and the agent channel, a socket on WORKER_PROC_CHAN_FD
- * (the worker finds its number in DDP_AGENT_FD), on which the program may
- * say, a line each, "resizable" or "fixed" (p->resizable) and "took R"
- * (p->took_round), and hears worker_proc_send. cfg and what it points to
+ * (the worker finds its number in DDP_AGENT_FD; ddp-exec names the
+ * socket's creator, this process, in DDP_AGENT_PID), on which the program
+ * speaks the grammar of common/agent_wire.h: "hello 1 resizable" or
+ * "hello 1 fixed" first, then "resizable" / "fixed" (p->resizable) and
+ * "took R" (p->took_round, only for the round sent: a "took" of any other
+ * round is ignored and logged at debug). A program that speaks another
+ * version, or none, is reported once (warning) and stays not resizable:
+ * restarted with its group. It hears worker_proc_send_round. cfg and what
+ * it points to
  * are used only during the call, except the fds, which stay in use until
  * on_closed.
  *
@@ -127,6 +138,13 @@ void worker_proc_set_prefix(struct worker_proc *p, const char *prefix);
  * runs or the channel is closed, -EAGAIN when it did not all fit (the
  * worker reads nothing), or libuv's negative errno. */
 int worker_proc_send(struct worker_proc *p, const char *msg, size_t len);
+
+/* Hands the worker round r (a "round" line of common/agent_wire.h): the one
+ * way the agent sends a round. Records it in p->sent_round first, whether
+ * the write then works or not. Returns 0, -ERANGE for a field the grammar
+ * refuses (then nothing is sent and sent_round is unchanged), or
+ * worker_proc_send's errors. */
+int worker_proc_send_round(struct worker_proc *p, const struct agent_wire_round *r);
 
 /* Sends sig to the process group while the process runs. */
 void worker_proc_signal(struct worker_proc *p, int sig);

@@ -1,5 +1,7 @@
 #include "policy.h"
 
+#include <errno.h>
+
 #include "exit_status.h"
 
 enum policy_decision policy_decide(const struct policy *p, int restarts_done, bool group_failed,
@@ -16,7 +18,7 @@ enum policy_decision policy_decide(const struct policy *p, int restarts_done, bo
 
 bool policy_start_error_permanent(int err)
 {
-	return exit_status_permanent_errno(err);
+	return err == -ENOSPC || err == -EDQUOT;
 }
 
 bool policy_exit_permanent(int exit_code, int term_signal)

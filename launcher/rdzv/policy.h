@@ -30,7 +30,10 @@ enum policy_decision policy_decide(const struct policy *p, int restarts_done, bo
 
 /* Whether a worker that could not be started (a negative errno from the
  * spawn, libuv's codes being -errno) would fail the same way at every
- * restart: no file descriptors (EMFILE, ENFILE), no space (ENOSPC, EDQUOT). */
+ * restart: no space for its logs (ENOSPC, EDQUOT). A shortage of file
+ * descriptors (EMFILE, ENFILE) is not: whoever holds them (a flood of
+ * clients, another program) may let go, so the group fails as any failure
+ * does and the restart, after its backoff, tries again. */
 bool policy_start_error_permanent(int err);
 
 /* Whether a worker's exit code says "permanent: do not restart"

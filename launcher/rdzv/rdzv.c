@@ -1,10 +1,10 @@
 /* The agent's rendezvous seam (rdzv.h): picks the backend, one node
  * (rdzv_one.c) or many (rdzv_many.c), and calls its operations. */
 #include "rdzv.h"
+#include "envp.h"
 #include "exit_status.h"
 #include "opts.h"
 #include "opts_rdzv.h"
-#include "worker_env.h"
 
 #include <errno.h>
 
@@ -12,8 +12,7 @@ int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct r
 	     char *err, size_t errlen)
 {
 	struct opts_rdzv res;
-	int rc = opts_rdzv_resolve(o, worker_env_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err,
-				   errlen);
+	int rc = opts_rdzv_resolve(o, envp_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err, errlen);
 
 	if (rc < 0)
 		return rc;
@@ -26,8 +25,7 @@ int rdzv_check(const struct launch_opts *o, char **environ_in, int nproc, char *
 {
 	struct opts_rdzv res;
 	struct rdzv *r = NULL;
-	int rc = opts_rdzv_resolve(o, worker_env_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err,
-				   errlen);
+	int rc = opts_rdzv_resolve(o, envp_get(environ_in, OPTS_RDZV_TOKEN_ENV), &res, err, errlen);
 
 	if (rc < 0)
 		return rc;

@@ -74,7 +74,9 @@ enum rdzv_outcome {
 	RDZV_OUT_FAILED,       /* the job failed */
 	RDZV_OUT_REFUSED,      /* this node is not of the job it reached (msg names
 				  both; that job is left alone) */
-	RDZV_OUT_PERMANENT,    /* one node: the failure will repeat, no restart */
+	RDZV_OUT_PERMANENT,    /* one node: the failure will repeat, no restart;
+				  many nodes: a node left with such a failure and
+				  the job cannot go on without it (msg says who) */
 	RDZV_OUT_STOPPED,      /* stopped by a signal (one node; or the agent, at a
 				  second signal while it waits to leave) */
 };
@@ -89,11 +91,13 @@ struct rdzv_events {
 
 /* How this node's group of workers ended (all its handles closed). */
 struct rdzv_group_end {
-	int attempt;	 /* the agent's attempt that ended (0, 1, ...) */
-	bool failed;	 /* a worker failed (not one that ddplaunch stopped) */
-	bool permanent;	 /* ... and that failure will repeat (policy.h) */
-	bool round_over; /* stopped because round_over was heard */
-	int stop_signal; /* ddplaunch was told to stop by this signal, or 0 */
+	int attempt;	   /* the agent's attempt that ended (0, 1, ...) */
+	bool failed;	   /* a worker failed (not one that ddplaunch stopped) */
+	bool permanent;	   /* ... and that failure will repeat (policy.h) */
+	const char *cause; /* permanent: what failed, in words (many nodes tell
+			      the others), or NULL */
+	bool round_over;   /* stopped because round_over was heard */
+	int stop_signal;   /* ddplaunch was told to stop by this signal, or 0 */
 	/* Prints the attempt's summary of failures; at most once per attempt. */
 	void (*show_summary)(void *arg);
 	void *arg;

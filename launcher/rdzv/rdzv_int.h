@@ -29,6 +29,8 @@ int rdzv_nodes_join(struct rdzv_nodes *n, rdzv_joined_fn done, void *arg);
 void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success);
 void rdzv_nodes_renew(struct rdzv_nodes *n);
 void rdzv_nodes_leave(struct rdzv_nodes *n);
+/* Leaves with a failure that will repeat (driver.h: rdzv_driver_leave_permanent). */
+void rdzv_nodes_leave_permanent(struct rdzv_nodes *n, const char *cause);
 void rdzv_nodes_shutdown(struct rdzv_nodes *n, int exit_status);
 /* NULL allowed. */
 void rdzv_nodes_free(struct rdzv_nodes *n);

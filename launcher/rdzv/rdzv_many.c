@@ -45,7 +45,7 @@ static bool many_group_ended(struct rdzv *r, const struct rdzv_group_end *g)
 		log_error("leaving the job: the failure above will repeat at every restart "
 			  "(exit status %d: fix the cause, then run again)",
 			  DDP_EXIT_PERMANENT);
-		rdzv_nodes_leave(many_driver(r));
+		rdzv_nodes_leave_permanent(many_driver(r), g->cause);
 		return false; /* LEFT follows */
 	}
 	/* Waiting for the rendezvous from now on: an end it reports at once

@@ -54,6 +54,7 @@ static void nodes_config(const struct opts_rdzv *o, int nproc, int max_restarts,
 	dc->run_id = o->run_id;
 	dc->job = o->job;
 	dc->job_text = o->job_text;
+	dc->cmd = o->cmd;
 	dc->min_nodes = o->min_nodes;
 	dc->max_nodes = o->max_nodes;
 	dc->node_rank = o->node_rank;
@@ -101,10 +102,11 @@ static void nodes_round_over(void *arg, const char *why)
 static void nodes_ended(void *arg, enum rdzv_driver_outcome how, const char *msg)
 {
 	struct rdzv_nodes *n = arg;
-	enum rdzv_outcome out = how == RDZV_DRIVER_LEFT	     ? RDZV_OUT_LEFT
-				: how == RDZV_DRIVER_FAILED  ? RDZV_OUT_FAILED
-				: how == RDZV_DRIVER_REFUSED ? RDZV_OUT_REFUSED
-							     : RDZV_OUT_FINISHED;
+	enum rdzv_outcome out = how == RDZV_DRIVER_LEFT	       ? RDZV_OUT_LEFT
+				: how == RDZV_DRIVER_FAILED    ? RDZV_OUT_FAILED
+				: how == RDZV_DRIVER_REFUSED   ? RDZV_OUT_REFUSED
+				: how == RDZV_DRIVER_PERMANENT ? RDZV_OUT_PERMANENT
+							       : RDZV_OUT_FINISHED;
 
 	n->ev->ended(n->ev_arg, out, msg);
 }
@@ -162,6 +164,11 @@ void rdzv_nodes_renew(struct rdzv_nodes *n)
 void rdzv_nodes_leave(struct rdzv_nodes *n)
 {
 	rdzv_driver_leave(n->d);
+}
+
+void rdzv_nodes_leave_permanent(struct rdzv_nodes *n, const char *cause)
+{
+	rdzv_driver_leave_permanent(n->d, cause);
 }
 
 void rdzv_nodes_shutdown(struct rdzv_nodes *n, int exit_status)

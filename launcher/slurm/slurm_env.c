@@ -2,6 +2,7 @@
  * slurm_env.c - a Slurm step's shape from its environment (see slurm_env.h).
  */
 #include "slurm_env.h"
+#include "envp.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -22,16 +23,6 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 		va_end(ap);
 	}
 	return rc;
-}
-
-static const char *env_get(char *const envp[], const char *name)
-{
-	size_t n = strlen(name);
-
-	for (; envp && *envp; envp++)
-		if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
-			return *envp + n + 1;
-	return NULL;
 }
 
 /* Strict decimal: digits only, no sign or space, at most max. */
@@ -57,7 +48,7 @@ static int parse_ulong(const char *text, unsigned long max, unsigned long *v)
 static int env_number(char *const envp[], const char *name, unsigned long max, unsigned long *v,
 		      int *present, char *err, size_t errlen)
 {
-	const char *text = env_get(envp, name);
+	const char *text = envp_get(envp, name);
 
 	*present = text != NULL;
 	if (!text)
@@ -105,7 +96,7 @@ static const char *srun_fix_fmt = "start one per node: srun --nodes=%u --ntasks=
 /* One task per node, or -ENOTSUP with the fix. */
 static int check_one_task_per_node(char *const envp[], unsigned nnodes, char *err, size_t errlen)
 {
-	const char *tpn = env_get(envp, "SLURM_STEP_TASKS_PER_NODE");
+	const char *tpn = envp_get(envp, "SLURM_STEP_TASKS_PER_NODE");
 	unsigned long max, ntasks, localid;
 	char fix[256];
 	int present, rc;
@@ -123,8 +114,8 @@ static int check_one_task_per_node(char *const envp[], unsigned nnodes, char *er
 			    "each would run its own ddplaunch with its own workers; %s",
 			    max, tpn, fix);
 	} else {
-		const char *var =
-		    env_get(envp, "SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+		const char *var = envp_get(envp, "SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS"
+									 : "SLURM_NTASKS";
 
 		rc = env_number(envp, var, SLURM_ID_MAX, &ntasks, &present, err, errlen);
 		if (rc)
@@ -202,7 +193,7 @@ static int read_hosts(struct slurm_step *s, char *const envp[], int in_step, cha
 	int rc;
 
 	for (size_t i = in_step ? 0 : 1; !text && i < sizeof(vars) / sizeof(vars[0]); i++) {
-		text = env_get(envp, vars[i]);
+		text = envp_get(envp, vars[i]);
 		s->list_var = vars[i];
 	}
 	if (!text)
@@ -230,10 +221,10 @@ static int read_rank(struct slurm_step *s, char *const envp[], char *err, size_t
 	int present, rc;
 
 	rc = env_number(envp, "SLURM_NODEID", s->nnodes - 1, &id, &present, err, errlen);
-	if (rc == -EINVAL && env_get(envp, "SLURM_NODEID"))
+	if (rc == -EINVAL && envp_get(envp, "SLURM_NODEID"))
 		return fail(err, errlen, -EINVAL,
 			    "SLURM_NODEID=%s from slurm is not a node of the %u in %s",
-			    env_get(envp, "SLURM_NODEID"), s->nnodes, s->list_var);
+			    envp_get(envp, "SLURM_NODEID"), s->nnodes, s->list_var);
 	if (rc)
 		return rc;
 	s->slurm_nodeid = (unsigned)id;
@@ -259,7 +250,7 @@ static int read_ids(struct slurm_step *s, char *const envp[], int *in_step, char
 	unsigned long v;
 	int present, rc;
 
-	if (!env_get(envp, "SLURM_JOB_ID"))
+	if (!envp_get(envp, "SLURM_JOB_ID"))
 		return fail(err, errlen, -ENOENT, "not inside a slurm job (SLURM_JOB_ID is unset)");
 	rc = env_number(envp, "SLURM_JOB_ID", SLURM_ID_MAX, &s->job_id, &present, err, errlen);
 	if (rc)
@@ -294,7 +285,7 @@ int slurm_step_read(struct slurm_step *s, char *const envp[], unsigned port_lo, 
 	rc = read_ids(s, envp, &in_step, err, errlen);
 	if (!rc)
 		rc = read_nnodes(s, envp, in_step, err, errlen);
-	s->node_name = env_get(envp, "SLURMD_NODENAME");
+	s->node_name = envp_get(envp, "SLURMD_NODENAME");
 	if (!rc)
 		rc = in_step ? check_one_task_per_node(envp, s->nnodes, err, errlen)
 			     : check_not_step(s, err, errlen);

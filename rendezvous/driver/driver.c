@@ -218,12 +218,22 @@ static void drv_timer_cb(uv_timer_t *t)
 	/* libuv runs the expired timers before it reads the sockets: after a
 	 * pause the peers' beats wait unread, and must be heard first. */
 	if (now > d->timer_due + DRV_PAUSE_MS) {
+		/* How late the timer is understates the pause by the time from
+		 * the stop to the timer's due time; the loop's last poll was
+		 * before the stop (the pause's other bound, at most one
+		 * keep-alive interval before it). */
 		log_info("this agent did not run for %.1f s (stopped, or its host was); the "
 			 "others' liveness is judged from now",
-			 (double)(now - d->timer_due) / 1000.0);
+			 (double)(now - (d->polled_at ? d->polled_at : d->timer_due)) / 1000.0);
 		rdzv_resumed(d->m, now);
 	}
 	drv_after(d, rdzv_on_timer(d->m, now));
+}
+
+/* Just before the loop waits for I/O: the last time this agent ran. */
+static void drv_prepare_cb(uv_prepare_t *h)
+{
+	((struct rdzv_driver *)h->data)->polled_at = drv_now();
 }
 
 static void drv_arm(struct rdzv_driver *d, int64_t at)
@@ -280,6 +290,7 @@ static const char *const drv_kind_names[] = {
     [RDZV_ACT_FAILED] = "failed",
     [RDZV_ACT_REFUSED] = "refused",
     [RDZV_ACT_WAITING] = "waiting",
+    [RDZV_ACT_NOTICE] = "notice",
 };
 
 static void drv_trace(const struct rdzv_action *a)
@@ -318,13 +329,19 @@ static void drv_action(struct rdzv_driver *d, const struct rdzv_action *a)
 		drv_end(d, RDZV_DRIVER_FINISHED, a->text);
 		break;
 	case RDZV_ACT_FAILED:
-		drv_end(d, RDZV_DRIVER_FAILED, a->text);
+		drv_end(d,
+			rdzv_machine_failed_permanent(d->m) ? RDZV_DRIVER_PERMANENT
+							    : RDZV_DRIVER_FAILED,
+			a->text);
 		break;
 	case RDZV_ACT_REFUSED:
 		drv_end(d, RDZV_DRIVER_REFUSED, a->text);
 		break;
 	case RDZV_ACT_WAITING:
 		log_info("%s", a->text);
+		break;
+	case RDZV_ACT_NOTICE:
+		log_warn("%s", a->text);
 		break;
 	default:
 		rc = drv_request(d, a);
@@ -364,6 +381,11 @@ static void sink_got(void *p, uint64_t tag, int status, const struct rdzv_value 
 
 	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
+	if (tag == DRV_TAG_HOSTED) {
+		if (status >= 0 && n == 1)
+			d->store_kind = v[0].present ? DRV_STORE_AGENT : DRV_STORE_STANDALONE;
+		return;
+	}
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_get(d->m, drv_now(), tag, status, v, n));
 }
@@ -414,9 +436,27 @@ static void sink_event(void *p, uint64_t watch, int status, struct rdzv_value v)
 
 static int drv_open(struct rdzv_driver *d, int64_t connect_timeout_ms);
 
-static const char *drv_store_owner(const struct rdzv_driver *d)
+/* What the store was, for the lines that say it is lost: hosted by an
+ * agent, or a standalone ddp-rdzvd (DRV_HOSTED_KEY). */
+static const char *drv_store_owner(struct rdzv_driver *d)
 {
-	return d->c.mode == RDZV_DRIVER_STATIC ? "node 0's agent" : "the endpoint's host";
+	if (d->store_kind == DRV_STORE_STANDALONE)
+		snprintf(d->owner, sizeof(d->owner), "the standalone ddp-rdzvd at %s", d->peer);
+	else
+		snprintf(d->owner, sizeof(d->owner), "hosted by %s",
+			 d->c.mode == RDZV_DRIVER_STATIC ? "node 0's agent"
+							 : "the endpoint's host");
+	return d->owner;
+}
+
+/* Whether the store is an agent's or a standalone ddp-rdzvd: read once
+ * connected (answered in sink_got, never to the machine). */
+static void drv_ask_store_kind(struct rdzv_driver *d)
+{
+	struct byteview key = {(const uint8_t *)DRV_HOSTED_KEY, strlen(DRV_HOSTED_KEY)};
+
+	if (d->c.mode != RDZV_DRIVER_ETCD && d->ops->get(d->be, DRV_TAG_HOSTED, &key, 1) < 0)
+		log_debug("cannot ask the store who hosts it");
 }
 
 /* The session ended while the job goes on: this node did not run for longer
@@ -447,8 +487,8 @@ static bool drv_rejoin(struct rdzv_driver *d, int status, const char *msg)
 			 "deadline (join_timeout=%g s)",
 			 msg, d->run_id, secs);
 	else
-		log_warn("%s; this node rejoins run id '%s' as a new node if the store (hosted by "
-			 "%s) is still there",
+		log_warn("%s; this node rejoins run id '%s' as a new node if the store (%s) is "
+			 "still there",
 			 msg, d->run_id, drv_store_owner(d));
 	if (d->ev)
 		d->ev->round_over(d->ev_arg, "this node lost the rendezvous store");
@@ -465,9 +505,8 @@ static void sink_lost(void *p, int status, const char *msg)
 	if (d->c.mode == RDZV_DRIVER_ETCD)
 		drv_fail(d, "%s; run id '%s' cannot go on without etcd", msg, d->run_id);
 	else
-		drv_fail(d,
-			 "%s; run id '%s' cannot go on without its rendezvous store (hosted by %s)",
-			 msg, d->run_id, drv_store_owner(d));
+		drv_fail(d, "%s; run id '%s' cannot go on without its rendezvous store (%s)", msg,
+			 d->run_id, drv_store_owner(d));
 }
 
 /* A node id that is unique per agent: its address and process id (and,
@@ -516,7 +555,7 @@ static void sink_connected(void *p, int status, const char *msg)
 		if (d->rejoins)
 			drv_fail(d,
 				 "%s; and then %s; run id '%s' cannot go on without its "
-				 "rendezvous store (hosted by %s)",
+				 "rendezvous store (%s)",
 				 d->lost_msg, msg, d->run_id, drv_store_owner(d));
 		else
 			drv_fail(d, "%s", msg);
@@ -539,6 +578,7 @@ static void sink_connected(void *p, int status, const char *msg)
 	}
 	log_debug("joining run id '%s' at %s as '%s'", d->run_id, d->peer, d->node_id);
 	d->phase = DRV_ON;
+	drv_ask_store_kind(d);
 	drv_after(d, rdzv_start(d->m, drv_now()));
 }
 
@@ -586,7 +626,10 @@ int rdzv_driver_attach(struct rdzv_driver *d, uv_loop_t *loop, const struct rdzv
 	d->ev_arg = arg;
 	uv_timer_init(loop, &d->timer);
 	uv_timer_init(loop, &d->linger);
-	d->timer.data = d->linger.data = d;
+	uv_prepare_init(loop, &d->prepare);
+	d->timer.data = d->linger.data = d->prepare.data = d;
+	uv_prepare_start(&d->prepare, drv_prepare_cb);
+	uv_unref((uv_handle_t *)&d->prepare); /* it never keeps the loop alive */
 	d->handles = true;
 	if (d->is_host && (rc = keeper_host(d)) < 0)
 		return rc;
@@ -640,6 +683,15 @@ void rdzv_driver_leave(struct rdzv_driver *d)
 		drv_after(d, rdzv_stop(d->m, drv_now()));
 	else if (d->phase == DRV_CONNECTING)
 		drv_end(d, RDZV_DRIVER_LEFT, "left before reaching the rendezvous store");
+}
+
+void rdzv_driver_leave_permanent(struct rdzv_driver *d, const char *cause)
+{
+	d->leaving = true;
+	if (d->phase == DRV_ON)
+		drv_after(d, rdzv_stop_permanent(d->m, drv_now(), cause));
+	else
+		rdzv_driver_leave(d);
 }
 
 void rdzv_driver_shutdown(struct rdzv_driver *d, int exit_status)

@@ -58,6 +58,7 @@ struct rdzv_driver_config {
 	const char *endpoints; /* etcd: "h1:2379,https://h2:2379" */
 	const char *run_id;
 	const char *job, *job_text; /* the job's fingerprint and its words */
+	const char *cmd;	    /* this node's command line's fingerprint */
 	int min_nodes, max_nodes;
 	int node_rank; /* -1: not given */
 	int nproc;     /* workers on this node */
@@ -114,6 +115,10 @@ enum rdzv_driver_outcome {
 	RDZV_DRIVER_FAILED,	  /* the job failed; msg says why, for the user */
 	RDZV_DRIVER_REFUSED,	  /* this node is not of the job it reached (msg
 				     names both; that job is left alone) */
+	RDZV_DRIVER_PERMANENT,	  /* the job failed because a node left with a
+				     failure that will repeat and it cannot go on
+				     without it (rdzv_driver_leave_permanent); msg
+				     names that node and its cause */
 };
 
 struct rdzv_driver_events {
@@ -159,6 +164,11 @@ void rdzv_driver_renew(struct rdzv_driver *d);
 
 /* Leave the job; `ended` (LEFT) follows within close_timeout. */
 void rdzv_driver_leave(struct rdzv_driver *d);
+/* The same for a node whose failure will repeat in every round; `cause`
+ * (copied) says what, for the others' messages. When the job cannot go on
+ * without this node (rdzv_stop_permanent: fewer than --nnodes' MIN left),
+ * every other node hears `ended` (PERMANENT) at once. */
+void rdzv_driver_leave_permanent(struct rdzv_driver *d, const char *cause);
 
 /* The caller is done (its exit status given): the rendezvous ends (leaving
  * first if still a member, within close_timeout) and no event is heard any

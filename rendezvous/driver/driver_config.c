@@ -4,9 +4,11 @@
  * backend are given of it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "driver_int.h"
 #include "rdzv_host.h"
@@ -58,6 +60,7 @@ int drv_config_copy(struct rdzv_driver *d, const struct rdzv_driver_config *cfg)
 	c->run_id = dup_or_null(cfg->run_id, &oom);
 	c->job = dup_or_null(cfg->job, &oom);
 	c->job_text = dup_or_null(cfg->job_text, &oom);
+	c->cmd = dup_or_null(cfg->cmd, &oom);
 	c->local_addr = dup_or_null(cfg->local_addr, &oom);
 	c->token = dup_or_null(cfg->token, &oom);
 	c->ca_file = dup_or_null(cfg->ca_file, &oom);
@@ -82,6 +85,7 @@ void drv_config_release(struct rdzv_driver *d)
 	free((char *)c->run_id);
 	free((char *)c->job);
 	free((char *)c->job_text);
+	free((char *)c->cmd);
 	free((char *)c->local_addr);
 	free_wiped(c->token);
 	free((char *)c->ca_file);
@@ -110,6 +114,7 @@ void drv_machine_config(const struct rdzv_driver *d, struct rdzv_config *cfg_out
 	cfg.max_restarts = (uint32_t)c->max_restarts;
 	cfg.job = c->job;
 	cfg.job_text = c->job_text;
+	cfg.cmd = c->cmd;
 	/* A static job's store is its node 0's alone: node 0 names its job
 	 * there, the others check that name before joining. */
 	if (c->mode == RDZV_DRIVER_STATIC)
@@ -137,11 +142,40 @@ static int drv_config_check(const struct rdzv_driver *d, char *err, size_t errle
 	return rdzv_config_check(&cfg, err, errlen);
 }
 
+/* etcd's TLS files must be readable: curl would refuse each request. */
+static int drv_tls_files_check(const struct rdzv_driver *d, char *err, size_t errlen)
+{
+	const struct {
+		const char *key, *path;
+	} files[] = {{"cacert", d->c.ca_file}, {"cert", d->c.cert_file}, {"key", d->c.key_file}};
+
+	if (d->c.mode != RDZV_DRIVER_ETCD)
+		return 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		int fd = files[i].path ? open(files[i].path, O_RDONLY | O_CLOEXEC) : -2;
+
+		if (fd >= 0)
+			close(fd);
+		if (fd != -1)
+			continue;
+		snprintf(err, errlen,
+			 "--rdzv_conf: %s '%s' cannot be read (%s): give the path of a readable "
+			 "PEM file",
+			 files[i].key, files[i].path, strerror(errno));
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* A --local_addr not of this machine, a port 0 that only the store's host
- * may choose, what the machine refuses. */
+ * may choose, etcd's TLS files that cannot be read, what the machine
+ * refuses. */
 int drv_check(const struct rdzv_driver *d, char *err, size_t errlen)
 {
 	int rc;
+
+	if ((rc = drv_tls_files_check(d, err, errlen)) < 0)
+		return rc;
 
 	if (d->local_addr &&
 	    (rc = rdzv_host_local_check(

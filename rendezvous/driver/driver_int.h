@@ -21,6 +21,15 @@
 
 struct store_server;
 
+/* A store an agent hosts holds this key (driver_keeper.c); a standalone
+ * ddp-rdzvd does not: each session reads it once connected, so that a lost
+ * store is named for what it was. Its request's tag is the driver's own
+ * (the machine's start at 1). */
+#define DRV_HOSTED_KEY	 "ddprdzv/hosted_by"
+#define DRV_HOSTED_VALUE "ddplaunch agent"
+#define DRV_TAG_HOSTED	 UINT64_MAX
+enum drv_store_kind { DRV_STORE_UNKNOWN, DRV_STORE_AGENT, DRV_STORE_STANDALONE };
+
 enum drv_phase {
 	DRV_IDLE,	/* before rdzv_driver_attach */
 	DRV_CONNECTING, /* the session is being opened */
@@ -50,14 +59,18 @@ struct rdzv_driver {
 	int exit_status;
 	int64_t fail_grace_ms; /* the machine's fail_grace_ms, for the log */
 
-	uv_timer_t timer;		   /* the machine's one timer; while connecting, the
-					      reminder that the store does not answer */
-	int64_t timer_due;		   /* drv_now() when the machine's timer should fire */
-	int rejoins;			   /* sessions reopened after losing the store */
-	char lost_msg[RDZV_PRIMS_MSG_MAX]; /* why, while rejoining */
-	int64_t wait_since;		   /* drv_now() when the connecting began */
-	uint64_t wait_delay;		   /* ms until the next reminder */
-	bool handles;			   /* timer and linger are initialised */
+	uv_timer_t timer;		       /* the machine's one timer; while connecting, the
+						  reminder that the store does not answer */
+	int64_t timer_due;		       /* drv_now() when the machine's timer should fire */
+	uv_prepare_t prepare;		       /* records polled_at */
+	int64_t polled_at;		       /* drv_now() when the loop last waited for I/O */
+	int rejoins;			       /* sessions reopened after losing the store */
+	enum drv_store_kind store_kind;	       /* what the session reached (DRV_HOSTED_KEY) */
+	char owner[RDZV_DRIVER_HOST_MAX + 64]; /* drv_store_owner's text */
+	char lost_msg[RDZV_PRIMS_MSG_MAX];     /* why, while rejoining */
+	int64_t wait_since;		       /* drv_now() when the connecting began */
+	uint64_t wait_delay;		       /* ms until the next reminder */
+	bool handles;			       /* timer, linger and prepare are initialised */
 	char addr[RDZV_ADDR_MAX + 1];
 	char node_id[RDZV_ID_MAX + 1];
 
@@ -89,8 +102,8 @@ void drv_fail(struct rdzv_driver *d, const char *fmt, ...) __attribute__((format
 #define DRV_WAIT_FIRST_MS 3000u
 #define DRV_WAIT_MAX_MS	  60000u
 /* Until the session is open the machine's timer is free: it reminds, on
- * d->timer, while d->phase is DRV_CONNECTING (not for etcd, whose client
- * names every endpoint with its error). */
+ * d->timer, while d->phase is DRV_CONNECTING (etcd included: the backend's
+ * last_error names each endpoint with its last attempt's error). */
 void drv_wait_start(struct rdzv_driver *d);
 
 /* driver_keeper.c */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "driver_int.h"
@@ -29,6 +30,31 @@
  * (torchrun's default join_timeout): a client without the token never
  * counts, but without a token no client can be told from the job's. */
 #define KEEPER_DEADLINE_MS 600000
+
+/* Descriptors the stores leave to this node's own work (store_access.h):
+ * per local worker its output pipes, log files, agent channel and pidfd,
+ * with room for a spawn in progress; for the rendezvous store also the
+ * connections of every worker of the job to the workers' store, which this
+ * node hosts when it is rank 0 (but at most half of the limit: the store
+ * must still serve). A flood of local clients then cannot make the next
+ * round's workers unstartable. */
+#define KEEPER_FD_BASE	     64
+#define KEEPER_FD_PER_WORKER 16
+#define KEEPER_FD_PER_PEER   4
+
+static unsigned keeper_fd_reserve(const struct rdzv_driver *d, bool rendezvous)
+{
+	uint64_t n = KEEPER_FD_BASE + (uint64_t)KEEPER_FD_PER_WORKER * (unsigned)d->c.nproc;
+	struct rlimit rl;
+
+	if (!rendezvous)
+		return (unsigned)n;
+	n += (uint64_t)KEEPER_FD_PER_PEER * (unsigned)d->c.nproc * (unsigned)d->c.max_nodes;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    n > rl.rlim_cur / 2)
+		n = rl.rlim_cur / 2;
+	return n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
+}
 
 static void keeper_store_close(struct store_server **s)
 {
@@ -91,9 +117,23 @@ static void keeper_warn_loopback(const struct rdzv_driver *d)
 		 d->c.host, d->bind_lit);
 }
 
+/* An agent's stores: the defaults, and a bound per address (store_access.h). */
+static int keeper_store_new(struct rdzv_driver *d, bool rendezvous, struct store_server **out)
+{
+	struct store_limits l;
+	int rc;
+
+	store_limits_default(&l);
+	l.max_conns_per_addr = STORE_CONNS_PER_ADDR;
+	rc = store_server_new(d->loop, &l, out);
+	if (rc == 0)
+		store_server_set_fd_reserve(*out, keeper_fd_reserve(d, rendezvous));
+	return rc;
+}
+
 int keeper_host(struct rdzv_driver *d)
 {
-	int rc = store_server_new(d->loop, NULL, &d->rstore);
+	int rc = keeper_store_new(d, true, &d->rstore);
 
 	if (rc < 0)
 		return rc;
@@ -108,6 +148,9 @@ int keeper_host(struct rdzv_driver *d)
 		return keeper_listen_failed(d, rc);
 	}
 	d->c.port = store_server_port(d->rstore);
+	/* Its clients can tell it from a standalone ddp-rdzvd. */
+	if ((rc = store_server_put(d->rstore, DRV_HOSTED_KEY, DRV_HOSTED_VALUE)) < 0)
+		log_debug("cannot mark the rendezvous store as an agent's: %s", strerror(-rc));
 	log_info("hosting the rendezvous store at %s%s%s:%d for run id '%s'%s",
 		 strchr(d->bind_lit, ':') ? "[" : "", d->bind_lit,
 		 strchr(d->bind_lit, ':') ? "]" : "", d->c.port, d->run_id,
@@ -121,7 +164,7 @@ int keeper_host(struct rdzv_driver *d)
 int keeper_new_wstore(struct rdzv_driver *d)
 {
 	struct store_server *s;
-	int rc = store_server_new(d->loop, NULL, &s);
+	int rc = keeper_store_new(d, false, &s);
 
 	if (rc < 0)
 		return rc;
@@ -159,6 +202,7 @@ static void keeper_handles_close(struct rdzv_driver *d)
 	d->handles = false;
 	uv_close((uv_handle_t *)&d->timer, NULL);
 	uv_close((uv_handle_t *)&d->linger, NULL);
+	uv_close((uv_handle_t *)&d->prepare, NULL);
 }
 
 /* This process stays to serve the store's last clients; its parent exits

@@ -1,7 +1,8 @@
 /*
  * driver_wait.c - the driver's word while it waits for the store: what
  * does not answer, since when, until when, and what to do about it, said
- * after DRV_WAIT_FIRST_MS and again each time the time waited has doubled.
+ * after DRV_WAIT_FIRST_MS and again each time the time waited has doubled
+ * (etcd: each endpoint with its last attempt's error, from the backend).
  */
 #include <log.h>
 #include <stdio.h>
@@ -25,6 +26,12 @@ static const char *drv_not_host_why(const struct rdzv_driver *d)
 /* What to do about a store that does not answer. */
 static void drv_wait_advice(const struct rdzv_driver *d, char *buf, size_t len)
 {
+	if (d->c.mode == RDZV_DRIVER_ETCD) {
+		snprintf(buf, len,
+			 "check that etcd runs there and that --rdzv_endpoint lists its client "
+			 "URLs (--advertise-client-urls, port 2379 by default)");
+		return;
+	}
 	if (d->c.mode == RDZV_DRIVER_STATIC) {
 		snprintf(buf, len,
 			 "node 0's agent hosts it (--node_rank=0 on %s): start it, or check "
@@ -83,10 +90,11 @@ static void drv_waiting_cb(uv_timer_t *t)
 		drv_silent_advice(d, advice, sizeof(advice));
 	else
 		drv_wait_advice(d, advice, sizeof(advice));
-	log_warn("no rendezvous store answers at %s (%s) after %.0f s; node %s keeps trying "
+	log_warn("no %s answers at %s (%s) after %.0f s; node %s keeps trying "
 		 "until the join deadline (join_timeout=%g s, %.0f s left): %s",
-		 d->peer, why ? why : "no answer yet", waited, me, d->c.join_timeout,
-		 left > 0 ? left : 0.0, advice);
+		 d->c.mode == RDZV_DRIVER_ETCD ? "etcd endpoint" : "rendezvous store", d->peer,
+		 why ? why : "no answer yet", waited, me, d->c.join_timeout, left > 0 ? left : 0.0,
+		 advice);
 	/* The next at twice the time waited so far: 3, 6, 12, 24 s, ... */
 	d->wait_delay = (uint64_t)(waited * 1000.0);
 	if (d->wait_delay > DRV_WAIT_MAX_MS)
@@ -96,8 +104,6 @@ static void drv_waiting_cb(uv_timer_t *t)
 
 void drv_wait_start(struct rdzv_driver *d)
 {
-	if (d->c.mode == RDZV_DRIVER_ETCD)
-		return; /* etcd's client names every endpoint with its error */
 	d->wait_since = drv_now();
 	d->wait_delay = DRV_WAIT_FIRST_MS;
 	uv_timer_start(&d->timer, drv_waiting_cb, d->wait_delay, 0);

@@ -217,8 +217,7 @@ static void on_ka_timer(uv_timer_t *t)
 		be->ka_busy = true;
 }
 
-/* The session cannot be opened: the driver hears why, nothing follows. */
-static void open_failed(struct etcd_be *be, int status, const char *why)
+void pe_open_failed(struct etcd_be *be, int status, const char *why)
 {
 	char msg[RDZV_PRIMS_MSG_MAX];
 
@@ -227,6 +226,23 @@ static void open_failed(struct etcd_be *be, int status, const char *why)
 	be->closed = true;
 	be_teardown(be, false);
 	be->sink->connected(be->drv, status, msg);
+}
+
+/* No endpoint answered until the connect deadline (the join deadline):
+ * each endpoint with its last error, not one request's deadline. */
+static void deadline_failed(struct etcd_be *be, int status)
+{
+	char list[RDZV_PRIMS_MSG_MAX / 2 + 64], msg[RDZV_PRIMS_MSG_MAX];
+
+	if (!etcd_async_failures(be->c, list, sizeof(list)))
+		snprintf(list, sizeof(list), "%s",
+			 etcd_error()[0] ? etcd_error() : "no answer yet");
+	snprintf(msg, sizeof(msg),
+		 "no etcd endpoint answered within the join deadline (%g s): %s; check that "
+		 "etcd runs there and that --rdzv_endpoint lists its client URLs (port 2379 "
+		 "by default)",
+		 (double)be->connect_timeout_ms / 1000.0, list);
+	pe_open_failed(be, status, msg);
 }
 
 static bool unavailable(int rc)
@@ -251,10 +267,15 @@ static void on_granted(void *arg, int status, struct etcd_result *r)
 		uv_timer_start(&be->kick, on_kick, 100, 0);
 		return;
 	}
-	if (status < 0) {
-		open_failed(be, status, etcd_error());
+	if (status < 0 && unavailable(status) && be->connect_timeout_ms > 0) {
+		deadline_failed(be, status);
 		return;
 	}
+	if (status < 0) {
+		pe_open_failed(be, status, etcd_error());
+		return;
+	}
+	uv_timer_stop(&be->kick); /* the join deadline */
 	be->lease = r->id;
 	be->state = BE_OPEN;
 	be->ttl_ms = (r->ttl > 0 ? r->ttl : LEASE_TTL_S) * 1000;
@@ -268,7 +289,13 @@ static void on_granted(void *arg, int status, struct etcd_result *r)
 
 static int be_grant(struct etcd_be *be)
 {
+	int64_t left = be->connect_deadline_ms - (int64_t)time_now_ms();
+
 	be->state = BE_GRANTING;
+	/* The join deadline ends the grant in flight too (its own deadline
+	 * may be later); without one, the grant's own deadline is the end. */
+	if (be->connect_timeout_ms > 0)
+		uv_timer_start(&be->kick, on_kick, left > 0 ? (uint64_t)left : 0, 0);
 	return etcd_async_grant(be->c, LEASE_TTL_S, on_granted, be);
 }
 
@@ -283,16 +310,29 @@ static void be_start(struct etcd_be *be)
 			 "etcd user '%s' needs a password: set %s (or password= in "
 			 "--rdzv_conf, visible to every local user)",
 			 be->opt.user, RDZV_PRIMS_ETCD_PASSWORD_ENV);
-		open_failed(be, -EINVAL, msg);
+		pe_open_failed(be, -EINVAL, msg);
 		return;
 	}
 	rc = etcd_async_new(be->loop, &be->opt, &be->c);
 	if (rc == 0)
 		be->handles++; /* the client, until its close callback */
-	if (rc == 0)
-		rc = be_grant(be);
-	if (rc < 0)
-		open_failed(be, rc, etcd_error());
+	if (rc < 0) {
+		pe_open_failed(be, rc, etcd_error());
+		return;
+	}
+	be->state = BE_NAMES;
+	if ((rc = pe_names_check(be)) < 0)
+		pe_open_failed(be, rc, "cannot look up the endpoints' names");
+}
+
+void pe_names_ok(struct etcd_be *be)
+{
+	int rc;
+
+	if (be->closed)
+		return;
+	if ((rc = be_grant(be)) < 0)
+		pe_open_failed(be, rc, etcd_error());
 }
 
 static void on_kick(uv_timer_t *t)
@@ -308,9 +348,19 @@ static void on_kick(uv_timer_t *t)
 		break;
 	case BE_WAITING:
 		if ((rc = be_grant(be)) < 0)
-			open_failed(be, rc, etcd_error());
+			pe_open_failed(be, rc, etcd_error());
 		break;
-	case BE_GRANTING:
+	case BE_GRANTING: {
+		/* The loop's cached time may run a timer a few ms early. */
+		int64_t left = be->connect_deadline_ms - (int64_t)time_now_ms();
+
+		if (left > 0)
+			uv_timer_start(&be->kick, on_kick, (uint64_t)left + 1, 0);
+		else
+			deadline_failed(be, -ETIMEDOUT);
+		break;
+	}
+	case BE_NAMES:
 		break;
 	case BE_OPEN:
 		pump(be);
@@ -360,7 +410,7 @@ static void be_free(struct etcd_be *be)
 
 /* The backend goes with the last of its handles (the client counts as one:
  * until it is closed, a request's chain may still hold a job). */
-static void be_handle_closed(struct etcd_be *be)
+void pe_handle_closed(struct etcd_be *be)
 {
 	if (--be->handles == 0)
 		be_free(be);
@@ -368,12 +418,12 @@ static void be_handle_closed(struct etcd_be *be)
 
 static void on_client_closed(void *arg)
 {
-	be_handle_closed(arg);
+	pe_handle_closed(arg);
 }
 
 static void on_timer_closed(uv_handle_t *h)
 {
-	be_handle_closed(h->data);
+	pe_handle_closed(h->data);
 }
 
 /* Closes the client (dropping what still runs) and the timers. */
@@ -452,8 +502,8 @@ static int pe_open(const struct rdzv_prims_config *cfg, const struct rdzv_prims_
 	be->loop = cfg->loop;
 	be->sink = sink;
 	be->drv = drv;
-	be->connect_deadline_ms =
-	    (int64_t)time_now_ms() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 0);
+	be->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 0;
+	be->connect_deadline_ms = (int64_t)time_now_ms() + be->connect_timeout_ms;
 	rc = be_options(be, cfg);
 	if (rc == 0 && !be->opt.endpoints)
 		rc = -EINVAL;
@@ -486,6 +536,18 @@ static int pe_local_addr(void *p, char *buf, size_t len)
 static const char *pe_peer(void *p)
 {
 	return ((struct etcd_be *)p)->peer;
+}
+
+/* While the session is being opened: each endpoint whose last attempt
+ * failed, with why (before the grant's own deadline). */
+static const char *pe_last_error(void *p)
+{
+	struct etcd_be *be = p;
+
+	if (be->state == BE_OPEN || be->closed || !be->c ||
+	    !etcd_async_failures(be->c, be->why, sizeof(be->why)))
+		return NULL;
+	return be->why;
 }
 
 /* Requests are taken while the session is open and not ended. */
@@ -623,6 +685,7 @@ const struct rdzv_prims_ops rdzv_prims_etcd = {
     .open = pe_open,
     .local_addr = pe_local_addr,
     .peer = pe_peer,
+    .last_error = pe_last_error,
     .death_delay_ms = pe_death_delay_ms,
     .get = pe_get,
     .cas = pe_cas,

@@ -52,14 +52,15 @@ struct ejob {
 	int64_t num; /* ADD */
 };
 
-enum be_state { BE_NEW, BE_GRANTING, BE_WAITING, BE_OPEN };
+struct pe_lookup;
+enum be_state { BE_NEW, BE_NAMES, BE_GRANTING, BE_WAITING, BE_OPEN };
 
 struct etcd_be {
 	uv_loop_t *loop;
 	const struct rdzv_prims_sink *sink;
 	void *drv;
 	struct etcd_options opt; /* its strings are ours */
-	int64_t connect_deadline_ms;
+	int64_t connect_timeout_ms, connect_deadline_ms;
 	char *peer;
 	struct etcd_async *c;
 	int64_t lease;
@@ -71,7 +72,13 @@ struct etcd_be {
 	uv_timer_t kick; /* the next step, from the loop */
 	int64_t ttl_ms;	 /* the lease's, as granted */
 	bool ka_busy, closed, lost;
-	int handles; /* initialised handles (and the client) not yet closed */
+	int handles; /* initialised handles (and the client, and each name's
+			look-up) not yet closed */
+	/* the endpoints' names, looked up before the first request
+	 * (rdzv_etcd_names.c) */
+	size_t names_pending, names_total;
+	struct pe_lookup *lookups;    /* until the last has answered */
+	char why[RDZV_PRIMS_MSG_MAX]; /* last_error's answer */
 };
 
 /* rdzv_etcd_calls.c */
@@ -91,7 +98,19 @@ void pe_on_event(void *arg, int status, struct etcd_event *ev);
 /* This machine's address towards endpoint ("" when unknown). */
 void pe_local_toward(const char *endpoint, char *out, size_t len);
 
+/* rdzv_etcd_names.c */
+/* Looks up each endpoint's host name on the loop; then pe_names_ok(), or,
+ * when every endpoint's name is one the resolver says does not exist,
+ * pe_open_failed(). 0, or a negative errno (nothing was started then). */
+int pe_names_check(struct etcd_be *be);
+
 /* rdzv_etcd.c */
+/* The names may resolve: the lease is asked for. */
+void pe_names_ok(struct etcd_be *be);
+/* The session cannot be opened: the driver hears why, nothing follows. */
+void pe_open_failed(struct etcd_be *be, int status, const char *why);
+/* One of be's handles (or look-ups) is closed; the last frees it. */
+void pe_handle_closed(struct etcd_be *be);
 void pe_job_ended(struct etcd_be *be);
 /* The session ended by itself: pending requests fail, then lost(). */
 void pe_lose(struct etcd_be *be, int status, const char *why);

@@ -64,7 +64,7 @@ struct rdzv_prims_config {
 	/* etcd only (NULL where not given): the endpoint list ("h1:2379,
 	 * https://h2:2379"; host/port above are unused), TLS files and the
 	 * user and password of etcd's authentication; each request's deadline
-	 * over all endpoints (0: etcd_client.h's default) */
+	 * over all endpoints (0: etcd_types.h's default) */
 	const char *endpoints;
 	const char *ca_file, *cert_file, *key_file, *user, *password;
 	int64_t request_timeout_ms;

@@ -123,6 +123,23 @@ const char *etcd_async_endpoint(const struct etcd_async *c)
 	return c->cfg.names[c->cur];
 }
 
+size_t etcd_async_failures(const struct etcd_async *c, char *buf, size_t len)
+{
+	size_t n = 0, off = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (size_t i = 0; i < c->cfg.n; i++) {
+		if (!c->ep_fail[i][0])
+			continue;
+		if (off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s: %s", n ? "; " : "",
+						c->cfg.names[i], c->ep_fail[i]);
+		n++;
+	}
+	return n;
+}
+
 static void on_multi_after(struct etcd_multi *m)
 {
 	etcd_awatch_deliver((struct etcd_async *)((char *)m - offsetof(struct etcd_async, m)));
@@ -140,9 +157,12 @@ int etcd_async_new(uv_loop_t *loop, const struct etcd_options *opt, struct etcd_
 	if (!(c = calloc(1, sizeof(*c))))
 		return etcd_fail(-ENOMEM, "etcd: out of memory");
 	rc = etcd_cfg_parse(opt, &c->cfg);
+	if (rc == 0 && !(c->ep_fail = calloc(c->cfg.n, sizeof(*c->ep_fail))))
+		rc = etcd_fail(-ENOMEM, "etcd: out of memory");
 	if (rc == 0 && etcd_multi_init(&c->m, loop) < 0)
 		rc = etcd_fail(-ENOMEM, "etcd: out of memory");
 	if (rc < 0) {
+		free(c->ep_fail);
 		etcd_cfg_release(&c->cfg);
 		free(c);
 		return rc;
@@ -162,6 +182,7 @@ static void client_handle_closed(struct etcd_async *c)
 	if (c->closed)
 		c->closed(c->closed_arg);
 	etcd_cfg_release(&c->cfg);
+	free(c->ep_fail);
 	free(c->token);
 	free(c);
 }

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "etcd_client.h"
+#include "etcd_types.h"
 
 /* ---- base64 ---- */
 
@@ -59,7 +59,7 @@ char *etcd_req_watch(const char *key, bool prefix, int64_t start_revision);
  * truncated to msglen) when body is one. */
 bool etcd_parse_error(const char *body, size_t len, int *code, char *msg, size_t msglen);
 
-/* The errno for a gRPC status code and message (see etcd_client.h). */
+/* The errno for a gRPC status code and message (see etcd_types.h). */
 int etcd_grpc_errno(int code, const char *msg);
 
 /* True when a gRPC error is worth trying on another endpoint (the member has

@@ -99,14 +99,49 @@ static void lower_first(char *s)
 		s[0] = (char)tolower((unsigned char)s[0]);
 }
 
+/* Where a transfer that ran out of time stood: never connected (nothing
+ * accepted the connection), connected with no answer, or an answer that
+ * stopped after its headers. */
+static void timeout_text(CURL *easy, uint64_t attempt_ms, char *msg, size_t msglen)
+{
+	curl_off_t connected = 0, got = 0, length = -1;
+	long status = 0;
+	unsigned long long ms = (unsigned long long)attempt_ms;
+
+	etcd_curl.easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected);
+	etcd_curl.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+	etcd_curl.easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &got);
+	etcd_curl.easy_getinfo(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+	if (status > 0 && length >= 0)
+		snprintf(msg, msglen,
+			 "its answer stalled: HTTP %ld headers, then %lld of %lld body bytes "
+			 "within %llu ms",
+			 status, (long long)got, (long long)length, ms);
+	else if (status > 0)
+		snprintf(
+		    msg, msglen,
+		    "its answer stalled: HTTP %ld headers, then %lld body bytes within %llu ms",
+		    status, (long long)got, ms);
+	else if (connected > 0)
+		snprintf(msg, msglen,
+			 "it accepted the connection but sent no answer within %llu ms: not an "
+			 "etcd client port, or a frozen member",
+			 ms);
+	else
+		snprintf(msg, msglen,
+			 "nothing accepted the connection within %llu ms: a host that is down or "
+			 "cut off, or a listener that does not accept",
+			 ms);
+}
+
 int etcd_curl_errno(CURL *easy, CURLcode code, const char *errbuf, uint64_t attempt_ms, char *msg,
 		    size_t msglen)
 {
-	long os_err = 0;
+	long os_err = 0, status = 0;
 	etcd_curl.easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_err);
 	switch (code) {
 	case CURLE_OPERATION_TIMEDOUT:
-		snprintf(msg, msglen, "no answer within %llu ms", (unsigned long long)attempt_ms);
+		timeout_text(easy, attempt_ms, msg, msglen);
 		return -ETIMEDOUT;
 	case CURLE_COULDNT_RESOLVE_HOST:
 		snprintf(msg, msglen, "cannot resolve the host name");
@@ -119,7 +154,14 @@ int etcd_curl_errno(CURL *easy, CURLcode code, const char *errbuf, uint64_t atte
 	case CURLE_SEND_ERROR:
 	case CURLE_RECV_ERROR:
 	case CURLE_PARTIAL_FILE:
-		snprintf(msg, msglen, "connection lost (%s)", etcd_curl.easy_strerror(code));
+		etcd_curl.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+		if (status <= 0)
+			snprintf(msg, msglen,
+				 "it accepted the connection and closed it without an answer: not "
+				 "an etcd client port, or a member going down");
+		else
+			snprintf(msg, msglen, "connection lost (%s)",
+				 etcd_curl.easy_strerror(code));
 		return -ECONNRESET;
 	case CURLE_WRITE_ERROR:
 		snprintf(msg, msglen, "answer over %u bytes, or out of memory", ETCD_MAX_BODY);

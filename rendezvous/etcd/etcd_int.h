@@ -14,14 +14,13 @@
 #include <uv.h>
 
 #include "etcd_async.h"
-#include "etcd_client.h"
 
 /* The longest answer or watch message accepted (etcd's own request limit is
  * 1.5 MiB by default; a prefix read may be larger). */
 #define ETCD_MAX_BODY (64u << 20)
 
 /* The longest first attempt of a request on one endpoint (see
- * etcd_client.h). */
+ * etcd_types.h). */
 #define ETCD_FIRST_ATTEMPT_MS 1000u
 
 /* The options, copied and checked. */
@@ -162,7 +161,9 @@ struct etcd_async {
 	struct etcd_op *ops;
 	struct etcd_awatch_list watches;
 	char *token;
-	size_t cur; /* the endpoint that answered last */
+	size_t cur;	      /* the endpoint that answered last */
+	char (*ep_fail)[160]; /* each endpoint's last failed attempt ("": none
+				 since its last answer) */
 	bool closing;
 	int handles;
 	void (*closed)(void *arg);

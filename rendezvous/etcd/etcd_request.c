@@ -207,6 +207,7 @@ static void on_op_done(struct etcd_xfer *x, CURLcode code)
 	}
 	if (rc >= 0) {
 		c->cur = op->ep;
+		c->ep_fail[op->ep][0] = '\0';
 		op_finish(op, 0);
 		return;
 	}
@@ -266,6 +267,7 @@ static void attempt_next(struct etcd_op *op, int rc, bool retry)
 	uint64_t left = time_left_ms(op->deadline);
 
 	op->last_rc = rc;
+	memcpy(c->ep_fail[op->ep], op->ep_err[op->ep], sizeof(c->ep_fail[op->ep]));
 	if (!retry) {
 		op_finish(op, etcd_fail(rc, "etcd %s: %s: %s", c->cfg.names[op->ep], op->path,
 					op->ep_err[op->ep]));

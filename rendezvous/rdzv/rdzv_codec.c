@@ -13,7 +13,7 @@
 
 #include "rdzv_codec.h"
 
-#define STATE_FIELDS 16
+#define STATE_FIELDS 17
 #define SLOT_FIELDS  10
 #define WORLD_FIELDS 5
 #define OWNER_FIELDS 4
@@ -26,8 +26,8 @@ struct tok {
 };
 
 static const char *const phase_names[] = {"", "open", "running", "finished", "failed"};
-static const char *const reason_names[] = {"",	   "start",   "join",	"dead",
-					   "left", "restart", "reform", "replace"};
+static const char *const reason_names[] = {"",	      "start",	"join",	   "dead",     "left",
+					   "restart", "reform", "replace", "permanent"};
 
 const char *rdzv_phase_name(enum rdzv_phase phase)
 {
@@ -36,7 +36,8 @@ const char *rdzv_phase_name(enum rdzv_phase phase)
 
 const char *rdzv_reason_name(enum rdzv_reason reason)
 {
-	return reason >= RDZV_WHY_START && reason <= RDZV_WHY_REPLACE ? reason_names[reason] : "?";
+	return reason >= RDZV_WHY_START && reason <= RDZV_WHY_PERMANENT ? reason_names[reason]
+									: "?";
 }
 
 /* Bytes allowed in ids and addresses: printable ASCII but space and '/'
@@ -158,7 +159,7 @@ static bool state_ok(const struct rdzv_state *s)
 	    s->size > s->max_nodes || s->restarts > s->max_restarts)
 		return false;
 	if (s->phase < RDZV_OPEN || s->phase > RDZV_FAILED || s->reason < RDZV_WHY_START ||
-	    s->reason > RDZV_WHY_REPLACE)
+	    s->reason > RDZV_WHY_PERMANENT)
 		return false;
 	bool formed = s->phase == RDZV_RUNNING || s->phase == RDZV_FINISHED;
 	if (formed && (s->size < 1 || !s->coord[0]))
@@ -168,7 +169,8 @@ static bool state_ok(const struct rdzv_state *s)
 		return false;
 	if ((s->subject[0] && !rdzv_token_ok(s->subject, RDZV_ID_MAX)) ||
 	    (s->coord[0] && !rdzv_token_ok(s->coord, RDZV_ID_MAX)) ||
-	    (s->job[0] && !rdzv_token_ok(s->job, RDZV_ID_MAX)))
+	    (s->job[0] && !rdzv_token_ok(s->job, RDZV_ID_MAX)) ||
+	    (s->cmd[0] && !rdzv_token_ok(s->cmd, RDZV_ID_MAX)))
 		return false;
 	size_t jl = strnlen(s->job_text, RDZV_JOB_MAX + 1);
 	if (jl > RDZV_JOB_MAX || !msg_ok((const uint8_t *)s->job_text, jl))
@@ -180,14 +182,15 @@ int rdzv_state_encode(const struct rdzv_state *s, char *buf, size_t cap)
 {
 	if (!state_ok(s))
 		return -EINVAL;
-	int n = snprintf(buf, cap,
-			 "rdzv2 %" PRIu64 " %" PRIu32 " %s %" PRIu32 " %" PRIu32 " %" PRIu32
-			 " %" PRIu32 " %" PRIu32 " %" PRIu32 " %s %s %s %s %zu %zu\n%s%s",
-			 s->gen, s->round, rdzv_phase_name(s->phase), s->min_nodes, s->max_nodes,
-			 s->expect, s->size, s->restarts, s->max_restarts,
-			 rdzv_reason_name(s->reason), s->subject[0] ? s->subject : "-",
-			 s->coord[0] ? s->coord : "-", s->job[0] ? s->job : "-",
-			 strlen(s->job_text), strlen(s->msg), s->job_text, s->msg);
+	int n =
+	    snprintf(buf, cap,
+		     "rdzv3 %" PRIu64 " %" PRIu32 " %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRIu32
+		     " %" PRIu32 " %" PRIu32 " %s %s %s %s %s %zu %zu\n%s%s",
+		     s->gen, s->round, rdzv_phase_name(s->phase), s->min_nodes, s->max_nodes,
+		     s->expect, s->size, s->restarts, s->max_restarts, rdzv_reason_name(s->reason),
+		     s->subject[0] ? s->subject : "-", s->coord[0] ? s->coord : "-",
+		     s->job[0] ? s->job : "-", s->cmd[0] ? s->cmd : "-", strlen(s->job_text),
+		     strlen(s->msg), s->job_text, s->msg);
 	if (n < 0 || (size_t)n >= cap || n > RDZV_STATE_MAX)
 		return -ENOSPC;
 	return n;
@@ -197,13 +200,13 @@ static int state_fields(const struct tok *t, struct rdzv_state *s)
 {
 	uint64_t gen;
 	int phase, reason;
-	if (t[0].len != 5 || memcmp(t[0].p, "rdzv2", 5) != 0)
+	if (t[0].len != 5 || memcmp(t[0].p, "rdzv3", 5) != 0)
 		return -EINVAL;
 	if (rdzv_parse_u64(t[1].p, t[1].len, UINT64_MAX, &gen) < 0)
 		return -EINVAL;
 	s->gen = gen;
 	if ((phase = tok_word(t[3], phase_names, 5)) < 0 ||
-	    (reason = tok_word(t[10], reason_names, 8)) < 0)
+	    (reason = tok_word(t[10], reason_names, 9)) < 0)
 		return -EINVAL;
 	s->phase = (enum rdzv_phase)phase;
 	s->reason = (enum rdzv_reason)reason;
@@ -217,7 +220,8 @@ static int state_fields(const struct tok *t, struct rdzv_state *s)
 		return -EINVAL;
 	if (tok_str(t[11], s->subject, RDZV_ID_MAX, true) < 0 ||
 	    tok_str(t[12], s->coord, RDZV_ID_MAX, true) < 0 ||
-	    tok_str(t[13], s->job, RDZV_ID_MAX, true) < 0)
+	    tok_str(t[13], s->job, RDZV_ID_MAX, true) < 0 ||
+	    tok_str(t[14], s->cmd, RDZV_ID_MAX, true) < 0)
 		return -EINVAL;
 	return 0;
 }
@@ -245,8 +249,8 @@ int rdzv_state_decode(const uint8_t *data, size_t len, struct rdzv_state *out)
 	memset(out, 0, sizeof(*out));
 	if (len > RDZV_STATE_MAX || split_line(data, len, t, STATE_FIELDS, &line) < 0)
 		goto bad;
-	if (state_fields(t, out) < 0 || tok_u32(t[14], 0, RDZV_JOB_MAX, &joblen) < 0 ||
-	    tok_u32(t[15], 0, RDZV_MSG_MAX, &msglen) < 0)
+	if (state_fields(t, out) < 0 || tok_u32(t[15], 0, RDZV_JOB_MAX, &joblen) < 0 ||
+	    tok_u32(t[16], 0, RDZV_MSG_MAX, &msglen) < 0)
 		goto bad;
 	if (tail_take(data + line, len - line, joblen, out->job_text, msglen, out->msg) < 0)
 		goto bad;

@@ -6,8 +6,8 @@
  * Three values are encoded, each as versioned text that a person can read
  * with `ddp-store get`:
  *  - the job state (one small key per run id, changed by compare-and-set):
- *      "rdzv2 GEN ROUND PHASE MIN MAX EXPECT SIZE RESTARTS MAX_RESTARTS REASON
- *       SUBJECT COORD JOB JOBLEN MSGLEN\n" followed by JOBLEN bytes of the
+ *      "rdzv3 GEN ROUND PHASE MIN MAX EXPECT SIZE RESTARTS MAX_RESTARTS REASON
+ *       SUBJECT COORD JOB CMD JOBLEN MSGLEN\n" followed by JOBLEN bytes of the
  *      job's description, then MSGLEN bytes of message;
  *  - a node's slot (what a joiner tells the closer of a round):
  *      "rdzvs1 GEN ROUND ID ADDR PORT NPROC NODE_RANK PREV_ROUND PREV_RANK\n";
@@ -66,6 +66,10 @@ enum rdzv_reason {
 	RDZV_WHY_REFORM,    /* the closer found fewer than MIN live nodes */
 	RDZV_WHY_REPLACE,   /* SUBJECT replaces a worker alone: the same nodes
 			       re-form in place; not charged */
+	RDZV_WHY_PERMANENT, /* FAILED only: SUBJECT left with a failure that
+			       will repeat (its workers exited 78, a full
+			       disk) and too few nodes were left to go on:
+			       every node ends as permanent (exit 78) */
 };
 
 /* The job state of one run id. GEN counts jobs that used the run id (a new
@@ -88,9 +92,12 @@ struct rdzv_state {
 	char subject[RDZV_ID_MAX + 1]; /* the node REASON is about, or "" */
 	char coord[RDZV_ID_MAX + 1];   /* RUNNING: group rank 0's id */
 	/* The generation's job: the fingerprint its creator was started with
-	 * (a token, or "" for none) and its description in words (printable
-	 * ASCII, or ""). Every node of one job has the same fingerprint. */
+	 * (a token, or "" for none), the fingerprint of its creator's whole
+	 * command line (a token, or ""), and its description in words
+	 * (printable ASCII, or ""). Every node of one job has the same job
+	 * fingerprint; their command lines may differ (rdzv_machine.h). */
 	char job[RDZV_ID_MAX + 1];
+	char cmd[RDZV_ID_MAX + 1];
 	char job_text[RDZV_JOB_MAX + 1];
 	char msg[RDZV_MSG_MAX + 1]; /* FAILED: why (printable ASCII) */
 };

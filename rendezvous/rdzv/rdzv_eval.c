@@ -163,6 +163,25 @@ static int refuse_other_job(struct rdzv_machine *m)
 			job_name(m->run_id, m->job_text, mine, sizeof(mine)));
 }
 
+/* One job (the same fingerprint) whose creator's command line differs
+ * from this node's (each node its own paths): said once, then on. */
+static int notice_other_command(struct rdzv_machine *m)
+{
+	char text[RDZV_RUN_ID_MAX + 2 * RDZV_JOB_MAX + 320];
+	const struct rdzv_state *s = &m->st;
+
+	if (m->cmd_noticed || !m->cmd[0] || !s->cmd[0] || strcmp(s->cmd, m->cmd) == 0)
+		return 0;
+	m->cmd_noticed = true;
+	snprintf(text, sizeof(text),
+		 "the arguments (or the program's directory) differ between this node and the "
+		 "node that started run id '%s' (here %s, there %s); going on as one job: the "
+		 "run id names it, and only the program's name, --nnodes and the rendezvous "
+		 "must agree",
+		 m->run_id, m->job_text[0] ? m->job_text : "-", s->job_text[0] ? s->job_text : "-");
+	return rdzv_push_simple(m, RDZV_ACT_NOTICE, -1, 0, text);
+}
+
 /* The job this node waited for finished (or its join deadline passed while
  * the job ran full) and it never had a place: never a success. */
 static int never_placed(struct rdzv_machine *m, const char *how)
@@ -354,6 +373,9 @@ static int eval_join(struct rdzv_machine *m, int64_t now)
 				"'%s' runs with --nnodes=%u:%u; start every node alike",
 				m->cfg.min_nodes, m->cfg.max_nodes, m->run_id, s->min_nodes,
 				s->max_nodes);
+	int rc = notice_other_command(m);
+	if (rc < 0)
+		return rc;
 	if (s->phase == RDZV_OPEN)
 		return eval_open(m, now);
 	if (holds_ticket(m, s->gen, s->round))

@@ -58,6 +58,11 @@ static int check_tokens(const struct rdzv_config *c, char *msg, size_t n)
 			 "the job's fingerprint must be 1 to %d printable characters without "
 			 "spaces or '/'",
 			 RDZV_ID_MAX);
+	else if (c->cmd && !rdzv_token_ok(c->cmd, RDZV_ID_MAX))
+		snprintf(msg, n,
+			 "the command line's fingerprint must be 1 to %d printable characters "
+			 "without spaces or '/'",
+			 RDZV_ID_MAX);
 	else if (c->job_text && !text_ok(c->job_text))
 		snprintf(msg, n, "the job's description must be at most %d printable characters",
 			 RDZV_JOB_MAX);
@@ -107,7 +112,8 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->addr = strdup(cfg->addr);
 	m->job = strdup(cfg->job ? cfg->job : "");
 	m->job_text = strdup(cfg->job_text ? cfg->job_text : "");
-	if (!m->run_id || !m->node_id || !m->addr || !m->job || !m->job_text) {
+	m->cmd = strdup(cfg->cmd ? cfg->cmd : "");
+	if (!m->run_id || !m->node_id || !m->addr || !m->job || !m->job_text || !m->cmd) {
 		rdzv_machine_free(m);
 		return -ENOMEM;
 	}
@@ -116,6 +122,7 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	m->cfg.addr = m->addr;
 	m->cfg.job = m->job;
 	m->cfg.job_text = m->job_text;
+	m->cfg.cmd = m->cmd;
 	snprintf(m->prefix, sizeof(m->prefix), "ddprdzv/%s/", m->run_id);
 	m->next_id = 1;
 	m->timer_armed = -1;
@@ -144,6 +151,7 @@ void rdzv_machine_free(struct rdzv_machine *m)
 	free(m->addr);
 	free(m->job);
 	free(m->job_text);
+	free(m->cmd);
 	free(m);
 }
 
@@ -379,6 +387,23 @@ int rdzv_stop(struct rdzv_machine *m, int64_t now)
 	m->stop_req = true;
 	m->stop_deadline = now + m->cfg.close_timeout_ms;
 	return settle(m, now, 0);
+}
+
+int rdzv_stop_permanent(struct rdzv_machine *m, int64_t now, const char *cause)
+{
+	size_t n = 0;
+	if (m->mode != MODE_END && !m->stop_req) {
+		m->stop_perm = true;
+		for (; cause && cause[n] && n < sizeof(m->stop_cause) - 1; n++)
+			m->stop_cause[n] = cause[n] >= 0x20 && cause[n] <= 0x7e ? cause[n] : '?';
+		m->stop_cause[n] = '\0';
+	}
+	return rdzv_stop(m, now);
+}
+
+bool rdzv_machine_failed_permanent(const struct rdzv_machine *m)
+{
+	return m->st_present && m->st.phase == RDZV_FAILED && m->st.reason == RDZV_WHY_PERMANENT;
 }
 
 int rdzv_workers_exited(struct rdzv_machine *m, int64_t now, bool success)

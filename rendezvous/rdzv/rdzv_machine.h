@@ -38,11 +38,17 @@
  *               the run id, or the store is another job's): text names both
  *               jobs. Nothing of the other job was touched; close the
  *               session, exit as for a usage error
+ *   NOTICE      text: one user-facing line to print; nothing to do (this
+ *               node's command line differs from the one of the node that
+ *               started its job: said once per machine)
  *
  * Job identity: every node of one job gives the same fingerprint (struct
  * rdzv_config's job). It is written into the state by the node that creates
  * the generation; a node that finds an open or running generation with
- * another fingerprint is REFUSED before it takes a ticket. A node that
+ * another fingerprint is REFUSED before it takes a ticket. The nodes of one
+ * job may differ in the rest of their command lines (each its own paths):
+ * a node whose command line's fingerprint (cmd) differs from the
+ * generation's creator's is told so once (NOTICE) and goes on. A node that
  * hosts the store for its own job alone (static node 0) writes its job to
  * RDZV_OWNER_KEY first; a node told that the store is its job's node 0's
  * (static, node rank > 0) waits for that key and is REFUSED when it names
@@ -100,6 +106,9 @@ struct rdzv_config {
 					  or NULL: none (only jobs without one meet) */
 	const char *job_text;	       /* the job in words for messages (printable
 					  ASCII, <= RDZV_JOB_MAX), or NULL */
+	const char *cmd;	       /* the fingerprint of this node's whole
+					  command line (a token, <= RDZV_ID_MAX),
+					  or NULL: none (never noticed) */
 	enum rdzv_store_role store_role;
 	/* --rdzv_conf, in milliseconds (torchrun's names; defaults in brackets) */
 	int64_t join_timeout_ms;	 /* [600 s] until this node is in a round (a
@@ -152,6 +161,7 @@ enum rdzv_action_kind {
 	RDZV_ACT_REFUSED,     /* text: the user-facing message, naming both jobs */
 	RDZV_ACT_WAITING,     /* text: what this node waits for: who joined, who is
 				 missing, until when (report_first_ms) */
+	RDZV_ACT_NOTICE,      /* text: a line for the user; nothing to do */
 };
 
 /* One thing to do. Every pointer in it stays valid until the next call of
@@ -231,6 +241,26 @@ void rdzv_resumed(struct rdzv_machine *m, int64_t now_ms);
 /* Stop requested (SIGTERM): leave. A member of a running round tells the
  * others first (they re-form at once), within close_timeout; then LEFT. */
 int rdzv_stop(struct rdzv_machine *m, int64_t now_ms);
+
+/* Like rdzv_stop, for a node whose workers failed in a way that will
+ * repeat in every round (exit 78: a full disk, no file descriptors).
+ * `cause` says what, for the others' messages (NULL: nothing; bytes that
+ * are not printable ASCII become '?', and it is cut to fit the state's
+ * message). When this node's leaving leaves fewer than MIN live nodes in
+ * the running round (the members still alive and the nodes waiting for a
+ * place), the job cannot go on: always so in a fixed-size job
+ * (--nnodes=N). Then the state becomes FAILED with reason `permanent`,
+ * SUBJECT this node and a message naming it, its address and the cause, so
+ * that every other node ends at once with FAILED (which
+ * rdzv_machine_failed_permanent tells apart) instead of waiting for a node
+ * that will not come. With enough nodes left (an elastic job above its
+ * minimum) the others re-form without it, as after rdzv_stop. Then LEFT. */
+int rdzv_stop_permanent(struct rdzv_machine *m, int64_t now_ms, const char *cause);
+
+/* Whether the job state held is FAILED because a node left with a failure
+ * that will repeat (rdzv_stop_permanent): the end is then permanent for
+ * every node. */
+bool rdzv_machine_failed_permanent(const struct rdzv_machine *m);
 
 /* The local worker group of the current round ended on its own. success:
  * this node's part is recorded (the job is FINISHED when every node's is),

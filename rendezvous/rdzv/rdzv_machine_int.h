@@ -59,7 +59,7 @@ struct rdzv_act {
 
 struct rdzv_machine {
 	struct rdzv_config cfg;
-	char *run_id, *node_id, *addr, *job, *job_text;
+	char *run_id, *node_id, *addr, *job, *job_text, *cmd;
 	char prefix[RDZV_RUN_ID_MAX + 16]; /* "ddprdzv/RUN/" */
 	enum rdzv_mode mode;
 	uint64_t next_id;
@@ -142,10 +142,13 @@ struct rdzv_machine {
 	/* RDZV_STORE_OWNED: the watch on RDZV_OWNER_KEY until it names this job */
 	uint64_t owner_watch;
 	bool owner_ok;
-	bool ran; /* this node has been in a round (it ran workers) */
+	bool ran;	  /* this node has been in a round (it ran workers) */
+	bool cmd_noticed; /* the NOTICE that the command lines differ was given */
 
 	/* local requests */
 	bool stop_req;
+	bool stop_perm; /* rdzv_stop_permanent: stop_cause says why */
+	char stop_cause[RDZV_MSG_MAX + 1];
 	int64_t stop_deadline;
 	int exit_req;	 /* 0, 1 success, 2 failure, 3 renew (rdzv_workers_renew) */
 	int64_t fail_at; /* a failure is charged from then on, or -1 */

@@ -65,6 +65,7 @@ int rdzv_op_create(struct rdzv_machine *m)
 	    .reason = RDZV_WHY_START,
 	};
 	snprintf(ns.job, sizeof(ns.job), "%s", m->job);
+	snprintf(ns.cmd, sizeof(ns.cmd), "%s", m->cmd);
 	snprintf(ns.job_text, sizeof(ns.job_text), "%s", m->job_text);
 	m->op = OP_CREATE;
 	return rdzv_state_cas(m, &ns);
@@ -336,7 +337,20 @@ static int trig_decide(struct rdzv_machine *m, const struct rdzv_value *v, size_
 	if (why == RDZV_WHY_JOIN && s->size >= s->max_nodes)
 		return trig_decline(m);
 	struct rdzv_state ns = *s;
-	if (done > 0) {
+	if (why == RDZV_WHY_LEFT && m->stop_perm && survivors + waiting < s->min_nodes) {
+		/* The job cannot go on without this node, and its failure
+		 * would come back: every node ends now, not at join_timeout. */
+		fail_state(&ns,
+			   "node '%s' (%s) left the job of run id '%s' with a failure that will "
+			   "repeat (%s); the job cannot go on without it (%" PRIu64 " node(s) "
+			   "left for --nnodes=%u:%u), so every node ends with exit status 78: "
+			   "fix the cause on that node, then run again",
+			   m->node_id, m->addr, m->run_id,
+			   m->stop_cause[0] ? m->stop_cause : "exit status 78", survivors + waiting,
+			   s->min_nodes, s->max_nodes);
+		ns.reason = RDZV_WHY_PERMANENT;
+		snprintf(ns.subject, sizeof(ns.subject), "%s", m->node_id);
+	} else if (done > 0) {
 		fail_state(&ns,
 			   "workers on node '%s' failed after %" PRIu64 " node(s) of run id "
 			   "'%s' had finished; the job is not restarted",
@@ -385,7 +399,10 @@ static int trig_cas_done(struct rdzv_machine *m, bool swapped, struct rdzv_value
 	if (m->mode == MODE_END)
 		return rc;
 	rdzv_op_reset(m);
-	if (rc == 0 && why == RDZV_WHY_LEFT)
+	if (rc == 0 && why == RDZV_WHY_LEFT && rdzv_machine_failed_permanent(m))
+		rc = rdzv_end(m, RDZV_ACT_LEFT, "left run id '%s', which ends on every node: %s",
+			      m->run_id, m->st.msg);
+	else if (rc == 0 && why == RDZV_WHY_LEFT)
 		rc = rdzv_end(m, RDZV_ACT_LEFT,
 			      "left run id '%s'; the other nodes re-form without it", m->run_id);
 	if (why == RDZV_WHY_RESTART || why == RDZV_WHY_REPLACE)

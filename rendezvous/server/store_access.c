@@ -241,7 +241,7 @@ void store_access_peer_text(struct store_conn *conn, char *buf, size_t len)
 
 void store_access_refused(struct store_conn *conn, const char *why)
 {
-	struct store_access *acc = conn->server->access;
+	struct store_access *acc = access_get(conn->server);
 	if (!acc)
 		return;
 	acc->refused++;
@@ -370,7 +370,7 @@ size_t store_server_member_count(const struct store_server *server)
 {
 	size_t n = 0;
 	for (const struct store_conn *c = server->conns; c; c = c->next)
-		n += c->state != CONN_CLOSING && c->access != CONN_ACCESS_PROOF;
+		n += c->state != CONN_CLOSING && c->access != CONN_ACCESS_PROOF && c->spoke;
 	return n;
 }
 
@@ -400,9 +400,28 @@ static void access_thawed(struct store_server *server, uint64_t now)
 	log_debug("store: this process did not run for %llu ms; agent sessions' silence counts "
 		  "from now",
 		  (unsigned long long)gap);
-	for (struct store_conn *c = server->conns; c; c = c->next)
+	for (struct store_conn *c = server->conns; c; c = c->next) {
 		if (c->agent && c->agent->phase == AGENT_READY && c->agent->last_ms < now)
 			c->agent->last_ms = now;
+		/* Its first query may wait unread in the socket, like the pings. */
+		if (!c->spoke && c->silent_until && c->silent_until < now + acc->handshake_ms)
+			c->silent_until = now + acc->handshake_ms;
+	}
+}
+
+/* Silent connections past their deadline, oldest first: of two silent
+ * ones of an address, the older (a torch 1.13 client's callback
+ * connection, opened with its query connection) is the one vouched for.
+ * A closed connection stays linked until its close callback. */
+static void access_sweep_silent(struct store_server *server, uint64_t now)
+{
+	struct store_conn *c = server->conns;
+
+	while (c && c->next)
+		c = c->next;
+	for (; c; c = c->prev)
+		if (c->state != CONN_CLOSING && store_bounds_silent(c, now))
+			store_conn_close(c);
 }
 
 static void access_sweep(uv_timer_t *timer)
@@ -410,6 +429,7 @@ static void access_sweep(uv_timer_t *timer)
 	struct store_server *server = timer->data;
 	uint64_t now = uv_now(server->loop);
 	access_thawed(server, now);
+	access_sweep_silent(server, now);
 	for (struct store_conn *c = server->conns; c; c = c->next) {
 		struct store_agent *ag = c->agent;
 		if (c->state == CONN_CLOSING || !ag)
@@ -428,6 +448,11 @@ static void access_sweep(uv_timer_t *timer)
 			  (unsigned long long)ag->idle_ms);
 		store_conn_close(c);
 	}
+}
+
+uint64_t store_access_handshake_ms(const struct store_server *server)
+{
+	return server->access ? server->access->handshake_ms : ACCESS_HANDSHAKE_MS;
 }
 
 uint64_t store_access_handshake_deadline(struct store_server *server)

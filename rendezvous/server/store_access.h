@@ -62,6 +62,44 @@
 #define STORE_STRANGERS_MAX	 128 /* handshakes in progress in all */
 #define STORE_STRANGER_FRAME_MAX 256 /* bytes of one frame before the handshake */
 
+/* Every client, token or not, allowed address or not, is bounded so that
+ * a local process cannot take the descriptors of the program that embeds
+ * the server (the agent that must start the next round's workers):
+ *  - a connection that would hold a descriptor among the last fd_reserve
+ *    of RLIMIT_NOFILE (STORE_FD_RESERVE unless store_server_set_fd_reserve
+ *    says otherwise) is closed at once: the kernel gives the lowest free
+ *    descriptor, so the server never keeps one there, and the program
+ *    always has them;
+ *  - one address holds at most limits.max_conns_per_addr connections
+ *    (an agent's stores: STORE_CONNS_PER_ADDR; a new one over it is closed
+ *    at once);
+ *  - a connection that has not sent one complete request within the
+ *    handshake timeout (10 s by default) of connecting is closed, unless a
+ *    connection of its address that has spoken vouches for it (each vouches
+ *    for one: a torch 1.13 TCPStore's callback connection stays silent for
+ *    the life of the store beside its query connection), or its address
+ *    holds fewer than limits.max_silent_per_addr (STORE_SILENT_PER_ADDR)
+ *    silent connections kept so far (a 1.13 TCPStore made without a world
+ *    size, or with wait_for_workers=False, sends nothing until it is used);
+ *    the oldest are kept first. Clients speak at once otherwise (torch 2.x
+ *    validates, 1.13 adds its init key, agents say hello, our client
+ *    validates); one that has spoken is never cut for being idle: a worker
+ *    waiting on a key, or holding its store connection between steps,
+ *    stays. A flood of silent connections from one address is so held to
+ *    max_silent_per_addr plus one per client of that address that spoke.
+ * Each is logged as a refusal (rate-limited, as below). */
+#define STORE_FD_RESERVE 64
+/* A bound per address for the stores an agent hosts: far more than a
+ * node's workers and agents, so that a flood from one address (a local
+ * process) stops there. store_limits_default sets none (a shared store's
+ * clients may all come through one address). */
+#define STORE_CONNS_PER_ADDR  512
+#define STORE_SILENT_PER_ADDR 64
+
+/* Keeps the last `n` descriptors of RLIMIT_NOFILE free of connections (see
+ * above; 0: none). */
+void store_server_set_fd_reserve(struct store_server *server, unsigned n);
+
 /* Sets the job's token (copied; STORE_TOKEN_MIN..STORE_TOKEN_MAX bytes, any
  * bytes).
  * Applies to connections accepted afterwards (call it before
@@ -82,8 +120,9 @@ int store_server_allow_sockaddr(struct store_server *server, const struct sockad
 void store_server_restrict(struct store_server *server);
 
 /* How long a client that must prove the token has to pass the handshake
- * after it connected (default 10 s); then it is closed and logged, so
- * strangers cannot hold connections. 0 keeps the current value. */
+ * after it connected (default 10 s), and any client to send its first
+ * complete request; then it is closed and logged, so strangers and silent
+ * clients cannot hold connections. 0 keeps the current value. */
 void store_server_set_handshake_timeout(struct store_server *server, unsigned ms);
 
 /* Whether a connection from `addr` would be served without the handshake
@@ -91,8 +130,10 @@ void store_server_set_handshake_timeout(struct store_server *server, unsigned ms
 bool store_server_allowed(const struct store_server *server, const struct sockaddr *addr);
 
 /* Connections open now that are not strangers (not closing and not
- * waiting to pass the handshake): the job's agents and workers. Without a
- * token every connection counts. */
+ * waiting to pass the handshake) and have sent a request: the job's agents
+ * and workers (a silent connection, kept or not yet judged, never counts:
+ * a flood of them cannot keep a finished job's store). Without a token
+ * every such connection counts. */
 size_t store_server_member_count(const struct store_server *server);
 
 /* Connections refused so far (for tests). */

@@ -50,6 +50,18 @@ void store_agent_forget(struct store_conn *conn);
  * or -EACCES when the client is refused at once (logged), or -ENOMEM. */
 int store_access_admit(struct store_conn *conn);
 
+/* At accept, before store_access_admit: the bounds on every connection
+ * (store_access.h, "Every client"). Returns 0, or -EMFILE (the descriptor
+ * reserve) or -EACCES (its address holds too many), logged. */
+int store_bounds_admit(struct store_conn *conn);
+
+/* From the sweep: whether conn is past its first request's deadline
+ * (logged; the caller closes it). */
+bool store_bounds_silent(struct store_conn *conn, uint64_t now);
+
+/* The first request's and the token handshake's time, in ms. */
+uint64_t store_access_handshake_ms(const struct store_server *server);
+
 /* Logs (rate-limited) and counts the refusal of a connection. */
 void store_access_refused(struct store_conn *conn, const char *why);
 

@@ -241,8 +241,10 @@ static void conn_process(struct store_conn *conn, const uint8_t *p, size_t left)
 		int rc = proto_decoder_feed(&conn->dec, p, left, &used, &req);
 		p += used;
 		left -= used;
-		if (rc == 1)
+		if (rc == 1) {
+			conn->spoke = true;
 			rc = store_conn_execute(conn, req);
+		}
 		if (rc == -EMSGSIZE && conn->access == CONN_ACCESS_PROOF)
 			store_access_frame_refused(conn);
 		if (rc < 0) {
@@ -338,6 +340,8 @@ void store_conn_accept(struct store_server *server)
 			  server->limits.max_connections);
 		rc = -EMFILE;
 	}
+	if (rc == 0)
+		rc = store_bounds_admit(conn);
 	if (rc == 0)
 		rc = store_access_admit(conn);
 	if (rc == 0) {

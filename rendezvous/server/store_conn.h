@@ -63,6 +63,12 @@ struct store_conn {
 	size_t held;		   /* bytes counted in server->budget (store_budget.h) */
 	size_t unfreed;		   /* CLOSING: what it held, until its buffers are freed */
 	uint64_t active;	   /* budget.tick when it last sent or read anything */
+	uint8_t peer[16];	   /* its address (store_bounds.c), if peer_known */
+	bool peer_known;
+	bool spoke;	       /* a complete request came from it */
+	bool vouches;	       /* spoke, and keeps a silent one of its address */
+	bool kept_silent;      /* silent, kept within max_silent_per_addr */
+	uint64_t silent_until; /* uv_now() by which it must have spoken, or 0 */
 };
 
 struct store_server {
@@ -76,6 +82,7 @@ struct store_server {
 	struct store_access *access; /* NULL: no token, every address served */
 	struct store_budget budget;  /* what the connections hold in flight */
 	int port;
+	unsigned fd_reserve; /* descriptors never taken (store_bounds.c) */
 	bool closing;
 	int in_callback; /* > 0 while a store callback runs */
 	void (*done)(void *arg);

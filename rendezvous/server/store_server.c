@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "store_access.h"
 #include "store_agent.h"
 #include "store_conn.h"
 
@@ -32,6 +33,11 @@ void store_limits_default(struct store_limits *limits)
 	/* torch's libuv server takes at most 128 Ki keys in one request. */
 	limits->max_list_keys = 128 * 1024;
 	limits->max_conn_bytes = 0; /* store_conn_bytes_default() */
+	/* No bound: a shared store's clients may all come through one
+	 * address (a NAT, a benchmark); an agent's stores set one
+	 * (STORE_CONNS_PER_ADDR, driver_keeper.c). */
+	limits->max_conns_per_addr = 0;
+	limits->max_silent_per_addr = STORE_SILENT_PER_ADDR;
 }
 
 size_t store_conn_bytes_default(const struct store_limits *limits)
@@ -51,6 +57,7 @@ int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct 
 	if (!server)
 		return -ENOMEM;
 	server->loop = loop;
+	server->fd_reserve = STORE_FD_RESERVE;
 	if (limits)
 		server->limits = *limits;
 	else
@@ -174,6 +181,12 @@ size_t store_server_reset(struct store_server *server, const char *const *keep, 
 	size_t n = store_clear(server->store, nkeep ? keep_prefixed : NULL, &k);
 	log_debug("store: reset: closed %zu connection(s), dropped %zu key(s)", nconns, n);
 	return n;
+}
+
+int store_server_put(struct store_server *server, const char *key, const char *value)
+{
+	return store_set(server->store, (struct byteview){(const uint8_t *)key, strlen(key)},
+			 (struct byteview){(const uint8_t *)value, strlen(value)});
 }
 
 int store_server_port(const struct store_server *server)

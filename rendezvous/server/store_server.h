@@ -30,6 +30,11 @@ struct store_limits {
 	size_t max_list_keys;	     /* keys one LIST_KEYS may return */
 	size_t max_conn_bytes;	     /* held in flight by one connection; also
 				      * bounds one request; 0: the default below */
+	size_t max_conns_per_addr;   /* open connections from one address (0: no
+				      * bound); store_access.h */
+	size_t max_silent_per_addr;  /* connections of one address kept although
+				      * silent past the first request's deadline
+				      * and vouched for by none; store_access.h */
 };
 
 /* Fills *limits with the defaults (sized for real jobs; see the .c file). */
@@ -57,6 +62,11 @@ int store_server_new(uv_loop_t *loop, const struct store_limits *limits, struct 
  * UV_EADDRNOTAVAIL, ...); on failure nothing stays open and the call may be
  * repeated with another port. Call at most once successfully. */
 int store_server_listen(struct store_server *server, const char *host, int port);
+
+/* Sets key to value (a NUL-terminated string) in the server's store, as
+ * the embedding program's own key (e.g. who hosts the store: a client may
+ * read it). Returns 0, -EINVAL (over the limits) or -ENOMEM. */
+int store_server_put(struct store_server *server, const char *key, const char *value);
 
 /* The port actually bound (after a successful listen), else 0. */
 int store_server_port(const struct store_server *server);

@@ -12,16 +12,22 @@
  * ddp_reform aborts the old communicator, makes a new one and keeps the
  * application's device memory.
  * And ddp_set_compute_stream: which stream the backend's events are
- * recorded on and waited by (the CPU backend ignores it).
+ * recorded on and waited by (the CPU backend ignores it). And a
+ * re-formation superseded by the launcher's next round while NCCL creates
+ * the communicator ends at once (-ESTALE), not at its deadline.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
+#include "agent_wire.h"
 #include "ddp.h"
 #include "fake_cuda_nccl.h"
 #include "reducer.h"
@@ -363,6 +369,119 @@ static void test_init_timeout(void)
 	CHECK(fake_get().aborts == 1 && fake_get().comms == 0 && fake_get().device_allocs == 0);
 }
 
+/* The launcher's agent, played by a thread: after delay_ms it sends a round
+ * on its end of the channel (the line ddplaunch's agent writes). */
+struct round_sender {
+	int fd;
+	int round;
+	long delay_ms;
+	uint64_t sent_ms;
+};
+
+static void *round_sender_main(void *arg)
+{
+	struct round_sender *a = arg;
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_ROUND};
+	char line[AGENT_WIRE_MAX_LINE];
+	int n;
+
+	m.r = (struct agent_wire_round){.round = a->round,
+					.world_size = 1,
+					.local_world_size = 1,
+					.master_port = 1,
+					.group_world_size = 1};
+	agent_wire_round_set_addr(&m.r, "127.0.0.1");
+	n = agent_wire_format(&m, line, sizeof(line));
+	usleep((useconds_t)a->delay_ms * 1000);
+	a->sent_ms = time_now_ms();
+	if (n < 0 || write(a->fd, line, (size_t)n) != n)
+		perror("round sender: write");
+	return NULL;
+}
+
+/* One-rank options on the NCCL backend with a fresh file store. */
+static void nccl_options(struct ddp_options *o, char *init, size_t len, int attempt)
+{
+	ddp_options_init(o);
+	snprintf(init, len, "file://%s/store%d", dir, ncase++);
+	o->init_method = init;
+	o->rank = o->local_rank = 0;
+	o->world_size = o->local_world_size = 1;
+	o->attempt = attempt;
+	o->backend = DDP_BACKEND_NCCL;
+}
+
+/* A re-formation superseded while NCCL creates the communicator (an
+ * initialisation that never finishes, deadline 10 s): ddp_reform returns
+ * -ESTALE within 100 ms of the round, not at the deadline, the
+ * half-made communicator aborted (ncclCommAbort) and nothing left; the
+ * next round's re-formation then works. The context has an agent channel
+ * (a socketpair as DDP_AGENT_FD, as ddplaunch gives). */
+static void test_reform_superseded(void)
+{
+	struct fake_state st = {.hang_after = -1};
+	struct round_sender a = {.round = 7, .delay_ms = 200};
+	struct ddp_options o;
+	struct ddp_round r;
+	struct ddp_ctx *ctx;
+	char err[512] = "", init[300], fdname[16], pid[16];
+	pthread_t t;
+	uint64_t late;
+	float v = 3.0f;
+	int sv[2], rc;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	a.fd = sv[0];
+	snprintf(fdname, sizeof(fdname), "%d", sv[1]);
+	setenv("DDP_AGENT_FD", fdname, 1);
+	/* The pair's creator, this process, is the agent (agent_chan.c). */
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("DDP_AGENT_PID", pid, 1);
+	fake_set(&st);
+	CHECK(open_ctx(10000, &ctx, err, sizeof(err)) == 0);
+	unsetenv("DDP_AGENT_FD");
+	CHECK(ddp_resizable(ctx));
+	st = fake_get();
+	st.init_polls = 1 << 30;
+	fake_set(&st);
+	nccl_options(&o, init, sizeof(init), 6);
+	o.timeout_ms = 10000;
+	CHECK(pthread_create(&t, NULL, round_sender_main, &a) == 0);
+	rc = ddp_reform(ctx, &o, err, sizeof(err));
+	late = time_now_ms() - a.sent_ms;
+	pthread_join(t, NULL);
+	printf("superseded during ncclCommInitRankConfig: rc %d %llu ms after the round: %s\n", rc,
+	       (unsigned long long)late, err);
+	CHECK(rc == -ESTALE && late < 100);
+	CHECK(fake_get().aborts == 2 && fake_get().comms == 0);
+	CHECK(ddp_next_round(ctx, &r, 1000) == 0 && r.round == 7);
+	st = fake_get();
+	st.init_polls = 1;
+	fake_set(&st);
+	nccl_options(&o, init, sizeof(init), 7);
+	CHECK(ddp_reform(ctx, &o, err, sizeof(err)) == 0);
+	CHECK(ddp_allreduce(ctx, &v, 1, DDP_FLOAT32, DDP_SUM) == 0 && v == 3.0f);
+	ddp_free(ctx);
+	CHECK(fake_get().comms == 0);
+	close(sv[0]);
+}
+
+/* Runs test in a process of its own, forked before any ddp_init: libddp
+ * looks for the agent channel once per process (a child of a process that
+ * looked finds none), and the other cases run without one. */
+static void in_child(void (*test)(void))
+{
+	int status;
+	pid_t pid = fork();
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		test();
+		exit(0);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -371,6 +490,7 @@ int main(void)
 	snprintf(dir, sizeof(dir), "%s/ddp-nccl-fake-XXXXXX", tmp);
 	CHECK(mkdtemp(dir));
 	unsetenv("DDP_CUDA_DEVICE");
+	in_child(test_reform_superseded);
 	test_collectives();
 	test_reducer();
 	test_compute_stream();

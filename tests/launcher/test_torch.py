@@ -100,6 +100,8 @@ ALLOWED = {
     "LC_CTYPE": "Python 3.11 coerces the C locale in torchrun's own process (PEP 538)",
     "DDP_JOB_TAG": "ddplaunch's own: the tag in libddp's /dev/shm names, which it sweeps",
     "DDP_AGENT_FD": "ddplaunch's own: the agent channel on which a worker re-forms in place",
+    "DDP_AGENT_PID": "ddplaunch's own: the agent channel's peer (ddplaunch's pid), which a "
+                     "worker checks before it takes the fd",
     "TORCHELASTIC_SIGNALS_TO_HANDLE": "torchrun 2.x's setting for its own agent process "
                                       "(the signals it handles); workers inherit it but do "
                                       "not read it",

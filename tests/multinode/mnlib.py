@@ -62,7 +62,7 @@ FAIL_GRACE_S = 3.5
 class Proc:
     """A process whose combined output is collected line by line."""
 
-    def __init__(self, cluster, name, argv, env):
+    def __init__(self, cluster, name, argv, env, preexec=None):
         self.cluster = cluster
         self.name = name
         self.argv = argv
@@ -71,7 +71,7 @@ class Proc:
         self.t_start = time.monotonic()
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, env=env, text=True,
-                                  errors="replace")
+                                  errors="replace", preexec_fn=preexec)
         self.pid = self.p.pid
         self.t_exit = None
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -172,8 +172,10 @@ class Cluster:
         self.procs.append(p)
         return p
 
-    def start(self, name, argv, env=None):
-        p = Proc(self, name, argv, self.env(env))
+    def start(self, name, argv, env=None, preexec=None):
+        """Starts argv; preexec runs in the child before the exec (e.g. a
+        resource.setrlimit)."""
+        p = Proc(self, name, argv, self.env(env), preexec)
         self.procs.append(p)
         return p
 

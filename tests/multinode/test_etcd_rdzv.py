@@ -16,12 +16,20 @@ run at all.
   EtcdThree    three members: one killed during formation, one killed during a
                scale-down (a node leaves), the job goes on; all three killed:
                every agent fails within its deadline naming every endpoint
+  EtcdUnreachable  (no etcd needed) endpoints that never answer, faked by the
+               test on loopback: a closed port, one that accepts and closes,
+               one that accepts and never answers, one that never accepts (a
+               full backlog), one that sends its headers and stalls the body;
+               each is named with its cause within 3 s and again while the
+               agent retries; a name that does not exist ends the agent at once
 """
 import base64
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -268,8 +276,144 @@ class EtcdThree(EtcdCase):
             self.assertIn("cannot go on without etcd", p.text())
 
 
+class FakeEndpoint:
+    """A loopback port that is not etcd (a thread of the test process):
+    'closed' (bound to 0, then closed: nothing listens), 'close' (accepts and
+    closes), 'silent' (accepts, never answers), 'backlog' (never accepts: its
+    backlog is full), 'stall' (sends an answer's headers, then stalls the
+    body)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.conns = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        if kind == "closed":
+            self.sock.close()
+            return
+        self.sock.listen(0 if kind == "backlog" else 16)
+        if kind == "backlog":
+            # connections nobody accepts fill the queue: later SYNs are dropped
+            for _ in range(3):
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex(("127.0.0.1", self.port))
+                self.conns.append(c)
+            return
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.kind == "close":
+                c.close()
+                continue
+            if self.kind == "stall":
+                c.settimeout(2)
+                try:
+                    c.recv(65536)
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: 100\r\n\r\n{")
+                except OSError:
+                    pass
+            self.conns.append(c)
+
+    def close(self):
+        if self.kind != "closed":
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+class EtcdUnreachable(MultiNodeCase):
+    """Endpoints that never answer used to be silent until join_timeout (600 s
+    by default), then say "within 5000 ms" (issue 28)."""
+
+    FIRST_S = 3.0 + 3.0  # the first word after 3 s, slack for a loaded machine
+    WAIT_RE = (r"no etcd endpoint answers at 127\.0\.0\.1:%d \(127\.0\.0\.1:%d: %s[^)]*\) "
+               r"after \d+ s; node \S+ keeps trying until the join deadline \(join_timeout=30 s, "
+               r"\d+ s left\): check that etcd runs there and that --rdzv_endpoint lists its "
+               r"client URLs")
+
+    def agent(self, endpoint, join_timeout=30):
+        return self.cluster.agent(0, ["--nnodes=2", "--rdzv_backend=etcd",
+                                      "--rdzv_endpoint=" + endpoint, "--rdzv_id=job",
+                                      fast_conf(join_timeout=join_timeout)])
+
+    def named_and_repeated(self, kind, cause):
+        ep = FakeEndpoint(kind)
+        self.addCleanup(ep.close)
+        p = self.agent("127.0.0.1:%d" % ep.port)
+        pattern = self.WAIT_RE % (ep.port, ep.port, cause)
+        t1, _ = p.wait_line(pattern, timeout=self.FIRST_S + 2)
+        self.assertLess(t1 - p.t_start, self.FIRST_S, p.text())
+        t2, _ = p.wait_line(pattern, timeout=10, after=t1 + 0.001)
+        self.assertGreater(t2 - t1, 2.0, p.text())
+        self.assertTrue(p.alive(), p.text())
+        p.signal(signal.SIGTERM)
+        p.wait()
+
+    def test_closed_port(self):
+        self.named_and_repeated("closed", "connection refused")
+
+    def test_accepts_and_closes(self):
+        self.named_and_repeated("close", "it accepted the connection and closed it without "
+                                "an answer")
+
+    def test_accepts_and_never_answers(self):
+        self.named_and_repeated("silent", r"it accepted the connection but sent no answer "
+                                r"within \d+ ms")
+
+    def test_never_accepts(self):
+        self.named_and_repeated("backlog", r"nothing accepted the connection within \d+ ms")
+
+    def test_stalled_body(self):
+        self.named_and_repeated("stall", r"its answer stalled: HTTP 200 headers, then 1 of 100 "
+                                r"body bytes within \d+ ms")
+
+    def test_deadline_names_the_join_timeout(self):
+        # it said "within 5000 ms" (one request's deadline) after join_timeout
+        ep = FakeEndpoint("closed")
+        p = self.agent("127.0.0.1:%d" % ep.port, join_timeout=4)
+        rc, t = p.wait(timeout=20)
+        self.assertEqual(rc, 1, p.text())
+        self.assertIn("no etcd endpoint answered within the join deadline (4 s): "
+                      "127.0.0.1:%d: connection refused" % ep.port, p.text())
+        self.assertNotIn("5000 ms", p.text())
+        # a grant in flight at the deadline (its own deadline is 5 s) ends
+        # there too: it ended up to 5 s late
+        silent = FakeEndpoint("silent")
+        self.addCleanup(silent.close)
+        p = self.agent("127.0.0.1:%d" % silent.port, join_timeout=2.5)
+        rc, t = p.wait(timeout=20)
+        self.assertEqual(rc, 1, p.text())
+        self.assertLess(t - p.t_start, 2.5 + 1.5, p.text())
+        self.assertIn("no etcd endpoint answered within the join deadline (2.5 s): "
+                      "127.0.0.1:%d: it accepted the connection but sent no answer"
+                      % silent.port, p.text())
+
+    def test_name_that_does_not_exist_ends_at_once(self):
+        p = self.agent("nosuchhost.invalid:2379,other.invalid:2379")
+        rc, t = p.wait(timeout=20)
+        self.assertEqual(rc, 1, p.text())
+        self.assertLess(t - p.t_start, 5.0, p.text())
+        self.assertIn("no etcd endpoint's name exists: 'nosuchhost.invalid', 'other.invalid' "
+                      "(the resolver says no such host; retrying cannot help): correct "
+                      "--rdzv_endpoint", p.text())
+
+
 if __name__ == "__main__":
-    why = etcd_cluster.etcd_unavailable()
+    # EtcdUnreachable fakes its endpoints: it runs where etcd cannot
+    why = None if sys.argv[1:2] == ["EtcdUnreachable"] else etcd_cluster.etcd_unavailable()
     if why:
         print("SKIP: etcd cannot run here: " + why)
         sys.exit(77)

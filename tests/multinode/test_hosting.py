@@ -156,6 +156,41 @@ class Hosting(MultiNodeCase):
         d.signal(signal.SIGTERM)
         d.wait()
 
+    def test_lost_ddp_rdzvd_is_named_as_the_standalone_store(self):
+        # a killed ddp-rdzvd was called "hosted by the endpoint's host"
+        d = self.cluster.start("rdzvd", [DDP_RDZVD, "--host", ENDPOINT, "--port", "0"])
+        _, m = d.wait_line(r"listening on \S+:(\d+)")
+        port = int(m.group(1))
+        nodes = [self.cluster.agent(i, self.endpoint_args(2, port), ("forever",))
+                 for i in range(2)]
+        for p in nodes:
+            p.wait_line(r"MNW .*groups=2", timeout=30)
+        d.p.kill()
+        d.wait()
+        want = ("run id 'job' cannot go on without its rendezvous store (the standalone "
+                "ddp-rdzvd at %s:%d)" % (ENDPOINT, port))
+        for p in nodes:
+            rc, _ = p.wait(timeout=30)
+            self.assertNotEqual(rc, 0, p.text())
+            self.assertIn(want, p.text())
+            self.assertNotIn("hosted by the endpoint's host", p.text())
+
+    def test_lost_agent_store_is_named_as_the_endpoint_hosts(self):
+        # the same loss of a store an agent hosted still says so
+        port = free_port()
+        nodes = [self.cluster.agent(i, self.endpoint_args(2, port), ("forever",))
+                 for i in range(2)]
+        for p in nodes:
+            p.wait_line(r"MNW .*groups=2", timeout=30)
+        host = [p for p in nodes if HOST_RE.search(p.text())][0]
+        other = nodes[1 - nodes.index(host)]
+        host.p.kill()
+        rc, _ = other.wait(timeout=30)
+        self.assertNotEqual(rc, 0, other.text())
+        self.assertIn("cannot go on without its rendezvous store (hosted by the endpoint's "
+                      "host)", other.text())
+        self.assertNotIn("standalone", other.text())
+
     def test_is_host_false_overrides_the_rule(self):
         # node 0 is on the endpoint's machine but told is_host=false: it
         # waits (and says so) until node 1, by the rule, hosts

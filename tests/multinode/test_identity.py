@@ -7,10 +7,13 @@ Run one class: test_identity.py CLASS.
                 refused by the taken port, B's node 1 at once by A's store,
                 naming both jobs); c10d: two jobs with one run id and
                 different programs (B refused, A undisturbed), and with the
-                default run id (two jobs, each on its own); the same command
-                line twice (the same derived run id, reused); a spare's join
-                timeout; a spare whose job finishes exits non-zero
-  IdentityEtcd  the same refusal over etcd
+                default run id (two jobs, each on its own, the same program
+                with other arguments too); one job under one --rdzv_id whose
+                nodes give each its own --checkpoint_dir (c10d and static: it
+                forms and finishes, one line says the arguments differ); the
+                same command line twice (the same derived run id, reused); a
+                spare's join timeout; a spare whose job finishes exits non-zero
+  IdentityEtcd  the same refusal over etcd, and one job's own paths
 """
 import os
 import signal
@@ -32,6 +35,15 @@ def ranks(p):
     return sorted(int(w["rank"]) for w in p.workers())
 
 
+def other_program(tmpdir):
+    """mn_worker under another name: another program for the job identity,
+    which compares the program's name (not its directory, nor its file)."""
+    path = os.path.join(tmpdir, "other_worker")
+    if not os.path.exists(path):
+        os.symlink(os.path.abspath(WORKER) if os.sep in WORKER else WORKER, path)
+    return path
+
+
 class IdentityCase(MultiNodeCase):
     def assert_refused(self, p, mine, theirs, t0):
         rc, t_end = p.wait(REFUSED_AT_ONCE_S + 10)
@@ -50,6 +62,19 @@ class IdentityCase(MultiNodeCase):
             self.assertEqual(len(p.workers()), 1, p.text())
             self.assertNotIn("is over", p.text())
             self.assertEqual(p.workers()[0]["groups"], str(groups))
+
+    def assert_one_job_own_paths(self, nodes):
+        """Both nodes ran in one round of one job and finished; one line, on
+        one node, said that their arguments differ, naming both."""
+        self.assert_all_exit(nodes)
+        self.assertEqual(sorted(r for p in nodes for r in ranks(p)), [0, 1])
+        for p in nodes:
+            self.assertEqual({w["groups"] for w in p.workers()}, {"2"}, p.text())
+        said = [ln for p in nodes for ln in p.text().splitlines()
+                if "differ between this node" in ln]
+        self.assertEqual(len(said), 1, "\n\n".join(p.text() for p in nodes))
+        self.assertIn("ckpt-node0", said[0])
+        self.assertIn("ckpt-node1", said[0])
 
     def stop(self, nodes):
         for p in nodes:
@@ -88,13 +113,22 @@ class Identity(IdentityCase):
         self.assertEqual(sorted(r for p in a for r in ranks(p)), [0, 1])
         self.stop(a)
 
-    def c10d_job(self, first, worker, run_id=None, port=0, n=2, nnodes=2, conf=None):
+    def c10d_job(self, first, worker, run_id=None, port=0, n=2, nnodes=2, conf=None,
+                 program=None):
+        """n nodes from addr(first) on; `worker` is mn_worker's arguments, or
+        a function of the node's index giving them; `program` replaces
+        mn_worker."""
         args = ["--nnodes=%s" % nnodes, "--rdzv_backend=c10d",
                 "--rdzv_endpoint=%s:%d" % (addr(0), port), conf or fast_conf()]
         args += ["--rdzv_id=" + run_id] if run_id else []
         nodes = []
         for i in range(first, first + n):
-            nodes.append(self.cluster.agent(i, args, worker, name="node%d" % i))
+            w = worker(i) if callable(worker) else worker
+            if program:
+                nodes.append(self.cluster.agent(i, args + [program] + list(w), None,
+                                                name="node%d" % i))
+            else:
+                nodes.append(self.cluster.agent(i, args, w, name="node%d" % i))
             if port == 0:
                 port = self.host_port(nodes[0])
                 args[2] = "--rdzv_endpoint=%s:%d" % (addr(0), port)
@@ -105,11 +139,33 @@ class Identity(IdentityCase):
         for p in a:
             p.wait_line(r"MNW .*groups=2")
         t0 = time.monotonic()
-        b, _ = self.c10d_job(2, ("run", "0.2"), run_id="shared", port=port)
+        b, _ = self.c10d_job(2, ("run", "0.2"), run_id="shared", port=port,
+                             program=other_program(self.dir))
         for p in b:
-            self.assert_refused(p, "run 0.2", "forever", t0)
+            self.assert_refused(p, "other_worker run 0.2", "forever", t0)
+            self.assertIn("belongs to another job", p.text())
         self.assert_undisturbed(a, 2)
         self.stop(a)
+
+    def test_c10d_same_run_id_own_paths_one_job(self):
+        # one job under one --rdzv_id whose nodes each give their own path
+        # (a shared filesystem, $SLURM_NODEID in a file name): not "another
+        # job"; it forms and finishes
+        own = lambda i: ("run", "0.3", "--checkpoint_dir=%s/ckpt-node%d" % (self.dir, i))
+        nodes, _ = self.c10d_job(0, own, run_id="shared")
+        self.assert_one_job_own_paths(nodes)
+
+    def test_static_same_run_id_own_paths_one_job(self):
+        # the same with node 0 hosting the store for its own job (the owner
+        # record names the job too)
+        common = ["--nnodes=2", "--master_addr=" + addr(0), "--rdzv_id=shared", fast_conf()]
+        own = lambda i: ("run", "0.3", "--checkpoint_dir=%s/ckpt-node%d" % (self.dir, i))
+        n0 = self.cluster.agent(0, common + ["--node_rank=0", "--master_port=0"], own(0),
+                                name="node0")
+        port = self.host_port(n0)
+        n1 = self.cluster.agent(1, common + ["--node_rank=1", "--master_port=%d" % port],
+                                own(1), name="node1")
+        self.assert_one_job_own_paths([n0, n1])
 
     def test_c10d_default_run_ids_two_jobs(self):
         # different programs, no --rdzv_id, one endpoint: two jobs, each
@@ -141,7 +197,7 @@ class Identity(IdentityCase):
         derived = [ln.split()[2] for ln in dry.stdout.splitlines()
                    if ln.startswith("rdzv_run_id = ")]
         self.assertEqual(len(derived), 1, dry.stdout)
-        self.assertIn("the default, from the job's fingerprint", dry.stdout)
+        self.assertIn("the default, from the command line's fingerprint", dry.stdout)
         for attempt in range(2):
             nodes, _ = self.c10d_job(2 * attempt, ("run", "0.2"), port=port, conf=conf)
             self.assert_all_exit(nodes)
@@ -182,21 +238,33 @@ class IdentityEtcd(IdentityCase):
         self.etcd.start()
         self.addCleanup(self.etcd.stop)
 
-    def job(self, first, worker):
+    def job(self, first, worker, program=None):
+        """Two nodes; `worker` as in Identity.c10d_job."""
         args = ["--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=" + self.etcd.endpoints,
                 "--rdzv_id=shared", fast_conf()]
-        return [self.cluster.agent(i, args, worker, name="node%d" % i)
-                for i in range(first, first + 2)]
+        nodes = []
+        for i in range(first, first + 2):
+            w = worker(i) if callable(worker) else worker
+            if program:
+                nodes.append(self.cluster.agent(i, args + [program] + list(w), None,
+                                                name="node%d" % i))
+            else:
+                nodes.append(self.cluster.agent(i, args, w, name="node%d" % i))
+        return nodes
 
     def test_same_run_id_other_program_refused(self):
         a = self.job(0, ("forever",))
         for p in a:
             p.wait_line(r"MNW .*groups=2")
         t0 = time.monotonic()
-        for p in self.job(2, ("run", "0.2")):
-            self.assert_refused(p, "run 0.2", "forever", t0)
+        for p in self.job(2, ("run", "0.2"), program=other_program(self.dir)):
+            self.assert_refused(p, "other_worker run 0.2", "forever", t0)
         self.assert_undisturbed(a, 2)
         self.stop(a)
+
+    def test_same_run_id_own_paths_one_job(self):
+        own = lambda i: ("run", "0.3", "--checkpoint_dir=%s/ckpt-node%d" % (self.dir, i))
+        self.assert_one_job_own_paths(self.job(0, own))
 
 
 if __name__ == "__main__":

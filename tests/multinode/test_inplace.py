@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import train_it  # noqa: E402
-from mnlib import DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
+from mnlib import DDP_RDZVD, DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
 
 INPLACE = os.environ.get("MN_INPLACE", "mn_inplace")
 DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
@@ -46,7 +46,10 @@ class InPlace(MultiNodeCase):
     STEPS = 400
     STEP_MS = 20
 
-    def start_job(self, prog, n=3, nproc=2, env=None, envs=None, restarts=0, max_nodes=None):
+    def start_job(self, prog, n=3, nproc=2, env=None, envs=None, restarts=0, max_nodes=None,
+                  endpoint=None):
+        """The job on n nodes; node 0 hosts the store, or every node meets
+        at `endpoint` (a standalone ddp-rdzvd's host:port)."""
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % (max_nodes or n),
                 "--rdzv_backend=c10d",
                 "--rdzv_id=job", fast_conf(), "--max_restarts=%d" % restarts]
@@ -54,6 +57,9 @@ class InPlace(MultiNodeCase):
         def logs(i):
             return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)]
         envs = envs or [env] * n
+        if endpoint:
+            return [self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=" + endpoint] +
+                                       prog, worker=None, env=envs[i]) for i in range(n)]
         first = self.cluster.agent(0, base + logs(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=envs[0])
         port = self.host_port(first)
@@ -254,6 +260,129 @@ class InPlace(MultiNodeCase):
             self.assertEqual(len(fresh), 1, p.text())
             self.assertEqual([d["pid"] for d in inplace_lines(p, "done")], [fresh[0]["pid"]])
 
+    def join_node(self, prog, nproc=2, max_nodes=3):
+        """A node started on 127.0.0.4 that joins the running job."""
+        base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % max_nodes,
+                "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(), "--max_restarts=0",
+                "--rdzv_endpoint=127.0.0.2:%d" % self.port,
+                "--log_dir=" + os.path.join(self.dir, "logs2")]
+        return self.cluster.agent(2, base + prog, worker=None)
+
+    def start_dying_job(self, sig, restarts):
+        """2 nodes x 2 ranks; node 0's local rank 1 dies by `sig` at its first
+        collective error, which a third node's join causes: it was handed the
+        join's round and never took it. (nodes, pids at start)"""
+        self.STEPS = 400
+        die = {"MN_INPLACE_DIE": "1:%d" % sig, "MN_INPLACE_ONCE": os.path.join(self.dir, "died")}
+        prog = [INPLACE, str(self.STEPS), str(self.STEP_MS)]
+        nodes = self.start_job(prog, n=2, nproc=2, restarts=restarts, max_nodes=3,
+                               envs=[die, None])
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        nodes.append(self.join_node(prog))
+        nodes[0].wait_line(r"INPLACE dies", timeout=30)
+        return nodes, before
+
+    def test_worker_killed_as_round_comes_replaced_alone(self):
+        # issue 23: a worker killed while its agent hands out a round (here
+        # a join's) was taken for a program that does not re-form, and its
+        # healthy sibling was restarted with it. A death by signal is a
+        # death: it alone is replaced, its sibling and the other node stay
+        nodes, before = self.start_dying_job(signal.SIGKILL, restarts=1)
+        self.assert_all_exit(nodes, timeout=90)
+        text = nodes[0].text()
+        dead = inplace_lines(nodes[0], "dies")
+        self.assertEqual(len(dead), 1, text)
+        self.assertIn("replacing it alone", text)
+        self.assertNotIn("instead of re-forming", text)
+        self.assertNotIn("stopping this node's workers", text)
+        for p in nodes[:2]:
+            kept = before[p.name] - {dead[0]["pid"]}
+            done = {d["pid"] for d in inplace_lines(p, "done")}
+            self.assertTrue(kept <= done, p.text())
+            self.assertTrue(all(d["world"] == "6" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), p.text())
+        fresh = [d for d in inplace_lines(nodes[0], "start") if d["t"] >= dead[0]["t"]]
+        self.assertEqual(len(fresh), 1, text)
+
+    def test_worker_crash_as_round_comes_charged(self):
+        # issue 23: a crash while the agent hands out a round was charged as
+        # nothing (taken for a worker that left instead of re-forming). With
+        # no replacement left (--max_restarts=0) it is a failure: the node
+        # stops its other workers for it, and the job fails (it succeeded,
+        # uncharged, before)
+        nodes, before = self.start_dying_job(signal.SIGSEGV, restarts=0)
+        rcs = [p.wait(timeout=90)[0] for p in nodes]
+        text = nodes[0].text()
+        # no restart left: the job fails, the crashed rank's node with its status
+        self.assertEqual(rcs[0], 128 + signal.SIGSEGV, text)
+        self.assertTrue(all(rc != 0 for rc in rcs), rcs)
+        self.assertEqual(self.summary(0)["exit_code"], 128 + signal.SIGSEGV)
+        self.assertNotIn("instead of re-forming", text)
+        self.assertNotIn("replacing it alone", text)
+        self.assertRegex(text, r"rank \d+ \(local rank 1\) [^\n]*SIGSEGV[^\n]*; stopping the "
+                         r"other workers")
+
+    def test_two_workers_killed_at_once_replaced_alone(self):
+        # issue 23: two nodes each losing a worker at once: each death
+        # overlaps the round the other's asks for; each is replaced alone
+        self.STEPS = 500
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1)
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        victims = [inplace_lines(nodes[1], "start")[0], inplace_lines(nodes[2], "start")[1]]
+        for v in victims:
+            os.kill(int(v["pid"]), signal.SIGKILL)
+        self.assert_all_exit(nodes, timeout=90)
+        for p in nodes:
+            text = p.text()
+            self.assertNotIn("stopping this node's workers", text)
+            self.assertNotIn("instead of re-forming", text)
+            kept = before[p.name] - {v["pid"] for v in victims}
+            self.assertTrue(kept <= {d["pid"] for d in inplace_lines(p, "done")}, text)
+            self.assertTrue(all(d["world"] == "6" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), text)
+        for p in nodes[1:]:
+            self.assertEqual(p.text().count("replacing it alone"), 1, p.text())
+
+    def test_replacement_slow_to_start_does_not_stop_its_node(self):
+        # issue 23: a replacement that has not said "resizable" yet when the
+        # next round comes (a Python worker importing torch) made its node
+        # stop all its workers. It alone starts again in that round; its
+        # sibling stays
+        self.STEPS = 500
+        slow = os.path.join(self.dir, "slow")
+        env = {"MN_INPLACE_SLOW": slow + ":4000"}
+        nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1,
+                               env=env)
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        open(slow, "w").close()  # processes started from now on wait 4 s
+        victim = inplace_lines(nodes[1], "start")[0]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        nodes[1].wait_line(r"its replacement starts and joins in place", timeout=30,
+                           after=t_kill)
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=90)
+        text = nodes[1].text()
+        self.assertNotIn("stopping this node's workers", text)
+        self.assertIn("its replacement has not said it re-forms yet", text)
+        kept = before[nodes[1].name] - {victim["pid"]}
+        done = {d["pid"] for d in inplace_lines(nodes[1], "done")}
+        self.assertTrue(kept <= done, text)
+        self.assertEqual(len(done), 2, text)
+        for p in nodes[:2]:
+            self.assertTrue(all(d["world"] == "4" and d["steps"] == str(self.STEPS)
+                                for d in inplace_lines(p, "done")), p.text())
+        self.assertEqual(before[nodes[0].name], {d["pid"] for d in inplace_lines(nodes[0], "done")})
+
     def test_one_node_worker_replaced_alone(self):
         # one node (--standalone): the same, with the node's own store
         self.STEPS = 400
@@ -276,6 +405,27 @@ class InPlace(MultiNodeCase):
         self.assertTrue(all(d["world"] == "3" and d["steps"] == str(self.STEPS)
                             for d in inplace_lines(solo, "done")), text)
         self.assertIn("1 re-formation(s) in place", text)
+
+    def test_one_node_long_master_addr(self):
+        # the store's address as the round hands it is 187 bytes (a long
+        # spelling of 127.0.0.1, as a Kubernetes headless-service name is
+        # long), with digits past byte 63: the survivor hears the round
+        # whole (the old channel cut the address at 63 bytes and shifted
+        # the fields after it) and re-forms in place
+        addr = "0177." + "0" * 60 + "." + "0" * 60 + "." + "0" * 58 + "01"
+        self.STEPS = 300
+        solo = self.cluster.start("solo", [DDPLAUNCH, "--nnodes=1", "--nproc_per_node=2",
+                                           "--master_addr=" + addr, "--master_port=0",
+                                           "--max_restarts=1", INPLACE, str(self.STEPS),
+                                           str(self.STEP_MS)])
+        wait_for(lambda: len(inplace_lines(solo, "progress")) == 2, 30, "solo's progress")
+        victim = inplace_lines(solo, "start")[0]
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        self.assertEqual(solo.wait(60)[0], 0, solo.text())
+        self.assertIn("1 re-formation(s) in place", solo.text())
+        self.assertEqual(len(inplace_lines(solo, "reformed")), 1, solo.text())
+        self.assertTrue(all(d["world"] == "2" and d["steps"] == str(self.STEPS)
+                            for d in inplace_lines(solo, "done")), solo.text())
 
     def test_failure_that_repeats_not_replaced(self):
         # a worker that exits 78 (its failure would repeat) is not replaced:
@@ -318,6 +468,28 @@ class InPlace(MultiNodeCase):
             self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
             self.assertTrue(all(d["world"] == "4" for d in inplace_lines(p, "done")), text)
 
+    def test_bogus_took_not_believed(self):
+        # every worker says "took 2147483647" (a round never sent) at its
+        # start, then exits on a collective error: the agent believes only
+        # the round it sent, so these are still workers that skipped their
+        # round: restarted in the next round, uncharged (--max_restarts=0,
+        # and the job succeeds); before, the bogus round counted as taken
+        # and the exits were charged failures
+        bogus = {"MN_INPLACE_EXIT": "1", "MN_INPLACE_BOGUS_TOOK": "1"}
+        nodes = self.start_nodes(envs=[bogus, bogus, bogus])
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
+        t_kill = time.monotonic()
+        self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
+        self.assert_all_exit(nodes[:2], timeout=60)
+        for p in nodes[:2]:
+            text = p.text()
+            self.assertIn("instead of re-forming in place", text)
+            self.assertNotIn("restarting the worker group", text)
+            fresh = {d["pid"] for d in inplace_lines(p, "start") if d["t"] >= t_kill}
+            self.assertEqual(len(fresh), 2, text)
+            self.assertEqual({d["pid"] for d in inplace_lines(p, "done")}, fresh, text)
+
     def test_mixed_job(self):
         # node 1 runs one worker that never says it can be resized: that
         # node's group is restarted as before, node 0's stays, and the new
@@ -343,12 +515,12 @@ class InPlace(MultiNodeCase):
         self.assertTrue(all(d["world"] == "4" for p in nodes[:2]
                             for d in inplace_lines(p, "done")))
 
-    def start_train(self, steps, restarts=0):
+    def start_train(self, steps, restarts=0, endpoint=None):
         """ddp-train with a fixed global batch (train_it.shard_jobs' synthetic
         job) run by 1 rank undisturbed, then started on 3 nodes x 2 ranks and
         waited for until step 100: (reference dir, run dir, nodes)."""
         ref, run = os.path.join(self.dir, "ref"), os.path.join(self.dir, "run")
-        metrics = os.path.join(self.dir, "metrics.jsonl")
+        metrics = self.metrics = os.path.join(self.dir, "metrics.jsonl")
 
         def args(ckdir):
             return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
@@ -358,7 +530,7 @@ class InPlace(MultiNodeCase):
                                            DDP_TRAIN] + args(ref), TRAIN_ENV)
         self.assertEqual(solo.wait(300)[0], 0, solo.text())
         prog = [DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
-        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=restarts)
+        nodes = self.start_job(prog, env=TRAIN_ENV, restarts=restarts, endpoint=endpoint)
 
         def step_reached():
             try:
@@ -416,6 +588,39 @@ class InPlace(MultiNodeCase):
                                                r"\(round \d+, pid (\d+)\)", text)]
             self.assertEqual(len(pids), 2, text)
             self.assertTrue(set(pids) <= before[p.name], text)
+        self.assert_same_bits(ref, run)
+
+    def test_train_rank0_node_killed_same_bits(self):
+        # the store on a standalone ddp-rdzvd (no node hosts it), and the
+        # node whose worker is rank 0 killed: a survivor becomes rank 0 in
+        # place and takes up its duties (the metrics file, the checkpoints,
+        # the final save); the job ends with the 1-rank run's bits, and no
+        # restart is charged (--max_restarts=0 and the job succeeds)
+        d = self.cluster.start("rdzvd", [DDP_RDZVD, "--host", "127.0.0.1", "--port", "0"])
+        _, m = d.wait_line(r"listening on \S+:(\d+)")
+        ref, run, nodes = self.start_train(1500, endpoint="127.0.0.1:" + m.group(1))
+        rank0 = [p for p in nodes if "[rank 0]:" in p.text()]
+        self.assertEqual(len(rank0), 1, [p.text() for p in nodes])
+        survivors = [p for p in nodes if p is not rank0[0]]
+        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        self.kill_node(rank0[0], before[rank0[0].name])
+        t_kill = time.time()  # after: the old rank 0 writes nothing later
+        self.assert_all_exit(survivors, timeout=300)
+        text = "\n".join(p.text() for p in survivors)
+        self.assertIn("re-form in place", text)
+        self.assertNotIn("stopping this node's workers", text)
+        self.assertNotIn("resumed from", text)
+        self.assertNotIn("restart 1", text)
+        pids = re.findall(r"re-formed in place as rank (\d+) of 4 \(round \d+, pid (\d+)\)",
+                          text)
+        self.assertEqual(sorted(r for r, _ in pids), ["0", "1", "2", "3"], text)
+        self.assertTrue({int(p) for _, p in pids} <= set().union(*before.values()), text)
+        # the new rank 0 wrote the metrics from the re-formation to the end
+        with open(self.metrics) as f:
+            recs = [json.loads(line) for line in f]
+        after = [r for r in recs if r["kind"] == "train" and r["time"] > t_kill]
+        self.assertTrue(after and all(r["world"] == 4 for r in after), recs[-5:])
+        self.assertEqual(after[-1]["step"], 1500)
         self.assert_same_bits(ref, run)
 
 

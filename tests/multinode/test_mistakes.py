@@ -137,6 +137,53 @@ class Mistakes(MultiNodeCase):
                 self.assertIn(msg, p.text())
                 self.assertNotIn("hosting the rendezvous store", p.text())
 
+    def test_inputs_dry_run_accepted_are_refused_by_both(self):
+        # issue 28: --dry_run accepted each of these; the run refused it late,
+        # retried a name that can never resolve for join_timeout, or ran
+        # without what was asked (an empty token: no token, silently)
+        c10d = ["--nnodes=2", "--rdzv_backend=c10d", "--rdzv_id=job"]
+        etcd = ["--nnodes=2", "--rdzv_backend=etcd", "--rdzv_id=job"]
+        static = ["--nnodes=2", "--node_rank=1", "--master_port=29500", "--rdzv_id=job"]
+        here = ["--rdzv_endpoint=127.0.0.1:29400"]
+        cases = [
+            (c10d + ["--rdzv_endpoint=host:1:2"], None,
+             "bad --rdzv_endpoint 'host:1:2': a host has no ':'"),
+            (c10d + ["--rdzv_endpoint=fe80::1:29400"], None,
+             "an IPv6 address goes in brackets: [ADDRESS]:PORT"),
+            (c10d + here + ["--local_addr=256.1.1.1"], None,
+             "--local_addr '256.1.1.1' is not an address or host name"),
+            (etcd + ["--rdzv_endpoint=ftp://127.0.0.1:2379"], None,
+             "etcd speaks http:// or https://"),
+            (c10d + here, {"DDP_RDZV_TOKEN": ""}, "DDP_RDZV_TOKEN is set but empty"),
+            (c10d + ["--rdzv_endpoint=bad..name:29400"], None,
+             "'bad..name' is not a host name or address"),
+            (static + ["--master_addr=node0:29500"], None,
+             "--master_addr 'node0:29500' is not a host name or address"),
+            (c10d + ["--rdzv_endpoint=127.0.0.1:+5"], None,
+             "bad --rdzv_endpoint '127.0.0.1:+5'"),
+            (c10d + ["--rdzv_endpoint=224.0.0.1:29400"], None,
+             "'224.0.0.1' is a multicast or broadcast address"),
+            (etcd + ["--rdzv_endpoint=127.0.0.1:2379", "--rdzv_conf=is_host=true"], None,
+             "'is_host' is for --rdzv_backend=c10d"),
+            (etcd + ["--rdzv_endpoint=127.0.0.1:2379"],
+             {"DDP_RDZV_TOKEN": "tok-%d-0123456789" % os.getpid()},
+             "the token from DDP_RDZV_TOKEN is for the c10d and static stores"),
+            (etcd + ["--rdzv_endpoint=http://127.0.0.1:2379", "--rdzv_conf=protocol=https"], None,
+             "says http but --rdzv_conf says protocol=https"),
+            (etcd + ["--rdzv_endpoint=127.0.0.1:2379",
+                     "--rdzv_conf=protocol=https,cacert=%s/none.pem" % self.dir], None,
+             "--rdzv_conf: cacert '%s/none.pem' cannot be read" % self.dir),
+        ]
+        for i, (args, env, msg) in enumerate(cases):
+            for dry in ([], ["--dry_run"]):
+                p = self.cluster.agent(0, dry + args, env=env, local=False,
+                                       name="case%d%s" % (i, dry))
+                rc, t = p.wait(timeout=10)
+                self.assertEqual(rc, 2, p.text())
+                self.assertLess(t - p.t_start, 5.0, p.text())
+                self.assertIn(msg, p.text())
+                self.assertNotIn("hosting the rendezvous store", p.text())
+
     def test_static_nodes_waiting_for_a_missing_rank_name_it(self):
         common = ["--nnodes=3", "--master_addr=" + addr(0), "--rdzv_id=job",
                   fast_conf(join_timeout=60)]

@@ -165,6 +165,30 @@ class Failures(MultiNodeCase):
             p.signal(signal.SIGTERM)
             p.wait()
 
+    def test_permanent_failure_ends_a_fixed_size_job(self):
+        # --nnodes=3, and global rank 1's worker exits 78 (a full disk, say):
+        # its node leaves, and the job cannot go on without it while the
+        # failure would repeat. Every agent ends at once with 78, its last
+        # line naming that node and the cause (they re-formed without it,
+        # waited join_timeout saying "1 more needed (start them)", exited 1)
+        nodes, _ = self.start_c10d(3, worker=("fail", "1", "78", "0.5"),
+                                   extra=[fast_conf(join_timeout=30)])
+        for p in nodes:
+            p.wait_line(r"MNW .*groups=3")
+        victim = [p for p in nodes if any(w["rank"] == "1" for w in p.workers())][0]
+        t_fail, _ = victim.wait_line(r"will repeat", timeout=10)
+        node_addr = victim.workers()[0]["local_addr"]
+        for p in nodes:
+            rc, t_end = p.wait(30)
+            self.assertEqual(rc, 78, p.text())
+            self.assertLess(t_end - t_fail, 10.0, p.text())
+            if p is victim:
+                continue
+            last = p.text().splitlines()[-1]
+            self.assertIn(node_addr, last, p.text())
+            self.assertIn("worker rank 1 exited with status 78", last, p.text())
+            self.assertNotIn("more needed", p.text())
+
     def test_store_host_lost(self):
         nodes, port = self.three_running()
         t_kill = time.monotonic()
@@ -522,6 +546,44 @@ class Security(MultiNodeCase):
         rc, _ = first.wait(30)
         self.assertEqual(rc, 0, first.text())
         self.assertEqual(first.text().count("MNW "), 2, first.text())
+
+    def test_a_flood_of_idle_loopback_clients_leaves_fds_for_the_workers(self):
+        # without a token, loopback is served: 1,000 idle connections at
+        # ulimit -n 1024 took every descriptor of the hosting agent, the
+        # restart could not start its worker and the agent exited 78 ("will
+        # repeat at every restart"). Now a flood from one address stops at
+        # its cap, the last descriptors stay the agent's, and silent
+        # clients are closed; the restart starts and the job completes
+        import resource
+
+        def low_nofile():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 4096 <= hard or hard == resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (4096, hard))
+        argv = ([DDPLAUNCH, "--local_addr=" + addr(0), "--max_restarts=1"] +
+                self.c10d(1, 0, extra=[fast_conf()]) + [WORKER, "run", "8"])
+        first = self.cluster.start("node0", argv, preexec=low_nofile)
+        port = self.host_port(first)
+        first.wait_line(r"MNW ")
+        flood = []
+        self.addCleanup(lambda: [s.close() for s in flood])
+        for _ in range(1000):
+            s = socket.socket()
+            s.settimeout(10)
+            s.connect((addr(0), port))  # from 127.0.0.1
+            flood.append(s)
+        # accepted in order: the flood has been dealt with when this is served
+        self.assertTrue(served(addr(0), port, "127.0.0.9"), first.text())
+        self.assertEqual(first.text().count("MNW "), 1, first.text())  # still running
+        os.kill(int(first.workers()[0]["pid"]), signal.SIGKILL)
+        rc, _ = first.wait(30)
+        self.assertEqual(rc, 0, first.text())
+        self.assertEqual(first.text().count("MNW "), 2, first.text())
+        self.assertNotIn("will repeat", first.text())
+        first.wait_line(r"refused a client from 127\.0\.0\.1:\d+: (its address has \d+ "
+                        r"connections open|this process is near its limit on open files)")
 
     def test_strangers_do_not_keep_the_kept_store(self):
         # a client without the token that reconnects every second kept the

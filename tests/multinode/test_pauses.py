@@ -100,6 +100,21 @@ class PauseCase(MultiNodeCase):
             other.wait_line("(%s|%s)" % (REJOIN_RE, OVER_RE), timeout=1)
             paused.wait_line(OVER_RE, timeout=1)
 
+    def test_pause_said_as_long_as_it_was(self):
+        # a 2 s SIGSTOP of the agent was reported as "did not run for 0.9 s"
+        # (the lateness of its timer, not the time since it last ran)
+        nodes = self.start_job(2.0 + 3.0)
+        for p in nodes:
+            p.wait_line(r"MNW .*groups=2")
+        t_stop, t_cont = self.pause(nodes[1], 2.0)
+        _, m = nodes[1].wait_line(r"this agent did not run for ([\d.]+) s", after=t_cont - 0.1)
+        said, paused = float(m.group(1)), t_cont - t_stop
+        # at least the pause (the line rounds to 0.1 s); at most the pause and
+        # the wait before it, under one keep-alive interval (1 s) plus slack
+        self.assertGreaterEqual(said, paused - 0.1, nodes[1].text())
+        self.assertLessEqual(said, paused + 1.0 + 0.3, nodes[1].text())
+        self.assert_all_exit(nodes, timeout=60)
+
 
 def add_cases(cls):
     for who, which in (("agent", 1), ("host", 0)):

@@ -1,14 +1,15 @@
 """Unit tests of ddplaunch.torch's pure parts: the shard plan, the ledger
 (no sample skipped or repeated across any re-planning), the exact sum (its
-bits independent of order and of how the shards are spread), the channel's
-round line, the hand-over's bytes; and the hand-over's refusals between
-two ranks of a real gloo group in this process (threads, a TCPStore on
-port 0). No launcher."""
+bits independent of order and of how the shards are spread), the agent
+channel as a process's (the test plays the agent on a socket pair), the
+hand-over's bytes; and the hand-over's refusals between two ranks of a real
+gloo group in this process (threads, a TCPStore on port 0). No launcher."""
 import datetime
 import itertools
 import os
 import pickle
 import random
+import select
 import socket
 import subprocess
 import sys
@@ -23,11 +24,12 @@ import torch  # noqa: E402
 
 import torch.distributed as dist  # noqa: E402
 
-from ddplaunch.torch import ExactSum, Ledger, shards_range  # noqa: E402
+from ddplaunch import agent_wire  # noqa: E402
+from ddplaunch.torch import Elastic, ExactSum, Ledger, shards_range  # noqa: E402
+from ddplaunch.torch import channel  # noqa: E402
 from ddplaunch.torch import group as grp  # noqa: E402
 from ddplaunch.torch import handover  # noqa: E402
 from ddplaunch.torch import errors, state_codec  # noqa: E402
-from ddplaunch.torch.channel import parse_round  # noqa: E402
 from ddplaunch.torch.errors import HandoverRefused  # noqa: E402
 
 
@@ -172,13 +174,77 @@ class Exact(unittest.TestCase):
 
 
 class Channel(unittest.TestCase):
-    def test_round_line(self):
-        r = parse_round("round 4 3 4 1 2 127.0.0.2 41000 1 2")
-        self.assertEqual((r.round, r.rank, r.world_size, r.master_addr, r.master_port),
-                         (4, 3, 4, "127.0.0.2", 41000))
-        self.assertIsNone(parse_round("round 4 3 4"))
-        self.assertIsNone(parse_round("round x 3 4 1 2 a 1 1 2"))
-        self.assertIsNone(parse_round("resizable"))
+    """The process's agent channel, the test as its agent: a socket pair
+    whose creator (this process) is DDP_AGENT_PID, as ddplaunch is a
+    worker's. Each test starts as a fresh process would (the module's
+    once-per-process state reset)."""
+
+    def setUp(self):
+        channel._looked, channel._reader = False, None
+        self.ours, self.theirs = socket.socketpair()
+        self.env = {k: os.environ.get(k) for k in
+                    ("DDP_AGENT_FD", "DDP_AGENT_PID", "WORLD_SIZE", "RANK")}
+        os.environ.update(DDP_AGENT_FD=str(self.theirs.fileno()),
+                          DDP_AGENT_PID=str(os.getpid()), WORLD_SIZE="1", RANK="0")
+
+    def tearDown(self):
+        self.ours.close()
+        self.theirs.close()
+        for k, v in self.env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        channel._looked, channel._reader = False, None
+
+    def heard(self, timeout=2.0):
+        got = b""
+        while select.select([self.ours], [], [], timeout)[0]:
+            b = self.ours.recv(4096)
+            if not b:
+                break
+            got += b
+            timeout = 0.2
+        return got
+
+    def elastic(self):
+        model = torch.nn.Linear(2, 1)
+        return Elastic(model, torch.optim.SGD(model.parameters(), lr=0.1), 8, 4, 2)
+
+    def test_two_elastic_objects_both_hear_every_round(self):
+        first, second = self.elastic(), self.elastic()
+        self.assertEqual(self.heard(), b"hello 1 resizable\n")  # once per process
+        r = agent_wire.Round(3, 0, 1, 0, 1, "h" * 200, 29400, 0, 1)
+        self.ours.sendall(agent_wire.format(r))
+        got = [e._chan.take(5.0) for e in (first, second)]
+        self.assertEqual(got, [r, r])
+        self.assertFalse(first._chan.pending() or second._chan.pending())
+
+    def test_taken_once_and_hidden_from_children(self):
+        view = channel.shared()
+        self.assertIsNotNone(view)
+        self.assertNotIn("DDP_AGENT_FD", os.environ)
+        self.assertNotIn("DDP_AGENT_PID", os.environ)
+        self.assertFalse(os.get_inheritable(self.theirs.fileno()))
+        self.assertIs(channel.shared()._r, view._r)  # one reader
+        view.took(3)
+        self.assertEqual(self.heard(), b"hello 1 resizable\ntook 3\n")
+
+    def test_own_socket_is_not_taken(self):
+        mine, peer = socket.socketpair()
+        try:
+            os.environ.update(DDP_AGENT_FD=str(mine.fileno()), DDP_AGENT_PID=str(os.getppid()))
+            self.assertIsNone(channel.shared())
+            self.assertFalse(select.select([peer], [], [], 0.2)[0], "wrote on the program's socket")
+        finally:
+            mine.close()
+            peer.close()
+
+    def test_a_later_view_sees_a_round_nobody_took(self):
+        channel.shared()
+        self.ours.sendall(agent_wire.format(agent_wire.Round(2, 0, 1, 0, 1, "a", 1, 0, 1)))
+        late = channel.shared()
+        self.assertEqual(late.take(5.0).round, 2)
 
 
 def two_ranks(body0, body1, timeout=60):
@@ -341,11 +407,13 @@ except ReformError as e:
 
 class Rejoin(unittest.TestCase):
     """The re-join loop's ends, told apart by class, in a process of one
-    rank whose agent channel (DDP_AGENT_FD) is a socketpair held here."""
+    rank whose agent channel (DDP_AGENT_FD) is a socketpair held here (this
+    process, the pair's creator, is its DDP_AGENT_PID)."""
 
     def run_child(self, close_agent_end=False, channel=True):
         env = dict(os.environ, WORLD_SIZE="1", RANK="0")
         env.pop("DDP_AGENT_FD", None)
+        env.pop("DDP_AGENT_PID", None)
         argv = [sys.executable, "-c", REJOIN_CHILD, os.path.join(HERE, "..", "..", "python")]
         if not channel:
             return subprocess.run(argv, env=env, stdout=subprocess.PIPE, text=True,
@@ -353,6 +421,7 @@ class Rejoin(unittest.TestCase):
         agent, worker = socket.socketpair()
         with agent, worker:
             env["DDP_AGENT_FD"] = str(worker.fileno())
+            env["DDP_AGENT_PID"] = str(os.getpid())
             p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True,
                                  pass_fds=[worker.fileno()])
             worker.close()

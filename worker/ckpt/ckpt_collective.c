@@ -21,8 +21,13 @@ int ddp_checkpoint_save(struct ddp_ctx *ctx, const char *path, const struct ddp_
 		status = rc < 0 ? (float)-rc : 0.0f;
 	}
 	/* Everyone learns rank 0's errno (and waits for the write): a full
-	 * disk is ENOSPC on every rank, so each can say it will repeat. */
-	brc = ddp_broadcast(ctx, &status, 1, DDP_FLOAT32, 0);
+	 * disk is ENOSPC on every rank, so each can say it will repeat. An
+	 * all-reduce (the others give 0), not a broadcast: it returns on no
+	 * rank before every rank entered it, so when one rank never comes (it
+	 * died at the save) every rank fails and can re-form around it; a
+	 * broadcast would let rank 0 and those before the gap return, and
+	 * leave the job, while the others fail. */
+	brc = ddp_allreduce(ctx, &status, 1, DDP_FLOAT32, DDP_MAX);
 	if (brc < 0)
 		return brc;
 	if (status == 0.0f)

@@ -1,52 +1,126 @@
 /*
  * agent_chan.c - the worker's end of the launcher's agent channel
- * (DDP_AGENT_FD, a socket): ddp_init says "resizable" on it, and a reader
- * thread hears each new round the agent hands the surviving workers,
- * keeps the latest, and aborts the communicator so that a collective in
- * flight returns at once. ddp_next_round gives the round to the program.
+ * (DDP_AGENT_FD, a socket; its lines are common/agent_wire.h's): ddp_init
+ * says "hello 1 resizable" on it, and a reader thread hears each new round
+ * the agent hands the surviving workers, keeps the latest, and aborts the
+ * communicator so that a collective in flight returns at once.
+ * ddp_next_round gives the round to the program.
+ *
+ * The fd is the process's, taken once and kept (chan_proc below); a
+ * context holds it from ddp_init to ddp_free, one context at a time.
  */
 #include "agent_chan.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The channel's fd from DDP_AGENT_FD, or -1. Only a socket: a program
- * (a shell wrapper) that reused that number for a file or a pipe of its
- * own keeps it, and the worker is restarted as any program would be. */
-static int chan_fd_from_env(void)
+#include "log.h"
+
+/* The process's channel: looked for once, kept for the life of the
+ * process. The partial line the last reader left is kept too, so a round
+ * split across two contexts' readers is still read whole. */
+static struct {
+	pthread_mutex_t lock;
+	bool looked; /* the environment was read (and cleared) */
+	pid_t pid;   /* ...by this process: a forked child is not the worker */
+	int fd;	     /* the channel, or -1 */
+	bool said;   /* the "hello" line was written */
+	bool held;   /* a context's reader runs on it */
+	struct agent_wire_reader rd;
+} chan_proc = {PTHREAD_MUTEX_INITIALIZER, false, 0, -1, false, false, {{0}, 0, false}};
+
+static long env_long(const char *name, long lo, long hi)
 {
-	const char *s = getenv("DDP_AGENT_FD");
-	struct stat st;
+	const char *s = getenv(name);
 	char *end;
-	long fd;
+	long v;
 
 	if (!s || !*s)
 		return -1;
-	fd = strtol(s, &end, 10);
-	if (*end || fd < 3 || fd > 65535 || fstat((int)fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return *end || errno || v < lo || v > hi ? -1 : v;
+}
+
+/* The channel's fd from DDP_AGENT_FD, or -1. Only a socket whose peer is
+ * the agent named in DDP_AGENT_PID (the process that made the socket
+ * pair): a program (a shell wrapper, a server) that has a socket, file or
+ * pipe of its own on that number keeps it, and the worker is restarted as
+ * any program would be. */
+static int chan_fd_from_env(void)
+{
+	long fd = env_long("DDP_AGENT_FD", 3, 65535);
+	long pid = env_long("DDP_AGENT_PID", 1, 0x7fffffff);
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct stat st;
+
+	if (fd < 0)
 		return -1;
+	if (pid < 0) {
+		log_debug("DDP_AGENT_FD without DDP_AGENT_PID: no agent channel");
+		return -1;
+	}
+	if (fstat((int)fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+	    getsockopt((int)fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.pid != (pid_t)pid) {
+		log_debug("fd %ld is not a socket to the agent (pid %ld): no agent channel", fd,
+			  pid);
+		return -1;
+	}
 	return (int)fd;
 }
 
-/* One round line: "round R RANK WORLD LOCAL_RANK LOCAL_WORLD ADDR PORT
- * GROUP_RANK GROUP_WORLD". Returns 0 or -EINVAL. */
-static int chan_parse(const char *line, struct agent_round *r)
+/* Once per process: the fd, close-on-exec, and the variables gone from the
+ * environment, so that no child (a data loader, a shell) takes the channel
+ * for its own. With chan_proc.lock held. */
+static void chan_proc_look(void)
 {
-	int n = sscanf(line, "round %d %d %d %d %d %63s %d %d %d", &r->round, &r->rank,
-		       &r->world_size, &r->local_rank, &r->local_world_size, r->master_addr,
-		       &r->master_port, &r->group_rank, &r->group_world_size);
-
-	return n == 9 ? 0 : -EINVAL;
+	if (chan_proc.looked)
+		return;
+	chan_proc.looked = true;
+	chan_proc.pid = getpid();
+	chan_proc.fd = chan_fd_from_env();
+	unsetenv("DDP_AGENT_FD");
+	unsetenv("DDP_AGENT_PID");
+	agent_wire_reader_init(&chan_proc.rd);
+	if (chan_proc.fd >= 0)
+		fcntl(chan_proc.fd, F_SETFD, FD_CLOEXEC);
 }
 
-static void chan_deliver(struct agent_chan *c, const struct agent_round *r)
+/* Writes one whole line; never raises SIGPIPE. Returns 0 or -EPIPE. */
+static int chan_send(int fd, const char *line, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, line, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -EPIPE;
+		line += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int chan_send_msg(int fd, const struct agent_wire_msg *m)
+{
+	char line[AGENT_WIRE_MAX_LINE];
+	int n = agent_wire_format(m, line, sizeof(line));
+
+	return n < 0 ? n : chan_send(fd, line, (size_t)n);
+}
+
+static void chan_deliver(struct agent_chan *c, const struct agent_wire_round *r)
 {
 	pthread_mutex_lock(&c->lock);
 	c->next = *r;
@@ -63,34 +137,48 @@ static void chan_deliver(struct agent_chan *c, const struct agent_round *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* The lines in buf[0..n): rounds are delivered; other kinds (the agent's
+ * lines to come) and refused lines are skipped. */
+static void chan_lines(struct agent_chan *c, const char *buf, size_t n)
+{
+	while (n > 0) {
+		struct agent_wire_msg m;
+		size_t used;
+		int rc = agent_wire_read(&chan_proc.rd, buf, n, &used, &m);
+
+		if (rc == 1 && m.kind == AGENT_WIRE_ROUND)
+			chan_deliver(c, &m.r);
+		else if (rc < 0)
+			log_debug("agent channel: a line refused (%s)", strerror(-rc));
+		buf += used;
+		n -= used;
+	}
+}
+
+/* Until stop_fd is signalled (agent_chan_close) or the agent's end
+ * closes. Only this thread touches chan_proc.rd while it runs. */
 static void *chan_reader(void *arg)
 {
 	struct agent_chan *c = arg;
-	char buf[512];
-	size_t used = 0;
+	char buf[4096];
 
 	for (;;) {
-		ssize_t n = read(c->fd, buf + used, sizeof(buf) - 1 - used);
-		char *nl;
+		struct pollfd pfd[2] = {{c->fd, POLLIN, 0}, {c->stop_fd, POLLIN, 0}};
+		ssize_t n;
 
-		if (n < 0 && errno == EINTR)
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[1].revents)
+			return NULL; /* stopped: the channel stays open for later */
+		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
 			break;
-		used += (size_t)n;
-		buf[used] = '\0';
-		while ((nl = strchr(buf, '\n'))) {
-			struct agent_round r;
-
-			*nl = '\0';
-			if (chan_parse(buf, &r) == 0)
-				chan_deliver(c, &r);
-			used -= (size_t)(nl + 1 - buf);
-			memmove(buf, nl + 1, used);
-			buf[used] = '\0';
-		}
-		if (used == sizeof(buf) - 1)
-			used = 0; /* a line too long for any round: dropped */
+		chan_lines(c, buf, (size_t)n);
 	}
 	pthread_mutex_lock(&c->lock);
 	c->closed = true;
@@ -99,40 +187,78 @@ static void *chan_reader(void *arg)
 	return NULL;
 }
 
+/* The lock and a condition variable on the monotonic clock (a wall clock
+ * set back must not stretch a wait). */
+static void chan_sync_init(struct agent_chan *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	c->inited = true;
+}
+
+/* Takes the process's channel for c and says so to the agent. With
+ * chan_proc.lock held. Returns 0 or a negative errno (no channel). */
+static int chan_hold(struct agent_chan *c)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_RESIZABLE};
+
+	chan_proc_look();
+	/* A child forked by the worker (a data loader) inherits the fd and
+	 * this state, not the channel: the rounds are its parent's. */
+	if (chan_proc.fd < 0 || chan_proc.held || chan_proc.pid != getpid())
+		return -ENOTSUP;
+	if (!chan_proc.said)
+		m = (struct agent_wire_msg){
+		    .kind = AGENT_WIRE_HELLO, .version = AGENT_WIRE_VERSION, .resizable = true};
+	if (chan_send_msg(chan_proc.fd, &m) < 0)
+		return -EPIPE;
+	chan_proc.said = true;
+	c->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (c->stop_fd < 0)
+		return -errno;
+	c->fd = chan_proc.fd;
+	if (pthread_create(&c->thread, NULL, chan_reader, c) != 0) {
+		close(c->stop_fd);
+		c->fd = c->stop_fd = -1;
+		return -EAGAIN;
+	}
+	chan_proc.held = true;
+	return 0;
+}
+
 void agent_chan_open(struct agent_chan *c, void (*abort)(void *arg), void *arg)
 {
-	int fd = chan_fd_from_env();
-
-	c->fd = -1;
+	c->fd = c->stop_fd = -1;
 	c->abort = abort;
 	c->abort_arg = arg;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	c->inited = true;
-	if (fd < 0)
-		return;
-	/* The program's own children do not hold it. */
-	fcntl(fd, F_SETFD, FD_CLOEXEC);
-	if (write(fd, "resizable\n", 10) != 10)
-		return;
-	c->fd = fd;
-	if (pthread_create(&c->thread, NULL, chan_reader, c) != 0) {
-		c->fd = -1;
-		return;
-	}
-	c->started = true;
+	chan_sync_init(c);
+	pthread_mutex_lock(&chan_proc.lock);
+	c->started = chan_hold(c) == 0;
+	pthread_mutex_unlock(&chan_proc.lock);
 }
 
 void agent_chan_close(struct agent_chan *c)
 {
+	uint64_t one = 1;
+
 	if (!c->inited)
 		return;
 	if (c->started) {
-		/* Ends the reader's read; the agent hears the end of the worker
-		 * by its exit, not by this. */
-		shutdown(c->fd, SHUT_RDWR);
+		/* Ends the reader's wait, not the channel: the fd stays open
+		 * (a later ddp_init holds it again), and the agent hears the
+		 * end of the worker by its exit. */
+		if (write(c->stop_fd, &one, sizeof(one)) != sizeof(one))
+			log_debug("agent channel: cannot stop the reader: %s", strerror(errno));
 		pthread_join(c->thread, NULL);
-		close(c->fd);
+		close(c->stop_fd);
+		pthread_mutex_lock(&chan_proc.lock);
+		chan_proc.held = false;
+		pthread_mutex_unlock(&chan_proc.lock);
 		c->started = false;
 	}
 	pthread_mutex_destroy(&c->lock);
@@ -164,7 +290,7 @@ int agent_chan_reforming(struct agent_chan *c, bool on)
 
 static void chan_deadline(struct timespec *ts, uint64_t timeout_ms)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
+	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += (time_t)(timeout_ms / 1000);
 	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
 	if (ts->tv_nsec >= 1000000000L) {
@@ -173,7 +299,7 @@ static void chan_deadline(struct timespec *ts, uint64_t timeout_ms)
 	}
 }
 
-int agent_chan_wait(struct agent_chan *c, struct agent_round *r, uint64_t timeout_ms)
+int agent_chan_wait(struct agent_chan *c, struct agent_wire_round *r, uint64_t timeout_ms)
 {
 	struct timespec ts;
 	int rc = 0;
@@ -197,18 +323,17 @@ int agent_chan_wait(struct agent_chan *c, struct agent_round *r, uint64_t timeou
 
 void agent_chan_took(struct agent_chan *c, int round)
 {
-	char line[32];
-	int n = snprintf(line, sizeof(line), "took %d\n", round);
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_TOOK, .round = round};
 
-	if (write(c->fd, line, (size_t)n) != n)
-		return;
+	if (c->started && chan_send_msg(c->fd, &m) < 0)
+		log_debug("agent channel: cannot say \"took %d\": the agent is gone", round);
 }
 
-int agent_chan_say(struct agent_chan *c, const char *line)
+int agent_chan_declare(struct agent_chan *c, bool resizable)
 {
-	size_t n = strlen(line);
+	struct agent_wire_msg m = {.kind = resizable ? AGENT_WIRE_RESIZABLE : AGENT_WIRE_FIXED};
 
 	if (!c->started)
 		return -ENOTSUP;
-	return write(c->fd, line, n) == (ssize_t)n ? 0 : -EPIPE;
+	return chan_send_msg(c->fd, &m) < 0 ? -EPIPE : 0;
 }

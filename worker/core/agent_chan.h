@@ -11,17 +11,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* One round as the agent sends it. */
-struct agent_round {
-	int round, rank, world_size, local_rank, local_world_size;
-	char master_addr[64];
-	int master_port, group_rank, group_world_size;
-};
+#include "agent_wire.h"
 
-/* Inside struct ddp_ctx. fd -1 and started false: no channel. */
+/* Inside struct ddp_ctx: one context's hold on the process's channel.
+ * fd -1 and started false: no channel. */
 struct agent_chan {
-	bool inited; /* the lock and cond exist */
-	int fd;
+	bool inited;  /* the lock and cond exist */
+	int fd;	      /* the process's channel (not this context's to close) */
+	int stop_fd;  /* an eventfd that ends the reader (agent_chan_close) */
 	bool started; /* the reader thread runs */
 	bool fixed;   /* ddp_set_resizable(ctx, 0): the agent restarts it */
 	/* Called by the reader thread when a round comes (not while a
@@ -31,24 +28,36 @@ struct agent_chan {
 	pthread_t thread;
 	pthread_mutex_t lock; /* guards what follows */
 	pthread_cond_t cond;
-	struct agent_round next; /* the latest round heard */
-	uint64_t seq, taken;	 /* rounds heard, and the last one taken */
-	bool closed;		 /* the agent's end closed */
-	bool reforming;		 /* ddp_reform runs: no abort, but... */
-	int superseded_round;	 /* ...the round that superseded it */
+	struct agent_wire_round next; /* the latest round heard */
+	uint64_t seq, taken;	      /* rounds heard, and the last one taken */
+	bool closed;		      /* the agent's end closed */
+	bool reforming;		      /* ddp_reform runs: no abort, but... */
+	int superseded_round;	      /* ...the round that superseded it */
 	/* ...a round heard meanwhile sets this flag, which ddp_reform's
 	 * waits (the store's connect and keys, the transport's set-up) poll:
 	 * they end with -ECANCELED. Read without the lock. */
 	atomic_int superseded;
 };
 
-/* In ddp_init: with DDP_AGENT_FD set (by ddplaunch), says "resizable" to
- * the agent and starts the reader, which calls abort(arg) for each round
- * heard. Without it, or on any failure, there is no channel (started
- * false: ddp_next_round -ENOTSUP) and nothing is said: the agent restarts
- * the worker as it restarts any program. */
+/* In ddp_init. The process takes the channel once, at the first open:
+ * DDP_AGENT_FD names the fd and DDP_AGENT_PID the agent (ddp-exec sets
+ * it: the launcher, which made the socket pair); the fd is taken only if
+ * it is a socket whose peer (SO_PEERCRED) is that process, so a socket of
+ * the program's own that happens to have the number is never written to.
+ * Both variables are then removed from the environment and the fd marked
+ * close-on-exec, whatever the outcome: the program's children neither
+ * hold the channel nor look for it. The fd stays open for the life of the
+ * process; a later open (a ddp_init after ddp_free) holds it again.
+ *
+ * With the channel, says "hello 1 resizable" the first time ("resizable"
+ * later) and starts the reader, which calls abort(arg) for each round
+ * heard. Without it, or while another context holds it, or on any
+ * failure, there is no channel for this context (started false:
+ * ddp_next_round -ENOTSUP) and nothing is said: the agent restarts the
+ * worker as it restarts any program. */
 void agent_chan_open(struct agent_chan *c, void (*abort)(void *arg), void *arg);
-/* In ddp_free: stops the reader. Safe after a channel-less open. */
+/* In ddp_free: stops the reader and lets the channel go for a later
+ * context; the fd stays open. Safe after a channel-less open. */
 void agent_chan_close(struct agent_chan *c);
 /* Around ddp_reform's rebuild: a round heard then does not abort (not
  * concurrently with the rebuild, ddp_abort's contract) but sets
@@ -59,14 +68,14 @@ int agent_chan_reforming(struct agent_chan *c, bool on);
 /* Waits up to timeout_ms for a round later than the one taken last: 0
  * with *r (now taken), or -ENOTSUP (no channel), -ETIMEDOUT, -EPIPE (the
  * agent's end closed). */
-int agent_chan_wait(struct agent_chan *c, struct agent_round *r, uint64_t timeout_ms);
+int agent_chan_wait(struct agent_chan *c, struct agent_wire_round *r, uint64_t timeout_ms);
 /* Says "took R": this process re-forms in round R (a worker sent a round
  * that exits before saying so is restarted with its group instead). A
  * failed write means the agent is gone; the re-formation then fails by
  * itself. */
 void agent_chan_took(struct agent_chan *c, int round);
-/* Writes one line ("resizable\n", "fixed\n"): 0, -ENOTSUP (no channel)
- * or -EPIPE. */
-int agent_chan_say(struct agent_chan *c, const char *line);
+/* Says "resizable" or "fixed": 0, -ENOTSUP (no channel) or -EPIPE (the
+ * agent is gone; never SIGPIPE: every write is send(MSG_NOSIGNAL)). */
+int agent_chan_declare(struct agent_chan *c, bool resizable);
 
 #endif

@@ -110,9 +110,10 @@ struct ddp_backend_params {
 	 * arena; NCCL: the device allocations), so that memory stays valid;
 	 * everything else of prev is left for its close(). */
 	struct ddp_backend *prev;
-	/* NULL, or a flag that ends the set-up's waits (kv's, and the TCP
-	 * ring's connect and accept) with -ECANCELED, polled every
-	 * KV_CANCEL_POLL_MS: a later round superseded this re-formation. */
+	/* NULL, or a flag that ends the set-up's waits (kv's, the TCP ring's
+	 * connect and accept, NCCL's communicator creation) with -ECANCELED,
+	 * polled every KV_CANCEL_POLL_MS (NCCL: every poll, at most 1 ms): a
+	 * later round superseded this re-formation. */
 	const atomic_int *cancel;
 };
 

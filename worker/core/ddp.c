@@ -441,8 +441,12 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 			ddp_abort(ctx);
 		return 0;
 	}
+	/* Whatever the wait that noticed it returned (-ECANCELED from the
+	 * store or a transport, or a failure of its own just then), the
+	 * cause is the later round: a code of its own, so that no caller
+	 * reads the message to tell it from an abort. */
 	if (by) {
-		rc = -ECANCELED;
+		rc = -ESTALE;
 		snprintf(err, sizeof(err), "superseded by round %d (take it with ddp_next_round)",
 			 by);
 	}

@@ -13,8 +13,8 @@
 
 int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms)
 {
-	struct agent_round r;
-	int rc;
+	struct agent_wire_round r;
+	int rc, n;
 
 	if (!ctx || !out)
 		return -EINVAL;
@@ -26,8 +26,11 @@ int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_
 	out->round = r.round;
 	out->group_rank = r.group_rank;
 	out->group_world_size = r.group_world_size;
-	snprintf(out->init_method, sizeof(out->init_method), "tcp://%s:%d", r.master_addr,
-		 r.master_port);
+	/* Fits (ddp.h sizes it for the channel's longest address): never cut. */
+	n = snprintf(out->init_method, sizeof(out->init_method), "tcp://%s:%d", r.master_addr,
+		     r.master_port);
+	if (n < 0 || (size_t)n >= sizeof(out->init_method))
+		return -ERANGE;
 	out->opts.init_method = out->init_method;
 	out->opts.rank = r.rank;
 	out->opts.world_size = r.world_size;
@@ -49,7 +52,7 @@ int ddp_set_resizable(struct ddp_ctx *ctx, int resizable)
 
 	if (!ctx)
 		return -ENOTSUP;
-	rc = agent_chan_say(&ctx->chan, resizable ? "resizable\n" : "fixed\n");
+	rc = agent_chan_declare(&ctx->chan, resizable != 0);
 	if (rc == 0)
 		ctx->chan.fixed = !resizable;
 	return rc;

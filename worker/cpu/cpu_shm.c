@@ -309,19 +309,6 @@ static size_t shm_slot_bytes(int world, const char *env)
 	return slot < SHM_MIN_SLOT ? SHM_MIN_SLOT : slot;
 }
 
-void shm_name_base(char *buf, size_t len)
-{
-	const char *tag = getenv("DDP_JOB_TAG");
-	size_t n = tag ? strspn(tag, "0123456789abcdefghijklmnopqrstuvwxyz"
-				     "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-		       : 0;
-
-	if (n && n <= 32 && !tag[n])
-		snprintf(buf, len, "/ddp-%s-%d", tag, (int)getpid());
-	else
-		snprintf(buf, len, "/ddp-%d", (int)getpid());
-}
-
 /* Rank 0 creates and initialises the segment and publishes its name. */
 static int shm_create(struct cpu_shm *s, const struct ddp_backend_params *p, char *name,
 		      size_t namelen, int *fd)

@@ -1,8 +1,10 @@
 /*
  * shm.h - the inside of the shared-memory transport (cpu_shm.h): the
  * segment's layout (a header with per-rank arrival counters and pids, then
- * the slots and outputs), the per-rank arenas of ddp_mem_alloc memory, and
- * the barrier that names a dead, stuck or aborting rank. Everything here is
+ * the slots and outputs), the per-rank arenas of ddp_mem_alloc memory, the
+ * barrier that names a dead, stuck or aborting rank, and the start of the
+ * rank's /dev/shm names that the segment and the arenas share (shm_name.c,
+ * so that cpu_shm.c is called by nothing here). Everything here is
  * used by one rank's communication thread, except shm_mark_aborted (any
  * thread) and the arena allocator (the application thread, under its lock).
  */
@@ -85,10 +87,11 @@ struct cpu_shm {
 
 #define SHM_PIECE (32u << 10)
 
-/* The start of this rank's /dev/shm names, "/ddp-TAG-PID", TAG from
- * DDP_JOB_TAG (set by ddplaunch, which removes /dev/shm/ddp-TAG-* after
- * the group ends: a rank that dies during the set-up leaves its names),
- * or "/ddp-PID" without one (a tag of up to 32 letters and digits). */
+/* shm_name.c. The start of this rank's /dev/shm names, "/ddp-TAG-PID",
+ * TAG from DDP_JOB_TAG (set by ddplaunch, which removes /dev/shm/ddp-TAG-*
+ * after the group ends: a rank that dies during the set-up leaves its
+ * names), or "/ddp-PID" without one (a tag of up to 32 letters and
+ * digits). */
 void shm_name_base(char *buf, size_t len);
 
 /* shm_arena.c. Creates this rank's arena (DDP_SHM_ARENA_BYTES, default

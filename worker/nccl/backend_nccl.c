@@ -131,7 +131,8 @@ static int nb_fail_timeout(struct nccl_backend *nb)
 
 /* One look at the communicator: 0 healthy, 1 still in progress (non-blocking
  * init, finalize or enqueue), < 0 failed (and aborted). Also obeys
- * ddp_abort() and the deadline. */
+ * ddp_abort(), the creation's cancel flag (a superseded re-formation) and
+ * the deadline. */
 static int nb_poll(struct nccl_backend *nb, uint64_t deadline_ms)
 {
 	ncclResult_t st;
@@ -149,6 +150,8 @@ static int nb_poll(struct nccl_backend *nb, uint64_t deadline_ms)
 	}
 	if (atomic_load(&nb->abort_requested))
 		return nb_fail(nb, -ECANCELED, "was cancelled (ddp_abort)");
+	if (nb->cancel && atomic_load(nb->cancel))
+		return nb_fail(nb, -ECANCELED, "was cancelled: a later round superseded it");
 	if (time_now_ms() >= deadline_ms)
 		return nb_fail_timeout(nb);
 	return st == ncclInProgress;

@@ -112,7 +112,10 @@ int backend_nccl_usable(void)
 	return cudak_probe_devices(NULL, 0) > 0;
 }
 
-/* Builds the communicator in non-blocking mode, polling with a deadline. */
+/* Builds the communicator in non-blocking mode, polling with a deadline and
+ * nb->cancel: a re-formation that a later round superseded ends within a
+ * poll (at most 1 ms), its half-made communicator aborted (ncclCommAbort),
+ * instead of waiting for the deadline. */
 static int nb_init_comm(struct nccl_backend *nb, const ncclUniqueId *id, char *errbuf,
 			size_t errbuf_len)
 {
@@ -204,7 +207,10 @@ int backend_nccl_new(const struct ddp_backend_params *p, struct ddp_backend **ou
 		nb_abort_comm(nb_of(p->prev));
 		nb_mem_adopt(nb, nb_of(p->prev));
 	}
+	/* The cancel flag is the set-up's only (backend.h). */
+	nb->cancel = p->cancel;
 	rc = nb_setup(nb, p, errbuf, errbuf_len);
+	nb->cancel = NULL;
 	if (rc < 0) {
 		nb->broken = 1;
 		nb_close(&nb->base);

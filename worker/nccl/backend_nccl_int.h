@@ -61,6 +61,10 @@ struct nccl_backend {
 	size_t copyback_off;
 	uint64_t timeout_ms;
 	atomic_int abort_requested;
+	/* While the communicator is created: the set-up's cancel flag
+	 * (ddp_backend_params.cancel: a later round superseded this
+	 * re-formation), polled with its progress; NULL otherwise. */
+	const atomic_int *cancel;
 	int comm_ready;	      /* initialisation completed */
 	int broken;	      /* the communicator was aborted */
 	int pending;	      /* a collective issued since the last synchronize */

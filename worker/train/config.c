@@ -86,7 +86,8 @@ static const struct settings_def config_defs[] = {
     OPT_REAL(bucket_cap_mb, "gradient bucket size cap in MiB"),
     OPT_I64(threads, "OpenBLAS threads per rank (0: its own choice)"),
     OPT_BOOL(progress_bar, "progress bar when stdout is a terminal"),
-    OPT_I64(fault_kill_step, "tests: SIGKILL before this step on attempt 0 (0: off)"),
+    OPT_I64(fault_kill_step,
+	    "tests: SIGKILL after this many steps on attempt 0 (all: at the final save; 0: off)"),
     OPT_I64(fault_rank, "tests: the rank that fault_kill_step kills"),
     OPT_I64(step_sleep_ms, "tests: sleep this long before each step (0: off)"),
 };

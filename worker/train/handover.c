@@ -5,11 +5,13 @@
  * disk checkpoint would hold from the lowest rank at the highest step, in
  * one broadcast of one contiguous buffer. No file is read.
  *
- * The buffer: a header (step, the ledger, the RNG state, the job's
+ * The buffer is the state in train_state.h's layout, the one a checkpoint
+ * stores too: the header (step, the ledger, the RNG state, the job's
  * identity and the sizes), then the parameters, the BatchNorm buffers and
- * the SGD momentum as they lie in memory (train_ckpt.c's tensors, in the
- * same order), sent as float32 words: a broadcast copies bits.
+ * the SGD momentum as they lie in memory, sent as float32 words: a
+ * broadcast copies bits.
  */
+#include "train_state.h"
 #include "trainer.h"
 
 #include "log.h"
@@ -20,99 +22,60 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HANDOVER_MAGIC 0x4554415453504444ull /* "DDPSTATE" */
-
-struct handover_header {
-	uint64_t magic;
-	uint64_t step, epoch, sampler_pos; /* the ledger: the permutation is (seed, epoch) */
-	uint64_t seed, total_steps, job;   /* the job's identity (trainer_ckpt_job_hash) */
-	uint64_t rng[4];
-	uint64_t nparams, nbuffers;
-};
-
-/* Floats of the buffer: the header, params, buffers, momentum. */
-static size_t handover_words(const struct model *m)
+int trainer_state_pack(struct trainer *t, void *buf)
 {
-	return sizeof(struct handover_header) / sizeof(float) + 2 * m->nparams + m->nbuffers;
+	struct train_state_header *h = buf;
+
+	train_state_header_of(t, h);
+	return train_state_stage(t, (float *)(h + 1), true);
 }
 
-static void handover_header_of(const struct trainer *t, struct handover_header *h)
+int trainer_state_take(struct trainer *t, const void *buf, int from)
 {
-	memset(h, 0, sizeof(*h));
-	h->magic = HANDOVER_MAGIC;
-	h->step = t->step;
-	h->epoch = t->step / t->steps_per_epoch;
-	h->sampler_pos = (t->step % t->steps_per_epoch) * t->global_batch;
-	h->seed = (uint64_t)t->cfg.seed;
-	h->total_steps = t->total_steps;
-	h->job = trainer_ckpt_job_hash(t);
-	memcpy(h->rng, t->rng.s, sizeof(h->rng));
-	h->nparams = t->model.nparams;
-	h->nbuffers = t->model.nbuffers;
-}
+	const struct train_state_header *h = buf;
+	struct train_state_header mine;
 
-/* Device <-> buffer copies of params, buffers and momentum. */
-static int handover_stage(struct trainer *t, float *body, bool to_buf)
-{
-	struct model *m = &t->model;
-	void *dev[3] = {m->params, m->buffers, t->optim.mom};
-	size_t n[3] = {m->nparams, m->nbuffers, m->nparams}, off = 0;
-	int ret = 0;
-
-	for (int i = 0; ret == 0 && i < 3; i++) {
-		size_t bytes = n[i] * sizeof(float);
-
-		if (bytes)
-			ret = to_buf ? t->ops->copy_d2h(t->kctx, body + off, dev[i], bytes)
-				     : t->ops->copy_h2d(t->kctx, dev[i], body + off, bytes);
-		off += n[i];
+	train_state_header_of(t, &mine);
+	if (h->magic != TRAIN_STATE_MAGIC || h->version != TRAIN_STATE_VERSION) {
+		log_error("the training state from rank %d is not in this ddp-train's layout "
+			  "(version %" PRIu64 ", this one's %d): run one ddp-train on every node",
+			  from, h->magic == TRAIN_STATE_MAGIC ? h->version : 0,
+			  TRAIN_STATE_VERSION);
+		return -EPROTO;
 	}
-	return ret;
-}
-
-/* Checks the received header against this process's job; takes it. */
-static int handover_take(struct trainer *t, const struct handover_header *h, int from)
-{
-	struct handover_header mine;
-
-	handover_header_of(t, &mine);
-	if (h->magic != HANDOVER_MAGIC || h->job != mine.job || h->seed != mine.seed ||
-	    h->total_steps != mine.total_steps || h->nparams != mine.nparams ||
-	    h->nbuffers != mine.nbuffers || h->step > mine.total_steps ||
-	    h->epoch != h->step / t->steps_per_epoch) {
+	if (h->job != mine.job || h->seed != mine.seed || h->total_steps != mine.total_steps ||
+	    h->nparams != mine.nparams || h->nbuffers != mine.nbuffers ||
+	    h->step > mine.total_steps || h->epoch != h->step / t->steps_per_epoch ||
+	    h->sampler_pos != (h->step % t->steps_per_epoch) * train_state_data_batch(t)) {
 		log_error("the training state from rank %d is another job's (its settings, seed, "
 			  "steps or model differ from this process's): start every rank with the "
 			  "same settings",
 			  from);
 		return -EPROTO;
 	}
-	t->step = h->step;
-	memcpy(t->rng.s, h->rng, sizeof(h->rng));
-	return handover_stage(t, (float *)(h + 1), false);
+	train_state_header_apply(t, h);
+	return train_state_stage(t, (float *)(h + 1), false);
 }
 
 /* One broadcast of the whole state from root; the ranks behind take it. */
 static int handover_broadcast(struct trainer *t, int root, bool take)
 {
-	size_t words = handover_words(&t->model);
+	size_t words = train_state_bytes(&t->model) / sizeof(float);
 	float *buf = malloc(words * sizeof(float));
-	struct handover_header *h = (struct handover_header *)buf;
 	uint64_t t0;
 	int ret = 0;
 
 	if (!buf)
 		return -ENOMEM;
-	if (t->rank == root) {
-		handover_header_of(t, h);
-		ret = handover_stage(t, (float *)(h + 1), true);
-	}
+	if (t->rank == root)
+		ret = trainer_state_pack(t, buf);
 	t0 = time_now_ns();
 	if (ret == 0)
 		ret = ddp_broadcast(t->ddp, buf, words, DDP_FLOAT32, root);
 	if (ret == 0 && take) {
 		double s, bytes = (double)words * 4.0;
 
-		ret = handover_take(t, h, root);
+		ret = trainer_state_take(t, buf, root);
 		s = (double)(time_now_ns() - t0) * 1e-9; /* received and in place */
 		if (ret == 0)
 			log_info("step %" PRIu64 ": took the training state from rank %d's memory: "

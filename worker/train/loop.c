@@ -152,7 +152,7 @@ static void loop_output_lost(struct trainer *t, int err)
 static int loop_close_outputs(struct trainer *t)
 {
 	const struct metrics *m = &t->metrics;
-	int ret = t->rank == 0 ? metrics_close(&t->metrics) : 0;
+	int ret = t->rank0_duties ? metrics_close(&t->metrics) : 0;
 
 	if (ret < 0 && m->lost_records)
 		log_error("metrics file '%s': %llu of %llu record(s) lost (%s): check the disk "
@@ -238,8 +238,10 @@ static int loop_after_step(struct trainer *t, struct loop_window *w)
 {
 	uint64_t every = t->cfg.log_every > 0 ? (uint64_t)t->cfg.log_every : t->steps_per_epoch;
 	bool epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
-	int ret = 0;
+	int ret = trainer_take_rank0(t);
 
+	if (ret < 0)
+		return ret;
 	if (t->rank == 0)
 		metrics_bar(&t->metrics, t->step, t->total_steps,
 			    w->samples ? w->loss_sum / (double)w->samples : 0.0);
@@ -255,7 +257,12 @@ static int loop_after_step(struct trainer *t, struct loop_window *w)
 
 static void loop_fault(const struct trainer *t)
 {
-	if (t->attempt == 0 && t->cfg.fault_kill_step > 0 &&
+	/* The communicator's attempt, not the one at the start: a process
+	 * that re-formed in place (a later round) and took the fault rank's
+	 * number must not die again. */
+	int attempt = t->ddp ? ddp_attempt(t->ddp) : t->attempt;
+
+	if (attempt == 0 && t->cfg.fault_kill_step > 0 &&
 	    t->step == (uint64_t)t->cfg.fault_kill_step && t->rank == t->cfg.fault_rank) {
 		fprintf(stderr, "ddp-train: rank %d: fault_kill_step %llu: killing myself\n",
 			t->rank, (unsigned long long)t->step);
@@ -295,11 +302,27 @@ static void loop_say_start(const struct trainer *t)
 }
 
 /* A step's error that a lost peer or the launcher's new round causes
- * (worker/README.md, "Failures"), as against the step's own. */
+ * (worker/README.md, "Failures"), as against the step's own: libddp's one
+ * list, the one ddp_rejoin decides with. */
 static bool loop_comm_failed(int ret)
 {
-	return ret == -ECANCELED || ret == -ECONNRESET || ret == -EPIPE || ret == -ECONNABORTED ||
-	       ret == -ETIMEDOUT || ret == -ENOTCONN;
+	return ddp_rejoin_retryable(ret);
+}
+
+/* final.safetensors: a collective like any step. When the membership
+ * changes during it (a node dies or joins), re-form and save again in the
+ * new membership: the ranks that had not finished the last step take its
+ * result in the re-formation (trainer_state_sync), so every rank holds it,
+ * and rank 0 of the new round writes the same bits. */
+static int loop_final_save(struct trainer *t)
+{
+	int ret;
+
+	loop_fault(t);
+	do
+		ret = loop_checkpoint(t, "final.safetensors");
+	while (ret < 0 && t->shards && loop_comm_failed(ret) && trainer_shards_reform(t) == 0);
+	return ret;
 }
 
 int trainer_run(struct trainer *t)
@@ -339,7 +362,7 @@ int trainer_run(struct trainer *t)
 			ret = 0;
 	}
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
-		ret = loop_checkpoint(t, "final.safetensors");
+		ret = loop_final_save(t);
 	if (ret == 0 && t->rank == 0) {
 		double dt = (double)(time_now_ns() - t0) * 1e-9, cpu = time_cpu_s() - cpu0;
 		uint64_t steps = t->step - first;

@@ -296,6 +296,19 @@ static int shards_respread(struct trainer *t)
 	return 0;
 }
 
+/* ddp_rejoin's after(): the new rank and world, then the training state
+ * to the ranks that lack it. Its collective failing means the membership
+ * changed again (ddp_rejoin takes the next round); -EPROTO (another job's
+ * state, said) and -ENOMEM end the re-joining. */
+static int shards_after_reform(struct ddp_ctx *ctx, void *arg)
+{
+	struct trainer *t = arg;
+
+	t->rank = ddp_rank(ctx);
+	t->world = ddp_world_size(ctx);
+	return trainer_state_sync(t);
+}
+
 int trainer_shards_reform(struct trainer *t)
 {
 	struct ddp_round r;
@@ -304,40 +317,18 @@ int trainer_shards_reform(struct trainer *t)
 
 	if (!t->ddp || !ddp_resizable(t->ddp))
 		return -ENOTSUP;
-	for (;;) {
-		ret = ddp_next_round(t->ddp, &r, 0);
-		if (ret < 0) {
-			log_error("step %llu: no new round from the launcher (%s); stopping",
-				  (unsigned long long)t->step, strerror(-ret));
-			return ret;
-		}
-		ret = ddp_reform(t->ddp, &r.opts, err, sizeof(err));
-		if (ret == 0) {
-			t->rank = ddp_rank(t->ddp);
-			t->world = ddp_world_size(t->ddp);
-			ret = trainer_state_sync(t);
-			if (ret == -EPROTO || ret == -ENOMEM)
-				return ret;
-			if (ret >= 0)
-				break;
-			snprintf(err, sizeof(err), "%s", ddp_error(t->ddp));
-		}
-		/* A later round came while re-forming: nothing failed, take it. */
-		if (ret == -ECANCELED && strstr(err, "superseded by round")) {
-			log_info("step %llu: round %d was superseded while re-forming; taking the "
-				 "next",
-				 (unsigned long long)t->step, r.round);
-			continue;
-		}
-		log_warn("step %llu: re-forming for round %d failed (%s); waiting for the next "
-			 "round",
-			 (unsigned long long)t->step, r.round, err);
+	ret = ddp_rejoin(t->ddp, &r, 0, shards_after_reform, t, err, sizeof(err));
+	if (ret < 0) {
+		log_error("step %llu: cannot re-form in place: %s; stopping",
+			  (unsigned long long)t->step, err);
+		return ret;
 	}
 	ret = shards_respread(t);
 	if (ret == 0)
-		log_info("step %llu: re-formed in place as rank %d of %d (round %d, pid %d); "
-			 "redoing the step with the same samples",
-			 (unsigned long long)t->step, t->rank, t->world, r.round, (int)getpid());
+		log_info("step %llu: re-formed in place as rank %d of %d (round %d, pid %d); %s",
+			 (unsigned long long)t->step, t->rank, t->world, r.round, (int)getpid(),
+			 t->step < t->total_steps ? "redoing the step with the same samples"
+						  : "the last step is done: saving the end");
 	return ret;
 }
 

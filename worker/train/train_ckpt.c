@@ -1,10 +1,13 @@
 /*
- * train_ckpt.c - the trainer's complete state as a safetensors checkpoint:
- * model parameters and BatchNorm buffers by their torch names, the SGD
- * momentum buffers as "optimizer.<name>.momentum_buffer", and step, sampler
- * position, LR schedule and RNG state in the metadata. Nothing time- or
- * host-dependent is stored, so the same training gives the same bytes.
+ * train_ckpt.c - the trainer's complete state as a safetensors checkpoint,
+ * in train_state.h's one list of the state (the hand-over's too): model
+ * parameters and BatchNorm buffers by their torch names, the SGD momentum
+ * buffers as "optimizer.<name>.momentum_buffer", and the header's fields
+ * (step, sampler position, RNG state, the job's identity) in the metadata,
+ * with what describes the run (ranks, batch, learning rate). Nothing time-
+ * or host-dependent is stored, so the same training gives the same bytes.
  */
+#include "train_state.h"
 #include "trainer.h"
 
 #include "exit_status.h"
@@ -13,170 +16,146 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CKPT_FORMAT "ddp-train/1"
+#define CKPT_FORMAT_PREFIX "ddp-train/"
 
+/* The state over host staging memory (train_state.h's segments). */
 struct ckpt_state {
-	float *host; /* params | buffers | momentum, host copies */
-	struct ddp_tensor *tensors;
-	size_t ntensors;
-	char (*names)[MODEL_NAME_MAX + 32];
+	float *host;
+	struct train_state_tensors v;
 };
 
 static void ckpt_state_release(struct ckpt_state *s)
 {
 	free(s->host);
-	free(s->tensors);
-	free(s->names);
+	train_state_tensors_release(&s->v);
 	memset(s, 0, sizeof(*s));
-}
-
-static void ckpt_describe(struct ddp_tensor *d, const struct model_tensor *mt, const char *name,
-			  float *data)
-{
-	memset(d, 0, sizeof(*d));
-	d->name = name;
-	d->dtype = DDP_FLOAT32;
-	d->ndim = mt->ndim;
-	for (int k = 0; k < mt->ndim; k++)
-		d->shape[k] = mt->shape[k];
-	d->data = data;
 }
 
 /* Builds the tensor table over host staging memory (not yet filled). */
 static int ckpt_state_init(struct ckpt_state *s, const struct model *m)
 {
-	size_t nfloats = 2 * m->nparams + m->nbuffers, k = 0;
-	float *hparams, *hbuffers, *hmom;
+	size_t nfloats = train_state_floats(m);
+	int ret;
 
 	memset(s, 0, sizeof(*s));
 	s->host = malloc(sizeof(float) * (nfloats ? nfloats : 1));
-	s->tensors = calloc((size_t)m->ntensors * 2, sizeof(*s->tensors));
-	s->names = calloc((size_t)m->ntensors * 2, sizeof(*s->names));
-	if (!s->host || !s->tensors || !s->names) {
-		ckpt_state_release(s);
+	if (!s->host)
 		return -ENOMEM;
-	}
-	hparams = s->host;
-	hbuffers = hparams + m->nparams;
-	hmom = hbuffers + m->nbuffers;
-	for (int i = 0; i < m->ntensors; i++) {
-		const struct model_tensor *mt = &m->tensors[i];
-
-		snprintf(s->names[k], sizeof(s->names[k]), "%s", mt->name);
-		ckpt_describe(&s->tensors[k], mt, s->names[k],
-			      (mt->is_buffer ? hbuffers : hparams) + mt->offset);
-		k++;
-	}
-	for (int i = 0; i < m->ntensors; i++) {
-		const struct model_tensor *mt = &m->tensors[i];
-
-		if (mt->is_buffer)
-			continue;
-		snprintf(s->names[k], sizeof(s->names[k]), "optimizer.%s.momentum_buffer",
-			 mt->name);
-		ckpt_describe(&s->tensors[k], mt, s->names[k], hmom + mt->offset);
-		k++;
-	}
-	s->ntensors = k;
-	return 0;
-}
-
-/* Device <-> host staging of params, buffers and momentum. */
-static int ckpt_stage(struct trainer *t, struct ckpt_state *s, bool to_host)
-{
-	struct model *m = &t->model;
-	void *dev[3] = {m->params, m->buffers, t->optim.mom};
-	size_t n[3] = {m->nparams, m->nbuffers, m->nparams}, off = 0;
-	int ret = 0;
-
-	for (int i = 0; ret == 0 && i < 3; i++) {
-		size_t bytes = n[i] * sizeof(float);
-
-		ret = to_host ? m->ops->copy_d2h(m->kctx, s->host + off, dev[i], bytes)
-			      : m->ops->copy_h2d(m->kctx, dev[i], s->host + off, bytes);
-		off += n[i];
-	}
+	ret = train_state_tensors_init(&s->v, m, s->host);
+	if (ret < 0)
+		ckpt_state_release(s);
 	return ret;
 }
 
-enum { CKPT_NMETA = 12, CKPT_NJOB_MAX = 31, CKPT_VAL_LEN = 160 };
+enum { CKPT_NMETA_MAX = 64, CKPT_NJOB_MAX = 40, CKPT_VAL_LEN = 160 };
 
-/* The metadata of a checkpoint: the state's keys, then the job's. */
+/* The metadata of a checkpoint. */
 struct ckpt_meta_buf {
-	struct ddp_meta meta[CKPT_NMETA + CKPT_NJOB_MAX];
+	struct ddp_meta meta[CKPT_NMETA_MAX];
 	char keys[CKPT_NJOB_MAX][48];
-	char vals[CKPT_NMETA + CKPT_NJOB_MAX][CKPT_VAL_LEN];
-	size_t n;
+	char vals[CKPT_NMETA_MAX][CKPT_VAL_LEN];
+	size_t n, njob;
 };
 
 /* Job identity item i ("job.NAME" and its value in this run): the settings
- * of config_job_settings, then the number of training samples (the data
- * itself). Returns 0, or -ENOENT past the last. */
+ * of config_job_settings (NULL-terminated), then the number of training
+ * samples (the data itself). Returns 0, or -ENOENT past the last. */
 static int ckpt_job_item(const struct trainer *t, int i, char *key, size_t klen, char *val,
 			 size_t vlen)
 {
-	const char *name = config_job_settings[i];
+	int n = 0;
 
-	if (name) {
-		snprintf(key, klen, "job.%s", name);
-		return config_format(&t->cfg, name, val, vlen);
-	}
-	if (config_job_settings[i - 1] == NULL)
+	while (config_job_settings[n])
+		n++;
+	if (i < 0 || i > n)
 		return -ENOENT;
+	if (i < n) {
+		snprintf(key, klen, "job.%s", config_job_settings[i]);
+		return config_format(&t->cfg, config_job_settings[i], val, vlen);
+	}
 	snprintf(key, klen, "job.train_samples");
 	snprintf(val, vlen, "%zu", t->train.n);
 	return 0;
 }
 
-/* The data order's shape: ranks x batch per rank; with
- * --global_batch_size, one rank's order of G samples per step, whatever
- * the number of ranks that computed it. */
-static int ckpt_data_world(const struct trainer *t)
+/* Adds key = value (printf) to b; the key must outlive b's use. */
+static void ckpt_meta_add(struct ckpt_meta_buf *b, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void ckpt_meta_add(struct ckpt_meta_buf *b, const char *key, const char *fmt, ...)
 {
-	return t->shards ? 1 : t->world;
+	va_list ap;
+
+	if (b->n >= CKPT_NMETA_MAX)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->vals[b->n], CKPT_VAL_LEN, fmt, ap);
+	va_end(ap);
+	b->meta[b->n].key = key;
+	b->meta[b->n].value = b->vals[b->n];
+	b->n++;
 }
 
-static uint64_t ckpt_data_batch(const struct trainer *t)
+static void ckpt_meta_job(const struct trainer *t, struct ckpt_meta_buf *b)
 {
-	return t->shards ? t->global_batch : (uint64_t)t->cfg.batch_size;
+	char val[CKPT_VAL_LEN];
+
+	for (b->njob = 0; b->njob < CKPT_NJOB_MAX; b->njob++) {
+		char *key = b->keys[b->njob];
+
+		if (ckpt_job_item(t, (int)b->njob, key, sizeof(b->keys[0]), val, sizeof(val)))
+			break;
+		ckpt_meta_add(b, key, "%s", val);
+	}
 }
 
+/* One header field as the checkpoint stores it (train_state_fields). */
+static void ckpt_meta_field(const struct trainer *t, const struct train_state_field *f,
+			    const struct train_state_header *h, struct ckpt_meta_buf *b)
+{
+	const uint64_t *w = (const uint64_t *)((const char *)h + f->offset);
+
+	switch (f->kind) {
+	case TRAIN_STATE_FORMAT:
+		ckpt_meta_add(b, f->key, CKPT_FORMAT_PREFIX "%" PRIu64, w[1]);
+		break;
+	case TRAIN_STATE_U64:
+		ckpt_meta_add(b, f->key, "%" PRIu64, w[0]);
+		break;
+	case TRAIN_STATE_I64:
+		ckpt_meta_add(b, f->key, "%" PRId64, (int64_t)w[0]);
+		break;
+	case TRAIN_STATE_JOB:
+		ckpt_meta_job(t, b);
+		break;
+	case TRAIN_STATE_RNG:
+		ckpt_meta_add(b, f->key, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+			      w[0], w[1], w[2], w[3]);
+		break;
+	case TRAIN_STATE_SIZES:
+		break; /* the tensors' shapes */
+	}
+}
+
+/* "format": "pt" (what Hugging Face's loaders look for), every field of
+ * the state's header, then what describes the run. */
 static void ckpt_meta(const struct trainer *t, struct ckpt_meta_buf *b)
 {
-	static const char *const keys[CKPT_NMETA] = {
-	    "format",	  "ddp_train", "step",	      "epoch", "sampler_pos", "world_size",
-	    "batch_size", "seed",      "lr_schedule", "lr",    "total_steps", "rng_state"};
-	uint64_t spe = t->steps_per_epoch;
-	char(*vals)[CKPT_VAL_LEN] = b->vals;
+	struct train_state_header h;
 
-	snprintf(vals[0], CKPT_VAL_LEN, "pt");
-	snprintf(vals[1], CKPT_VAL_LEN, CKPT_FORMAT);
-	snprintf(vals[2], CKPT_VAL_LEN, "%" PRIu64, t->step);
-	snprintf(vals[3], CKPT_VAL_LEN, "%" PRIu64, t->step / spe);
-	snprintf(vals[4], CKPT_VAL_LEN, "%" PRIu64, (t->step % spe) * ckpt_data_batch(t));
-	snprintf(vals[5], CKPT_VAL_LEN, "%d", ckpt_data_world(t));
-	snprintf(vals[6], CKPT_VAL_LEN, "%" PRIu64, ckpt_data_batch(t));
-	snprintf(vals[7], CKPT_VAL_LEN, "%" PRId64, t->cfg.seed);
-	snprintf(vals[8], CKPT_VAL_LEN, "%s", t->cfg.schedule);
-	snprintf(vals[9], CKPT_VAL_LEN, "%.9g", t->cfg.lr);
-	snprintf(vals[10], CKPT_VAL_LEN, "%" PRIu64, t->total_steps);
-	snprintf(vals[11], CKPT_VAL_LEN, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
-		 t->rng.s[0], t->rng.s[1], t->rng.s[2], t->rng.s[3]);
-	for (b->n = 0; b->n < CKPT_NMETA; b->n++) {
-		b->meta[b->n].key = keys[b->n];
-		b->meta[b->n].value = vals[b->n];
-	}
-	for (int i = 0; i < CKPT_NJOB_MAX; i++) {
-		if (ckpt_job_item(t, i, b->keys[i], sizeof(b->keys[i]), vals[b->n], CKPT_VAL_LEN))
-			break;
-		b->meta[b->n].key = b->keys[i];
-		b->meta[b->n].value = vals[b->n];
-		b->n++;
-	}
+	train_state_header_of(t, &h);
+	b->n = 0;
+	ckpt_meta_add(b, "format", "pt");
+	for (size_t i = 0; i < train_state_nfields; i++)
+		ckpt_meta_field(t, &train_state_fields[i], &h, b);
+	ckpt_meta_add(b, "world_size", "%d", train_state_data_world(t));
+	ckpt_meta_add(b, "batch_size", "%" PRIu64, train_state_data_batch(t));
+	ckpt_meta_add(b, "lr_schedule", "%s", t->cfg.schedule);
+	ckpt_meta_add(b, "lr", "%.9g", t->cfg.lr);
 }
 
 /* Names why a save failed and the fix; a shortage that a restart would
@@ -185,7 +164,12 @@ static void ckpt_save_error(const struct trainer *t, const char *path, int ret, 
 {
 	const char *why = t->ddp ? ddp_error(t->ddp) : err;
 
-	if (ret == -ENOSPC || ret == -EDQUOT)
+	/* The membership changed during the save: the caller re-forms in
+	 * place (loop.c; the final checkpoint is saved again). */
+	if (t->shards && t->ddp && ddp_resizable(t->ddp) && ddp_rejoin_retryable(ret))
+		log_info("checkpoint '%s' interrupted (%s): the membership changed, re-forming",
+			 path, why);
+	else if (ret == -ENOSPC || ret == -EDQUOT)
 		log_error("cannot write checkpoint '%s': %s: no space left on the file system of "
 			  "checkpoint_dir '%s'; free space there or give another checkpoint_dir "
 			  "(a restart would fail the same way)",
@@ -211,18 +195,21 @@ int trainer_ckpt_save(struct trainer *t, const char *path)
 
 	if (!b)
 		return -ENOMEM;
-	ret = ckpt_state_init(&s, &t->model);
+	/* Whoever is rank 0 now writes: after a re-formation, maybe a process
+	 * that was not at the start. */
+	ret = trainer_take_rank0(t);
+	ret = ret ? ret : ckpt_state_init(&s, &t->model);
 	if (ret < 0) {
 		free(b);
 		return ret;
 	}
 	if (t->rank == 0)
-		ret = ckpt_stage(t, &s, true);
+		ret = train_state_stage(t, s.host, true);
 	ckpt_meta(t, b);
 	if (ret == 0 && t->ddp)
-		ret = ddp_checkpoint_save(t->ddp, path, s.tensors, s.ntensors, b->meta, b->n);
+		ret = ddp_checkpoint_save(t->ddp, path, s.v.t, s.v.n, b->meta, b->n);
 	else if (ret == 0)
-		ret = ddp_ckpt_write(path, s.tensors, s.ntensors, b->meta, b->n, err, sizeof(err));
+		ret = ddp_ckpt_write(path, s.v.t, s.v.n, b->meta, b->n, err, sizeof(err));
 	if (ret < 0)
 		ckpt_save_error(t, path, ret, err);
 	ckpt_state_release(&s);
@@ -286,13 +273,16 @@ bad:
 static int ckpt_restore_meta(struct trainer *t, const struct ddp_ckpt *ck, const char *path)
 {
 	const char *fmt = ddp_ckpt_meta(ck, "ddp_train");
+	char want[32];
+	struct train_state_header h;
 	uint64_t step, world, batch;
 	struct rng rng;
 	int ret;
 
-	if (fmt && strcmp(fmt, CKPT_FORMAT) != 0) {
-		log_error("checkpoint '%s' is format '%.40s'; this ddp-train reads " CKPT_FORMAT,
-			  path, fmt);
+	snprintf(want, sizeof(want), CKPT_FORMAT_PREFIX "%d", TRAIN_STATE_VERSION);
+	if (fmt && strcmp(fmt, want) != 0) {
+		log_error("checkpoint '%s' is format '%.40s'; this ddp-train reads %s", path, fmt,
+			  want);
 		return -EINVAL;
 	}
 	ret = ckpt_meta_u64(ck, path, "step", 0, UINT64_MAX, &step);
@@ -308,24 +298,29 @@ static int ckpt_restore_meta(struct trainer *t, const struct ddp_ckpt *ck, const
 			  path, step, t->total_steps);
 		return -EINVAL;
 	}
-	if (t->rank == 0 && (world != (uint64_t)ckpt_data_world(t) || batch != ckpt_data_batch(t)))
+	if (t->rank == 0 &&
+	    (world != (uint64_t)train_state_data_world(t) || batch != train_state_data_batch(t)))
 		log_warn("checkpoint '%s' was written with %" PRIu64 " ranks x batch %" PRIu64
 			 "; continuing with %d x %" PRIu64 " changes the data order",
-			 path, world, batch, ckpt_data_world(t), ckpt_data_batch(t));
+			 path, world, batch, train_state_data_world(t), train_state_data_batch(t));
 	if (t->rank == 0 && step == t->total_steps)
 		log_info("checkpoint '%s' is at the run's last step %" PRIu64 ": nothing left to "
 			 "train",
 			 path, step);
-	t->rng = rng;
-	t->step = step;
+	/* The rest of the header is this run's: the checkpoint's identity was
+	 * compared (trainer_ckpt_peek) before a resume from checkpoint_dir. */
+	train_state_header_of(t, &h);
+	h.step = step;
+	memcpy(h.rng, rng.s, sizeof(h.rng));
+	train_state_header_apply(t, &h);
 	return 0;
 }
 
 /* NaN or infinity in any loaded tensor would make every later step NaN. */
 static int ckpt_check_finite(const struct ckpt_state *s, const char *path)
 {
-	for (size_t i = 0; i < s->ntensors; i++) {
-		const struct ddp_tensor *d = &s->tensors[i];
+	for (size_t i = 0; i < s->v.n; i++) {
+		const struct ddp_tensor *d = &s->v.t[i];
 		const float *v = d->data;
 		size_t n = 1, bad = 0;
 
@@ -379,14 +374,13 @@ static int ckpt_open_load(struct trainer *t, const char *path, struct ckpt_state
 	int ret;
 
 	if (t->ddp) {
-		ret = ddp_checkpoint_load(t->ddp, path, s->tensors, s->ntensors, flags, rep, ck);
+		ret = ddp_checkpoint_load(t->ddp, path, s->v.t, s->v.n, flags, rep, ck);
 		if (ret < 0)
 			snprintf(err, sizeof(err), "%s", ddp_error(t->ddp));
 	} else {
 		ret = ddp_ckpt_open(path, ck, err, sizeof(err));
 		if (ret == 0)
-			ret = ddp_ckpt_load(*ck, s->tensors, s->ntensors, flags, rep, err,
-					    sizeof(err));
+			ret = ddp_ckpt_load(*ck, s->v.t, s->v.n, flags, rep, err, sizeof(err));
 	}
 	/* The message names the file already when it comes from reading it. */
 	if (ret < 0 && strncmp(err, "checkpoint '", 12) == 0)
@@ -409,7 +403,7 @@ int trainer_ckpt_load(struct trainer *t, const char *path)
 		return ret;
 	/* The current state first: what a non-strict load does not replace
 	 * keeps its fresh initialisation (PyTorch's strict=False). */
-	ret = ckpt_stage(t, &s, true);
+	ret = train_state_stage(t, s.host, true);
 	if (ret == 0)
 		ret = ckpt_open_load(t, path, &s, &rep, &ck);
 	if (ret == 0 && rep.report && t->rank == 0)
@@ -421,7 +415,7 @@ int trainer_ckpt_load(struct trainer *t, const char *path)
 	if (ret == 0)
 		ret = ckpt_restore_meta(t, ck, path);
 	if (ret == 0)
-		ret = ckpt_stage(t, &s, false);
+		ret = train_state_stage(t, s.host, false);
 	ddp_ckpt_free(ck);
 	ddp_load_report_release(&rep);
 	ckpt_state_release(&s);

@@ -131,6 +131,25 @@ static int trainer_init_outputs(struct trainer *t)
 	if (ret < 0)
 		log_error("cannot open the metrics file '%s': %s (check the directory)",
 			  t->cfg.metrics, strerror(-ret));
+	t->rank0_duties = ret == 0;
+	return ret;
+}
+
+int trainer_take_rank0(struct trainer *t)
+{
+	int ret;
+
+	if (t->rank != 0 || t->rank0_duties)
+		return 0;
+	ret = trainer_init_outputs(t);
+	/* The dead rank 0's checkpoint_dir may be on another machine's disk,
+	 * and a write it did not finish left a partial file there. */
+	if (ret == 0 && t->cfg.checkpoint_dir[0])
+		ret = trainer_check_ckpt_dir(t->cfg.checkpoint_dir);
+	if (ret == 0)
+		log_info("step %llu: this process is rank 0 now: it writes the progress lines, the "
+			 "metrics and the checkpoints",
+			 (unsigned long long)t->step);
 	return ret;
 }
 
@@ -687,7 +706,7 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 
 void trainer_release(struct trainer *t)
 {
-	if (t->rank == 0)
+	if (t->rank0_duties)
 		metrics_close(&t->metrics);
 	/* First: its buckets are ranges of the model's gradients. */
 	if (t->reducer)

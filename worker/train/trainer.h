@@ -49,6 +49,9 @@ struct trainer {
 	 * step 0, or took it from a peer): false in a fresh process until
 	 * then (trainer_state_sync). */
 	bool has_state;
+	/* This process holds rank 0's outputs (the metrics file open, the
+	 * checkpoint_dir checked): it is rank 0, or was (trainer_take_rank0). */
+	bool rank0_duties;
 	double comm_wait_s; /* blocking collectives outside the reducer */
 };
 
@@ -67,6 +70,15 @@ int trainer_run(struct trainer *t);
 
 void trainer_release(struct trainer *t);
 
+/* Rank 0's duties in whichever process is rank 0 now: after a
+ * re-formation renumbered the ranks (the node of rank 0 died), the new rank
+ * 0 opens the metrics file (appending) and checks checkpoint_dir (made when
+ * missing) before its first progress line or checkpoint. Nothing when this
+ * process is not rank 0 or holds them already. Returns 0, or a negative
+ * errno (said). Called before rank 0's output after every step and by
+ * trainer_ckpt_save. */
+int trainer_take_rank0(struct trainer *t);
+
 /* Copies the samples idx[0..rows) of ds into the batch buffers (host and
  * device). */
 int trainer_load_batch(struct trainer *t, const struct dataset *ds, const size_t *idx, size_t rows);
@@ -83,18 +95,20 @@ void trainer_shards_release(struct trainer *t);
  * summed loss and correct count, the same on every rank. */
 int trainer_shards_step(struct trainer *t, float out[2]);
 /* After a step failed on a collective error, in a worker the launcher
- * resizes in place (ddp_resizable): waits for the launcher's next round,
- * re-forms the communicator for it (again for a later round if that
- * fails or a later round supersedes it), hands the training state to the
- * ranks that lack it (trainer_state_sync: a process that joined, a rank a
- * step behind), takes the new rank and world and this rank's shards of
- * them. A step is committed on every rank or on none: the failed step
+ * resizes in place (ddp_resizable): ddp_rejoin takes the launcher's next
+ * round and re-forms for it, then (its after()) this hands the training
+ * state to the ranks that lack it (trainer_state_sync: a process that
+ * joined, a rank a step behind), and ddp_rejoin tries the next round
+ * when a later round supersedes the re-formation or the hand-over fails
+ * on a collective; this takes the new rank and world and this rank's
+ * shards of them. A step is committed on every rank or on none: the failed step
  * changed nothing here (the model, optimizer and BatchNorm statistics are
  * updated only after both all-reduces), or it was committed elsewhere and
  * this rank has now taken its result; the caller runs the step t->step.
  * Returns 0, -ENOTSUP (not resizable: exit as before, the launcher
- * restarts the job), -EPROTO (a peer's state is another job's, said) or
- * ddp_next_round's error (said here). */
+ * restarts the job), -EPROTO (a peer's state is another job's) or
+ * ddp_rejoin's other errors (said here). Also after the last step, when
+ * the final checkpoint's collective failed (loop.c saves it again). */
 int trainer_shards_reform(struct trainer *t);
 /* At the start (a fresh process: after ddp_init, before any checkpoint
  * is read): the state from a peer's memory when some rank has it (a
@@ -117,6 +131,14 @@ int trainer_shards_join(struct trainer *t);
  * fresh (nothing sent), -EPROTO when the state is another job's (said), or
  * the collective's error. One rank: 1 or 0 from t->has_state. */
 int trainer_state_sync(struct trainer *t);
+/* The whole state as one buffer of train_state_bytes(&t->model) bytes in
+ * train_state.h's layout (what a checkpoint stores too), 8-byte aligned:
+ * pack writes t's; take checks that buf is this job's state (the layout's
+ * magic and version, the job's identity, seed, steps and sizes; -EPROTO,
+ * said, naming rank `from`, when not) and takes it. Both return 0 or a
+ * negative errno (the kernels' copies). */
+int trainer_state_pack(struct trainer *t, void *buf);
+int trainer_state_take(struct trainer *t, const void *buf, int from);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
 

@@ -1,128 +1,187 @@
 """The worker's end of ddplaunch's agent channel (the socket on the fd that
-DDP_AGENT_FD names), as worker/core/agent_chan.c is libddp's.
+DDP_AGENT_FD names), as worker/core/agent_chan.c is libddp's. Its lines are
+ddplaunch.agent_wire's (docs/protocol.md, "The agent channel"): this side
+says "hello 1 resizable" and "took R", and hears "round ..." lines.
 
-worker -> agent: "resizable" (this process re-forms in place), "fixed" (it
-does not: restart it), "took R" (it has taken round R and re-forms in it).
-agent -> worker: "round R RANK WORLD LOCAL_RANK LOCAL_WORLD MASTER_ADDR
-MASTER_PORT GROUP_RANK GROUP_WORLD", a new round. A reader thread keeps the
-latest round and wakes whoever waits on it.
+The channel is the process's: it is taken once (the first shared() call),
+only when the fd is a socket whose peer is the process DDP_AGENT_PID names
+(the launcher; a socket of the program's own on that number is left
+alone), and kept for the life of the process. Both variables then leave
+the environment and the fd is not inherited, so the program's children
+never take it. One reader thread hears the rounds; every Elastic object of
+the process gets its own view (AgentChannel) of it, and each view sees
+every round: two of them never split the rounds between them.
 """
-import collections
 import os
+import socket
 import stat
+import struct
 import threading
 
-Round = collections.namedtuple(
-    "Round", "round rank world_size local_rank local_world_size master_addr master_port "
-    "group_rank group_world_size")
+from .. import agent_wire
+
+Round = agent_wire.Round
 
 
-def parse_round(line):
-    """A Round from one "round ..." line, or None."""
-    f = line.split()
-    if len(f) != 10 or f[0] != "round":
-        return None
+def _peer_pid(fd):
+    s = socket.socket(fileno=fd)
     try:
-        nums = [int(x) for x in f[1:6]] + [f[6]] + [int(x) for x in f[7:10]]
-    except ValueError:
-        return None
-    return Round(*nums)
+        cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", cred)[0]
+    finally:
+        s.detach()  # the fd stays ours, open
 
 
 def fd_from_env(environ=None):
     """The channel's fd from DDP_AGENT_FD, or None where there is none (no
-    ddplaunch, torchrun, a plain run) or where it is not a socket (a wrapper
-    in between reused the number for a file of its own)."""
-    s = (environ if environ is not None else os.environ).get("DDP_AGENT_FD", "")
+    ddplaunch, torchrun, a plain run), where it is not a socket (a wrapper
+    in between reused the number for a file of its own), or where its peer
+    is not the agent DDP_AGENT_PID names (a socket of the program's own)."""
+    env = environ if environ is not None else os.environ
     try:
-        fd = int(s)
-        if fd < 3 or not stat.S_ISSOCK(os.fstat(fd).st_mode):
+        fd = int(env.get("DDP_AGENT_FD", ""))
+        pid = int(env.get("DDP_AGENT_PID", ""))
+        if fd < 3 or pid < 1 or not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return None
+        if _peer_pid(fd) != pid:
             return None
     except (ValueError, OSError):
         return None
     return fd
 
 
-class AgentChannel:
-    """Says "resizable" on fd and hears rounds. pending() is whether a round
-    later than the one taken last has come; take() waits for one."""
+class _Reader:
+    """The process's one reader of the channel: keeps the rounds heard (a
+    sequence number and the latest) and wakes every view."""
 
     def __init__(self, fd):
         self.fd = fd
-        self._cond = threading.Condition()
-        self._latest = None
-        self._seq = self._taken = 0
-        self._closed = False
-        self._wakers = set()
+        self.cond = threading.Condition()
+        self.latest = None
+        self.seq = 0
+        self.last_taken = 0  # the latest round any view took (its seq)
+        self.closed = False
+        self.views = set()
         os.set_inheritable(fd, False)  # the program's own children do not hold it
-        self.say("resizable")
-        self._thread = threading.Thread(target=self._read, name="ddplaunch-agent-channel",
-                                        daemon=True)
-        self._thread.start()
+        self.send(agent_wire.Hello(agent_wire.VERSION, True))
+        self.thread = threading.Thread(target=self._read, name="ddplaunch-agent-channel",
+                                       daemon=True)
+        self.thread.start()
 
-    def say(self, line):
-        data = (line + "\n").encode()
+    def send(self, msg):
         try:
-            os.write(self.fd, data)
+            os.write(self.fd, agent_wire.format(msg))
         except OSError:
             pass  # the agent is gone: the next collective or take() says so
 
     def _read(self):
-        buf = b""
+        rd = agent_wire.Reader()
         while True:
             try:
-                chunk = os.read(self.fd, 512)
+                chunk = os.read(self.fd, 4096)
             except InterruptedError:
                 continue
             except OSError:
                 chunk = b""
             if not chunk:
                 break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                r = parse_round(line.decode(errors="replace"))
-                if r is not None:
-                    self._deliver(r)
-            if len(buf) > 4096:
-                buf = b""  # a line too long for any round: dropped
-        with self._cond:
-            self._closed = True
+            for msg in rd.feed(chunk):
+                if isinstance(msg, agent_wire.Round):
+                    self._deliver(msg)
+                # other kinds (lines to come) and refused lines: skipped
+        with self.cond:
+            self.closed = True
             self._wake_all()
 
     def _deliver(self, r):
-        with self._cond:
-            self._latest = r
-            self._seq += 1
+        with self.cond:
+            self.latest = r
+            self.seq += 1
             self._wake_all()
 
     def _wake_all(self):
-        self._cond.notify_all()
-        for ev in list(self._wakers):
-            ev.set()
+        self.cond.notify_all()
+        for v in list(self.views):
+            for ev in list(v.wakers):
+                ev.set()
+
+
+_lock = threading.Lock()
+_reader = None
+_looked = False
+
+
+def shared(environ=None):
+    """A view of the process's channel (a new AgentChannel), or None where
+    there is none. The first call takes the channel (fd_from_env) and
+    removes DDP_AGENT_FD and DDP_AGENT_PID from the environment."""
+    global _reader, _looked
+    env = environ if environ is not None else os.environ
+    with _lock:
+        if not _looked:
+            _looked = True
+            fd = fd_from_env(env)
+            env.pop("DDP_AGENT_FD", None)
+            env.pop("DDP_AGENT_PID", None)
+            if fd is not None:
+                _reader = _Reader(fd)
+        return AgentChannel(_reader) if _reader is not None else None
+
+
+class AgentChannel:
+    """One Elastic's view of the process's channel. pending() is whether a
+    round later than the one this view took last has come; take() waits
+    for one. A view starts where the process's last taken round left off,
+    so a round that came after it and that nobody took is still pending."""
+
+    def __init__(self, reader):
+        self._r = reader
+        self.wakers = set()
+        with reader.cond:
+            self._taken = reader.last_taken
+            reader.views.add(self)
+
+    @property
+    def fd(self):
+        return self._r.fd
+
+    def declare(self, resizable):
+        """Says "resizable" or "fixed"."""
+        self._r.send(agent_wire.Resizable() if resizable else agent_wire.Fixed())
+
+    def took(self, rnd):
+        """Says "took R": this process re-forms in round R."""
+        self._r.send(agent_wire.Took(rnd))
+
+    def close(self):
+        """This view hears no more rounds (the channel stays the process's)."""
+        with self._r.cond:
+            self._r.views.discard(self)
 
     def pending(self):
-        with self._cond:
-            return self._seq != self._taken
+        with self._r.cond:
+            return self._r.seq != self._taken
 
     def watch(self, ev):
         """ev is set on every new round (and when the channel closes) until
         unwatch(ev)."""
-        with self._cond:
-            self._wakers.add(ev)
+        with self._r.cond:
+            self.wakers.add(ev)
 
     def unwatch(self, ev):
-        with self._cond:
-            self._wakers.discard(ev)
+        with self._r.cond:
+            self.wakers.discard(ev)
 
     def take(self, timeout):
-        """The latest round not taken yet, waiting up to timeout seconds.
-        Raises TimeoutError, or ConnectionError when the agent is gone."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._seq != self._taken or self._closed,
-                                       timeout):
+        """The latest round not taken yet by this view, waiting up to
+        timeout seconds. Raises TimeoutError, or ConnectionError when the
+        agent is gone."""
+        r = self._r
+        with r.cond:
+            if not r.cond.wait_for(lambda: r.seq != self._taken or r.closed, timeout):
                 raise TimeoutError("no new round from the launcher in %.0f s" % timeout)
-            if self._seq == self._taken:
+            if r.seq == self._taken:
                 raise ConnectionError("the launcher's agent closed the channel")
-            self._taken = self._seq
-            return self._latest
+            self._taken = r.seq
+            r.last_taken = max(r.last_taken, r.seq)
+            return r.latest

@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from . import group as grp
 from . import handover
-from .channel import AgentChannel, fd_from_env
+from . import channel
 from .errors import AgentGone, MembershipChanged, NotResizable, RoundTimeout, Superseded
 from .exact import ExactSum
 from .plan import Ledger
@@ -42,8 +42,7 @@ class Elastic:
         self._synced = False
         self.last_loss = None
         self.reformations = 0
-        fd = fd_from_env()
-        self._chan = AgentChannel(fd) if fd is not None else None
+        self._chan = channel.shared()  # the process's channel, this object's view
         self._group = grp.Group(None, 0, 1, self._device, self._chan)
         try:
             self._group = self._first_group()
@@ -103,7 +102,7 @@ class Elastic:
             raise RoundTimeout("step %d: %s; stopping" % (self.ledger.step, e)) from e
         except ConnectionError as e:
             raise AgentGone("step %d: %s; stopping" % (self.ledger.step, e)) from e
-        self._chan.say("took %d" % r.round)
+        self._chan.took(r.round)
         for k, v in (("RANK", r.rank), ("WORLD_SIZE", r.world_size),
                      ("LOCAL_RANK", r.local_rank), ("LOCAL_WORLD_SIZE", r.local_world_size),
                      ("MASTER_ADDR", r.master_addr), ("MASTER_PORT", r.master_port),

@@ -305,7 +305,16 @@ static void test_token_sources(void **state)
 	assert_string_equal(r.token, "s3cret-0123456789");
 	assert_string_equal(r.token_from, "--rdzv_token");
 	opts_release(&o);
-	assert_int_equal(resolve("", &o, &r, "--nnodes=2", NULL), 0);
+	/* An empty DDP_RDZV_TOKEN ran without a token and said nothing (issue
+	 * 28): refused across nodes; a flag beside it, or one node, is fine. */
+	assert_int_equal(resolve("", &o, &r, "--nnodes=2", NULL), -EINVAL);
+	assert_non_null(strstr(err, "DDP_RDZV_TOKEN is set but empty"));
+	assert_non_null(strstr(err, "unset it to run without one"));
+	opts_release(&o);
+	assert_int_equal(resolve("", &o, &r, "--nnodes=2", "--rdzv_token=s3cret-0123456789", NULL),
+			 0);
+	opts_release(&o);
+	assert_int_equal(resolve("", &o, &r, "--nnodes=1", NULL), 0);
 	assert_null(r.token);
 	opts_release(&o);
 	/* 15 bytes: refused, saying why and how to make a good one, from any
@@ -335,9 +344,9 @@ static void test_token_sources(void **state)
 static void test_etcd(void **state)
 {
 	static const char *const bad[][4] = {
-	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1,,h2", "--rdzv_conf=is_host=0",
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1,,h2", "--rdzv_conf=join_timeout=5",
 	     "bad --rdzv_endpoint entry ''"},
-	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1:x", "--rdzv_conf=is_host=0",
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1:x", "--rdzv_conf=join_timeout=5",
 	     "bad --rdzv_endpoint 'h1:x'"},
 	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1", "--rdzv_conf=protocol=ftp",
 	     "expected http or https"},
@@ -409,6 +418,93 @@ static void test_etcd(void **state)
 	}
 }
 
+/* Inputs --dry_run accepted that a run refuses or cannot use (issue 28):
+ * each refused here, the one check of the run and of --dry_run, naming the
+ * fix. */
+static void test_refused_inputs(void **state)
+{
+	static const char *const bad[][5] = {
+	    /* 1. a c10d endpoint with two ports */
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=host:1:2", "--rdzv_id=j", "",
+	     "bad --rdzv_endpoint 'host:1:2': a host has no ':' (give HOST:PORT; an IPv6 "
+	     "address goes in brackets"},
+	    /* 2. an IPv6 address and a port without brackets */
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=fe80::1:29400", "--rdzv_id=j", "",
+	     "an IPv6 address goes in brackets: [ADDRESS]:PORT"},
+	    /* 3. --local_addr that is no address and no host name */
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:5", "--local_addr=256.1.1.1", "",
+	     "--local_addr '256.1.1.1' is not an address or host name (an IPv4 address is four "
+	     "numbers from 0 to 255)"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:5", "--local_addr=[::1]", "",
+	     "(no brackets, no port)"},
+	    /* 4. an etcd endpoint of another scheme */
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=ftp://h:2379", "--rdzv_id=j", "",
+	     "bad --rdzv_endpoint entry 'ftp://h:2379': etcd speaks http:// or https://"},
+	    /* 5. (the empty DDP_RDZV_TOKEN: test_token_sources) hosts that
+	     * cannot parse: an IPv4 address out of range, empty labels, '@',
+	     * a path, a tab */
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=256.1.1.1:5", "--rdzv_id=j", "",
+	     "'256.1.1.1' is not a host name or address"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=a..b:5", "--rdzv_id=j", "",
+	     "'a..b' is not a host name or address (an empty label"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=http://user@h:2379", "--rdzv_id=j", "",
+	     "'user@h' is not a host name or address ('@' is not allowed"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=http://h/v3", "--rdzv_id=j", "",
+	     "'h/v3' is not a host name or address ('/' is not allowed"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=a\tb:5", "--rdzv_id=j", "",
+	     "is not a host name or address (a control character (0x09))"},
+	    {"--node_rank=1", "--master_addr=node0:29500", "--master_port=5", "",
+	     "--master_addr 'node0:29500' is not a host name or address"},
+	    /* 6. a port with a sign */
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:+5", "--rdzv_id=j", "",
+	     "bad --rdzv_endpoint '127.0.0.1:+5' (expected HOST, HOST:PORT or [IPV6]:PORT)"},
+	    /* 7. a multicast or broadcast store */
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=224.0.0.1:5", "--rdzv_id=j", "",
+	     "'224.0.0.1' is a multicast or broadcast address, where no store can be"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=255.255.255.255", "--rdzv_id=j", "",
+	     "'255.255.255.255' is a multicast or broadcast address"},
+	    /* 8. is_host where nobody chooses the host */
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h:2379", "--rdzv_conf=is_host=true", "",
+	     "--rdzv_conf: 'is_host' is for --rdzv_backend=c10d (etcd is the store"},
+	    {"--node_rank=0", "--master_addr=127.0.0.1", "--rdzv_conf=is_host=false", "",
+	     "'is_host' is for --rdzv_backend=c10d (the static rendezvous' store is node 0's)"},
+	    /* 9. the job's token, which etcd does not use */
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h:2379", "--rdzv_token=s3cret-0123456789", "",
+	     "the token from --rdzv_token is for the c10d and static stores; etcd does not "
+	     "use it"},
+	    /* 10. a protocol= that the endpoint's scheme contradicts */
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=http://h:2379", "--rdzv_conf=protocol=https",
+	     "",
+	     "--rdzv_endpoint entry 'http://h:2379' says http but --rdzv_conf says "
+	     "protocol=https: drop one of them"},
+	};
+	static const char *const good[][3] = {
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=node-0.example.com.:5", "--local_addr=a_b"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=127.1:5", "--local_addr=::1"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=::1", "--rdzv_conf=is_host=false"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=https://[::1]:2379,h2",
+	     "--rdzv_conf=protocol=https"},
+	};
+	struct launch_opts o;
+	struct opts_rdzv r;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = resolve(NULL, &o, &r, "--nnodes=2", bad[i][0], bad[i][1], bad[i][2],
+				 bad[i][3][0] ? bad[i][3] : NULL, NULL);
+
+		if (rc != -EINVAL)
+			fail_msg("case %zu (%s %s %s): %d", i, bad[i][0], bad[i][1], bad[i][2], rc);
+		if (!strstr(err, bad[i][4]))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i][4]);
+		opts_release(&o);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		if (resolve(NULL, &o, &r, "--nnodes=2", good[i][0], good[i][1], good[i][2], NULL))
+			fail_msg("good case %zu refused: %s", i, err);
+		opts_release(&o);
+	}
+}
+
 /* The job file's key, and the token never printed by --dry_run's block. */
 static void test_jobfile_token_not_printed(void **state)
 {
@@ -450,6 +546,7 @@ int main(void)
 	    cmocka_unit_test(test_refusals_of_the_run),
 	    cmocka_unit_test(test_etcd),
 	    cmocka_unit_test(test_token_sources),
+	    cmocka_unit_test(test_refused_inputs),
 	    cmocka_unit_test(test_jobfile_token_not_printed),
 	};
 

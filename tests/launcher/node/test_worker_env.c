@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "command.h"
+#include "envp.h"
 #include "opts.h"
 #include "worker_env.h"
 
@@ -69,7 +70,7 @@ static void test_torchrun_vars(void **state)
 
 	assert_int_equal(worker_env_build(base, &s, &env), 0);
 	for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
-		const char *v = worker_env_get(env, expect[i][0]);
+		const char *v = envp_get(env, expect[i][0]);
 
 		if (!v || strcmp(v, expect[i][1]))
 			fail_msg("%s = %s, expected %s", expect[i][0], v ? v : "(unset)",
@@ -93,13 +94,13 @@ static void test_extra_and_user_values(void **state)
 	s.nextra = 3;
 	s.set_omp = false;
 	assert_int_equal(worker_env_build(base, &s, &env), 0);
-	assert_string_equal(worker_env_get(env, "FOO"), "job");
-	assert_string_equal(worker_env_get(env, "BAR"), "x=y");
+	assert_string_equal(envp_get(env, "FOO"), "job");
+	assert_string_equal(envp_get(env, "BAR"), "x=y");
 	/* The contract's variables cannot be overridden by the job file. */
-	assert_string_equal(worker_env_get(env, "WORLD_SIZE"), "8");
+	assert_string_equal(envp_get(env, "WORLD_SIZE"), "8");
 	/* A user's NCCL setting is kept, as torchrun does. */
-	assert_string_equal(worker_env_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
-	assert_null(worker_env_get(env, "OMP_NUM_THREADS"));
+	assert_string_equal(envp_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+	assert_null(envp_get(env, "OMP_NUM_THREADS"));
 	worker_env_free(env);
 }
 
@@ -115,8 +116,8 @@ static void test_no_token(void **state)
 	s.extra = extra;
 	s.nextra = 1;
 	assert_int_equal(worker_env_build(base, &s, &env), 0);
-	assert_null(worker_env_get(env, "DDP_RDZV_TOKEN"));
-	assert_string_equal(worker_env_get(env, "DDP_RDZV_TOKENX"), "kept");
+	assert_null(envp_get(env, "DDP_RDZV_TOKEN"));
+	assert_string_equal(envp_get(env, "DDP_RDZV_TOKENX"), "kept");
 	for (char **p = env; *p; p++)
 		assert_null(strstr(*p, "secret"));
 	worker_env_free(env);

@@ -382,6 +382,84 @@ static void test_respawn(void **state)
 	run_release(&r);
 }
 
+/* Runs the loop until the worker's stdout has shown `mark`: its channel
+ * lines, written before it, were read in the same loop iteration at the
+ * latest (both fds were readable when the mark was). */
+static void run_until_shown(struct run *r, const char *mark)
+{
+	while (!strstr(slurp(r->console[0]), mark))
+		assert_true(uv_run(&r->loop, UV_RUN_ONCE) != 0 ||
+			    strstr(slurp(r->console[0]), mark));
+}
+
+/* The agent channel: only the round that was sent can be taken. A worker
+ * that says "took 2147483647" (a round never sent) and exits is one that
+ * took nothing: the agent restarts its group uncharged. */
+static void test_chan_took_only_the_round_sent(void **state)
+{
+	struct run r;
+	struct agent_wire_round rd = {.round = 5,
+				      .rank = 1,
+				      .world_size = 2,
+				      .local_rank = 0,
+				      .local_world_size = 1,
+				      .master_port = 29400,
+				      .group_rank = 1,
+				      .group_world_size = 2};
+	/* Each phase waits for a "go" from the test, so that what the test
+	 * checks is what the worker said up to that phase. */
+	char *argv[] = {"/bin/sh", "-c",
+			"printf 'hello 1 resizable\\ntook 2147483647\\n' >&4; echo said; "
+			"read -r kind round rest <&4; echo \"heard $kind $round\"; "
+			"printf 'took 2147483647\\ntook 4\\n' >&4; echo bogus; read -r go <&4; "
+			"printf 'took %s\\n' \"$round\" >&4; echo took; read -r go <&4; exit 6",
+			NULL};
+
+	run_init(&r);
+	assert_int_equal(agent_wire_round_set_addr(&rd, "127.0.0.1"), 0);
+	assert_int_equal(run_spawn(&r, argv[0], argv, NULL), 0);
+	run_until_shown(&r, "said");
+	assert_true(r.p.resizable);
+	assert_int_equal(r.p.took_round, -1); /* no round was sent yet */
+	assert_int_equal(worker_proc_send_round(&r.p, &rd), 0);
+	assert_int_equal(r.p.sent_round, 5);
+	run_until_shown(&r, "bogus");
+	assert_int_equal(r.p.took_round, -1);
+	assert_int_equal(worker_proc_send(&r.p, "go\n", 3), 0);
+	run_until_shown(&r, "took");
+	assert_int_equal(r.p.took_round, 5);
+	assert_int_equal(worker_proc_send(&r.p, "go\n", 3), 0);
+	run_loop(&r);
+	assert_int_equal(r.exit_code, 6);
+	assert_non_null(strstr(slurp(r.log[0]), "heard round 5\n"));
+	run_release(&r);
+}
+
+/* A worker that speaks another version of the channel, or none (an older
+ * libddp's bare "resizable"), is not resizable: restarted with its group. */
+static void test_chan_other_version_not_resizable(void **state)
+{
+	const char *scripts[] = {
+	    "printf 'resizable\\n' >&4; echo said; read -r go <&4",
+	    "printf 'hello 2 resizable\\nresizable\\n' >&4; echo said; read -r go <&4",
+	    "printf 'hello 1 resizable\\n' >&4; echo said; read -r go <&4",
+	};
+
+	for (int i = 0; i < 3; i++) {
+		struct run r;
+		char *argv[] = {"/bin/sh", "-c", (char *)scripts[i], NULL};
+
+		run_init(&r);
+		assert_int_equal(run_spawn(&r, argv[0], argv, NULL), 0);
+		run_until_shown(&r, "said");
+		assert_int_equal(r.p.resizable, i == 2);
+		assert_int_equal(r.p.chan_version, i == 0 ? 0 : i == 1 ? 2 : 1);
+		assert_int_equal(worker_proc_send(&r.p, "go\n", 3), 0);
+		run_loop(&r);
+		run_release(&r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -393,6 +471,8 @@ int main(void)
 	    cmocka_unit_test(test_close_pipes),
 	    cmocka_unit_test(test_spawn_failure),
 	    cmocka_unit_test(test_respawn),
+	    cmocka_unit_test(test_chan_took_only_the_round_sent),
+	    cmocka_unit_test(test_chan_other_version_not_resizable),
 	};
 
 	/* A console that went away must fail a write, not kill the test. */

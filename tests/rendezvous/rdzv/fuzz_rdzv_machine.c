@@ -87,6 +87,7 @@ struct agent {
 	bool running;
 	int64_t timer_at;
 	unsigned lives;
+	unsigned notices; /* NOTICEs of this machine: at most one */
 	bool in_round;
 	uint64_t gen;
 	uint32_t round, size, rank;
@@ -450,6 +451,11 @@ static void drain(struct sim *s, int ai)
 			trace(s, a, "end", act.text);
 			close_session(s, ai);
 			return;
+		case RDZV_ACT_NOTICE: /* a line, said once */
+			if (!act.text || !act.text[0] || strlen(act.text) > 4096 ||
+			    ++a->notices > 1)
+				abort();
+			break;
 		default:
 			if (a->out.len >= PENDING_MAX) { /* a machine that floods the store */
 				close_session(s, ai);
@@ -555,6 +561,7 @@ static int build_state(struct sim *s, struct fuzz_input *in, char *buf, size_t c
 	snprintf(st.subject, sizeof(st.subject), "%s", pick_id(s, in));
 	snprintf(st.coord, sizeof(st.coord), "%s", pick_id(s, in));
 	snprintf(st.job, sizeof(st.job), "%s", fuzz_u8(in) & 1 ? "jobA" : "jobB");
+	snprintf(st.cmd, sizeof(st.cmd), "%s", st.round & 1 ? "cmdA" : "cmdB"); /* no input used */
 	if (st.phase == RDZV_FAILED)
 		snprintf(st.msg, sizeof(st.msg), "a stranger says so");
 	return rdzv_state_encode(&st, buf, cap);
@@ -596,7 +603,7 @@ static void stranger_builds(struct sim *s, struct fuzz_input *in, struct entry *
 	char buf[RDZV_STATE_MAX + RDZV_SLOT_MAX], *world = NULL;
 	size_t wlen = 0;
 	int n = -EINVAL;
-	if (e->vlen >= 6 && memcmp(e->val, "rdzv2 ", 6) == 0)
+	if (e->vlen >= 6 && memcmp(e->val, "rdzv3 ", 6) == 0)
 		n = build_state(s, in, buf, sizeof(buf));
 	else if (e->vlen >= 7 && memcmp(e->val, "rdzvs1 ", 7) == 0)
 		n = build_slot(s, in, buf, sizeof(buf));
@@ -655,6 +662,7 @@ static void configure(struct sim *s, struct setup *u, int ai)
 	c->max_restarts = u->restarts;
 	c->job = u->jobs >> ai & 1 ? "jobB" : "jobA";
 	c->job_text = "a fuzzed job";
+	c->cmd = ai % 2 ? "cmdB" : "cmdA"; /* one job's nodes may differ here */
 	c->store_role = u->mode < 2 ? RDZV_STORE_SHARED : ai ? RDZV_STORE_OWNED : RDZV_STORE_OWN;
 	c->join_timeout_ms = u->join;
 	c->last_call_timeout_ms = u->last_call;
@@ -670,6 +678,7 @@ static void start(struct sim *s, struct setup *u, int ai)
 	a->m = NULL;
 	configure(s, u, ai);
 	a->timer_at = -1;
+	a->notices = 0;
 	a->lives++;
 	if (rdzv_machine_new(&a->cfg, &a->m) < 0)
 		abort(); /* configure() gives valid configurations only */

@@ -385,6 +385,10 @@ static void drain(struct fake_net *net, struct node *nd)
 				rdzv_set_port(a->m, a->cfg.port);
 			}
 			continue;
+		case RDZV_ACT_NOTICE:
+			a->notices++;
+			snprintf(a->notice_text, sizeof(a->notice_text), "%s", act.text);
+			continue;
 		case RDZV_ACT_LEFT:
 		case RDZV_ACT_FINISHED:
 		case RDZV_ACT_FAILED:
@@ -538,6 +542,12 @@ void fake_freeze(struct fake_net *net, struct fake_agent *a)
 void fake_stop(struct fake_net *net, struct fake_agent *a)
 {
 	check(rdzv_stop(a->m, net->now));
+	drain(net, net->nodes[a->idx]);
+}
+
+void fake_stop_permanent(struct fake_net *net, struct fake_agent *a, const char *cause)
+{
+	check(rdzv_stop_permanent(a->m, net->now, cause));
 	drain(net, net->nodes[a->idx]);
 }
 

@@ -33,6 +33,8 @@ struct fake_agent {
 	bool frozen;  /* stopped (SIGSTOP, partition): keeps its session */
 	bool killed;
 	int rounds, round_overs;
+	int notices; /* NOTICE actions, and the last one's text */
+	char notice_text[2048];
 	bool in_round;		     /* between ROUND and ROUND_OVER */
 	enum rdzv_action_kind ended; /* LEFT / FINISHED / FAILED, or 0 */
 	char end_text[2048];
@@ -67,6 +69,8 @@ void fake_kill(struct fake_net *net, struct fake_agent *a);
 /* The agent stops (or is cut off) but its session stays open. */
 void fake_freeze(struct fake_net *net, struct fake_agent *a);
 void fake_stop(struct fake_net *net, struct fake_agent *a); /* SIGTERM */
+/* rdzv_stop_permanent: a's workers failed in a way that will repeat. */
+void fake_stop_permanent(struct fake_net *net, struct fake_agent *a, const char *cause);
 void fake_workers_exit(struct fake_net *net, struct fake_agent *a, bool success);
 /* rdzv_workers_renew: one of a's workers is replaced alone. */
 void fake_workers_renew(struct fake_net *net, struct fake_agent *a);

@@ -40,6 +40,7 @@ static struct rdzv_state sample_state(enum rdzv_phase phase)
 	if (phase == RDZV_FAILED)
 		strcpy(s.msg, "workers on node 'x' failed: no restarts left");
 	strcpy(s.job, "0123456789abcdef");
+	strcpy(s.cmd, "fedcba9876543210");
 	strcpy(s.job_text, "'train.py' on --nnodes=2:4");
 	return s;
 }
@@ -49,8 +50,8 @@ static void test_state_golden(void **unused)
 	char buf[RDZV_STATE_MAX + 1];
 	struct rdzv_state s = sample_state(RDZV_RUNNING), d;
 	int n = rdzv_state_encode(&s, buf, sizeof(buf));
-	const char *want = "rdzv2 3 7 running 2 4 4 3 1 3 dead 10.0.0.3:77 10.0.0.1:12 "
-			   "0123456789abcdef 26 0\n'train.py' on --nnodes=2:4";
+	const char *want = "rdzv3 3 7 running 2 4 4 3 1 3 dead 10.0.0.3:77 10.0.0.1:12 "
+			   "0123456789abcdef fedcba9876543210 26 0\n'train.py' on --nnodes=2:4";
 	assert_int_equal(n, strlen(want));
 	assert_memory_equal(buf, want, n);
 	assert_int_equal(rdzv_state_decode(U8(buf), (size_t)n, &d), 0);
@@ -73,7 +74,7 @@ static void test_state_round_trip_phases(void **unused)
 
 static void test_state_round_trip_reasons(void **unused)
 {
-	for (int r = RDZV_WHY_START; r <= RDZV_WHY_REPLACE; r++) {
+	for (int r = RDZV_WHY_START; r <= RDZV_WHY_PERMANENT; r++) {
 		char buf[RDZV_STATE_MAX + 1];
 		struct rdzv_state s = sample_state(RDZV_RUNNING), d;
 		s.reason = (enum rdzv_reason)r;
@@ -133,38 +134,40 @@ static void test_state_malformed(void **unused)
 	static const char *bad[] = {
 	    "",
 	    "\n",
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0 0",	  /* no newline */
-	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* version */
-	    "rdzv2 03 7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* leading zero */
-	    "rdzv2 3  7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* double space */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0 0 \n",	  /* trailing space */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0\n",	  /* field missing */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0 0 0\n",	  /* field extra */
-	    "rdzv2 0 7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* gen 0 */
-	    "rdzv2 3 0 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* round 0 */
-	    "rdzv2 3 7 walking 2 4 4 3 1 3 dead - a - 0 0\n",	  /* phase */
-	    "rdzv2 3 7 running 5 4 4 3 1 3 dead - a - 0 0\n",	  /* min > max */
-	    "rdzv2 3 7 running 2 4 4 5 1 3 dead - a - 0 0\n",	  /* size > max */
-	    "rdzv2 3 7 running 2 4 4 3 4 3 dead - a - 0 0\n",	  /* restarts > budget */
-	    "rdzv2 3 7 running 2 4 4 0 1 3 dead - a - 0 0\n",	  /* running, no size */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - - - 0 0\n",	  /* running, no coord */
-	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 0\n",	  /* failed, no message */
-	    "rdzv2 3 7 open 2 4 4 0 1 3 dead - - - 0 1\nx",	  /* open with a message */
-	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 3\nab",	  /* message short */
-	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 1\nab",	  /* message long */
-	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a - 0 1\n\t",	  /* message not printable */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead a/b a - 0 0\n",	  /* '/' in an id */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 sick - a - 0 0\n",	  /* reason */
-	    "rdzv2 3 7 running 2 99999 4 3 1 3 dead - a - 0 0\n", /* max too large */
-	    "rdzv2 99999999999999999999 7 running 2 4 4 3 1 3 dead - a - 0 0\n", /* > 2^64 */
-	    "rdzv2 3 4294967296 running 2 4 4 3 1 3 dead - a - 0 0\n",		 /* > 2^32 */
-	    "rdzv2 +3 7 running 2 4 4 3 1 3 dead - a - 0 0\n",
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j/b 0 0\n", /* '/' in the job */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 3 0\nab", /* job text short */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 1 0\nab", /* job text long */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 1 0\n\t", /* not printable */
-	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a j 201 0\n", /* over RDZV_JOB_MAX */
-	    "rdzv2 3 7 failed 2 4 4 3 1 3 dead - a j 1 1\nx",	/* no message left */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a - - 0 0",	    /* no newline */
+	    "rdzv1 3 7 running 2 4 4 3 1 3 dead - a - - 0 0\n",	    /* version */
+	    "rdzv3 03 7 running 2 4 4 3 1 3 dead - a - - 0 0\n",    /* leading zero */
+	    "rdzv3 3  7 running 2 4 4 3 1 3 dead - a - - 0 0\n",    /* double space */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a - - 0 0 \n",    /* trailing space */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a - - 0\n",	    /* field missing */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a - - 0 0 0\n",   /* field extra */
+	    "rdzv3 0 7 running 2 4 4 3 1 3 dead - a - - 0 0\n",	    /* gen 0 */
+	    "rdzv3 3 0 running 2 4 4 3 1 3 dead - a - - 0 0\n",	    /* round 0 */
+	    "rdzv3 3 7 walking 2 4 4 3 1 3 dead - a - - 0 0\n",	    /* phase */
+	    "rdzv3 3 7 running 5 4 4 3 1 3 dead - a - - 0 0\n",	    /* min > max */
+	    "rdzv3 3 7 running 2 4 4 5 1 3 dead - a - - 0 0\n",	    /* size > max */
+	    "rdzv3 3 7 running 2 4 4 3 4 3 dead - a - - 0 0\n",	    /* restarts > budget */
+	    "rdzv3 3 7 running 2 4 4 0 1 3 dead - a - - 0 0\n",	    /* running, no size */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - - - - 0 0\n",	    /* running, no coord */
+	    "rdzv3 3 7 failed 2 4 4 3 1 3 dead - a - - 0 0\n",	    /* failed, no message */
+	    "rdzv3 3 7 open 2 4 4 0 1 3 dead - - - - 0 1\nx",	    /* open with a message */
+	    "rdzv3 3 7 failed 2 4 4 3 1 3 dead - a - - 0 3\nab",    /* message short */
+	    "rdzv3 3 7 failed 2 4 4 3 1 3 dead - a - - 0 1\nab",    /* message long */
+	    "rdzv3 3 7 failed 2 4 4 3 1 3 dead - a - - 0 1\n\t",    /* message not printable */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead a/b a - - 0 0\n",   /* '/' in an id */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 sick - a - - 0 0\n",	    /* reason */
+	    "rdzv3 3 7 running 2 99999 4 3 1 3 dead - a - - 0 0\n", /* max too large */
+	    "rdzv3 99999999999999999999 7 running 2 4 4 3 1 3 dead - a - - 0 0\n", /* > 2^64 */
+	    "rdzv3 3 4294967296 running 2 4 4 3 1 3 dead - a - - 0 0\n",	   /* > 2^32 */
+	    "rdzv3 +3 7 running 2 4 4 3 1 3 dead - a - - 0 0\n",
+	    "rdzv2 3 7 running 2 4 4 3 1 3 dead - a - 0 0\n",	  /* the version before CMD */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a j/b - 0 0\n", /* '/' in the job */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a j c/d 0 0\n", /* '/' in the command's */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a j - 3 0\nab", /* job text short */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a j - 1 0\nab", /* job text long */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a j - 1 0\n\t", /* not printable */
+	    "rdzv3 3 7 running 2 4 4 3 1 3 dead - a j - 201 0\n", /* over RDZV_JOB_MAX */
+	    "rdzv3 3 7 failed 2 4 4 3 1 3 dead - a j - 1 1\nx",	  /* no message left */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		struct rdzv_state d;
@@ -173,7 +176,7 @@ static void test_state_malformed(void **unused)
 	}
 	/* A 65-character id is one too many. */
 	char big[256];
-	snprintf(big, sizeof(big), "rdzv2 3 7 running 2 4 4 3 1 3 dead %065d a - 0 0\n", 1);
+	snprintf(big, sizeof(big), "rdzv3 3 7 running 2 4 4 3 1 3 dead %065d a - - 0 0\n", 1);
 	struct rdzv_state d;
 	assert_int_equal(rdzv_state_decode(U8(big), strlen(big), &d), -EINVAL);
 	/* Over RDZV_STATE_MAX. */

@@ -227,6 +227,76 @@ static void test_leave(void **state)
 	assert_string_equal(st->subject, leaver->node_id);
 }
 
+/* A node of a job that cannot go on without it leaves with a failure that
+ * will repeat: every other node ends at once, FAILED as permanent, with
+ * the leaver and its cause in its message (before, the others re-formed
+ * without it and waited for join_timeout). n nodes of --nnodes=min:max. */
+static void permanent_ends_all(uint32_t n, uint32_t min, uint32_t max)
+{
+	struct fake_net *net = fake_net_new(g_seed);
+	add_n(net, "job", (int)n, min, max);
+	start_range(net, 0, (int)n);
+	assert_true(run_to_round(net, 1, 120000)); /* n < max: after the last call */
+	struct fake_agent *leaver = with_rank(net, 1);
+	int64_t t0 = fake_now(net);
+	fake_stop_permanent(net, leaver, "worker rank 2 exited with status 78\n(disk full)");
+	assert_true(fake_run(net, fake_all_ended, NULL, 60000));
+	assert_int_equal(fake_now(net), t0); /* at once, not at a deadline */
+	assert_int_equal(leaver->ended, RDZV_ACT_LEFT);
+	for (uint32_t i = 0; i < n; i++) {
+		struct fake_agent *a = fake_agent(net, (int)i);
+		assert_true(rdzv_machine_failed_permanent(a->m));
+		if (a == leaver)
+			continue;
+		assert_int_equal(a->ended, RDZV_ACT_FAILED);
+		assert_int_equal(a->round_overs, 0);
+		assert_non_null(strstr(a->end_text, leaver->node_id));
+		assert_non_null(strstr(a->end_text, leaver->addr));
+		/* the cause, its newline made printable */
+		assert_non_null(strstr(a->end_text, "worker rank 2 exited with status 78?(disk"));
+		assert_non_null(strstr(a->end_text, "exit status 78"));
+	}
+	const struct rdzv_state *st = rdzv_machine_state(fake_agent(net, 0)->m);
+	assert_int_equal(st->reason, RDZV_WHY_PERMANENT);
+	assert_string_equal(st->subject, leaver->node_id);
+	fake_net_free(net);
+}
+
+static void test_permanent_leave_fixed_size_ends_all(void **unused)
+{
+	permanent_ends_all(3, 3, 3);
+	permanent_ends_all(2, 2, 4); /* elastic, at its minimum */
+}
+
+/* Above its minimum an elastic job goes on without the node, as after any
+ * leave; and a fixed-size job with a spare waiting goes on with the spare. */
+static void test_permanent_leave_goes_on_with_enough(void **state)
+{
+	struct fake_net *net = net_of(state);
+	form_four(net);
+	struct fake_agent *leaver = with_rank(net, 2);
+	fake_stop_permanent(net, leaver, "worker rank 4 exited with status 78");
+	assert_true(run_to_round(net, 2, 60000));
+	assert_int_equal(leaver->ended, RDZV_ACT_LEFT);
+	assert_world(net, 2, 3);
+	const struct rdzv_state *st = rdzv_machine_state(with_rank(net, 0)->m);
+	assert_int_equal(st->reason, RDZV_WHY_LEFT);
+	assert_false(rdzv_machine_failed_permanent(with_rank(net, 0)->m));
+
+	struct fake_net *fixed = fake_net_new(g_seed + 7);
+	add_n(fixed, "fix", 3, 3, 3);
+	start_range(fixed, 0, 3);
+	assert_true(run_to_round(fixed, 1, 1000));
+	struct fake_agent *spare = fake_add(fixed, "fix", 3, 3);
+	fake_start(fixed, spare);
+	fake_run(fixed, NULL, NULL, 100); /* the spare takes its ticket and waits */
+	fake_stop_permanent(fixed, with_rank(fixed, 0), "no space left");
+	assert_true(run_to_round(fixed, 2, 60000));
+	assert_world(fixed, 2, 3);
+	assert_true(spare->in_round);
+	fake_net_free(fixed);
+}
+
 static void test_join_running(void **state)
 {
 	struct fake_net *net = net_of(state);
@@ -339,6 +409,44 @@ static void test_other_job_refused(void **state)
 	}
 	assert_true(run_to_round(net, 1, 1000));
 	assert_int_equal(fake_agent(net, 3)->gen, 2);
+}
+
+/* One job (one fingerprint) whose nodes' command lines differ (each its
+ * own --checkpoint_dir): it forms; each node whose command line differs
+ * from the creator's says so once, naming both, and not again when the
+ * job re-forms; a node with the creator's command line says nothing. */
+static void test_same_job_other_command_noticed(void **state)
+{
+	struct fake_net *net = net_of(state);
+	static const char *const cmds[] = {"cmdA", "cmdB", "cmdA", "cmdB"};
+	static const char *const texts[] = {"'t.py --dir=a'", "'t.py --dir=b'", "'t.py --dir=a'",
+					    "'t.py --dir=b'"};
+	add_n(net, "job", 4, 3, 4);
+	for (int i = 0; i < 4; i++) {
+		fake_agent(net, i)->cfg.job = "aaaa";
+		fake_agent(net, i)->cfg.cmd = cmds[i];
+		fake_agent(net, i)->cfg.job_text = texts[i];
+	}
+	start_range(net, 0, 4);
+	assert_true(run_to_round(net, 1, 60000));
+	const struct rdzv_state *st = rdzv_machine_state(fake_agent(net, 0)->m);
+	assert_non_null(st);
+	const char *creator = st->cmd, *there = strcmp(creator, "cmdA") ? texts[1] : texts[0];
+	for (int i = 0; i < 4; i++) {
+		struct fake_agent *a = fake_agent(net, i);
+		assert_int_equal(a->size, 4);
+		assert_int_equal(a->notices, strcmp(cmds[i], creator) != 0);
+		if (a->notices &&
+		    (!strstr(a->notice_text, "differ between this node") ||
+		     !strstr(a->notice_text, texts[i]) || !strstr(a->notice_text, there) ||
+		     !strstr(a->notice_text, "run id 'job'")))
+			fail_msg("notice: %s", a->notice_text);
+	}
+	/* A node dies: the others re-form as one job and say nothing more. */
+	fake_kill(net, fake_agent(net, 3));
+	assert_true(run_to_round(net, 2, 60000));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fake_agent(net, i)->notices, strcmp(cmds[i], creator) != 0);
 }
 
 /* A static job's store: node 0 names its job there; a node of another job
@@ -1003,7 +1111,7 @@ static void test_one_node_by_hand(void **unused)
 	assert_int_equal(rdzv_on_done(m, 0, id, 0), 0);
 	pop(m, RDZV_ACT_CAS, "ddprdzv/r/state", &a);
 	assert_false(a.has_expected);
-	const char *open1 = "rdzv2 1 1 open 1 1 1 0 0 0 start - - - 0 0\n";
+	const char *open1 = "rdzv3 1 1 open 1 1 1 0 0 0 start - - - - 0 0\n";
 	assert_int_equal(a.value.len, strlen(open1));
 	assert_memory_equal(a.value.data, open1, a.value.len);
 	assert_int_equal(rdzv_on_cas(m, 0, a.id, 0, true, val(open1)), 0);
@@ -1076,10 +1184,14 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_max_closes_at_once, setup, teardown),
 	    cmocka_unit_test(test_death),
 	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
+	    cmocka_unit_test(test_permanent_leave_fixed_size_ends_all),
+	    cmocka_unit_test_setup_teardown(test_permanent_leave_goes_on_with_enough, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_join_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spare_waits_then_fills_in, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spare_gives_up_at_join_deadline, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_job_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_same_job_other_command_noticed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_owner, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_join_deadline_message, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_static_missing_ranks, setup, teardown),

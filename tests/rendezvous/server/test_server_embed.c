@@ -2,10 +2,14 @@
  * test_server_embed.c - the store server embedded in a caller's libuv loop
  * (as ddplaunch hosts it): listen errors and retry, clients served from
  * another thread, close with clients still connected and waiting, the reset
- * between worker groups, the list_keys and barrier limits, and no handle or
- * byte left behind (run under ASan in CI). Loopback, port 0.
+ * between worker groups, the list_keys and barrier limits, the bounds on
+ * every client (silent ones, per address, the descriptor reserve), and no
+ * handle or byte left behind (run under ASan in CI). Loopback, port 0.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,10 +17,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <cmocka.h>
 
+#include "store_access.h"
 #include "store_client.h"
 #include "store_server.h"
 
@@ -63,6 +70,7 @@ struct scenario {
 	int port;
 	int result; /* 0 when every check in the thread passed, else its line */
 	void (*body)(struct scenario *sc);
+	void (*prepare)(struct store_server *server); /* before listening, or NULL */
 	int done;
 	int told; /* the body already sent `finished` itself */
 };
@@ -107,6 +115,8 @@ static void scenario_run(struct scenario *sc)
 	assert_int_equal(uv_async_init(&sc->loop, &sc->reset, scenario_reset), 0);
 	sc->reset.data = sc;
 	assert_int_equal(store_server_new(&sc->loop, sc->limits, &sc->server), 0);
+	if (sc->prepare)
+		sc->prepare(sc->server);
 	assert_int_equal(store_server_listen(sc->server, "127.0.0.1", 0), 0);
 	sc->port = store_server_port(sc->server);
 	pthread_t t;
@@ -257,6 +267,130 @@ static void test_barrier_and_list_limits(void **state)
 	scenario_run(&sc);
 }
 
+/* A raw client of 127.0.0.1:port from `from` (another loopback address,
+ * so that the per-address bounds can be told apart), or -1. */
+static int raw_from(const char *from, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET}, b = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	inet_pton(AF_INET, from, &b.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	a.sin_port = htons((uint16_t)port);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&b, sizeof(b)) < 0 ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* torch 2.x's first query (VALIDATE, no reply): the client has spoken. */
+static bool raw_validate(int fd)
+{
+	static const uint8_t v[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C};
+	return send(fd, v, sizeof(v), MSG_NOSIGNAL) == (ssize_t)sizeof(v);
+}
+
+/* Whether the server closes fd within timeout_ms (it sends nothing to it). */
+static bool raw_closed(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	char c;
+	if (poll(&p, 1, timeout_ms) != 1)
+		return false;
+	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+#define SILENT_MS 300 /* the handshake timeout these scenarios set */
+
+static void prepare_silent(struct store_server *server)
+{
+	store_server_set_handshake_timeout(server, SILENT_MS);
+}
+
+/* Silent clients past max_silent_per_addr (1 here) are closed at their
+ * deadline; a client that spoke is not, waiting on a key or idle; a torch
+ * 1.13 pair (one speaks, its callback connection stays silent) keeps its
+ * silent one; one address holds at most max_conns_per_addr (4 here).
+ * (Issue 28: without a token nothing bounded them.) */
+static void body_bounds(struct scenario *sc)
+{
+	struct store_client *c = NULL;
+	char err[256];
+	int a, b, k, x, kept, lone, e[5], f;
+	SC_CHECK(sc, store_client_connect("127.0.0.1", sc->port, 5000, &c, err, sizeof(err)) == 0);
+	a = raw_from("127.0.0.5", sc->port); /* a 1.13 store: queries ... */
+	SC_CHECK(sc, a >= 0 && raw_validate(a));
+	b = raw_from("127.0.0.5", sc->port); /* ... and its silent callback */
+	k = raw_from("127.0.0.5", sc->port); /* kept: max_silent_per_addr is 1 */
+	x = raw_from("127.0.0.5", sc->port); /* one more: closed */
+	kept = raw_from("127.0.0.6", sc->port);
+	lone = raw_from("127.0.0.6", sc->port);
+	for (int i = 0; i < 5; i++) {
+		e[i] = raw_from("127.0.0.7", sc->port);
+		if (i < 4)
+			SC_CHECK(sc, e[i] >= 0 && raw_validate(e[i]));
+	}
+	SC_CHECK(sc, raw_closed(e[4], 2000)); /* the 5th of one address, at once */
+	f = raw_from("127.0.0.8", sc->port);
+	SC_CHECK(sc, f >= 0 && raw_validate(f));
+	if (c) { /* waits past the deadline: never cut */
+		const char *keys[] = {"late"};
+		SC_CHECK(sc, store_client_wait(c, keys, 1, 3 * SILENT_MS) == -ETIMEDOUT);
+		SC_CHECK(sc, store_client_ping(c) == 0);
+	}
+	SC_CHECK(sc, raw_closed(lone, 3 * SILENT_MS));
+	SC_CHECK(sc, raw_closed(x, 3 * SILENT_MS));
+	SC_CHECK(sc, !raw_closed(b, 2 * SILENT_MS)); /* vouched for by a */
+	SC_CHECK(sc, !raw_closed(k, 0));
+	SC_CHECK(sc, !raw_closed(kept, 0));
+	SC_CHECK(sc, !raw_closed(a, 0));
+	SC_CHECK(sc, !raw_closed(f, 0));
+	for (int i = 0; i < 4; i++)
+		SC_CHECK(sc, !raw_closed(e[i], 0));
+	if (c)
+		SC_CHECK(sc, store_client_ping(c) == 0);
+	int fds[] = {a, b, k, x, kept, lone, e[0], e[1], e[2], e[3], e[4], f};
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	store_client_free(c);
+}
+
+static void test_bounds_on_every_client(void **state)
+{
+	struct store_limits limits;
+	store_limits_default(&limits);
+	limits.max_conns_per_addr = 4;
+	limits.max_silent_per_addr = 1;
+	struct scenario sc = {.body = body_bounds, .limits = &limits, .prepare = prepare_silent};
+	scenario_run(&sc);
+}
+
+/* A connection that would take one of the descriptors kept in reserve is
+ * closed at once (here the reserve is the whole limit). */
+static void prepare_reserve_all(struct store_server *server)
+{
+	store_server_set_fd_reserve(server, 1u << 30);
+}
+
+static void body_reserve(struct scenario *sc)
+{
+	int fd = raw_from("127.0.0.9", sc->port);
+	SC_CHECK(sc, fd >= 0 && raw_validate(fd));
+	SC_CHECK(sc, raw_closed(fd, 2000));
+	if (fd >= 0)
+		close(fd);
+}
+
+static void test_descriptor_reserve(void **state)
+{
+	struct scenario sc = {.body = body_reserve, .prepare = prepare_reserve_all};
+	scenario_run(&sc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -265,6 +399,8 @@ int main(void)
 	    cmocka_unit_test(test_close_with_clients),
 	    cmocka_unit_test(test_reset_between_groups),
 	    cmocka_unit_test(test_barrier_and_list_limits),
+	    cmocka_unit_test(test_bounds_on_every_client),
+	    cmocka_unit_test(test_descriptor_reserve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,11 +2,13 @@
  * supersede_check.c - a later round ends a ddp_reform in progress (started
  * by run_ranks.py as one rank, store in ddp-rdzvd, DDP_TIMEOUT_MS 10 s).
  *
- * The program plays its own agent: a socketpair's end is DDP_AGENT_FD, so
- * ddp_init says "resizable" there and its reader thread hears the rounds
+ * The program plays its own agent: a socketpair's end is DDP_AGENT_FD (and
+ * this process, the pair's creator, DDP_AGENT_PID), so ddp_init says
+ * "hello 1 resizable" there and its reader thread hears the rounds
  * this program writes to the other end. Each case starts a ddp_reform
  * that would wait for its deadline (10 s) and sends a round 300 ms later:
- * the re-formation must return -ECANCELED, "superseded by round R", within
+ * the re-formation must return -ESTALE (not -ECANCELED, an abort), with
+ * "superseded by round R" in its message for people, within
  * 0.5 s of the round (about 0.05 s here), whichever wait it was in:
  *   connect   the store's address refuses connections (a bound socket
  *             that does not listen)
@@ -18,8 +20,10 @@
  *   pending   a round the program has not taken is already waiting when
  *             ddp_reform starts: it returns at once
  * After each, ddp_next_round hands the round over and the agent's end
- * reads "took R". Last, a round that is not superseded re-forms (1 rank)
- * and an all-reduce works.
+ * reads "took R". Then a round that is not superseded re-forms (1 rank)
+ * and an all-reduce works. Last, ddp_rejoin (rejoin_cases): superseded
+ * rounds taken inside, after() run once per round that re-formed, and its
+ * codes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_wire.h"
 #include "ddp.h"
 #include "kv.h"
 
@@ -41,6 +46,7 @@
 struct agent {
 	int fd;		/* our end of the channel */
 	int round;	/* the round to send */
+	int world;	/* its world size (0: 1) */
 	long delay_ms;	/* after this long */
 	double sent_at; /* when it was sent (monotonic seconds) */
 	char port[16];	/* MASTER_PORT for the round line */
@@ -56,12 +62,20 @@ static double now_s(void)
 
 static void send_round(struct agent *a)
 {
-	char line[128];
-	int n =
-	    snprintf(line, sizeof(line), "round %d 0 1 0 1 127.0.0.1 %s 0 1\n", a->round, a->port);
+	int w = a->world ? a->world : 1;
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_ROUND};
+	char line[AGENT_WIRE_MAX_LINE];
+	int n;
 
+	m.r = (struct agent_wire_round){.round = a->round,
+					.world_size = w,
+					.local_world_size = w,
+					.master_port = atoi(a->port),
+					.group_world_size = 1};
+	agent_wire_round_set_addr(&m.r, "127.0.0.1");
+	n = agent_wire_format(&m, line, sizeof(line));
 	a->sent_at = now_s();
-	if (write(a->fd, line, (size_t)n) != n)
+	if (n < 0 || write(a->fd, line, (size_t)n) != n)
 		perror("agent: write");
 }
 
@@ -146,10 +160,10 @@ static int one_case(struct ddp_ctx *ctx, struct agent *a, const char *name,
 		    const struct ddp_options *o, int round, long delay_ms)
 {
 	struct ddp_round r;
-	char err[1024] = "", took[32];
+	char err[1024] = "", took[64];
 	pthread_t t;
 	double late;
-	int rc;
+	int rc, n;
 
 	a->round = round;
 	a->delay_ms = delay_ms;
@@ -164,13 +178,16 @@ static int one_case(struct ddp_ctx *ctx, struct agent *a, const char *name,
 	printf("%s: ddp_reform returned %d %.3f s after round %d: %s\n", name, rc, late, round,
 	       err);
 	snprintf(took, sizeof(took), "superseded by round %d", round);
-	if (rc != -ECANCELED || !strstr(err, took) || late > LATE_LIMIT_S) {
-		fprintf(stderr, "%s: expected -ECANCELED saying '%s' within %.1f s of the round\n",
+	if (rc != -ESTALE || !strstr(err, took) || late > LATE_LIMIT_S) {
+		fprintf(stderr, "%s: expected -ESTALE saying '%s' within %.1f s of the round\n",
 			name, took, LATE_LIMIT_S);
 		return 1;
 	}
 	rc = ddp_next_round(ctx, &r, 2000);
-	snprintf(took, sizeof(took), "took %d\n", round);
+	n = agent_wire_format(&(struct agent_wire_msg){.kind = AGENT_WIRE_TOOK, .round = round},
+			      took, sizeof(took));
+	if (n < 0)
+		return 1;
 	if (rc != 0 || r.round != round || agent_expect(a->fd, took) < 0) {
 		fprintf(stderr, "%s: ddp_next_round gave %d, round %d (expected %d)\n", name, rc,
 			r.round, round);
@@ -202,6 +219,98 @@ static int final_round(struct ddp_ctx *ctx, struct agent *a, int round)
 	/* run_ranks.py's "ok" expects a digest of the result. */
 	printf("digest %08x\n", (unsigned)(v[0] * 1000.0f + v[3]));
 	return 0;
+}
+
+/* ddp_rejoin's after(): counts its calls; the first `fail_collective` calls
+ * end with a failed collective (the communicator aborted, as a round heard
+ * meanwhile does), or all calls return `fatal` when it is set. */
+struct after_state {
+	int calls, fail_collective, fatal, world;
+};
+
+static int after_cb(struct ddp_ctx *ctx, void *arg)
+{
+	struct after_state *s = arg;
+	float v = 1.0f;
+
+	s->calls++;
+	s->world = ddp_world_size(ctx);
+	if (s->fatal)
+		return s->fatal;
+	if (s->calls <= s->fail_collective)
+		ddp_abort(ctx);
+	return ddp_allreduce(ctx, &v, 1, DDP_FLOAT32, DDP_SUM);
+}
+
+/* One ddp_rejoin case: rounds first..last are sent (first at once, each
+ * later one delay_ms after the one before, from a thread); expects rc, the
+ * round joined and after()'s calls. */
+static int rejoin_case(struct ddp_ctx *ctx, struct agent *a, const char *name, int first,
+		       int first_world, int last, struct after_state *st, uint64_t timeout_ms,
+		       int want_rc, int want_calls)
+{
+	struct ddp_round r = {0};
+	char err[1024] = "";
+	pthread_t t;
+	int rc;
+
+	if (first > 0) {
+		a->round = first;
+		a->world = first_world;
+		send_round(a);
+		a->world = 1;
+	}
+	if (last > first) {
+		a->round = last;
+		a->delay_ms = 300;
+		pthread_create(&t, NULL, agent_main, a);
+	}
+	rc = ddp_rejoin(ctx, &r, timeout_ms, after_cb, st, err, sizeof(err));
+	if (last > first)
+		pthread_join(t, NULL);
+	printf("%s: ddp_rejoin returned %d, round %d, after() called %d time(s): %s\n", name, rc,
+	       r.round, st->calls, err);
+	if (rc != want_rc || st->calls != want_calls || (rc == 0 && r.round != last) ||
+	    (rc == 0 && (ddp_world_size(ctx) != 1 || st->world != 1 ||
+			 strcmp(r.opts.init_method, r.init_method) != 0))) {
+		fprintf(stderr, "%s: expected %d after %d call(s) in round %d\n", name, want_rc,
+			want_calls, last);
+		return 1;
+	}
+	return 0;
+}
+
+/* ddp_rejoin: a superseded round is taken inside (round 17, a world of 2
+ * whose rank 1 never comes, superseded by 18 after 300 ms: one after()
+ * call, in 18); an after() whose collective fails waits for the next round
+ * (19 fails, 20 joins); an after() failing by itself (-EPROTO) ends it;
+ * then the codes: -ETIMEDOUT (no round), -ENOTSUP (ddp_set_resizable 0),
+ * -EPIPE (the agent's end closed). */
+static int rejoin_cases(struct ddp_ctx *ctx, struct agent *a)
+{
+	struct after_state s1 = {0}, s2 = {.fail_collective = 1}, s3 = {.fatal = -EPROTO};
+	struct after_state s4 = {0};
+	struct ddp_round r;
+	char err[1024] = "";
+	int fails = 0, rc;
+
+	fails += rejoin_case(ctx, a, "rejoin superseded", 17, 2, 18, &s1, 0, 0, 1);
+	fails += rejoin_case(ctx, a, "rejoin after() failed", 19, 1, 20, &s2, 0, 0, 2);
+	fails += rejoin_case(ctx, a, "rejoin after() fatal", 21, 1, 21, &s3, 0, -EPROTO, 1);
+	fails += rejoin_case(ctx, a, "rejoin no round", 0, 0, -1, &s4, 300, -ETIMEDOUT, 0);
+	if (fails)
+		return 1;
+	ddp_set_resizable(ctx, 0);
+	rc = ddp_rejoin(ctx, &r, 300, after_cb, &s4, err, sizeof(err));
+	printf("rejoin fixed: %d: %s\n", rc, err);
+	fails += rc != -ENOTSUP;
+	ddp_set_resizable(ctx, 1);
+	close(a->fd);
+	a->fd = -1;
+	rc = ddp_rejoin(ctx, &r, 5000, after_cb, &s4, err, sizeof(err));
+	printf("rejoin agent gone: %d: %s\n", rc, err);
+	fails += rc != -EPIPE || s4.calls != 0;
+	return fails ? 1 : 0;
 }
 
 static int run_cases(struct ddp_ctx *ctx, struct agent *a, struct kv *kv)
@@ -236,7 +345,9 @@ static int run_cases(struct ddp_ctx *ctx, struct agent *a, struct kv *kv)
 
 	close(refuse);
 	close(quiet);
-	return fails ? 1 : final_round(ctx, a, 16);
+	if (fails || final_round(ctx, a, 16))
+		return 1;
+	return rejoin_cases(ctx, a);
 }
 
 int main(void)
@@ -254,12 +365,15 @@ int main(void)
 	a.fd = sv[0];
 	snprintf(fdname, sizeof(fdname), "%d", sv[1]);
 	setenv("DDP_AGENT_FD", fdname, 1);
+	/* The pair's creator, as ddplaunch is a worker's (ddp-exec says so). */
+	snprintf(fdname, sizeof(fdname), "%d", (int)getpid());
+	setenv("DDP_AGENT_PID", fdname, 1);
 	if (ddp_init(NULL, &ctx, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
-	if (!ddp_resizable(ctx) || agent_expect(a.fd, "resizable\n") < 0) {
-		fprintf(stderr, "ddp_init did not say 'resizable' on the agent channel\n");
+	if (!ddp_resizable(ctx) || agent_expect(a.fd, "hello 1 resizable\n") < 0) {
+		fprintf(stderr, "ddp_init did not say 'hello 1 resizable' on the agent channel\n");
 		goto out;
 	}
 	if (kv_tcp_new("127.0.0.1", atoi(a.port), 5000, &kv, err, sizeof(err)) < 0) {
@@ -270,6 +384,7 @@ int main(void)
 out:
 	kv_free(kv);
 	ddp_free(ctx);
-	close(sv[0]);
+	if (a.fd >= 0)
+		close(sv[0]);
 	return rc;
 }

@@ -44,6 +44,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "python"))
+from ddplaunch import agent_wire  # noqa: E402
+
 STEPS, KILL = 60, 23
 LIMIT = 120.0
 
@@ -85,6 +89,7 @@ class Rank:
         e = dict(env, RANK=str(rank), LOCAL_RANK=str(local[0]),
                  LOCAL_WORLD_SIZE=str(local[1]), GROUP_RANK=str(local[2]),
                  GROUP_WORLD_SIZE=str(local[3]), DDP_AGENT_FD=str(theirs.fileno()),
+                 DDP_AGENT_PID=str(os.getpid()),  # the pair's creator, as ddplaunch
                  DDP_LOCAL_ADDR=node)
         self.log = open(out, "w+")
         self.proc = subprocess.Popen(argv, env=e, stdout=self.log, stderr=subprocess.STDOUT,
@@ -94,9 +99,8 @@ class Rank:
 
     def send_round(self, rnd, rank, port, transport):
         local = {"shm": (rank, 2, 0, 1), "ring": (0, 1, rank, 2)}[transport]
-        line = "round %d %d 2 %d %d 127.0.0.1 %d %d %d\n" % (
-            rnd, rank, local[0], local[1], port, local[2], local[3])
-        self.ours.sendall(line.encode())
+        self.ours.sendall(agent_wire.format(agent_wire.Round(
+            rnd, rank, 2, local[0], local[1], "127.0.0.1", port, local[2], local[3])))
 
     def read_channel(self):
         self.ours.setblocking(False)
@@ -188,7 +192,7 @@ def check_case(name, survivor, joiner, dead, final, reference):
     said, out, sout = survivor.read_channel(), joiner.output(), survivor.output()
     print("--- %s: survivor (rank %d -> %d)\n%s--- joiner (rank %d)\n%s" % (
         name, 1 - dead, 1 - dead, sout[-1500:], dead, out[-1500:]))
-    if "took 2\n" not in said:
+    if agent_wire.format(agent_wire.Took(2)).decode() not in said:
         raise Fail("%s: the survivor never said 'took 2' on its channel: %r" % (name, said))
     m = re.search(r"step (\d+): took the training state from rank (\d+)'s memory: (\d+) bytes "
                   r"in ([0-9.]+) s \(([0-9.]+) GB/s\)", out)
@@ -223,7 +227,7 @@ def main():
         try:
             ref_ck = os.path.join(tmp, "reference")
             env = {k: v for k, v in os.environ.items()
-                   if k not in ("RANK", "WORLD_SIZE", "DDP_AGENT_FD")}
+                   if k not in ("RANK", "WORLD_SIZE", "DDP_AGENT_FD", "DDP_AGENT_PID")}
             env["OPENBLAS_NUM_THREADS"] = "1"
             p = subprocess.run(job(args, ref_ck), env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, timeout=LIMIT)

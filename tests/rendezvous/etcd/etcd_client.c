@@ -1,8 +1,8 @@
 /*
- * etcd_client.c - the blocking client (etcd_client.h): the async client
- * (etcd_async.h) on a private libuv loop, which each call runs until its
- * answer is in. One HTTP engine, no thread: the watches of a client run on
- * its loop too, whenever a call or etcd_watch_next() runs it.
+ * etcd_client.c - the tests' blocking etcd client (etcd_client.h): the
+ * async client (etcd_async.h) on a private libuv loop, which each call runs
+ * until its answer is in. One HTTP engine, no thread: the watches of a
+ * client run on its loop too, whenever a call or etcd_watch_next() runs it.
  */
 #include "etcd_client.h"
 

@@ -1,0 +1,293 @@
+/* The agent channel's grammar: format, parse, and the incremental reader. */
+#include "agent_wire.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A cursor over the fields of one line. */
+struct wire_cur {
+	const char *p, *end;
+};
+
+/* The next field (the bytes up to the next space or the end), or -EINVAL
+ * when none is left or it is empty (two spaces, a trailing space). */
+static int cur_field(struct wire_cur *c, const char **f, size_t *n)
+{
+	const char *s;
+
+	if (c->p >= c->end)
+		return -EINVAL;
+	if (*c->p == ' ') {
+		c->p++;
+		if (c->p >= c->end || *c->p == ' ')
+			return -EINVAL;
+	}
+	s = c->p;
+	while (c->p < c->end && *c->p != ' ')
+		c->p++;
+	*f = s;
+	*n = (size_t)(c->p - s);
+	return 0;
+}
+
+/* A decimal 0..INT32_MAX written canonically (no sign, no leading zero). */
+static int cur_int(struct wire_cur *c, int *out)
+{
+	const char *f;
+	size_t n;
+	int64_t v = 0;
+	int rc = cur_field(c, &f, &n);
+
+	if (rc < 0)
+		return rc;
+	if (n > 1 && f[0] == '0')
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (f[i] < '0' || f[i] > '9')
+			return -EINVAL;
+		if (v <= INT32_MAX)
+			v = v * 10 + (f[i] - '0');
+	}
+	if (v > INT32_MAX)
+		return -ERANGE;
+	*out = (int)v;
+	return 0;
+}
+
+static int cur_end(const struct wire_cur *c)
+{
+	return c->p == c->end ? 0 : -EINVAL;
+}
+
+static bool addr_ok(const char *a, size_t n)
+{
+	if (n == 0 || n > AGENT_WIRE_ADDR_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)a[i] < 0x21 || (unsigned char)a[i] > 0x7e)
+			return false;
+	return true;
+}
+
+/* The ranges of a round's fields; the parser and the formatter share them. */
+static int round_check(const struct agent_wire_round *r)
+{
+	if (r->round < 0 || r->world_size < 1 || r->rank < 0 || r->rank >= r->world_size ||
+	    r->local_world_size < 1 || r->local_world_size > r->world_size || r->local_rank < 0 ||
+	    r->local_rank >= r->local_world_size || r->master_port < 1 || r->master_port > 65535 ||
+	    r->group_world_size < 1 || r->group_rank < 0 || r->group_rank >= r->group_world_size)
+		return -ERANGE;
+	return addr_ok(r->master_addr, strnlen(r->master_addr, sizeof(r->master_addr))) ? 0
+											: -ERANGE;
+}
+
+int agent_wire_round_set_addr(struct agent_wire_round *r, const char *addr)
+{
+	size_t n = strnlen(addr, AGENT_WIRE_ADDR_MAX + 1);
+
+	if (n == 0 || n > AGENT_WIRE_ADDR_MAX)
+		return -ERANGE;
+	memcpy(r->master_addr, addr, n + 1);
+	return 0;
+}
+
+static int parse_addr(struct wire_cur *c, char *out)
+{
+	const char *f;
+	size_t n;
+	int rc = cur_field(c, &f, &n);
+
+	if (rc < 0)
+		return rc;
+	if (n > AGENT_WIRE_ADDR_MAX)
+		return -ERANGE;
+	memcpy(out, f, n);
+	out[n] = '\0';
+	return 0;
+}
+
+static int parse_round(struct wire_cur *c, struct agent_wire_round *r)
+{
+	int rc = 0;
+
+	memset(r, 0, sizeof(*r));
+	rc = rc ?: cur_int(c, &r->round);
+	rc = rc ?: cur_int(c, &r->rank);
+	rc = rc ?: cur_int(c, &r->world_size);
+	rc = rc ?: cur_int(c, &r->local_rank);
+	rc = rc ?: cur_int(c, &r->local_world_size);
+	rc = rc ?: parse_addr(c, r->master_addr);
+	rc = rc ?: cur_int(c, &r->master_port);
+	rc = rc ?: cur_int(c, &r->group_rank);
+	rc = rc ?: cur_int(c, &r->group_world_size);
+	rc = rc ?: cur_end(c);
+	return rc ?: round_check(r);
+}
+
+static int parse_decl(struct wire_cur *c, bool *resizable)
+{
+	const char *f;
+	size_t n;
+	int rc = cur_field(c, &f, &n);
+
+	if (rc < 0)
+		return rc;
+	if (n == 9 && !memcmp(f, "resizable", 9))
+		*resizable = true;
+	else if (n == 5 && !memcmp(f, "fixed", 5))
+		*resizable = false;
+	else
+		return -EINVAL;
+	return cur_end(c);
+}
+
+static int parse_hello(struct wire_cur *c, struct agent_wire_msg *m)
+{
+	int rc = cur_int(c, &m->version);
+
+	if (rc < 0)
+		return rc;
+	if (m->version < 1)
+		return -EINVAL;
+	if (m->version != AGENT_WIRE_VERSION)
+		return 0; /* another version's fields: the caller says so */
+	return parse_decl(c, &m->resizable);
+}
+
+static bool kind_ok(const char *k, size_t n)
+{
+	if (n == 0 || n > AGENT_WIRE_KIND_MAX || k[0] < 'a' || k[0] > 'z')
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '-'))
+			return false;
+	return true;
+}
+
+static bool printable(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return false;
+	return true;
+}
+
+static bool kind_is(const char *k, size_t n, const char *name)
+{
+	return n == strlen(name) && !memcmp(k, name, n);
+}
+
+int agent_wire_parse(const char *line, size_t len, struct agent_wire_msg *m)
+{
+	struct wire_cur c = {line, line + len};
+	const char *k = line;
+	size_t n = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (len >= AGENT_WIRE_MAX_LINE)
+		return -EMSGSIZE;
+	while (n < len && line[n] != ' ')
+		n++;
+	if (!kind_ok(k, n))
+		return -EINVAL;
+	c.p = line + n;
+	/* The kinds of this version; any other well-formed one is skipped. */
+	if (!kind_is(k, n, "hello") && !kind_is(k, n, "resizable") && !kind_is(k, n, "fixed") &&
+	    !kind_is(k, n, "took") && !kind_is(k, n, "round"))
+		return 0;
+	if (!printable(line, len))
+		return -EINVAL;
+	if (kind_is(k, n, "hello")) {
+		m->kind = AGENT_WIRE_HELLO;
+		return parse_hello(&c, m);
+	}
+	if (kind_is(k, n, "resizable") || kind_is(k, n, "fixed")) {
+		m->kind = kind_is(k, n, "fixed") ? AGENT_WIRE_FIXED : AGENT_WIRE_RESIZABLE;
+		return cur_end(&c);
+	}
+	if (kind_is(k, n, "took")) {
+		m->kind = AGENT_WIRE_TOOK;
+		return cur_int(&c, &m->round) ?: cur_end(&c);
+	}
+	m->kind = AGENT_WIRE_ROUND;
+	return parse_round(&c, &m->r);
+}
+
+static int format_body(const struct agent_wire_msg *m, char *buf, size_t len)
+{
+	const struct agent_wire_round *r = &m->r;
+
+	switch (m->kind) {
+	case AGENT_WIRE_HELLO:
+		if (m->version != AGENT_WIRE_VERSION)
+			return -EINVAL;
+		return snprintf(buf, len, "hello %d %s\n", m->version,
+				m->resizable ? "resizable" : "fixed");
+	case AGENT_WIRE_RESIZABLE:
+		return snprintf(buf, len, "resizable\n");
+	case AGENT_WIRE_FIXED:
+		return snprintf(buf, len, "fixed\n");
+	case AGENT_WIRE_TOOK:
+		if (m->round < 0)
+			return -ERANGE;
+		return snprintf(buf, len, "took %d\n", m->round);
+	case AGENT_WIRE_ROUND:
+		if (round_check(r) < 0)
+			return -ERANGE;
+		return snprintf(buf, len, "round %d %d %d %d %d %s %d %d %d\n", r->round, r->rank,
+				r->world_size, r->local_rank, r->local_world_size, r->master_addr,
+				r->master_port, r->group_rank, r->group_world_size);
+	default:
+		return -EINVAL;
+	}
+}
+
+int agent_wire_format(const struct agent_wire_msg *m, char *buf, size_t len)
+{
+	int n = format_body(m, buf, len);
+
+	if (n < 0)
+		return n;
+	return (size_t)n >= len ? -ENOSPC : n;
+}
+
+void agent_wire_reader_init(struct agent_wire_reader *rd)
+{
+	rd->len = 0;
+	rd->overlong = false;
+}
+
+bool agent_wire_reader_idle(const struct agent_wire_reader *rd)
+{
+	return rd->len == 0 && !rd->overlong;
+}
+
+int agent_wire_read(struct agent_wire_reader *rd, const char *data, size_t n, size_t *used,
+		    struct agent_wire_msg *m)
+{
+	const char *nl = memchr(data, '\n', n);
+	size_t take = nl ? (size_t)(nl - data) : n;
+	int rc;
+
+	*used = nl ? take + 1 : n;
+	/* Checked before anything is copied: a line past the limit is
+	 * dropped up to its '\n', never buffered. */
+	if (!rd->overlong && rd->len + take >= AGENT_WIRE_MAX_LINE)
+		rd->overlong = true;
+	if (!rd->overlong) {
+		memcpy(rd->line + rd->len, data, take);
+		rd->len += take;
+	}
+	if (!nl)
+		return 0;
+	if (rd->overlong) {
+		agent_wire_reader_init(rd);
+		memset(m, 0, sizeof(*m));
+		return -EMSGSIZE;
+	}
+	rc = agent_wire_parse(rd->line, rd->len, m);
+	rd->len = 0;
+	return rc < 0 ? rc : 1;
+}
