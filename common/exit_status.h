@@ -2,10 +2,10 @@
  * exit_status.h - the exit status that says "permanent: do not restart".
  *
  * A worker that fails in a way that will fail again on every restart (a
- * full disk, a full /dev/shm, no file descriptors left, checkpoints of
- * another job in its checkpoint_dir) exits with DDP_EXIT_PERMANENT after
- * naming the cause. ddplaunch then restarts nothing and exits with the same
- * status, and so does it when it cannot start a worker for such a reason: a
+ * full disk, a full /dev/shm, checkpoints of another job in its
+ * checkpoint_dir) exits with DDP_EXIT_PERMANENT after naming the cause.
+ * ddplaunch then restarts nothing and exits with the same status, and so
+ * does it when it cannot start a worker for lack of space: a
  * scheduler (Slurm's RequeueExit, a Kubernetes podFailurePolicy) can tell
  * it apart from a failure worth another try. 78 is sysexits.h's EX_CONFIG:
  * something outside the program must be fixed before a run can succeed.
@@ -20,10 +20,13 @@
 #define DDP_EXIT_PERMANENT 78
 
 /* Whether a negative errno names a shortage that a restart does not cure:
- * no space (ENOSPC, EDQUOT), no file descriptors (EMFILE, ENFILE). */
+ * no space (ENOSPC, EDQUOT). A lack of file descriptors (EMFILE, ENFILE)
+ * is not one: a flood of connections or another program's burst passes,
+ * and the restart after the backoff tries again. The one rule for the
+ * launcher (policy_start_error_permanent) and the workers (ddp-train). */
 static inline bool exit_status_permanent_errno(int err)
 {
-	return err == -ENOSPC || err == -EDQUOT || err == -EMFILE || err == -ENFILE;
+	return err == -ENOSPC || err == -EDQUOT;
 }
 
 #endif

@@ -388,10 +388,11 @@ static void agent_spawn_all(struct agent *ag)
 static void agent_inplace_joined(struct agent *ag, int status, const struct rdzv_round *r)
 {
 	bool same = !status && r->restart_count == ag->round.restart_count;
+	bool blocked = agent_workers_block(ag, NULL);
 	int failed;
 
 	ag->next = AGENT_NEXT_NONE;
-	switch (agent_decide_joined(ag->state, status, same, ag->charge)) {
+	switch (agent_decide_joined(ag->state, status, same, blocked, ag->charge)) {
 	case AGENT_JOINED_FAIL:
 		log_error("cannot join rendezvous round %d: %s; stopping the workers",
 			  ag->round.round + 1, strerror(-status));
@@ -417,9 +418,18 @@ static void agent_inplace_joined(struct agent *ag, int status, const struct rdzv
 		}
 		return;
 	case AGENT_JOINED_STOP_KEEP:
-		log_warn("round %d follows a restart (workers failed elsewhere): stopping this "
-			 "node's workers to start them again in it (no restart is counted for it)",
-			 r->round);
+		if (!same)
+			log_warn("round %d follows a restart (workers failed elsewhere): stopping "
+				 "this node's workers to start them again in it (no restart is "
+				 "counted for it)",
+				 r->round);
+		else
+			log_warn(
+			    "round %d: a worker of this node can no longer re-form in place "
+			    "(it said \"fixed\" or ended while the round was joined): stopping "
+			    "this node's workers to start them again in it (no restart is counted "
+			    "for it)",
+			    r->round);
 		ag->charge = agent_charge_max(ag->charge, AGENT_CHARGE_ROUND);
 		agent_stop_group(ag, SIGTERM);
 		agent_keep_round(ag, r);

@@ -37,12 +37,12 @@ enum agent_round_over agent_decide_round_over(enum agent_state s, enum agent_nex
 }
 
 enum agent_joined agent_decide_joined(enum agent_state s, int status, bool same_restarts,
-				      enum agent_charge charge)
+				      bool blocked, enum agent_charge charge)
 {
 	if (status)
 		return AGENT_JOINED_FAIL;
 	if (agent_group_runs(s))
-		return same_restarts ? AGENT_JOINED_HAND_OUT : AGENT_JOINED_STOP_KEEP;
+		return same_restarts && !blocked ? AGENT_JOINED_HAND_OUT : AGENT_JOINED_STOP_KEEP;
 	/* Stopping, or stopped (AWAITING): only a group that stops to start
 	 * again starts in this round; a failure's end is told in it. */
 	return charge == AGENT_CHARGE_ROUND ? AGENT_JOINED_KEEP : AGENT_JOINED_ADOPT;

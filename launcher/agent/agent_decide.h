@@ -94,16 +94,20 @@ enum agent_round_over agent_decide_round_over(enum agent_state s, enum agent_nex
 enum agent_joined {
 	AGENT_JOINED_FAIL,	/* the join failed: the job fails (stop, then end) */
 	AGENT_JOINED_HAND_OUT,	/* hand the round to the workers; they stay */
-	AGENT_JOINED_STOP_KEEP, /* it follows a restart elsewhere: stop the group, uncharged,
-				 * and start the next group in it */
+	AGENT_JOINED_STOP_KEEP, /* it follows a restart elsewhere, or a worker can no longer
+				 * re-form (it said "fixed", or it ended while the round
+				 * was joined): stop the group, uncharged, and start the
+				 * next group in it */
 	AGENT_JOINED_KEEP,	/* the group stops to start again: the next group starts in it */
 	AGENT_JOINED_ADOPT,	/* the group stops for a failure or the end: its end is
 				 * reported in this round */
 };
 /* `same_restarts`: the round has the restart count of the group's round (no
- * restart happened elsewhere); `charge`: the group's so far. */
+ * restart happened elsewhere); `blocked`: a local worker is
+ * AGENT_IN_ROUND_BLOCKS now (it changed while the round was joined);
+ * `charge`: the group's so far. */
 enum agent_joined agent_decide_joined(enum agent_state s, int status, bool same_restarts,
-				      enum agent_charge charge);
+				      bool blocked, enum agent_charge charge);
 
 /* A worker's process ended (or could not be started). */
 struct agent_exit_view {
@@ -112,7 +116,7 @@ struct agent_exit_view {
 	bool stopped;		  /* ddplaunch signalled it: the group stops */
 	bool started;		  /* false: it could not be started */
 	int exit_code, term_signal;
-	bool permanent;		/* its failure will repeat (policy.h: exit 78, no fds, no space) */
+	bool permanent;		/* its failure will repeat (policy.h: exit 78, no space) */
 	bool resizable;		/* it said "resizable" */
 	bool round_not_taken;	/* it was handed a round and never said "took" it */
 	bool others_in_place;	/* no other local worker is AGENT_IN_ROUND_BLOCKS */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -287,6 +288,20 @@ static void chan_feed(struct worker_proc *p, const char *data, size_t n)
 	}
 }
 
+/* Reads what waits unread on the channel, without blocking. */
+static void chan_drain(struct worker_proc *p)
+{
+	uv_os_fd_t fd;
+	char buf[AGENT_WIRE_MAX_LINE];
+	ssize_t n;
+
+	if (uv_is_closing((uv_handle_t *)&p->chan) || uv_fileno((uv_handle_t *)&p->chan, &fd))
+		return;
+	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0)
+			chan_feed(p, buf, (size_t)n);
+}
+
 static uv_pipe_t *proc_pipe(struct worker_proc *p, int i)
 {
 	return i == 0 ? &p->out : i == 1 ? &p->err : i == 2 ? &p->pidp : &p->chan;
@@ -399,8 +414,10 @@ static void exit_cb(uv_process_t *h, int64_t status, int term_signal)
 	p->term_signal = term_signal;
 	p->exit_time_ms = wall_ms();
 	uv_close((uv_handle_t *)h, handle_closed);
-	/* The worker is gone: what else holds its channel (a grandchild) is
-	 * not heard. */
+	/* What it wrote on its channel before it exited ("took R" just before
+	 * a collective error) decides how its end is taken: heard first. Then
+	 * what else holds the channel (a grandchild) is not heard. */
+	chan_drain(p);
 	stream_end(p, 3);
 	p->on_exit(p, p->arg);
 }

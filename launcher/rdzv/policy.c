@@ -18,7 +18,7 @@ enum policy_decision policy_decide(const struct policy *p, int restarts_done, bo
 
 bool policy_start_error_permanent(int err)
 {
-	return err == -ENOSPC || err == -EDQUOT;
+	return exit_status_permanent_errno(err);
 }
 
 bool policy_exit_permanent(int exit_code, int term_signal)

@@ -6,6 +6,7 @@ hand-over's bytes; and the hand-over's refusals between two ranks of a real
 gloo group in this process (threads, a TCPStore on port 0). No launcher."""
 import datetime
 import itertools
+import json
 import os
 import pickle
 import random
@@ -344,6 +345,16 @@ class Handover(unittest.TestCase):
             bad[i] ^= 0xFF
             with self.assertRaises(HandoverRefused, msg=i):
                 state_codec.decode(bad)
+
+    def test_a_header_of_wrong_types_refused(self):
+        # a dtype that is no string (a list cannot even be looked up: it
+        # raised TypeError, not HandoverRefused, before)
+        for meta in ([], {"dtype": []}, {"dtype": {"a": 1}}, {"dtype": None}):
+            header = json.dumps({"step": 1, "tree": {"w": {"t": 0}}, "tensors": [meta]}).encode()
+            head = state_codec.PREFIX.pack(state_codec.MAGIC, state_codec.VERSION, len(header))
+            wire = torch.frombuffer(bytearray(head + header + bytes(64)), dtype=torch.uint8)
+            with self.assertRaises(HandoverRefused, msg=meta):
+                state_codec.decode(wire.clone())
 
     def test_a_pickle_is_not_run(self):
         # the intruder's bytes go through the whole hand-over: before, the

@@ -174,9 +174,9 @@ static void ckpt_save_error(const struct trainer *t, const char *path, int ret, 
 			  "checkpoint_dir '%s'; free space there or give another checkpoint_dir "
 			  "(a restart would fail the same way)",
 			  path, why, t->cfg.checkpoint_dir);
-	else if (exit_status_permanent_errno(ret))
-		log_error("cannot write checkpoint '%s': %s: no file descriptor left; raise the "
-			  "limit (ulimit -n) (a restart would fail the same way)",
+	else if (ret == -EMFILE || ret == -ENFILE)
+		log_error("cannot write checkpoint '%s': %s: no file descriptor left (if it "
+			  "persists, raise the limit, ulimit -n)",
 			  path, why);
 	else if (ret == -EACCES || ret == -EPERM || ret == -EROFS)
 		log_error("cannot write checkpoint '%s': %s (check that checkpoint_dir '%s' is "

@@ -18,6 +18,7 @@ state came from a disk checkpoint (load_state_dict before it took part in a
 group) is a newcomer: it takes the group's state whatever its step.
 """
 import hashlib
+import os
 
 import torch
 import torch.distributed as dist
@@ -67,7 +68,12 @@ def hand_over(group, source, pack, step=-1, trained=True):
                      device=group.device)
     group.broadcast(n, source)
     if wire is None:
-        wire = torch.empty(int(n[0]), dtype=torch.uint8)
+        size = int(n[0])
+        if size < state_codec.PREFIX.size or size > _memory_bytes():
+            # refused before anything is allocated, on the peer's word
+            raise HandoverRefused("a hand-over of %d bytes announced (this machine has %d)"
+                                  % (size, _memory_bytes()))
+        wire = torch.empty(size, dtype=torch.uint8)
     wire = group.broadcast(wire.to(group.device), source)
     if group.rank == source:
         return None
@@ -75,6 +81,11 @@ def hand_over(group, source, pack, step=-1, trained=True):
     if trained and step >= 0 and abs(got - step) > 1:
         raise _gap(min(got, step), max(got, step))
     return state
+
+
+def _memory_bytes():
+    """This machine's physical memory: no state a peer hands over is larger."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _tobytes(t):

@@ -140,7 +140,8 @@ def _header(buf):
 
 
 def _tensor(buf, data, m):
-    if not isinstance(m, dict) or m.get("dtype") not in _DTYPES:
+    if not isinstance(m, dict) or not isinstance(m.get("dtype"), str) or \
+            m.get("dtype") not in _DTYPES:
         raise _refuse("a tensor of unknown dtype %r" % (m.get("dtype") if isinstance(m, dict)
                                                        else m))
     dt, shape, off, n = _DTYPES[m["dtype"]], m.get("shape"), m.get("offset"), m.get("nbytes")

@@ -178,29 +178,32 @@ static void test_joined(void **state)
 	static const struct {
 		enum agent_state s;
 		int status;
-		bool same;
+		bool same, blocked;
 		enum agent_charge charge;
 		enum agent_joined want;
 	} rows[] = {
-	    {REF, 0, true, AGENT_CHARGE_NONE, AGENT_JOINED_HAND_OUT},
-	    {REF, 0, false, AGENT_CHARGE_NONE, AGENT_JOINED_STOP_KEEP},
-	    {REF, -ETIMEDOUT, true, AGENT_CHARGE_NONE, AGENT_JOINED_FAIL},
-	    {STOP, -ECONNRESET, true, AGENT_CHARGE_ROUND, AGENT_JOINED_FAIL},
+	    {REF, 0, true, false, AGENT_CHARGE_NONE, AGENT_JOINED_HAND_OUT},
+	    {REF, 0, false, false, AGENT_CHARGE_NONE, AGENT_JOINED_STOP_KEEP},
+	    /* a worker said "fixed" (or ended) while the round was joined: it
+	     * would not take the round, and the others would wait for it */
+	    {REF, 0, true, true, AGENT_CHARGE_NONE, AGENT_JOINED_STOP_KEEP},
+	    {REF, -ETIMEDOUT, true, false, AGENT_CHARGE_NONE, AGENT_JOINED_FAIL},
+	    {STOP, -ECONNRESET, true, false, AGENT_CHARGE_ROUND, AGENT_JOINED_FAIL},
 	    /* stopping to start again (a worker left instead of re-forming) */
-	    {STOP, 0, true, AGENT_CHARGE_ROUND, AGENT_JOINED_KEEP},
-	    {AGENT_AWAITING, 0, false, AGENT_CHARGE_ROUND, AGENT_JOINED_KEEP},
+	    {STOP, 0, true, true, AGENT_CHARGE_ROUND, AGENT_JOINED_KEEP},
+	    {AGENT_AWAITING, 0, false, true, AGENT_CHARGE_ROUND, AGENT_JOINED_KEEP},
 	    /* a failure while joining is told in the round, not forgotten */
-	    {STOP, 0, true, AGENT_CHARGE_FAILURE, AGENT_JOINED_ADOPT},
-	    {AGENT_AWAITING, 0, true, AGENT_CHARGE_PERMANENT, AGENT_JOINED_ADOPT},
+	    {STOP, 0, true, true, AGENT_CHARGE_FAILURE, AGENT_JOINED_ADOPT},
+	    {AGENT_AWAITING, 0, true, true, AGENT_CHARGE_PERMANENT, AGENT_JOINED_ADOPT},
 	    /* every worker finished while the round was joined */
-	    {AGENT_AWAITING, 0, true, AGENT_CHARGE_NONE, AGENT_JOINED_ADOPT},
+	    {AGENT_AWAITING, 0, true, true, AGENT_CHARGE_NONE, AGENT_JOINED_ADOPT},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		print_message("row %zu\n", i);
-		assert_int_equal(
-		    agent_decide_joined(rows[i].s, rows[i].status, rows[i].same, rows[i].charge),
-		    rows[i].want);
+		assert_int_equal(agent_decide_joined(rows[i].s, rows[i].status, rows[i].same,
+						     rows[i].blocked, rows[i].charge),
+				 rows[i].want);
 	}
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -28,6 +29,7 @@ struct run {
 	int nexit, nclosed;
 	bool busy_at_exit, busy_at_close;
 	int exit_code, term_signal;
+	int took_at_exit; /* the process's took_round when its exit was heard */
 	/* What a test does in the callbacks, besides recording. */
 	void (*at_exit)(struct run *r);
 	void (*at_closed)(struct run *r);
@@ -52,6 +54,7 @@ static void on_exit_cb(struct worker_proc *p, void *arg)
 	r->busy_at_exit = worker_proc_busy(p);
 	r->exit_code = p->exit_code;
 	r->term_signal = p->term_signal;
+	r->took_at_exit = p->took_round;
 	if (r->at_exit)
 		r->at_exit(r);
 }
@@ -435,6 +438,46 @@ static void test_chan_took_only_the_round_sent(void **state)
 	run_release(&r);
 }
 
+/* A worker that says "took R" and exits at once (a collective error right
+ * after it took the round) took R: its exit is heard with what it said
+ * before it. The test lets the worker exit before the loop runs again, so
+ * that the exit and the line are ready together. A guard, not a test that
+ * failed before: libuv hears the line first here even without the drain at
+ * the exit (epoll reports the channel first, as it became readable first),
+ * but that is an order of the kernel's, not a contract. */
+static void test_chan_took_then_exit(void **state)
+{
+	struct agent_wire_round rd = {.round = 3,
+				      .rank = 0,
+				      .world_size = 1,
+				      .local_rank = 0,
+				      .local_world_size = 1,
+				      .master_port = 29400,
+				      .group_rank = 0,
+				      .group_world_size = 1};
+	char *argv[] = {"/bin/sh", "-c",
+			"printf 'hello 1 resizable\\n' >&4; echo said; "
+			"read -r kind round rest <&4; printf 'took %s\\n' \"$round\" >&4; exit 6",
+			NULL};
+
+	assert_int_equal(agent_wire_round_set_addr(&rd, "127.0.0.1"), 0);
+	for (int i = 0; i < 5; i++) {
+		struct run r;
+		siginfo_t si;
+
+		run_init(&r);
+		assert_int_equal(run_spawn(&r, argv[0], argv, NULL), 0);
+		run_until_shown(&r, "said");
+		assert_int_equal(worker_proc_send_round(&r.p, &rd), 0);
+		si.si_pid = 0;
+		assert_int_equal(waitid(P_PID, (id_t)r.p.shim_pid, &si, WEXITED | WNOWAIT), 0);
+		run_loop(&r);
+		assert_int_equal(r.exit_code, 6);
+		assert_int_equal(r.took_at_exit, 3);
+		run_release(&r);
+	}
+}
+
 /* A worker that speaks another version of the channel, or none (an older
  * libddp's bare "resizable"), is not resizable: restarted with its group. */
 static void test_chan_other_version_not_resizable(void **state)
@@ -472,6 +515,7 @@ int main(void)
 	    cmocka_unit_test(test_spawn_failure),
 	    cmocka_unit_test(test_respawn),
 	    cmocka_unit_test(test_chan_took_only_the_round_sent),
+	    cmocka_unit_test(test_chan_took_then_exit),
 	    cmocka_unit_test(test_chan_other_version_not_resizable),
 	};
 

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "exit_status.h"
 #include "policy.h"
 #include "signames.h"
 #include "summary.h"
@@ -43,6 +44,11 @@ static void test_permanent(void **state)
 	assert_false(policy_start_error_permanent(-EAGAIN));
 	assert_false(policy_start_error_permanent(-ENOMEM));
 	assert_false(policy_start_error_permanent(-ENOENT));
+	/* ...and the workers' rule is the same one (ddp-train exited 78 for a
+	 * lack of descriptors, which ended a fixed-size job on every node) */
+	for (int err = 1; err < 200; err++)
+		assert_int_equal(exit_status_permanent_errno(-err),
+				 policy_start_error_permanent(-err));
 	assert_true(policy_exit_permanent(78, 0));
 	assert_false(policy_exit_permanent(78, SIGKILL));
 	assert_false(policy_exit_permanent(1, 0));
