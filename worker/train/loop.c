@@ -206,12 +206,15 @@ static int loop_eval_report(struct trainer *t)
 	return ret;
 }
 
+/* Whoever is rank 0 now writes: after a re-formation, maybe a process that
+ * was not at the start (trainer_take_rank0). */
 static int loop_checkpoint(struct trainer *t, const char *file)
 {
 	char path[CONFIG_STR_MAX + 32];
+	int ret = trainer_take_rank0(t);
 
 	snprintf(path, sizeof(path), "%s/%s", t->cfg.checkpoint_dir, file);
-	return trainer_ckpt_save(t, path);
+	return ret ? ret : trainer_ckpt_save(t, path);
 }
 
 /* latest.safetensors, keeping the one it replaces as previous.safetensors
@@ -221,12 +224,14 @@ static int loop_checkpoint(struct trainer *t, const char *file)
 static int loop_checkpoint_latest(struct trainer *t)
 {
 	char latest[CONFIG_STR_MAX + 32], previous[CONFIG_STR_MAX + 32];
+	int ret = trainer_take_rank0(t);
 
+	if (ret < 0)
+		return ret;
 	snprintf(latest, sizeof(latest), "%s/latest.safetensors", t->cfg.checkpoint_dir);
 	snprintf(previous, sizeof(previous), "%s/previous.safetensors", t->cfg.checkpoint_dir);
 	if (t->rank == 0 && rename(latest, previous) < 0 && errno != ENOENT) {
-		int ret = -errno;
-
+		ret = -errno;
 		log_error("cannot keep '%s' as '%s': %s", latest, previous, strerror(-ret));
 		return ret;
 	}

@@ -195,10 +195,7 @@ int trainer_ckpt_save(struct trainer *t, const char *path)
 
 	if (!b)
 		return -ENOMEM;
-	/* Whoever is rank 0 now writes: after a re-formation, maybe a process
-	 * that was not at the start. */
-	ret = trainer_take_rank0(t);
-	ret = ret ? ret : ckpt_state_init(&s, &t->model);
+	ret = ckpt_state_init(&s, &t->model);
 	if (ret < 0) {
 		free(b);
 		return ret;

@@ -58,7 +58,7 @@ void train_state_header_of(const struct trainer *t, struct train_state_header *h
 	h->sampler_pos = (t->step % t->steps_per_epoch) * train_state_data_batch(t);
 	h->seed = (uint64_t)t->cfg.seed;
 	h->total_steps = t->total_steps;
-	h->job = trainer_ckpt_job_hash(t);
+	h->job = t->job_hash;
 	memcpy(h->rng, t->rng.s, sizeof(h->rng));
 	h->nparams = t->model.nparams;
 	h->nbuffers = t->model.nbuffers;

@@ -52,6 +52,9 @@ struct trainer {
 	/* This process holds rank 0's outputs (the metrics file open, the
 	 * checkpoint_dir checked): it is rank 0, or was (trainer_take_rank0). */
 	bool rank0_duties;
+	/* What a checkpoint and a hand-over must agree on (the job's settings
+	 * and data: trainer_ckpt_job_hash), from trainer_init on. */
+	uint64_t job_hash;
 	double comm_wait_s; /* blocking collectives outside the reducer */
 };
 
@@ -70,13 +73,26 @@ int trainer_run(struct trainer *t);
 
 void trainer_release(struct trainer *t);
 
+/* ---- rank 0's duties (rank0.c) ---- */
+
+/* Rank 0's metrics file (opened for appending), before any work: sets
+ * t->rank0_duties. Nothing on other ranks. Returns 0 or a negative errno
+ * (said). */
+int trainer_init_outputs(struct trainer *t);
+
+/* checkpoint_dir (rank 0 creates it) must be a directory this process can
+ * write in: tried with a probe file, not at the first checkpoint, which may
+ * be the last thing the run does; partial checkpoints a killed run left go.
+ * Returns 0 or a negative errno (said). */
+int trainer_check_ckpt_dir(const char *dir);
+
 /* Rank 0's duties in whichever process is rank 0 now: after a
  * re-formation renumbered the ranks (the node of rank 0 died), the new rank
  * 0 opens the metrics file (appending) and checks checkpoint_dir (made when
  * missing) before its first progress line or checkpoint. Nothing when this
  * process is not rank 0 or holds them already. Returns 0, or a negative
- * errno (said). Called before rank 0's output after every step and by
- * trainer_ckpt_save. */
+ * errno (said). The loop calls it before rank 0's output after every step
+ * and before every checkpoint. */
 int trainer_take_rank0(struct trainer *t);
 
 /* Copies the samples idx[0..rows) of ds into the batch buffers (host and
