@@ -312,9 +312,9 @@ DDP_API int ddp_rejoin(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t time
  * communicator aborted): -ESTALE, -ECANCELED, -ECONNRESET, -ECONNABORTED,
  * -ECONNREFUSED, -EPIPE, -ENOTCONN, -ETIMEDOUT, -EHOSTUNREACH and
  * -ENETUNREACH (NCCL's peer errors are -ECONNRESET; its -EIO is a device
- * failure, as a checkpoint's -EIO is a disk's). 0 for anything else. What ddp_rejoin decides with,
- * for a program's own loop around its collectives (a step that failed so: ddp_rejoin, then redo
- * it). */
+ * failure, as a checkpoint's -EIO is a disk's). 0 for anything else. What
+ * ddp_rejoin decides with, for a program's own loop around its collectives
+ * (a step that failed so: ddp_rejoin, then redo it). */
 DDP_API int ddp_rejoin_retryable(int rc);
 
 DDP_API int ddp_rank(const struct ddp_ctx *ctx);

@@ -269,9 +269,13 @@ static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg
 		p->resizable = m->kind == AGENT_WIRE_RESIZABLE;
 	else if (m->kind == AGENT_WIRE_TOOK && m->round == p->sent_round)
 		p->took_round = m->round;
-	else
+	else if (m->kind == AGENT_WIRE_TOOK)
 		log_debug("worker pid %d: ignored a \"took %d\" (the round sent: %d)", p->shim_pid,
 			  m->round, p->sent_round);
+	else
+		log_debug("worker pid %d: ignored a \"round %d\" line (a round is the agent's to "
+			  "send, not a worker's)",
+			  p->shim_pid, m->r.round);
 }
 
 static void chan_feed(struct worker_proc *p, const char *data, size_t n)

@@ -82,7 +82,9 @@ def _addr_ok(a):
 
 
 def _round_check(r):
-    if not (r.round >= 0 and r.world_size >= 1 and 0 <= r.rank < r.world_size
+    # every number fits the C side's int (its reader refuses more: ERANGE)
+    if not (all(v <= INT_MAX for v in r if isinstance(v, int))
+            and r.round >= 0 and r.world_size >= 1 and 0 <= r.rank < r.world_size
             and 1 <= r.local_world_size <= r.world_size
             and 0 <= r.local_rank < r.local_world_size and 1 <= r.master_port <= 65535
             and r.group_world_size >= 1 and 0 <= r.group_rank < r.group_world_size

@@ -110,10 +110,15 @@ class Vectors(unittest.TestCase):
         self.assertEqual(len(aw.format(ok)), len("round 1 0 2 0 1  80 0 2\n") + 255)
         for bad in (ok._replace(master_addr="h" * 256), ok._replace(master_addr=""),
                     ok._replace(master_addr="has space"), ok._replace(rank=2),
-                    ok._replace(master_port=0)):
+                    ok._replace(master_port=0),
+                    # above the C side's int: it could not read the line back
+                    ok._replace(round=aw.INT_MAX + 1), ok._replace(world_size=aw.INT_MAX + 1),
+                    ok._replace(group_world_size=aw.INT_MAX + 1)):
             with self.assertRaises(aw.WireError) as cm:
                 aw.format(bad)
             self.assertEqual(cm.exception.errno, errno.ERANGE)
+        top = ok._replace(round=aw.INT_MAX, group_world_size=aw.INT_MAX)
+        self.assertEqual(aw.parse(aw.format(top)[:-1]), top)
         with self.assertRaises(aw.WireError):
             aw.format(aw.Hello(2, True))
         self.assertEqual(aw.format(aw.Hello(aw.VERSION, True)), b"hello 1 resizable\n")

@@ -247,6 +247,40 @@ class Channel(unittest.TestCase):
         late = channel.shared()
         self.assertEqual(late.take(5.0).round, 2)
 
+    def test_a_forked_child_has_no_channel(self):
+        # a DataLoader worker forked from the worker: the reader's thread is
+        # the parent's, so the child gets no channel and writes nothing
+        self.assertIsNotNone(channel.shared())
+        self.assertEqual(self.heard(), b"hello 1 resizable\n")
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                view, el = channel.shared(), self.elastic()
+                if view is None and el._chan is None:
+                    code = 0
+                else:
+                    (view or el._chan).took(9)  # what the parent's channel must not hear
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the child got a channel")
+        self.assertEqual(self.heard(0.3), b"")
+
+    def test_views_do_not_accumulate(self):
+        import gc
+        view = channel.shared()
+        reader = view._r
+        view.close()
+        for _ in range(20):
+            self.elastic()
+        gc.collect()
+        self.assertEqual(reader.views, set())
+        kept = self.elastic()
+        kept.close()
+        kept.close()
+        self.assertNotIn(kept._chan, reader.views)
+
 
 def two_ranks(body0, body1, timeout=60):
     """body0(group) and body1(group) on the two ranks of a gloo group of

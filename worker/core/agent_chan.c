@@ -187,6 +187,18 @@ static void *chan_reader(void *arg)
 	return NULL;
 }
 
+/* Ends the reader's wait, not the channel: the fd stays open (a later
+ * ddp_init holds it again). Joins the reader and closes its stop. */
+static void chan_reader_stop(struct agent_chan *c)
+{
+	uint64_t one = 1;
+
+	if (write(c->stop_fd, &one, sizeof(one)) != sizeof(one))
+		log_debug("agent channel: cannot stop the reader: %s", strerror(errno));
+	pthread_join(c->thread, NULL);
+	close(c->stop_fd);
+}
+
 /* The lock and a condition variable on the monotonic clock (a wall clock
  * set back must not stretch a wait). */
 static void chan_sync_init(struct agent_chan *c)
@@ -215,9 +227,9 @@ static int chan_hold(struct agent_chan *c)
 	if (!chan_proc.said)
 		m = (struct agent_wire_msg){
 		    .kind = AGENT_WIRE_HELLO, .version = AGENT_WIRE_VERSION, .resizable = true};
-	if (chan_send_msg(chan_proc.fd, &m) < 0)
-		return -EPIPE;
-	chan_proc.said = true;
+	/* The reader and its stop first, the word to the agent last: the
+	 * agent must not count on a worker that has no reader, and sends no
+	 * round before the word. */
 	c->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (c->stop_fd < 0)
 		return -errno;
@@ -227,6 +239,12 @@ static int chan_hold(struct agent_chan *c)
 		c->fd = c->stop_fd = -1;
 		return -EAGAIN;
 	}
+	if (chan_send_msg(chan_proc.fd, &m) < 0) {
+		chan_reader_stop(c);
+		c->fd = c->stop_fd = -1;
+		return -EPIPE;
+	}
+	chan_proc.said = true;
 	chan_proc.held = true;
 	return 0;
 }
@@ -244,18 +262,11 @@ void agent_chan_open(struct agent_chan *c, void (*abort)(void *arg), void *arg)
 
 void agent_chan_close(struct agent_chan *c)
 {
-	uint64_t one = 1;
-
 	if (!c->inited)
 		return;
 	if (c->started) {
-		/* Ends the reader's wait, not the channel: the fd stays open
-		 * (a later ddp_init holds it again), and the agent hears the
-		 * end of the worker by its exit. */
-		if (write(c->stop_fd, &one, sizeof(one)) != sizeof(one))
-			log_debug("agent channel: cannot stop the reader: %s", strerror(errno));
-		pthread_join(c->thread, NULL);
-		close(c->stop_fd);
+		/* The agent hears the end of the worker by its exit. */
+		chan_reader_stop(c);
 		pthread_mutex_lock(&chan_proc.lock);
 		chan_proc.held = false;
 		pthread_mutex_unlock(&chan_proc.lock);

@@ -49,9 +49,9 @@ struct agent_chan {
  * hold the channel nor look for it. The fd stays open for the life of the
  * process; a later open (a ddp_init after ddp_free) holds it again.
  *
- * With the channel, says "hello 1 resizable" the first time ("resizable"
- * later) and starts the reader, which calls abort(arg) for each round
- * heard. Without it, or while another context holds it, or on any
+ * With the channel, starts the reader, which calls abort(arg) for each
+ * round heard, and only then says "hello 1 resizable" the first time
+ * ("resizable" later). Without it, or while another context holds it, or on any
  * failure, there is no channel for this context (started false:
  * ddp_next_round -ENOTSUP) and nothing is said: the agent restarts the
  * worker as it restarts any program. */

@@ -430,6 +430,11 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 	old = ddp_teardown(ctx);
 	ddp_set_membership(ctx, &o);
 	rc = ddp_build(ctx, &o, old, err, sizeof(err));
+	/* A failed build is unbuilt before a round may abort again: a round
+	 * heard then calls ddp_abort, which must not meet a backend being
+	 * closed (its contract: not concurrently with ddp_reform). */
+	if (rc < 0)
+		ddp_unbuild(ctx);
 	by = agent_chan_reforming(&ctx->chan, false);
 	if (old)
 		old->ops->close(old);
@@ -450,7 +455,6 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 		snprintf(err, sizeof(err), "superseded by round %d (take it with ddp_next_round)",
 			 by);
 	}
-	ddp_unbuild(ctx);
 fail:
 	ddp_report(&o, "ddp_reform", err, errbuf, errbuf_len);
 	snprintf(ctx->err, sizeof(ctx->err), "%.1500s", errbuf && errbuf_len ? errbuf : err);

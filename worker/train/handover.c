@@ -11,6 +11,7 @@
  * the SGD momentum as they lie in memory, sent as float32 words: a
  * broadcast copies bits.
  */
+#include "handover_plan.h"
 #include "train_state.h"
 #include "trainer.h"
 
@@ -88,8 +89,9 @@ static int handover_broadcast(struct trainer *t, int root, bool take)
 
 int trainer_state_sync(struct trainer *t)
 {
-	double *steps, max = -1.0;
-	int root = -1, behind = 0, ret;
+	struct handover_plan p = {.max = -1.0};
+	double *steps;
+	int ret;
 
 	if (!t->ddp || t->world == 1)
 		return t->has_state ? 1 : 0;
@@ -100,20 +102,19 @@ int trainer_state_sync(struct trainer *t)
 		steps[r] = -1.0;
 	steps[t->rank] = t->has_state ? (double)t->step : -1.0;
 	ret = ddp_allreduce(t->ddp, steps, (size_t)t->world, DDP_FLOAT64, DDP_MAX);
-	for (int r = 0; ret == 0 && r < t->world; r++) {
-		if (steps[r] > max) {
-			max = steps[r];
-			root = r;
-		}
+	if (ret == 0 && handover_plan(steps, t->world, &p) < 0) {
+		log_error("rank %d is at step %.0f and rank %d at step %.0f: a hand-over takes at "
+			  "most one step, these ranks hold another run's state (start every rank "
+			  "of a job from one checkpoint)",
+			  p.lo_rank, p.lo, p.root, p.max);
+		ret = -EPROTO;
 	}
-	for (int r = 0; ret == 0 && r < t->world; r++)
-		behind += steps[r] < max;
-	if (ret == 0 && max >= 0.0 && behind)
-		ret = handover_broadcast(t, root, steps[t->rank] < max);
+	if (ret == 0 && p.max >= 0.0 && p.behind)
+		ret = handover_broadcast(t, p.root, steps[t->rank] < p.max);
 	free(steps);
 	if (ret < 0)
 		return ret;
-	if (max >= 0.0)
+	if (p.max >= 0.0)
 		t->has_state = true;
-	return max >= 0.0 ? 1 : 0;
+	return p.max >= 0.0 ? 1 : 0;
 }

@@ -314,6 +314,22 @@ static bool loop_comm_failed(int ret)
 	return ddp_rejoin_retryable(ret);
 }
 
+/* After a step's, an evaluation's or a checkpoint's error ret: re-forms in
+ * place when the membership caused it (a --global_batch_size run that the
+ * launcher resizes). Returns 0 once re-formed; the re-formation's own
+ * error when it failed (-EPROTO, -ETIMEDOUT...: the reason the run ends,
+ * not the collective's -ECONNRESET that led to it); else ret as it was
+ * (not the membership's, or not resizable: -ENOTSUP). */
+static int loop_reform(struct trainer *t, int ret)
+{
+	int rret;
+
+	if (ret >= 0 || !t->shards || !loop_comm_failed(ret))
+		return ret;
+	rret = trainer_shards_reform(t);
+	return rret == -ENOTSUP ? ret : rret;
+}
+
 /* final.safetensors: a collective like any step. When the membership
  * changes during it (a node dies or joins), re-form and save again in the
  * new membership: the ranks that had not finished the last step take its
@@ -326,7 +342,7 @@ static int loop_final_save(struct trainer *t)
 	loop_fault(t);
 	do
 		ret = loop_checkpoint(t, "final.safetensors");
-	while (ret < 0 && t->shards && loop_comm_failed(ret) && trainer_shards_reform(t) == 0);
+	while (ret < 0 && (ret = loop_reform(t, ret)) == 0);
 	return ret;
 }
 
@@ -347,13 +363,10 @@ int trainer_run(struct trainer *t)
 		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
 		/* A collective failed (a peer gone, the round over): in place,
 		 * the same step again with the new membership. */
-		if (ret < 0 && t->shards && loop_comm_failed(ret) &&
-		    trainer_shards_reform(t) == 0) {
-			ret = 0;
+		if (ret < 0) {
+			ret = loop_reform(t, ret);
 			continue;
 		}
-		if (ret < 0)
-			break;
 		t->step++;
 		w.steps++;
 		w.samples += t->step_samples;
@@ -363,8 +376,7 @@ int trainer_run(struct trainer *t)
 		/* The membership changed after the step was committed here (in
 		 * an evaluation or a checkpoint's collective): re-form; the
 		 * ranks that had not committed it take it from this one. */
-		if (ret < 0 && t->shards && loop_comm_failed(ret) && trainer_shards_reform(t) == 0)
-			ret = 0;
+		ret = loop_reform(t, ret);
 	}
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
 		ret = loop_final_save(t);

@@ -144,7 +144,8 @@ int trainer_shards_join(struct trainer *t);
  * RNG state) as one buffer, and every rank behind takes it (one log line:
  * bytes, seconds, GB/s, from which rank); ranks at that step keep theirs.
  * Returns 1 when every rank now holds the state, 0 when every process is
- * fresh (nothing sent), -EPROTO when the state is another job's (said), or
+ * fresh (nothing sent), -EPROTO when the state is another job's or ranks
+ * holding state are more than one step apart (said: handover_plan), or
  * the collective's error. One rank: 1 or 0 from t->has_state. */
 int trainer_state_sync(struct trainer *t);
 /* The whole state as one buffer of train_state_bytes(&t->model) bytes in

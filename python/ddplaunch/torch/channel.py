@@ -10,7 +10,13 @@ alone), and kept for the life of the process. Both variables then leave
 the environment and the fd is not inherited, so the program's children
 never take it. One reader thread hears the rounds; every Elastic object of
 the process gets its own view (AgentChannel) of it, and each view sees
-every round: two of them never split the rounds between them.
+every round: two of them never split the rounds between them. A view
+that is done is closed (Elastic.close, or when the Elastic is garbage).
+
+A child forked by the worker (a DataLoader worker) inherits the reader's
+state but not its thread, and the rounds are its parent's: shared() in
+another process than the one that looked returns None (no channel), as
+libddp's agent_chan.c does.
 """
 import os
 import socket
@@ -56,6 +62,7 @@ class _Reader:
 
     def __init__(self, fd):
         self.fd = fd
+        self.pid = os.getpid()  # the worker's; a forked child is not it
         self.cond = threading.Condition()
         self.latest = None
         self.seq = 0
@@ -112,8 +119,9 @@ _looked = False
 
 
 def shared(environ=None):
-    """A view of the process's channel (a new AgentChannel), or None where
-    there is none. The first call takes the channel (fd_from_env) and
+    """A view of the process's channel (a new AgentChannel, to close()
+    when done), or None where there is none or in a child forked after the
+    channel was taken. The first call takes the channel (fd_from_env) and
     removes DDP_AGENT_FD and DDP_AGENT_PID from the environment."""
     global _reader, _looked
     env = environ if environ is not None else os.environ
@@ -125,7 +133,17 @@ def shared(environ=None):
             env.pop("DDP_AGENT_PID", None)
             if fd is not None:
                 _reader = _Reader(fd)
-        return AgentChannel(_reader) if _reader is not None else None
+        if _reader is None or _reader.pid != os.getpid():
+            return None
+        return AgentChannel(_reader)
+
+
+def _after_fork():
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class AgentChannel:
@@ -154,7 +172,8 @@ class AgentChannel:
         self._r.send(agent_wire.Took(rnd))
 
     def close(self):
-        """This view hears no more rounds (the channel stays the process's)."""
+        """This view hears no more rounds and is dropped from the reader's
+        (the channel stays the process's). Idempotent."""
         with self._r.cond:
             self._r.views.discard(self)
 

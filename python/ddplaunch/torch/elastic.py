@@ -2,6 +2,7 @@
 membership change in place (issue 17). See ddplaunch/torch/__init__.py and
 python/README.md."""
 import os
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -12,6 +13,11 @@ from . import channel
 from .errors import AgentGone, MembershipChanged, NotResizable, RoundTimeout, Superseded
 from .exact import ExactSum
 from .plan import Ledger
+
+
+def _close_view(view):
+    if view is not None:
+        view.close()
 
 
 class Elastic:
@@ -43,11 +49,20 @@ class Elastic:
         self.last_loss = None
         self.reformations = 0
         self._chan = channel.shared()  # the process's channel, this object's view
+        # the view is closed by close(), or when this object is garbage
+        self._close_chan = weakref.finalize(self, _close_view, self._chan)
         self._group = grp.Group(None, 0, 1, self._device, self._chan)
         try:
             self._group = self._first_group()
         except MembershipChanged as e:
             self._rejoin(e)
+
+    def close(self):
+        """Lets this object's view of the launcher's channel go (it is let go
+        when the object is garbage, too): no round wakes its waits any more.
+        Call it when the training is done and the object is kept; train no
+        more with it after. Idempotent."""
+        self._close_chan()
 
     # -- membership ----------------------------------------------------
 

@@ -18,6 +18,11 @@
  *   dead_agent  the agent's end closed: ddp_set_resizable and
  *               ddp_next_round return -EPIPE, and no SIGPIPE kills the
  *               worker
+ *   no_reader   the reader's thread cannot be made (an address-space
+ *               limit raised a megabyte at a time, a fresh process each,
+ *               from where ddp_init fails to where it holds the channel):
+ *               a ddp_init that is not resizable said nothing to the
+ *               agent, which would count on a worker that hears no round
  *
  *   ddp-chan-check DIR    (DIR: a scratch folder for the file stores)
  * Exits 0 when every case passed.
@@ -29,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -231,6 +237,84 @@ static void case_dead_agent(void)
 	ddp_free(ctx);
 }
 
+/* This process's address space in bytes (VmSize). */
+static long long vm_size(void)
+{
+	char line[256];
+	long long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	CHECK(f, "/proc/self/status: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	CHECK(kb > 0, "no VmSize in /proc/self/status");
+	return kb * 1024;
+}
+
+enum { NR_INIT_FAILED = 2, NR_NO_CHANNEL, NR_RESIZABLE };
+
+/* One try in a fresh process under an address-space limit of its size now
+ * plus mb megabytes. Returns how ddp_init came out (NR_*); *said: whether
+ * the agent heard a line. */
+static int no_reader_try(int mb, bool *said)
+{
+	char line[128];
+	int sv[2], status;
+	pid_t pid;
+
+	agent_pair(sv, getpid());
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		struct rlimit rl;
+		struct ddp_options o;
+		struct ddp_ctx *ctx = NULL;
+		char url[512], err[1024];
+
+		close(sv[0]);
+		ddp_options_init(&o);
+		snprintf(url, sizeof(url), "file://%s/noreader-%d", dir, (int)getpid());
+		o.init_method = url;
+		o.rank = o.local_rank = 0;
+		o.world_size = o.local_world_size = 1;
+		o.run_id = "chan";
+		o.backend = DDP_BACKEND_CPU;
+		o.timeout_ms = 5000;
+		rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_size() + (long long)mb * 1024 * 1024);
+		if (setrlimit(RLIMIT_AS, &rl) != 0)
+			_exit(1);
+		if (ddp_init(&o, &ctx, err, sizeof(err)) != 0)
+			_exit(NR_INIT_FAILED);
+		_exit(ddp_resizable(ctx) ? NR_RESIZABLE : NR_NO_CHANNEL);
+	}
+	close(sv[1]);
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the try under %d MB died", mb);
+	/* the child's end is closed now: a line, or EOF at once */
+	*said = recv(sv[0], line, sizeof(line), MSG_DONTWAIT) > 0;
+	close(sv[0]);
+	return WEXITSTATUS(status);
+}
+
+static void case_no_reader(void)
+{
+	int window = 0, out = 0;
+
+	for (int mb = 0; mb <= 512 && out != NR_RESIZABLE; mb++) {
+		bool said;
+
+		out = no_reader_try(mb, &said);
+		CHECK(out >= NR_INIT_FAILED, "the try under %d MB could not set its limit", mb);
+		CHECK(out != NR_NO_CHANNEL || !said,
+		      "under %d MB ddp_init held no channel, yet the agent heard it", mb);
+		CHECK(out != NR_RESIZABLE || said, "resizable, yet the agent heard nothing");
+		window += out == NR_NO_CHANNEL;
+	}
+	CHECK(out == NR_RESIZABLE, "no limit up to 512 MB let ddp_init hold the channel");
+	CHECK(window > 0, "no limit let ddp_init succeed without a reader: nothing was checked");
+}
+
 static int run_case(const char *name, void (*fn)(void))
 {
 	int status;
@@ -266,5 +350,8 @@ int main(int argc, char **argv)
 	fails += run_case("own_socket", case_own_socket);
 	fails += run_case("lifetime", case_lifetime);
 	fails += run_case("dead_agent", case_dead_agent);
+#ifndef __SANITIZE_ADDRESS__ /* its shadow memory does not fit an address-space limit */
+	fails += run_case("no_reader", case_no_reader);
+#endif
 	return fails ? 1 : 0;
 }
