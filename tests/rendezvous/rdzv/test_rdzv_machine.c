@@ -265,7 +265,37 @@ static void permanent_ends_all(uint32_t n, uint32_t min, uint32_t max)
 static void test_permanent_leave_fixed_size_ends_all(void **unused)
 {
 	permanent_ends_all(3, 3, 3);
-	permanent_ends_all(2, 2, 4); /* elastic, at its minimum */
+	permanent_ends_all(2, 2, 2);
+}
+
+/* An elastic job at its minimum (2 of --nnodes=2:4) goes on waiting for a
+ * replacement node (an elastic scheduler starts one) when a node leaves
+ * with a failure that will repeat, and forms with it (before, every node
+ * ended as for a fixed-size job). */
+static void test_permanent_leave_elastic_at_minimum_waits(void **unused)
+{
+	struct fake_net *net = fake_net_new(g_seed + 3);
+	add_n(net, "job", 2, 2, 4);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 120000));
+	struct fake_agent *leaver = with_rank(net, 1);
+	struct fake_agent *stays = with_rank(net, 0);
+	fake_stop_permanent(net, leaver, "worker rank 2 exited with status 78");
+	fake_run(net, NULL, NULL, 30000);
+	assert_int_equal(leaver->ended, RDZV_ACT_LEFT);
+	assert_int_equal(stays->ended, 0);
+	assert_false(rdzv_machine_failed_permanent(stays->m));
+	const struct rdzv_state *st = rdzv_machine_state(stays->m);
+	assert_int_equal(st->phase, RDZV_OPEN);
+	assert_int_equal(st->round, 2);
+	assert_int_equal(st->reason, RDZV_WHY_LEFT);
+	struct fake_agent *repl = fake_add(net, "job", 2, 4);
+	fake_start(net, repl);
+	assert_true(run_to_round(net, 2, 120000));
+	assert_world(net, 2, 2);
+	assert_true(repl->in_round);
+	assert_int_equal(stays->ended, 0);
+	fake_net_free(net);
 }
 
 /* Above its minimum an elastic job goes on without the node, as after any
@@ -1245,6 +1275,7 @@ int main(void)
 	    cmocka_unit_test(test_death),
 	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
 	    cmocka_unit_test(test_permanent_leave_fixed_size_ends_all),
+	    cmocka_unit_test(test_permanent_leave_elastic_at_minimum_waits),
 	    cmocka_unit_test_setup_teardown(test_permanent_leave_goes_on_with_enough, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_join_running, setup, teardown),
