@@ -225,7 +225,7 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
 		if (colon && strchr(h, ':') != colon) {
 			/* Several ':': a bare IPv6 address (the whole text), or a
 			 * mistake such as host:1:2, never a host and a port. */
-			if (inet_pton(AF_INET6, h, v6) != 1) {
+			if (!opts_host_ipv6(h, v6)) {
 				snprintf(err, errlen,
 					 "bad --rdzv_endpoint '%s': a host has no ':' (give "
 					 "HOST:PORT; an IPv6 address goes in brackets: "
@@ -307,7 +307,7 @@ static bool addr_unreachable(const char *a)
 
 	if (inet_pton(AF_INET, a, b) == 1)
 		return (b[0] | b[1] | b[2] | b[3]) == 0 || b[0] >= 224;
-	if (inet_pton(AF_INET6, a, b) == 1) {
+	if (opts_host_ipv6(a, b)) {
 		static const unsigned char zero[16];
 
 		return !memcmp(b, zero, 16) || b[0] == 0xff;

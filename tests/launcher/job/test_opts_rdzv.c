@@ -190,6 +190,66 @@ static void test_static(void **state)
 	opts_release(&o);
 }
 
+/* An IPv6 address with a zone (fe80::1%eth0, an interface name or number)
+ * is an address wherever one is given (before, inet_pton refused the
+ * zone); an empty zone or one with other characters is not. */
+static void test_ipv6_zone(void **state)
+{
+	char host[256];
+	int port;
+
+	assert_int_equal(
+	    opts_endpoint_parse("[fe80::1%eth0]:5", 1, host, sizeof(host), &port, err, sizeof(err)),
+	    0);
+	assert_string_equal(host, "fe80::1%eth0");
+	assert_int_equal(port, 5);
+	assert_int_equal(
+	    opts_endpoint_parse("fe80::1%2", 7, host, sizeof(host), &port, err, sizeof(err)), 0);
+	assert_string_equal(host, "fe80::1%2");
+	assert_int_equal(port, 7);
+	assert_int_equal(opts_endpoint_parse("[fe80::1%en_p0.1-a]", 7, host, sizeof(host), &port,
+					     err, sizeof(err)),
+			 0);
+	static const char *const bad[] = {"[fe80::1%]:5",    "[fe80::1%e$0]:5", "[fe80::1%%e]:5",
+					  "[1.2.3.4%e]:5",   "[%eth0]:5",	"fe80::1%e:x",
+					  "[ff02::1%eth0]:5"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (opts_endpoint_parse(bad[i], 1, host, sizeof(host), &port, err, sizeof(err)) !=
+		    -EINVAL)
+			fail_msg("'%s' accepted", bad[i]);
+
+	static const char *const good[][2] = {
+	    {"--local_addr=fe80::1%eth0", NULL},
+	    {"--master_addr=fe80::1%eth0", NULL},
+	    {"--master_addr=fe80::1%3", "--local_addr=fe80::2%3"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=[fe80::1%eth0]:29400"},
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct launch_opts o;
+		struct opts_rdzv r;
+
+		if (resolve(NULL, &o, &r, "--nnodes=2", good[i][0], good[i][1], NULL) != 0)
+			fail_msg("case %zu refused: %s", i, err);
+		opts_release(&o);
+	}
+	static const char *const refused[][2] = {
+	    {"--local_addr=fe80::1%", "--local_addr 'fe80::1%' is not an address"},
+	    {"--master_addr=fe80::1%e$0", "--master_addr 'fe80::1%e$0' is not"},
+	    {"--master_addr=ff02::1%eth0", "is a multicast or broadcast address"},
+	    {"--local_addr=ff02::1%eth0", "--local_addr 'ff02::1%eth0' is not"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		struct launch_opts o;
+		struct opts_rdzv r;
+
+		if (resolve(NULL, &o, &r, "--nnodes=2", refused[i][0], NULL) >= 0)
+			fail_msg("case %zu: accepted", i);
+		if (!strstr(err, refused[i][1]))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, refused[i][1]);
+		opts_release(&o);
+	}
+}
+
 static void test_c10d(void **state)
 {
 	struct launch_opts o;
@@ -541,6 +601,7 @@ int main(void)
 	    cmocka_unit_test(test_endpoint),
 	    cmocka_unit_test(test_local),
 	    cmocka_unit_test(test_static),
+	    cmocka_unit_test(test_ipv6_zone),
 	    cmocka_unit_test(test_c10d),
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_refusals_of_the_run),
