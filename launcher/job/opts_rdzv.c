@@ -521,7 +521,9 @@ static int etcd_entry(const char *p, size_t len, const char *protocol, struct op
 	if (!strncmp(item, "http://", 7) || !strncmp(item, "https://", 8)) {
 		scheme = item[4] == 's' ? "https://" : "http://";
 		rest = item + strlen(scheme);
-		if (protocol[0] && strncmp(scheme, protocol, strlen(protocol))) {
+		/* the whole scheme: https:// is not protocol=http */
+		if (protocol[0] && (strncmp(scheme, protocol, strlen(protocol)) ||
+				    strcmp(scheme + strlen(protocol), "://"))) {
 			snprintf(err, errlen,
 				 "--rdzv_endpoint entry '%s' says %.*s but --rdzv_conf says "
 				 "protocol=%s: drop one of them",

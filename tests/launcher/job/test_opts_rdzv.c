@@ -537,6 +537,11 @@ static void test_refused_inputs(void **state)
 	     "",
 	     "--rdzv_endpoint entry 'http://h:2379' says http but --rdzv_conf says "
 	     "protocol=https: drop one of them"},
+	    /* the other way round (before, a prefix match let it through) */
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1:2379,https://h:2379",
+	     "--rdzv_conf=protocol=http", "",
+	     "--rdzv_endpoint entry 'https://h:2379' says https but --rdzv_conf says "
+	     "protocol=http: drop one of them"},
 	};
 	static const char *const good[][3] = {
 	    {"--rdzv_backend=c10d", "--rdzv_endpoint=node-0.example.com.:5", "--local_addr=a_b"},
@@ -544,6 +549,8 @@ static void test_refused_inputs(void **state)
 	    {"--rdzv_backend=c10d", "--rdzv_endpoint=::1", "--rdzv_conf=is_host=false"},
 	    {"--rdzv_backend=etcd", "--rdzv_endpoint=https://[::1]:2379,h2",
 	     "--rdzv_conf=protocol=https"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=http://h1:2379,h2",
+	     "--rdzv_conf=protocol=http"},
 	};
 	struct launch_opts o;
 	struct opts_rdzv r;
