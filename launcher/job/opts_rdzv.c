@@ -595,7 +595,8 @@ static int resolve_token(const struct launch_opts *o, const char *env_token, str
 {
 	r->token = o->rdzv_token;
 	r->token_from = "--rdzv_token";
-	if (!r->token && env_token && *env_token) {
+	/* etcd ignores DDP_RDZV_TOKEN (check_token_use) */
+	if (!r->token && env_token && *env_token && !is_etcd(o->rdzv_backend)) {
 		r->token = env_token;
 		r->token_from = OPTS_RDZV_TOKEN_ENV;
 	}
@@ -620,10 +621,16 @@ static int resolve_token(const struct launch_opts *o, const char *env_token, str
 }
 
 /* Across nodes: a DDP_RDZV_TOKEN set to "" ran without a token and said
- * nothing; etcd has no use for the job's token (its own users guard it). */
-static int check_token_use(const struct launch_opts *o, const char *env_token,
-			   const struct opts_rdzv *r, char *err, size_t errlen)
+ * nothing; etcd has no use for the job's token (its own users guard it):
+ * one given for this job is refused, one from the environment (sites
+ * export it everywhere) ignored with a warning. */
+static int check_token_use(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
+			   char *err, size_t errlen)
 {
+	if (is_etcd(o->rdzv_backend) && !o->rdzv_token && env_token) {
+		r->token_env_ignored = true;
+		return 0;
+	}
 	if (!o->rdzv_token && env_token && !*env_token) {
 		snprintf(err, errlen,
 			 "%s is set but empty, which would run the job without a token: unset it "
@@ -793,6 +800,9 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 		c->keep_alive_max_attempt);
 	if (r->token)
 		fprintf(out, "rdzv_token = set (from %s; not shown)\n", r->token_from);
+	else if (r->token_env_ignored)
+		fprintf(out, "rdzv_token = none (%s ignored: etcd does not use it)\n",
+			OPTS_RDZV_TOKEN_ENV);
 	else
 		fprintf(out, "rdzv_token = none\n");
 	if (r->lost_nodes_final)

@@ -349,6 +349,53 @@ static void test_refusals_of_the_run(void **state)
 	}
 }
 
+/* Sites export DDP_RDZV_TOKEN everywhere: with etcd, which does not use
+ * the job's token, the environment's is ignored (the launcher warns in one
+ * line; the dry run says so), whatever it holds (before: refused, exit 2).
+ * One given for the job (--rdzv_token, the job file) is still refused. */
+static void test_etcd_ignores_env_token(void **state)
+{
+	static const char *const envs[] = {"s3cret-0123456789", "short", ""};
+	struct launch_opts o;
+	struct opts_rdzv r;
+	char buf[1024] = "";
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
+		if (resolve(envs[i], &o, &r, "--nnodes=2", "--rdzv_backend=etcd",
+			    "--rdzv_endpoint=h:2379", NULL) != 0)
+			fail_msg("'%s' refused: %s", envs[i], err);
+		assert_null(r.token);
+		assert_true(r.token_env_ignored);
+		if (i == 0) {
+			f = fmemopen(buf, sizeof(buf), "w");
+			assert_non_null(f);
+			opts_rdzv_print(&r, f);
+			fclose(f);
+			assert_non_null(strstr(buf, "rdzv_token = none (DDP_RDZV_TOKEN ignored: "
+						    "etcd does not use it)"));
+		}
+		opts_release(&o);
+	}
+	assert_int_equal(resolve("s3cret-0123456789", &o, &r, "--nnodes=2", "--rdzv_backend=etcd",
+				 "--rdzv_endpoint=h:2379", "--rdzv_token=s3cret-0123456789", NULL),
+			 -EINVAL);
+	assert_non_null(strstr(err, "the token from --rdzv_token is for the c10d"));
+	opts_release(&o);
+	/* c10d: the environment's token is used; an empty one still refused */
+	assert_int_equal(resolve("s3cret-0123456789", &o, &r, "--nnodes=2", "--rdzv_backend=c10d",
+				 "--rdzv_endpoint=h:29400", NULL),
+			 0);
+	assert_non_null(r.token);
+	assert_false(r.token_env_ignored);
+	opts_release(&o);
+	assert_int_equal(resolve("", &o, &r, "--nnodes=2", "--rdzv_backend=c10d",
+				 "--rdzv_endpoint=h:29400", NULL),
+			 -EINVAL);
+	assert_non_null(strstr(err, "is set but empty"));
+	opts_release(&o);
+}
+
 static void test_token_sources(void **state)
 {
 	struct launch_opts o;
@@ -613,6 +660,7 @@ int main(void)
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_refusals_of_the_run),
 	    cmocka_unit_test(test_etcd),
+	    cmocka_unit_test(test_etcd_ignores_env_token),
 	    cmocka_unit_test(test_token_sources),
 	    cmocka_unit_test(test_refused_inputs),
 	    cmocka_unit_test(test_jobfile_token_not_printed),
