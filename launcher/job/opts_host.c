@@ -52,13 +52,37 @@ static bool all_digits(const char *s, size_t len)
 	return len > 0;
 }
 
+bool opts_host_ipv6(const char *host, unsigned char addr[16])
+{
+	char plain[INET6_ADDRSTRLEN];
+	unsigned char b[16];
+	const char *zone = strchr(host, '%');
+	size_t n = zone ? (size_t)(zone - host) : strlen(host);
+
+	if (n >= sizeof(plain))
+		return false;
+	if (zone) {
+		if (!zone[1] || zone[1 + strspn(zone + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+							  "abcdefghijklmnopqrstuvwxyz"
+							  "0123456789_.-")])
+			return false;
+	}
+	memcpy(plain, host, n);
+	plain[n] = '\0';
+	if (inet_pton(AF_INET6, plain, b) != 1)
+		return false;
+	if (addr)
+		memcpy(addr, b, sizeof(b));
+	return true;
+}
+
 bool opts_host_parses(const char *host, char *why, size_t whylen)
 {
 	unsigned char b[16];
 	struct in_addr a4;
 	size_t len = strlen(host), last = 0;
 
-	if (inet_pton(AF_INET, host, b) == 1 || inet_pton(AF_INET6, host, b) == 1)
+	if (inet_pton(AF_INET, host, b) == 1 || opts_host_ipv6(host, NULL))
 		return true;
 	if (len && host[len - 1] == '.')
 		len--; /* a fully qualified name's final dot */
@@ -88,7 +112,7 @@ bool opts_host_not_unicast(const char *host)
 
 	if (inet_pton(AF_INET, host, b) == 1)
 		return (b[0] >= 224 && b[0] <= 239) || (b[0] & b[1] & b[2] & b[3]) == 255;
-	if (inet_pton(AF_INET6, host, b) == 1)
+	if (opts_host_ipv6(host, b))
 		return b[0] == 0xff;
 	return false;
 }

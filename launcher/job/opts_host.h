@@ -11,8 +11,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Whether host is an IPv6 literal, with or without a zone ("%SCOPE": an
+ * interface name or number, a non-empty word of [A-Za-z0-9_.-], as in
+ * fe80::1%eth0; getaddrinfo takes it). On true, addr (when not NULL) gets
+ * the address without its zone. */
+bool opts_host_ipv6(const char *host, unsigned char addr[16]);
+
 /* Whether host (no brackets, no port) parses: an IPv4 literal (also the
- * short forms getaddrinfo takes, "127.1"), an IPv6 literal, or a host name
+ * short forms getaddrinfo takes, "127.1"), an IPv6 literal (opts_host_ipv6:
+ * a zone is allowed), or a host name
  * (labels of letters, digits, '-' and '_', 1 to 63 bytes, not starting or
  * ending with '-', joined by single dots, at most 253 bytes, an optional
  * final dot; a name whose last label is all digits is an IPv4 address that

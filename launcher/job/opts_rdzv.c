@@ -225,7 +225,7 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
 		if (colon && strchr(h, ':') != colon) {
 			/* Several ':': a bare IPv6 address (the whole text), or a
 			 * mistake such as host:1:2, never a host and a port. */
-			if (inet_pton(AF_INET6, h, v6) != 1) {
+			if (!opts_host_ipv6(h, v6)) {
 				snprintf(err, errlen,
 					 "bad --rdzv_endpoint '%s': a host has no ':' (give "
 					 "HOST:PORT; an IPv6 address goes in brackets: "
@@ -307,7 +307,7 @@ static bool addr_unreachable(const char *a)
 
 	if (inet_pton(AF_INET, a, b) == 1)
 		return (b[0] | b[1] | b[2] | b[3]) == 0 || b[0] >= 224;
-	if (inet_pton(AF_INET6, a, b) == 1) {
+	if (opts_host_ipv6(a, b)) {
 		static const unsigned char zero[16];
 
 		return !memcmp(b, zero, 16) || b[0] == 0xff;
@@ -521,7 +521,9 @@ static int etcd_entry(const char *p, size_t len, const char *protocol, struct op
 	if (!strncmp(item, "http://", 7) || !strncmp(item, "https://", 8)) {
 		scheme = item[4] == 's' ? "https://" : "http://";
 		rest = item + strlen(scheme);
-		if (protocol[0] && strncmp(scheme, protocol, strlen(protocol))) {
+		/* the whole scheme: https:// is not protocol=http */
+		if (protocol[0] && (strncmp(scheme, protocol, strlen(protocol)) ||
+				    strcmp(scheme + strlen(protocol), "://"))) {
 			snprintf(err, errlen,
 				 "--rdzv_endpoint entry '%s' says %.*s but --rdzv_conf says "
 				 "protocol=%s: drop one of them",
@@ -593,7 +595,8 @@ static int resolve_token(const struct launch_opts *o, const char *env_token, str
 {
 	r->token = o->rdzv_token;
 	r->token_from = "--rdzv_token";
-	if (!r->token && env_token && *env_token) {
+	/* etcd ignores DDP_RDZV_TOKEN (check_token_use) */
+	if (!r->token && env_token && *env_token && !is_etcd(o->rdzv_backend)) {
 		r->token = env_token;
 		r->token_from = OPTS_RDZV_TOKEN_ENV;
 	}
@@ -618,10 +621,16 @@ static int resolve_token(const struct launch_opts *o, const char *env_token, str
 }
 
 /* Across nodes: a DDP_RDZV_TOKEN set to "" ran without a token and said
- * nothing; etcd has no use for the job's token (its own users guard it). */
-static int check_token_use(const struct launch_opts *o, const char *env_token,
-			   const struct opts_rdzv *r, char *err, size_t errlen)
+ * nothing; etcd has no use for the job's token (its own users guard it):
+ * one given for this job is refused, one from the environment (sites
+ * export it everywhere) ignored with a warning. */
+static int check_token_use(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
+			   char *err, size_t errlen)
 {
+	if (is_etcd(o->rdzv_backend) && !o->rdzv_token && env_token) {
+		r->token_env_ignored = true;
+		return 0;
+	}
 	if (!o->rdzv_token && env_token && !*env_token) {
 		snprintf(err, errlen,
 			 "%s is set but empty, which would run the job without a token: unset it "
@@ -791,6 +800,9 @@ void opts_rdzv_print(const struct opts_rdzv *r, FILE *out)
 		c->keep_alive_max_attempt);
 	if (r->token)
 		fprintf(out, "rdzv_token = set (from %s; not shown)\n", r->token_from);
+	else if (r->token_env_ignored)
+		fprintf(out, "rdzv_token = none (%s ignored: etcd does not use it)\n",
+			OPTS_RDZV_TOKEN_ENV);
 	else
 		fprintf(out, "rdzv_token = none\n");
 	if (r->lost_nodes_final)

@@ -92,6 +92,11 @@ struct opts_rdzv {
 	struct opts_rdzv_conf conf;
 	const char *token;	/* --rdzv_token, else DDP_RDZV_TOKEN, or NULL */
 	const char *token_from; /* "--rdzv_token" or "DDP_RDZV_TOKEN" (for messages) */
+	/* etcd: DDP_RDZV_TOKEN was set (sites export it everywhere) and is
+	 * ignored, token left NULL; the caller says so in one warning line
+	 * (OPTS_RDZV_TOKEN_IGNORED). An explicit --rdzv_token (or the job
+	 * file's rdzv_token) with etcd is refused instead. */
+	bool token_env_ignored;
 	/* The shape came from a Slurm step (opts_slurm.h), whose lost tasks never
 	 * come back: a node gone with fewer than min_nodes left ends the job at
 	 * once instead of waiting for it until the join deadline. */
@@ -148,6 +153,12 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
  * rdzv_new (launcher/rdzv/rdzv.h), which --dry_run runs too. */
 int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
 		      char *err, size_t errlen);
+
+/* The warning for token_env_ignored. */
+#define OPTS_RDZV_TOKEN_IGNORED                                                                    \
+	OPTS_RDZV_TOKEN_ENV " is set, but --rdzv_backend=etcd does not use the job's token "       \
+			    "(etcd's user= and " OPTS_ETCD_PASSWORD_ENV                            \
+			    " guard it): it is ignored"
 
 /* "local", "static", "c10d" or "etcd". */
 const char *opts_rdzv_mode_name(enum opts_rdzv_mode mode);

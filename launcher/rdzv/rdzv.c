@@ -7,6 +7,7 @@
 #include "opts_rdzv.h"
 
 #include <errno.h>
+#include <log.h>
 
 int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct rdzv **out,
 	     char *err, size_t errlen)
@@ -16,6 +17,8 @@ int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct r
 
 	if (rc < 0)
 		return rc;
+	if (res.token_env_ignored)
+		log_warn("%s", OPTS_RDZV_TOKEN_IGNORED);
 	if (res.mode == OPTS_RDZV_LOCAL)
 		return rdzv_one_new(o, nproc, out);
 	return rdzv_many_new(&res, nproc, o->max_restarts, out, err, errlen);

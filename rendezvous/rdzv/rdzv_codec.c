@@ -201,7 +201,7 @@ static int state_fields(const struct tok *t, struct rdzv_state *s)
 	uint64_t gen;
 	int phase, reason;
 	if (t[0].len != 5 || memcmp(t[0].p, "rdzv3", 5) != 0)
-		return -EINVAL;
+		return -EINVAL; /* RDZV_STATE_VERSION */
 	if (rdzv_parse_u64(t[1].p, t[1].len, UINT64_MAX, &gen) < 0)
 		return -EINVAL;
 	s->gen = gen;
@@ -260,6 +260,45 @@ int rdzv_state_decode(const uint8_t *data, size_t len, struct rdzv_state *out)
 bad:
 	memset(out, 0, sizeof(*out));
 	return -EINVAL;
+}
+
+int rdzv_state_version_other(const uint8_t *data, size_t len, struct rdzv_state *out)
+{
+	struct tok t[4];
+	size_t k = 0, start = 0;
+	uint64_t ver, gen;
+	int phase;
+	memset(out, 0, sizeof(*out));
+	if (len > RDZV_STATE_MAX)
+		return -EINVAL;
+	/* The first four space-ended tokens; no newline needed before them. */
+	for (size_t i = 0; i < len && k < 4; i++) {
+		if (data[i] == '\n')
+			break;
+		if (data[i] != ' ')
+			continue;
+		if (i == start)
+			return -EINVAL;
+		t[k].p = data + start;
+		t[k].len = i - start;
+		k++;
+		start = i + 1;
+	}
+	if (k < 1 || t[0].len < 5 || memcmp(t[0].p, "rdzv", 4) != 0 ||
+	    rdzv_parse_u64(t[0].p + 4, t[0].len - 4, INT32_MAX, &ver) < 0 || ver == 0 ||
+	    ver == RDZV_STATE_VERSION)
+		return -EINVAL;
+	if (ver > RDZV_STATE_VERSION)
+		return (int)ver;
+	if (k < 4 || rdzv_parse_u64(t[1].p, t[1].len, UINT64_MAX, &gen) < 0 || gen == 0 ||
+	    tok_u32(t[2], 1, UINT32_MAX, &out->round) < 0 ||
+	    (phase = tok_word(t[3], phase_names, 5)) < 0) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	out->gen = gen;
+	out->phase = (enum rdzv_phase)phase;
+	return (int)ver;
 }
 
 static bool slot_ok(const struct rdzv_slot *s)

@@ -149,6 +149,17 @@ int rdzv_state_encode(const struct rdzv_state *st, char *buf, size_t cap);
 int rdzv_slot_encode(const struct rdzv_slot *slot, char *buf, size_t cap);
 int rdzv_owner_encode(const struct rdzv_owner *o, char *buf, size_t cap);
 
+/* The version rdzv_state_encode writes ("rdzv3 ..."). */
+#define RDZV_STATE_VERSION 3
+
+/* A state value that another ddplaunch version wrote: "rdzvN " with N a
+ * decimal other than RDZV_STATE_VERSION. Every older version (1, 2) began
+ * "rdzvN GEN ROUND PHASE ", so for N < RDZV_STATE_VERSION *out gets gen,
+ * round and phase (everything else zero) when those parse; for a newer N
+ * nothing is known but N (*out zeroed). Returns N, or -EINVAL when data is
+ * not such a value (then *out is zeroed). */
+int rdzv_state_version_other(const uint8_t *data, size_t len, struct rdzv_state *out);
+
 /* Return 0, or -EINVAL for anything malformed (then *out is zeroed). */
 int rdzv_state_decode(const uint8_t *data, size_t len, struct rdzv_state *out);
 int rdzv_slot_decode(const uint8_t *data, size_t len, struct rdzv_slot *out);

@@ -183,6 +183,39 @@ static int state_cmp(const struct rdzv_state *a, const struct rdzv_state *b)
 	return pa < pb ? -1 : pa > pb;
 }
 
+/* A state that is not this version's: another ddplaunch version's (a job
+ * of the run id that ended before an upgrade, kept by etcd or a standalone
+ * ddp-rdzvd, or a node of this job running another version) or another
+ * program's. An older version's finished or failed job is over: it is
+ * taken as that version's last generation, phase and nothing else, so a
+ * joiner starts a new generation over it exactly as over one of its own
+ * (rdzv_op_create swaps against its bytes). Returns 0 with *st filled, or
+ * the end the machine reports. */
+static int take_other_version(struct rdzv_machine *m, struct rdzv_value v, struct rdzv_state *st)
+{
+	int ver = rdzv_state_version_other(v.bytes.data, v.bytes.len, st);
+	if (ver < 0)
+		return rdzv_end(m, RDZV_ACT_FAILED,
+				"the store key '%sstate' does not hold a ddplaunch rendezvous "
+				"state; is another program using run id '%s'? (use another "
+				"--rdzv_id)",
+				m->prefix, m->run_id);
+	if (ver < RDZV_STATE_VERSION && st->phase >= RDZV_FINISHED && m->mode != MODE_RUN) {
+		st->min_nodes = st->max_nodes = 1;
+		return 0;
+	}
+	return rdzv_end(m, RDZV_ACT_FAILED,
+			"run id '%s' holds a %s job of another ddplaunch version (its "
+			"rendezvous state is version %d, this node's is %d); every node must run "
+			"the same ddplaunch version; end that job or use another --rdzv_id",
+			m->run_id,
+			ver > RDZV_STATE_VERSION    ? "newer"
+			: st->phase == RDZV_OPEN    ? "forming"
+			: st->phase == RDZV_RUNNING ? "running"
+						    : "finished",
+			ver, RDZV_STATE_VERSION);
+}
+
 int rdzv_take_state(struct rdzv_machine *m, struct rdzv_value v)
 {
 	struct rdzv_state st;
@@ -198,12 +231,11 @@ int rdzv_take_state(struct rdzv_machine *m, struct rdzv_value v)
 		m->st_present = false;
 		return 0;
 	}
-	if (rdzv_state_decode(v.bytes.data, v.bytes.len, &st) < 0)
-		return rdzv_end(m, RDZV_ACT_FAILED,
-				"the store key '%sstate' does not hold a ddplaunch rendezvous "
-				"state; is another program using run id '%s'? (use another "
-				"--rdzv_id)",
-				m->prefix, m->run_id);
+	if (rdzv_state_decode(v.bytes.data, v.bytes.len, &st) < 0) {
+		int rc = take_other_version(m, v, &st);
+		if (rc != 0)
+			return rc;
+	}
 	if (m->st_present && state_cmp(&st, &m->st) < 0)
 		return 0;
 	m->st = st;

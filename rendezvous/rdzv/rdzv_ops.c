@@ -337,9 +337,13 @@ static int trig_decide(struct rdzv_machine *m, const struct rdzv_value *v, size_
 	if (why == RDZV_WHY_JOIN && s->size >= s->max_nodes)
 		return trig_decline(m);
 	struct rdzv_state ns = *s;
-	if (why == RDZV_WHY_LEFT && m->stop_perm && survivors + waiting < s->min_nodes) {
-		/* The job cannot go on without this node, and its failure
-		 * would come back: every node ends now, not at join_timeout. */
+	if (why == RDZV_WHY_LEFT && m->stop_perm && s->min_nodes == s->max_nodes &&
+	    survivors + waiting < s->min_nodes) {
+		/* A fixed-size job cannot go on without this node, and its
+		 * failure would come back: every node ends now, not at
+		 * join_timeout. An elastic job at its minimum waits for a
+		 * replacement node as after any leave (an elastic scheduler
+		 * starts one). */
 		fail_state(&ns,
 			   "node '%s' (%s) left the job of run id '%s' with a failure that will "
 			   "repeat (%s); the job cannot go on without it (%" PRIu64 " node(s) "

@@ -79,7 +79,8 @@
  *    for one: a torch 1.13 TCPStore's callback connection stays silent for
  *    the life of the store beside its query connection), or its address
  *    holds fewer than limits.max_silent_per_addr (STORE_SILENT_PER_ADDR)
- *    silent connections kept so far (a 1.13 TCPStore made without a world
+ *    silent connections kept so far and still silent (one that speaks gives
+ *    its place back; a 1.13 TCPStore made without a world
  *    size, or with wait_for_workers=False, sends nothing until it is used);
  *    the oldest are kept first. Clients speak at once otherwise (torch 2.x
  *    validates, 1.13 adds its init key, agents say hello, our client

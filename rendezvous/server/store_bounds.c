@@ -113,7 +113,8 @@ static bool bounds_vouched(struct store_conn *conn)
 /* A torch 1.13 TCPStore made without a world size (or with
  * wait_for_workers=False) sends nothing until it is used, on either of its
  * connections: an address keeps up to max_silent_per_addr silent
- * connections that nobody vouches for, the oldest. */
+ * connections that nobody vouches for, the oldest. One that speaks gives
+ * its place back. */
 static bool bounds_kept(struct store_conn *conn)
 {
 	size_t kept = 0, max = conn->server->limits.max_silent_per_addr;
@@ -121,7 +122,7 @@ static bool bounds_kept(struct store_conn *conn)
 	if (!conn->peer_known)
 		return false;
 	for (const struct store_conn *c = conn->server->conns; c; c = c->next)
-		kept += c != conn && c->kept_silent && c->state != CONN_CLOSING &&
+		kept += c != conn && c->kept_silent && !c->spoke && c->state != CONN_CLOSING &&
 			memcmp(c->peer, conn->peer, 16) == 0;
 	return kept < max;
 }

@@ -107,7 +107,11 @@ static void usage(FILE *f)
 	    "  --max-connections N           open client connections (default %zu)\n"
 	    "  --max-conns-per-addr N        open connections from one address (default\n"
 	    "                                %zu: no bound); a client that sends no complete\n"
-	    "                                request within 10 s of connecting is closed\n"
+	    "                                request within 10 s of connecting is closed,\n"
+	    "                                unless a client of its address that spoke\n"
+	    "                                vouches for it (one each: torch 1.13's silent\n"
+	    "                                callback connection) or its address keeps\n"
+	    "                                fewer than %zu other silent ones\n"
 	    "  --max-barrier-world N         world size of one torch 2.x barrier (default %zu)\n"
 	    "  --max-list-keys N             keys one torch 2.x list_keys may return\n"
 	    "                                (default %zu)\n"
@@ -142,7 +146,7 @@ static void usage(FILE *f)
 	    "  node0$ ddp-rdzvd --host 0.0.0.0 --port 29400 --token-file ~/.rdzv-token\n",
 	    size_text(d.max_key_len, a, sizeof(a)), size_text(d.max_value_len, b, sizeof(b)),
 	    d.max_keys_per_request, size_text(d.max_total_bytes, c, sizeof(c)), d.max_connections,
-	    d.max_conns_per_addr, d.max_barrier_world, d.max_list_keys);
+	    d.max_conns_per_addr, d.max_silent_per_addr, d.max_barrier_world, d.max_list_keys);
 }
 
 enum {

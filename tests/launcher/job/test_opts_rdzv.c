@@ -190,6 +190,66 @@ static void test_static(void **state)
 	opts_release(&o);
 }
 
+/* An IPv6 address with a zone (fe80::1%eth0, an interface name or number)
+ * is an address wherever one is given (before, inet_pton refused the
+ * zone); an empty zone or one with other characters is not. */
+static void test_ipv6_zone(void **state)
+{
+	char host[256];
+	int port;
+
+	assert_int_equal(
+	    opts_endpoint_parse("[fe80::1%eth0]:5", 1, host, sizeof(host), &port, err, sizeof(err)),
+	    0);
+	assert_string_equal(host, "fe80::1%eth0");
+	assert_int_equal(port, 5);
+	assert_int_equal(
+	    opts_endpoint_parse("fe80::1%2", 7, host, sizeof(host), &port, err, sizeof(err)), 0);
+	assert_string_equal(host, "fe80::1%2");
+	assert_int_equal(port, 7);
+	assert_int_equal(opts_endpoint_parse("[fe80::1%en_p0.1-a]", 7, host, sizeof(host), &port,
+					     err, sizeof(err)),
+			 0);
+	static const char *const bad[] = {"[fe80::1%]:5",    "[fe80::1%e$0]:5", "[fe80::1%%e]:5",
+					  "[1.2.3.4%e]:5",   "[%eth0]:5",	"fe80::1%e:x",
+					  "[ff02::1%eth0]:5"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (opts_endpoint_parse(bad[i], 1, host, sizeof(host), &port, err, sizeof(err)) !=
+		    -EINVAL)
+			fail_msg("'%s' accepted", bad[i]);
+
+	static const char *const good[][2] = {
+	    {"--local_addr=fe80::1%eth0", NULL},
+	    {"--master_addr=fe80::1%eth0", NULL},
+	    {"--master_addr=fe80::1%3", "--local_addr=fe80::2%3"},
+	    {"--rdzv_backend=c10d", "--rdzv_endpoint=[fe80::1%eth0]:29400"},
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct launch_opts o;
+		struct opts_rdzv r;
+
+		if (resolve(NULL, &o, &r, "--nnodes=2", good[i][0], good[i][1], NULL) != 0)
+			fail_msg("case %zu refused: %s", i, err);
+		opts_release(&o);
+	}
+	static const char *const refused[][2] = {
+	    {"--local_addr=fe80::1%", "--local_addr 'fe80::1%' is not an address"},
+	    {"--master_addr=fe80::1%e$0", "--master_addr 'fe80::1%e$0' is not"},
+	    {"--master_addr=ff02::1%eth0", "is a multicast or broadcast address"},
+	    {"--local_addr=ff02::1%eth0", "--local_addr 'ff02::1%eth0' is not"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		struct launch_opts o;
+		struct opts_rdzv r;
+
+		if (resolve(NULL, &o, &r, "--nnodes=2", refused[i][0], NULL) >= 0)
+			fail_msg("case %zu: accepted", i);
+		if (!strstr(err, refused[i][1]))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, refused[i][1]);
+		opts_release(&o);
+	}
+}
+
 static void test_c10d(void **state)
 {
 	struct launch_opts o;
@@ -287,6 +347,53 @@ static void test_refusals_of_the_run(void **state)
 		assert_int_equal(resolve(NULL, &o, &r, "--nnodes=2", "--master_port=0", NULL), 0);
 		opts_release(&o);
 	}
+}
+
+/* Sites export DDP_RDZV_TOKEN everywhere: with etcd, which does not use
+ * the job's token, the environment's is ignored (the launcher warns in one
+ * line; the dry run says so), whatever it holds (before: refused, exit 2).
+ * One given for the job (--rdzv_token, the job file) is still refused. */
+static void test_etcd_ignores_env_token(void **state)
+{
+	static const char *const envs[] = {"s3cret-0123456789", "short", ""};
+	struct launch_opts o;
+	struct opts_rdzv r;
+	char buf[1024] = "";
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
+		if (resolve(envs[i], &o, &r, "--nnodes=2", "--rdzv_backend=etcd",
+			    "--rdzv_endpoint=h:2379", NULL) != 0)
+			fail_msg("'%s' refused: %s", envs[i], err);
+		assert_null(r.token);
+		assert_true(r.token_env_ignored);
+		if (i == 0) {
+			f = fmemopen(buf, sizeof(buf), "w");
+			assert_non_null(f);
+			opts_rdzv_print(&r, f);
+			fclose(f);
+			assert_non_null(strstr(buf, "rdzv_token = none (DDP_RDZV_TOKEN ignored: "
+						    "etcd does not use it)"));
+		}
+		opts_release(&o);
+	}
+	assert_int_equal(resolve("s3cret-0123456789", &o, &r, "--nnodes=2", "--rdzv_backend=etcd",
+				 "--rdzv_endpoint=h:2379", "--rdzv_token=s3cret-0123456789", NULL),
+			 -EINVAL);
+	assert_non_null(strstr(err, "the token from --rdzv_token is for the c10d"));
+	opts_release(&o);
+	/* c10d: the environment's token is used; an empty one still refused */
+	assert_int_equal(resolve("s3cret-0123456789", &o, &r, "--nnodes=2", "--rdzv_backend=c10d",
+				 "--rdzv_endpoint=h:29400", NULL),
+			 0);
+	assert_non_null(r.token);
+	assert_false(r.token_env_ignored);
+	opts_release(&o);
+	assert_int_equal(resolve("", &o, &r, "--nnodes=2", "--rdzv_backend=c10d",
+				 "--rdzv_endpoint=h:29400", NULL),
+			 -EINVAL);
+	assert_non_null(strstr(err, "is set but empty"));
+	opts_release(&o);
 }
 
 static void test_token_sources(void **state)
@@ -477,6 +584,11 @@ static void test_refused_inputs(void **state)
 	     "",
 	     "--rdzv_endpoint entry 'http://h:2379' says http but --rdzv_conf says "
 	     "protocol=https: drop one of them"},
+	    /* the other way round (before, a prefix match let it through) */
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=h1:2379,https://h:2379",
+	     "--rdzv_conf=protocol=http", "",
+	     "--rdzv_endpoint entry 'https://h:2379' says https but --rdzv_conf says "
+	     "protocol=http: drop one of them"},
 	};
 	static const char *const good[][3] = {
 	    {"--rdzv_backend=c10d", "--rdzv_endpoint=node-0.example.com.:5", "--local_addr=a_b"},
@@ -484,6 +596,8 @@ static void test_refused_inputs(void **state)
 	    {"--rdzv_backend=c10d", "--rdzv_endpoint=::1", "--rdzv_conf=is_host=false"},
 	    {"--rdzv_backend=etcd", "--rdzv_endpoint=https://[::1]:2379,h2",
 	     "--rdzv_conf=protocol=https"},
+	    {"--rdzv_backend=etcd", "--rdzv_endpoint=http://h1:2379,h2",
+	     "--rdzv_conf=protocol=http"},
 	};
 	struct launch_opts o;
 	struct opts_rdzv r;
@@ -541,10 +655,12 @@ int main(void)
 	    cmocka_unit_test(test_endpoint),
 	    cmocka_unit_test(test_local),
 	    cmocka_unit_test(test_static),
+	    cmocka_unit_test(test_ipv6_zone),
 	    cmocka_unit_test(test_c10d),
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_refusals_of_the_run),
 	    cmocka_unit_test(test_etcd),
+	    cmocka_unit_test(test_etcd_ignores_env_token),
 	    cmocka_unit_test(test_token_sources),
 	    cmocka_unit_test(test_refused_inputs),
 	    cmocka_unit_test(test_jobfile_token_not_printed),

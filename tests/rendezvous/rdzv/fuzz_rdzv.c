@@ -32,6 +32,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			abort();
 		same(buf, (size_t)n, data, len);
 	}
+	/* Another version's state: never this version's, an older one's phase
+	 * known. */
+	int ver = rdzv_state_version_other(data, len, &st);
+	if (ver == RDZV_STATE_VERSION || ver == 0 ||
+	    (ver > 0 && ver < RDZV_STATE_VERSION && (st.gen == 0 || st.phase < RDZV_OPEN)))
+		abort();
 	if (rdzv_slot_decode(data, len, &slot) == 0) {
 		int n = rdzv_slot_encode(&slot, buf, sizeof(buf));
 		if (n < 0)

@@ -462,10 +462,50 @@ static void test_owner(void **unused)
 	assert_memory_equal(&o, &d, sizeof(o));
 }
 
+/* Another ddplaunch version's state: its version, and for an older one
+ * the generation, round and phase every version began with. */
+static void test_state_version_other(void **unused)
+{
+	struct rdzv_state st;
+	const char *v2 = "rdzv2 5 3 finished 2 2 2 2 0 3 start - a - 0 0\n";
+	assert_int_equal(rdzv_state_version_other(U8(v2), strlen(v2), &st), 2);
+	assert_int_equal(st.gen, 5);
+	assert_int_equal(st.round, 3);
+	assert_int_equal(st.phase, RDZV_FINISHED);
+	const char *v1 = "rdzv1 4 2 failed 2 2 2 2 1 1 restart n1 - 6\nbroken";
+	assert_int_equal(rdzv_state_version_other(U8(v1), strlen(v1), &st), 1);
+	assert_int_equal(st.gen, 4);
+	assert_int_equal(st.phase, RDZV_FAILED);
+	const char *v9 = "rdzv9 anything at all";
+	assert_int_equal(rdzv_state_version_other(U8(v9), strlen(v9), &st), 9);
+	assert_int_equal(st.gen, 0);
+	const char *v12 = "rdzv12 x\n";
+	assert_int_equal(rdzv_state_version_other(U8(v12), strlen(v12), &st), 12);
+	const char *bad[] = {
+	    "rdzv3 5 3 finished 2 2 2 2 0 3 start - a - 0 0\n", /* this version */
+	    "rdzv2 5 3 walking 2\n",				/* phase */
+	    "rdzv2 0 3 finished 2\n",				/* gen 0 */
+	    "rdzv2 5 3\n",					/* too short */
+	    "rdzv2 5  3 finished 2\n",				/* double space */
+	    "rdzv02 5 3 finished 2\n",				/* leading zero */
+	    "rdzv0 5 3 finished 2\n",				/* version 0 */
+	    "rdzvx 5 3 finished 2\n",				/* not a number */
+	    "rdzv 5 3 finished 2\n",				/* no number */
+	    "rdzs2 5 3 finished 2\n",				/* another value */
+	    "",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(rdzv_state_version_other(U8(bad[i]), strlen(bad[i]), &st),
+				 -EINVAL);
+		assert_int_equal(st.gen, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_state_golden),
+	    cmocka_unit_test(test_state_version_other),
 	    cmocka_unit_test(test_state_round_trip_phases),
 	    cmocka_unit_test(test_state_round_trip_reasons),
 	    cmocka_unit_test(test_state_mutations),

@@ -265,7 +265,37 @@ static void permanent_ends_all(uint32_t n, uint32_t min, uint32_t max)
 static void test_permanent_leave_fixed_size_ends_all(void **unused)
 {
 	permanent_ends_all(3, 3, 3);
-	permanent_ends_all(2, 2, 4); /* elastic, at its minimum */
+	permanent_ends_all(2, 2, 2);
+}
+
+/* An elastic job at its minimum (2 of --nnodes=2:4) goes on waiting for a
+ * replacement node (an elastic scheduler starts one) when a node leaves
+ * with a failure that will repeat, and forms with it (before, every node
+ * ended as for a fixed-size job). */
+static void test_permanent_leave_elastic_at_minimum_waits(void **unused)
+{
+	struct fake_net *net = fake_net_new(g_seed + 3);
+	add_n(net, "job", 2, 2, 4);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 120000));
+	struct fake_agent *leaver = with_rank(net, 1);
+	struct fake_agent *stays = with_rank(net, 0);
+	fake_stop_permanent(net, leaver, "worker rank 2 exited with status 78");
+	fake_run(net, NULL, NULL, 30000);
+	assert_int_equal(leaver->ended, RDZV_ACT_LEFT);
+	assert_int_equal(stays->ended, 0);
+	assert_false(rdzv_machine_failed_permanent(stays->m));
+	const struct rdzv_state *st = rdzv_machine_state(stays->m);
+	assert_int_equal(st->phase, RDZV_OPEN);
+	assert_int_equal(st->round, 2);
+	assert_int_equal(st->reason, RDZV_WHY_LEFT);
+	struct fake_agent *repl = fake_add(net, "job", 2, 4);
+	fake_start(net, repl);
+	assert_true(run_to_round(net, 2, 120000));
+	assert_world(net, 2, 2);
+	assert_true(repl->in_round);
+	assert_int_equal(stays->ended, 0);
+	fake_net_free(net);
 }
 
 /* Above its minimum an elastic job goes on without the node, as after any
@@ -877,6 +907,66 @@ static void test_malformed_state_in_store(void **state)
 	assert_non_null(strstr(fake_agent(net, 0)->end_text, "does not hold a ddplaunch"));
 }
 
+/* A run id reused after an upgrade: the store (etcd, a kept ddp-rdzvd)
+ * still holds the ended job's state in an older version's format. A
+ * finished or failed one is over, and a new generation starts over it as
+ * over one of this version's own (before, every node was refused as if
+ * another program used the run id). */
+static void older_version_over(const char *old, uint64_t want_gen)
+{
+	struct fake_net *net = fake_net_new(g_seed);
+	fake_set(net, "ddprdzv/job/state", old, strlen(old));
+	add_n(net, "job", 2, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	assert_world(net, 1, 2);
+	assert_int_equal(fake_agent(net, 0)->gen, want_gen);
+	size_t len;
+	const uint8_t *v = fake_get(net, "ddprdzv/job/state", &len);
+	struct rdzv_state st;
+	assert_int_equal(rdzv_state_decode(v, len, &st), 0);
+	assert_int_equal(st.gen, want_gen);
+	fake_net_free(net);
+}
+
+static void test_older_version_ended_started_over(void **unused)
+{
+	older_version_over("rdzv2 5 3 finished 2 2 2 2 0 3 start - 127.0.0.1:5 "
+			   "0123456789abcdef 0 0\n",
+			   6);
+	older_version_over("rdzv2 9 1 failed 2 4 4 2 3 3 restart n1 127.0.0.1:5 - 0 6\nbroken", 10);
+	older_version_over("rdzv1 4 2 failed 2 2 2 2 1 1 restart n1 - 6\nbroken", 5);
+}
+
+/* A job of another version that is open or running under the run id (a
+ * node of this job runs another version, or that job still runs): every
+ * node is refused, naming the versions, not "another program". */
+static void other_version_refused(const char *other, const char *want)
+{
+	struct fake_net *net = fake_net_new(g_seed);
+	fake_set(net, "ddprdzv/job/state", other, strlen(other));
+	add_n(net, "job", 1, 1, 1);
+	start_range(net, 0, 1);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	const char *text = fake_agent(net, 0)->end_text;
+	assert_int_equal(fake_agent(net, 0)->ended, RDZV_ACT_FAILED);
+	assert_non_null(strstr(text, "every node must run the same ddplaunch version"));
+	assert_non_null(strstr(text, want));
+	assert_null(strstr(text, "another program"));
+	fake_net_free(net);
+}
+
+static void test_other_version_refused(void **unused)
+{
+	other_version_refused("rdzv2 5 3 running 2 2 2 2 0 3 start - 127.0.0.1:5 - 0 0\n",
+			      "running job of another ddplaunch version (its rendezvous "
+			      "state is version 2, this node's is 3)");
+	other_version_refused("rdzv1 5 1 open 2 2 2 0 0 3 start - - 0\n",
+			      "forming job of another ddplaunch version (its rendezvous "
+			      "state is version 1");
+	other_version_refused("rdzv4 1 1 finished whatever\n", "state is version 4");
+}
+
 static void test_nnodes_mismatch(void **state)
 {
 	struct fake_net *net = net_of(state);
@@ -1185,6 +1275,7 @@ int main(void)
 	    cmocka_unit_test(test_death),
 	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
 	    cmocka_unit_test(test_permanent_leave_fixed_size_ends_all),
+	    cmocka_unit_test(test_permanent_leave_elastic_at_minimum_waits),
 	    cmocka_unit_test_setup_teardown(test_permanent_leave_goes_on_with_enough, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_join_running, setup, teardown),
@@ -1212,6 +1303,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_replace_worker_not_charged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_replace_after_finish_fails, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_state_in_store, setup, teardown),
+	    cmocka_unit_test(test_older_version_ended_started_over),
+	    cmocka_unit_test(test_other_version_refused),
 	    cmocka_unit_test_setup_teardown(test_nnodes_mismatch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_static_node_comes_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stop_while_joining, setup, teardown),

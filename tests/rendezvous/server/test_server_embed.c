@@ -369,6 +369,43 @@ static void test_bounds_on_every_client(void **state)
 	scenario_run(&sc);
 }
 
+/* A silent connection kept within max_silent_per_addr (1 here) gives its
+ * place back once it speaks: a torch 1.13 store made without a world size
+ * is silent on both connections until it is used, and its pair held two
+ * places for life (so past 32 such clients behind one address, the next
+ * were cut at the deadline). Here `first` is kept silent, then speaks and
+ * vouches for one of two new silent connections; the other takes the
+ * place `first` gave back. */
+static void body_kept_gives_back(struct scenario *sc)
+{
+	int first, v, w;
+	first = raw_from("127.0.0.9", sc->port);
+	SC_CHECK(sc, first >= 0);
+	SC_CHECK(sc, !raw_closed(first, 3 * SILENT_MS)); /* kept past its deadline */
+	SC_CHECK(sc, raw_validate(first));		 /* now it speaks */
+	v = raw_from("127.0.0.9", sc->port);
+	w = raw_from("127.0.0.9", sc->port);
+	SC_CHECK(sc, v >= 0 && w >= 0);
+	SC_CHECK(sc, !raw_closed(v, 3 * SILENT_MS));
+	SC_CHECK(sc, !raw_closed(w, 0));
+	SC_CHECK(sc, !raw_closed(first, 0));
+	int fds[] = {first, v, w};
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+static void test_kept_silent_gives_back_when_it_speaks(void **state)
+{
+	struct store_limits limits;
+	store_limits_default(&limits);
+	limits.max_conns_per_addr = 4;
+	limits.max_silent_per_addr = 1;
+	struct scenario sc = {
+	    .body = body_kept_gives_back, .limits = &limits, .prepare = prepare_silent};
+	scenario_run(&sc);
+}
+
 /* A connection that would take one of the descriptors kept in reserve is
  * closed at once (here the reserve is the whole limit). */
 static void prepare_reserve_all(struct store_server *server)
@@ -400,6 +437,7 @@ int main(void)
 	    cmocka_unit_test(test_reset_between_groups),
 	    cmocka_unit_test(test_barrier_and_list_limits),
 	    cmocka_unit_test(test_bounds_on_every_client),
+	    cmocka_unit_test(test_kept_silent_gives_back_when_it_speaks),
 	    cmocka_unit_test(test_descriptor_reserve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

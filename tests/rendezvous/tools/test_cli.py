@@ -203,6 +203,10 @@ def main():
                  "--max-keys-per-request", "--max-total-bytes", "--max-connections",
                  "--max-barrier-world", "--max-list-keys", "--max-conn-bytes", "-v"):
         assert flag in h, flag
+    # not every silent client is closed at 10 s: the vouch and the allowance
+    flat = " ".join(h.split())
+    assert "unless a client of its address that spoke vouches for it" in flat, h
+    assert "fewer than 64 other silent ones" in flat, h
     r = subprocess.run([RDZVD, "--port", "70000"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "--port" in r.stderr, r
     check_rdzvd_flags()
