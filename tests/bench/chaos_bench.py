@@ -36,7 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
-from mnlib import Cluster, addr, fast_conf, free_port, wait_for  # noqa: E402
+from mnlib import Cluster, addr, descendants, fast_conf, free_port, wait_for  # noqa: E402
 
 G = 48
 MODEL = ["--data", "synthetic", "--synthetic_samples", "4096", "--synthetic_features", "64",
@@ -56,20 +56,6 @@ def port_open(host, port):
         return True
     except OSError:
         return False
-
-
-def descendants(pid):
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open("/proc/%d/task/%d/children" % (p, p)) as f:
-                found = [int(x) for x in f.read().split()]
-        except OSError:
-            found = []
-        out += found
-        todo += found
-    return out
 
 
 def records(path):

@@ -33,6 +33,26 @@ ROUND_RE = re.compile(r"round (\d+) of run id '[^']*': node (\d+) of (\d+)")
 MNW_RE = re.compile(r"MNW (.*)$")
 
 
+def children(pid):
+    """The processes whose parent is pid, from /proc ([] once it is gone)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def descendants(pid):
+    """Every process under pid (an agent's ddp-exec shims and their
+    workers), from /proc."""
+    out, todo = [], [pid]
+    while todo:
+        found = children(todo.pop())
+        out += found
+        todo += found
+    return out
+
+
 def free_port(host="127.0.0.1"):
     """A port free on host right now (bound to 0 and read back)."""
     with socket.socket() as s:

@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import train_it  # noqa: E402
-from mnlib import DDPLAUNCH, MultiNodeCase, addr, fast_conf  # noqa: E402
+from mnlib import DDPLAUNCH, MultiNodeCase, addr, descendants, fast_conf  # noqa: E402
 
 DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
 TRAIN_ENV = {"OPENBLAS_NUM_THREADS": "1", "DDP_TIMEOUT_MS": "60000", "DDP_BACKEND": "cpu"}
@@ -77,23 +77,6 @@ class Watch:
 def tail(proc, n=60):
     with proc.cond:
         return "\n".join(line for _, line in proc.lines[-n:])
-
-
-def proc_children(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def descendants(pid):
-    out, todo = [], [pid]
-    while todo:
-        found = proc_children(todo.pop())
-        out += found
-        todo += found
-    return out
 
 
 def ddp_train_pids(agent_pid):

@@ -21,7 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import train_it  # noqa: E402
-from mnlib import DDP_RDZVD, DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
+from mnlib import (DDP_RDZVD, DDPLAUNCH, MultiNodeCase, children, descendants,  # noqa: E402
+                   fast_conf, wait_for)
 
 INPLACE = os.environ.get("MN_INPLACE", "mn_inplace")
 DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
@@ -92,6 +93,14 @@ class InPlace(MultiNodeCase):
                                   if d["world"] == str(n * nproc)]) == nproc, 30,
                      "%s's workers" % p.name)
         return nodes
+
+    def wait_running(self, nodes, nproc=2):
+        """Until every node's nproc workers started and node 0's went past
+        its first steps (INPLACE progress)."""
+        for p in nodes:
+            wait_for(lambda: len(inplace_lines(p, "start")) == nproc, 30,
+                     "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=30)
 
     def test_node_killed_survivors_stay(self):
         nodes = self.start_nodes()
@@ -200,9 +209,7 @@ class InPlace(MultiNodeCase):
         # replacement is counted against --max_restarts on its node only
         self.STEPS = 500
         nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1)
-        for p in nodes:
-            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
-        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        self.wait_running(nodes)
         before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
         victim = inplace_lines(nodes[1], "start")[0]
         t_kill = time.monotonic()
@@ -277,9 +284,7 @@ class InPlace(MultiNodeCase):
         prog = [INPLACE, str(self.STEPS), str(self.STEP_MS)]
         nodes = self.start_job(prog, n=2, nproc=2, restarts=restarts, max_nodes=3,
                                envs=[die, None])
-        for p in nodes:
-            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
-        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        self.wait_running(nodes)
         before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
         nodes.append(self.join_node(prog))
         nodes[0].wait_line(r"INPLACE dies", timeout=30)
@@ -330,9 +335,7 @@ class InPlace(MultiNodeCase):
         # overlaps the round the other's asks for; each is replaced alone
         self.STEPS = 500
         nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1)
-        for p in nodes:
-            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
-        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        self.wait_running(nodes)
         before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
         victims = [inplace_lines(nodes[1], "start")[0], inplace_lines(nodes[2], "start")[1]]
         for v in victims:
@@ -359,9 +362,7 @@ class InPlace(MultiNodeCase):
         env = {"MN_INPLACE_SLOW": slow + ":4000"}
         nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1,
                                env=env)
-        for p in nodes:
-            wait_for(lambda: len(inplace_lines(p, "start")) == 2, 30, "%s's workers" % p.name)
-        nodes[0].wait_line(r"INPLACE progress", timeout=30)
+        self.wait_running(nodes)
         before = {p.name: {d["pid"] for d in inplace_lines(p, "start")} for p in nodes}
         open(slow, "w").close()  # processes started from now on wait 4 s
         victim = inplace_lines(nodes[1], "start")[0]
@@ -381,7 +382,8 @@ class InPlace(MultiNodeCase):
         for p in nodes[:2]:
             self.assertTrue(all(d["world"] == "4" and d["steps"] == str(self.STEPS)
                                 for d in inplace_lines(p, "done")), p.text())
-        self.assertEqual(before[nodes[0].name], {d["pid"] for d in inplace_lines(nodes[0], "done")})
+        self.assertEqual(before[nodes[0].name],
+                         {d["pid"] for d in inplace_lines(nodes[0], "done")})
 
     def test_one_node_worker_replaced_alone(self):
         # one node (--standalone): the same, with the node's own store
@@ -558,7 +560,7 @@ class InPlace(MultiNodeCase):
         shims = children(nodes[1].pid)
         workers = [w for s in shims for w in children(s)]
         self.assertEqual(len(workers), 2, (shims, workers))
-        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        before = {p.name: set(descendants(p.pid)) for p in nodes}
         os.kill(workers[0], signal.SIGKILL)
         self.assert_all_exit(nodes, timeout=300)
         text = "\n".join(p.text() for p in nodes)
@@ -576,7 +578,7 @@ class InPlace(MultiNodeCase):
         # killed mid-run; the survivors redo the interrupted step as 4 ranks
         # and end with the bits of an undisturbed 1-rank run
         ref, run, nodes = self.start_train(1500)
-        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        before = {p.name: set(descendants(p.pid)) for p in nodes}
         self.kill_node(nodes[2], before[nodes[2].name])
         self.assert_all_exit(nodes[:2], timeout=300)
         for p in nodes[:2]:
@@ -599,7 +601,7 @@ class InPlace(MultiNodeCase):
         # states more than one step apart, never meets a stale one here (a
         # guard: it passed before that refusal too)
         ref, run, nodes = self.start_train(4000, extra=("--checkpoint_every", "50"))
-        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        before = {p.name: set(descendants(p.pid)) for p in nodes}
         self.kill_node(nodes[2], before[nodes[2].name])
         for p in nodes[:2]:
             wait_for(lambda: "re-formed in place as rank" in p.text(), 60,
@@ -628,7 +630,7 @@ class InPlace(MultiNodeCase):
         rank0 = [p for p in nodes if "[rank 0]:" in p.text()]
         self.assertEqual(len(rank0), 1, [p.text() for p in nodes])
         survivors = [p for p in nodes if p is not rank0[0]]
-        before = {p.name: set(train_pids(p.pid)) for p in nodes}
+        before = {p.name: set(descendants(p.pid)) for p in nodes}
         self.kill_node(rank0[0], before[rank0[0].name])
         t_kill = time.time()  # after: the old rank 0 writes nothing later
         self.assert_all_exit(survivors, timeout=300)
@@ -648,29 +650,6 @@ class InPlace(MultiNodeCase):
         self.assertTrue(after and all(r["world"] == 4 for r in after), recs[-5:])
         self.assertEqual(after[-1]["step"], 1500)
         self.assert_same_bits(ref, run)
-
-
-def children(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def train_pids(agent_pid):
-    """The processes under an agent (ddp-exec and its workers), from /proc."""
-    kids, todo = [], [agent_pid]
-    while todo:
-        pid = todo.pop()
-        try:
-            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-                found = [int(x) for x in f.read().split()]
-        except OSError:
-            found = []
-        kids += found
-        todo += found
-    return kids
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import test_inplace as ti  # noqa: E402
 import train_it  # noqa: E402
-from mnlib import DDPLAUNCH, MultiNodeCase, wait_for  # noqa: E402
+from mnlib import DDPLAUNCH, MultiNodeCase, descendants, wait_for  # noqa: E402
 
 STEPS = 150
 FAULT_RE = r"rank (\d+): fault_kill_step %d: killing myself"
@@ -56,8 +56,8 @@ class InPlaceEnd(MultiNodeCase):
         nodes = self.start_job(prog, env=ti.TRAIN_ENV, restarts=restarts)
         # every node's two workers started (a ddp-exec and a ddp-train each)
         for p in nodes:
-            wait_for(lambda: len(ti.train_pids(p.pid)) >= 4, 60, "%s's workers" % p.name)
-        before = {p.name: set(ti.train_pids(p.pid)) for p in nodes}
+            wait_for(lambda: len(descendants(p.pid)) >= 4, 60, "%s's workers" % p.name)
+        before = {p.name: set(descendants(p.pid)) for p in nodes}
         return ref, run, nodes, before
 
     def fault_node(self, nodes, step, timeout=120):

@@ -21,7 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "multinode"))
 sys.path.insert(0, HERE)
 import train_it  # noqa: E402
-from mnlib import DDP_RDZVD, DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
+from mnlib import (DDP_RDZVD, DDPLAUNCH, MultiNodeCase, descendants, fast_conf,  # noqa: E402
+                   wait_for)
 
 DDP_TRAIN = os.environ.get("DDP_TRAIN", "ddp-train")
 SOURCE = os.environ.get("DDP_SOURCE", os.path.join(HERE, "..", "..", ".."))
@@ -36,21 +37,6 @@ SAN_ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=1"),
 def synthetic(ckdir, steps, extra=()):
     return [a for a in train_it.synthetic_args(ckdir, 8, steps) if a != "--sync_bn"] + [
         "--device", "cpu"] + list(extra)
-
-
-def descendants(pid):
-    """The processes under pid, from /proc."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open("/proc/%d/task/%d/children" % (p, p)) as f:
-                kids = [int(x) for x in f.read().split()]
-        except OSError:
-            kids = []
-        found += kids
-        todo += kids
-    return found
 
 
 class SanitizedCase(MultiNodeCase):
