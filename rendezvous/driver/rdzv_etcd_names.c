@@ -7,7 +7,6 @@
  * at once, naming them. Otherwise the session is opened and kept trying
  * until the join deadline, as for an endpoint that does not answer.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <log.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include <string.h>
 
 #include "rdzv_etcd_int.h"
+#include "rdzv_host.h"
 
 struct pe_lookup {
 	uv_getaddrinfo_t req;
@@ -52,13 +52,6 @@ static bool endpoint_host(const char *s, size_t len, char *host, size_t hostlen)
 	memcpy(host, h, (size_t)(e - h));
 	host[e - h] = '\0';
 	return true;
-}
-
-static bool is_literal(const char *host)
-{
-	unsigned char b[16];
-
-	return inet_pton(AF_INET, host, b) == 1 || inet_pton(AF_INET6, host, b) == 1;
 }
 
 static bool no_such_name(int status)
@@ -129,7 +122,8 @@ int pe_names_check(struct etcd_be *be)
 
 		if (!l)
 			return -ENOMEM;
-		if (!endpoint_host(p, len, l->host, sizeof(l->host)) || is_literal(l->host)) {
+		if (!endpoint_host(p, len, l->host, sizeof(l->host)) ||
+		    rdzv_host_is_literal(l->host)) {
 			all_names = false;
 			free(l);
 		} else {

@@ -236,7 +236,8 @@ class Channel(unittest.TestCase):
         try:
             os.environ.update(DDP_AGENT_FD=str(mine.fileno()), DDP_AGENT_PID=str(os.getppid()))
             self.assertIsNone(channel.shared())
-            self.assertFalse(select.select([peer], [], [], 0.2)[0], "wrote on the program's socket")
+            self.assertFalse(select.select([peer], [], [], 0.2)[0],
+                             "wrote on the program's socket")
         finally:
             mine.close()
             peer.close()
@@ -384,7 +385,8 @@ class Handover(unittest.TestCase):
         # a dtype that is no string (a list cannot even be looked up: it
         # raised TypeError, not HandoverRefused, before)
         for meta in ([], {"dtype": []}, {"dtype": {"a": 1}}, {"dtype": None}):
-            header = json.dumps({"step": 1, "tree": {"w": {"t": 0}}, "tensors": [meta]}).encode()
+            header = json.dumps({"step": 1, "tree": {"w": {"t": 0}},
+                                 "tensors": [meta]}).encode()
             head = state_codec.PREFIX.pack(state_codec.MAGIC, state_codec.VERSION, len(header))
             wire = torch.frombuffer(bytearray(head + header + bytes(64)), dtype=torch.uint8)
             with self.assertRaises(HandoverRefused, msg=meta):
@@ -421,7 +423,7 @@ class Handover(unittest.TestCase):
 
     def test_the_receiver_refuses_a_far_step(self):
         # a sender that skips the agreement and claims step 9 to a rank at 5
-        out = two_ranks(lambda g: send_raw(g, state_codec._bytes(
+        out = two_ranks(lambda g: send_raw(g, state_codec.tensor_bytes(
                             state_codec.encode({"w": torch.ones(2)}, 9))),
                         lambda g: handover.hand_over(g, 0, lambda: {}, 5))
         self.assertIsInstance(out[1][1], HandoverRefused, out)

@@ -88,13 +88,6 @@ def _memory_bytes():
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def _tobytes(t):
-    """The bytes of a 1-D uint8 CPU tensor (no numpy needed)."""
-    out = bytearray(t.numel())
-    torch.frombuffer(out, dtype=torch.uint8).copy_(t)
-    return bytes(out)
-
-
 def state_digest(sd):
     """SHA-256 (hex) of an Elastic.state_dict()'s bits: the model's tensors
     and the optimizer's per-parameter tensors in key order, and the ledger.
@@ -104,7 +97,7 @@ def state_digest(sd):
     def feed(name, t):
         t = t.detach().cpu().contiguous().reshape(-1)
         h.update(name.encode())
-        h.update(_tobytes(t.view(torch.uint8)) if t.numel() else b"")
+        h.update(state_codec.tensor_bytes(t.view(torch.uint8)))
 
     for k, t in sd["model"].items():
         feed("model." + k, t)

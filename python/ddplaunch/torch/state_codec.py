@@ -104,8 +104,8 @@ def encode(state, step):
     return out
 
 
-def _bytes(t):
-    """The bytes of a 1-D uint8 CPU tensor."""
+def tensor_bytes(t):
+    """The bytes of a 1-D uint8 CPU tensor (no numpy needed; b"" when empty)."""
     out = bytearray(t.numel())
     if out:
         torch.frombuffer(out, dtype=torch.uint8).copy_(t)
@@ -122,7 +122,7 @@ def _header(buf):
         raise _refuse("not a byte tensor")
     if buf.numel() < PREFIX.size:
         raise _refuse("%d bytes, shorter than the %d-byte prefix" % (buf.numel(), PREFIX.size))
-    magic, version, hlen = PREFIX.unpack(_bytes(buf[:PREFIX.size]))
+    magic, version, hlen = PREFIX.unpack(tensor_bytes(buf[:PREFIX.size]))
     if magic != MAGIC:
         raise _refuse("the bytes do not start with %r" % MAGIC)
     if version != VERSION:
@@ -130,7 +130,7 @@ def _header(buf):
     if hlen > MAX_HEADER or PREFIX.size + hlen > buf.numel():
         raise _refuse("a header of %d bytes in %d bytes" % (hlen, buf.numel()))
     try:
-        h = json.loads(_bytes(buf[PREFIX.size:PREFIX.size + hlen]).decode())
+        h = json.loads(tensor_bytes(buf[PREFIX.size:PREFIX.size + hlen]).decode())
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise _refuse("the header is not JSON: %s" % e) from None
     if not isinstance(h, dict) or not isinstance(h.get("step"), int) or \
