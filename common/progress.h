@@ -69,24 +69,24 @@ struct ddp_progress {
 	uint32_t version; /* DDP_PROGRESS_VERSION */
 	uint64_t gen;	  /* the sequence lock: odd while written */
 
-	int32_t pid;	      /* the writer's */
-	int32_t round;	      /* the round of its communicator, -1 before one */
-	int32_t rank, world;  /* in that round, -1 before one */
-	uint32_t phase;	      /* enum ddp_progress_phase */
-	uint32_t op;	      /* enum ddp_progress_op: in phase COLLECTIVE, the one it is in */
-	uint64_t seq;	      /* that collective's number in the round, from 1; 0: none yet */
-	uint64_t bytes;	      /* its payload */
-	int32_t bucket;	      /* the gradient bucket it reduces, -1 for none */
-	int32_t waiting_on;   /* inside it: the rank whose data it waits for, -1 unknown */
-	uint64_t entered_ns;  /* when it entered collective seq */
-	uint64_t left_ns;     /* when it left it; < entered_ns while inside */
-	uint64_t phase_ns;    /* when the current phase began */
-	uint64_t step;	      /* training steps committed (ddp-train, Elastic); 0 before */
-	uint64_t step_ns;     /* the last committed step's duration */
-	uint64_t compute_ns;  /* of that step: time outside collectives */
-	uint64_t wait_ns;     /* of that step: time inside collectives */
-	uint64_t written_ns;  /* the last write: a heartbeat */
-	uint32_t shards;      /* of that step: virtual shards it computed (0: not shard mode) */
+	int32_t pid;	     /* the writer's */
+	int32_t round;	     /* the round of its communicator, -1 before one */
+	int32_t rank, world; /* in that round, -1 before one */
+	uint32_t phase;	     /* enum ddp_progress_phase */
+	uint32_t op;	     /* enum ddp_progress_op: in phase COLLECTIVE, the one it is in */
+	uint64_t seq;	     /* that collective's number in the round, from 1; 0: none yet */
+	uint64_t bytes;	     /* its payload */
+	int32_t bucket;	     /* the gradient bucket it reduces, -1 for none */
+	int32_t waiting_on;  /* inside it: the rank whose data it waits for, -1 unknown */
+	uint64_t entered_ns; /* when it entered collective seq */
+	uint64_t left_ns;    /* when it left it; < entered_ns while inside */
+	uint64_t phase_ns;   /* when the current phase began */
+	uint64_t step;	     /* training steps committed (ddp-train, Elastic); 0 before */
+	uint64_t step_ns;    /* the last committed step's duration */
+	uint64_t compute_ns; /* of that step: time outside collectives */
+	uint64_t wait_ns;    /* of that step: time inside collectives */
+	uint64_t written_ns; /* the last write: a heartbeat */
+	uint32_t shards;     /* of that step: virtual shards it computed (0: not shard mode) */
 	uint32_t reserved0;
 };
 
@@ -116,7 +116,8 @@ static inline bool ddp_progress_read(const struct ddp_progress *p, struct ddp_pr
 		memcpy(out, (const void *)p, sizeof(*out));
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&p->gen, __ATOMIC_RELAXED) == g)
-			return out->magic == DDP_PROGRESS_MAGIC && out->version == DDP_PROGRESS_VERSION;
+			return out->magic == DDP_PROGRESS_MAGIC &&
+			       out->version == DDP_PROGRESS_VERSION;
 	}
 	return false;
 }
