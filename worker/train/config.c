@@ -84,7 +84,11 @@ static const struct settings_def config_defs[] = {
     OPT_BOOL(eval_every_epoch, "evaluate on the held-out set each epoch"),
     OPT_STR(device, "cpu, cuda or auto"),
     OPT_REAL(bucket_cap_mb, "gradient bucket size cap in MiB"),
-    OPT_I64(threads, "OpenBLAS threads per rank (0: its own choice)"),
+    OPT_I64(threads, "OpenBLAS threads per rank (0: 1 with global_batch_size, else "
+		     "OpenBLAS's choice)"),
+    OPT_BOOL(allow_numeric_mismatch, "global_batch_size: accept ranks whose BLAS kernel, "
+				     "threads, build or GPU stack differ, dropping the "
+				     "promise of a 1-rank run's bits (default: refused)"),
     OPT_BOOL(progress_bar, "progress bar when stdout is a terminal"),
     OPT_I64(fault_kill_step,
 	    "tests: SIGKILL after this many steps on attempt 0 (all: at the final save; 0: off)"),

@@ -59,7 +59,12 @@ struct train_config {
 	bool eval_every_epoch;
 	char device[8]; /* cpu, cuda, auto */
 	double bucket_cap_mb;
-	int64_t threads;   /* OpenBLAS threads per rank; 0 = OpenBLAS's choice */
+	/* OpenBLAS threads per rank; 0 = 1 with global_batch_size (the same
+	 * bits on any machine), else OpenBLAS's choice (numerics.h) */
+	int64_t threads;
+	/* global_batch_size: accept ranks whose numeric identity differs
+	 * (numerics.h), dropping the promise of a 1-rank run's bits */
+	bool allow_numeric_mismatch;
 	bool progress_bar; /* draw a bar when stdout is a terminal */
 	/* Fault injection for tests: on restart attempt 0 only, rank
 	 * fault_rank kills itself with SIGKILL before step fault_kill_step. */

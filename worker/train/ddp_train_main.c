@@ -44,7 +44,7 @@ int main(int argc, char **argv)
 	ret = trainer_init(&t, &cfg);
 	/* Checkpoints it may not replace, or a failure every restart would
 	 * meet again: the launcher is told not to restart. */
-	permanent = ret == -EEXIST;
+	permanent = ret == -EEXIST || ret == NUMERICS_REFUSED;
 	if (ret == 0)
 		ret = trainer_run(&t);
 	trainer_release(&t);

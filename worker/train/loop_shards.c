@@ -303,10 +303,12 @@ static int shards_respread(struct trainer *t)
 static int shards_after_reform(struct ddp_ctx *ctx, void *arg)
 {
 	struct trainer *t = arg;
+	int ret;
 
 	t->rank = ddp_rank(ctx);
 	t->world = ddp_world_size(ctx);
-	return trainer_state_sync(t);
+	ret = trainer_numerics_check(t);
+	return ret < 0 ? ret : trainer_state_sync(t);
 }
 
 int trainer_shards_reform(struct trainer *t)

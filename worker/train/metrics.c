@@ -161,3 +161,8 @@ void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss)
 	fflush(m->out);
 	m->bar_drawn = true;
 }
+
+int metrics_log_record(struct metrics *m, const char *rec)
+{
+	return metrics_record(m, rec);
+}

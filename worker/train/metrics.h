@@ -57,6 +57,10 @@ int metrics_close(struct metrics *m);
  * land whole (counted in m; the run goes on). */
 int metrics_log_train(struct metrics *m, const struct metrics_train *r);
 int metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
+/* Appends one record, a JSON object and its '\n' formatted by the caller
+ * (another "kind" than train and eval), to the metrics file only: 0 or
+ * -errno (counted in m). */
+int metrics_log_record(struct metrics *m, const char *rec);
 /* Redraws the bar for step `done` of `total` (no-op without a terminal; at
  * most every 100 ms, and at the last step). */
 void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss);

@@ -100,7 +100,8 @@ static int trainer_init_kernels(struct trainer *t)
 			  "set DDP_BACKEND=cpu or --device cuda");
 		return -EINVAL;
 	}
-	kernel_cpu_set_threads((int)t->cfg.threads);
+	kernel_cpu_set_threads(
+	    numerics_blas_threads((long long)t->cfg.threads, (long long)t->cfg.global_batch_size));
 	ret = kernel_ops_cpu.ctx_new(0, &t->kctx);
 	return ret;
 }
@@ -601,6 +602,7 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	ret = trainer_init_ddp(t);
 	ret = ret ? ret : trainer_init_outputs(t);
 	ret = ret ? ret : trainer_init_kernels(t);
+	ret = ret ? ret : trainer_numerics_check(t);
 	ret = ret ? ret : trainer_init_data(t);
 	if (ret == 0)
 		t->job_hash = trainer_ckpt_job_hash(t);

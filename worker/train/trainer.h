@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "metrics.h"
 #include "model.h"
+#include "numerics.h"
 #include "optim.h"
 #include "rng.h"
 
@@ -56,6 +57,9 @@ struct trainer {
 	 * and data: trainer_ckpt_job_hash), from trainer_init on. */
 	uint64_t job_hash;
 	double comm_wait_s; /* blocking collectives outside the reducer */
+	/* The job's numeric identity and the promise of a 1-rank run's bits
+	 * (numerics_check.c). */
+	struct numerics_record numerics;
 };
 
 /* Sets everything up from cfg: libddp (when the launcher's environment is
@@ -156,6 +160,26 @@ int trainer_state_sync(struct trainer *t);
  * negative errno (the kernels' copies). */
 int trainer_state_pack(struct trainer *t, void *buf);
 int trainer_state_take(struct trainer *t, const void *buf, int from);
+
+/* ---- the numeric identity (numerics_check.c) ---- */
+
+/* Collective (one all-gather; nothing with one rank): every rank's numeric
+ * identity (numerics.h) against the job's, whose reference is the lowest
+ * rank holding the state (t->has_state), else rank 0. Call it after the
+ * kernels are set up (trainer_init) and first in every re-formation's
+ * hand-over (before trainer_state_sync), so that a joining process and the
+ * ranks it joins meet in it. With --global_batch_size a difference is
+ * refused (the line names both sides and what to set): NUMERICS_REFUSED
+ * on every rank at the start, on the ranks without state that differ at a
+ * join (the others return 0 and go on without them); with
+ * --allow_numeric_mismatch it is accepted (t->numerics.dropped); without
+ * a fixed global batch it is a warning. Returns 0, NUMERICS_REFUSED,
+ * -ENOMEM or the all-gather's error. */
+int trainer_numerics_check(struct trainer *t);
+/* Rank 0, at the end of a run: one line saying whether the bits of a
+ * 1-rank run were kept (with the identity every rank had) or dropped (and
+ * why), and a "numerics" record in the metrics file. */
+void trainer_numerics_report(struct trainer *t);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
 
