@@ -336,9 +336,11 @@ int trainer_shards_reform(struct trainer *t)
 
 int trainer_shards_join(struct trainer *t)
 {
-	int ret = trainer_state_sync(t);
+	int ret = trainer_numerics_check(t);
 
-	if (ret >= 0 || ret == -EPROTO || ret == -ENOMEM || !t->ddp || !ddp_resizable(t->ddp))
+	ret = ret ? ret : trainer_state_sync(t);
+	if (ret >= 0 || ret == -EPROTO || ret == -ENOMEM || ret == NUMERICS_REFUSED || !t->ddp ||
+	    !ddp_resizable(t->ddp))
 		return ret;
 	/* The membership changed while joining: re-form as the survivors do;
 	 * the state comes from whoever holds it in the new round. */

@@ -602,7 +602,10 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	ret = trainer_init_ddp(t);
 	ret = ret ? ret : trainer_init_outputs(t);
 	ret = ret ? ret : trainer_init_kernels(t);
-	ret = ret ? ret : trainer_numerics_check(t);
+	/* With a fixed global batch the check is the hand-over's first step
+	 * (trainer_shards_join), where a membership change re-forms. */
+	if (ret == 0 && cfg->global_batch_size == 0)
+		ret = trainer_numerics_check(t);
 	ret = ret ? ret : trainer_init_data(t);
 	if (ret == 0)
 		t->job_hash = trainer_ckpt_job_hash(t);

@@ -131,12 +131,14 @@ int trainer_shards_step(struct trainer *t, float out[2]);
  * the final checkpoint's collective failed (loop.c saves it again). */
 int trainer_shards_reform(struct trainer *t);
 /* At the start (a fresh process: after ddp_init, before any checkpoint
- * is read): the state from a peer's memory when some rank has it (a
- * process that joins a running job), as trainer_state_sync; on a
- * collective error in a resizable worker, re-forms (trainer_shards_reform).
- * Returns 1 when this process now holds the state (read no file), 0 when
- * every process is fresh (a whole-job start: load the disk checkpoint as
- * before), or a negative errno. */
+ * is read): every rank's numeric identity compared with the job's
+ * (trainer_numerics_check), then the state from a peer's memory when some
+ * rank has it (a process that joins a running job), as trainer_state_sync;
+ * on a collective error in a resizable worker, re-forms
+ * (trainer_shards_reform, whose hand-over does both again). Returns 1 when
+ * this process now holds the state (read no file), 0 when every process is
+ * fresh (a whole-job start: load the disk checkpoint as before),
+ * NUMERICS_REFUSED (said), or a negative errno. */
 int trainer_shards_join(struct trainer *t);
 
 /* ---- the training state from a peer's memory (handover.c) ---- */
@@ -165,10 +167,11 @@ int trainer_state_take(struct trainer *t, const void *buf, int from);
 
 /* Collective (one all-gather; nothing with one rank): every rank's numeric
  * identity (numerics.h) against the job's, whose reference is the lowest
- * rank holding the state (t->has_state), else rank 0. Call it after the
- * kernels are set up (trainer_init) and first in every re-formation's
- * hand-over (before trainer_state_sync), so that a joining process and the
- * ranks it joins meet in it. With --global_batch_size a difference is
+ * rank holding the state (t->has_state), else rank 0. Called after the
+ * kernels are set up: in trainer_init without a fixed global batch; with
+ * one, first in trainer_shards_join and in every re-formation's hand-over
+ * (before trainer_state_sync), so that a joining process and the ranks it
+ * joins meet in it. With --global_batch_size a difference is
  * refused (the line names both sides and what to set): NUMERICS_REFUSED
  * on every rank at the start, on the ranks without state that differ at a
  * join (the others return 0 and go on without them); with
