@@ -88,7 +88,7 @@ static const struct settings_def config_defs[] = {
 		     "OpenBLAS's choice)"),
     OPT_BOOL(allow_numeric_mismatch, "global_batch_size: accept ranks whose BLAS kernel, "
 				     "threads, build or GPU stack differ, dropping the "
-				     "promise of a 1-rank run's bits (default: refused)"),
+				     "promise of a 1-rank run's bits (else refused)"),
     OPT_BOOL(progress_bar, "progress bar when stdout is a terminal"),
     OPT_I64(fault_kill_step,
 	    "tests: SIGKILL after this many steps on attempt 0 (all: at the final save; 0: off)"),
@@ -393,6 +393,12 @@ void config_usage(const char *prog, FILE *f)
 		"not depend on how the shards are spread, so final.safetensors has the same\n"
 		"bytes with 1, 2, 3 or more ranks, and a checkpoint resumes into the same bits\n"
 		"with another rank count. V below the rank count leaves ranks idle (a warning).\n"
+		"The promise needs every rank to compute alike: the OpenBLAS kernel\n"
+		"(OPENBLAS_CORETYPE), its threads (1 unless --threads), the library, this\n"
+		"build and kernel path, on GPUs the device, driver, cuBLAS and NCCL. They are\n"
+		"compared at the start and at every join; a rank that differs is refused (exit\n"
+		"78, naming both sides and what to set) unless --allow_numeric_mismatch, which\n"
+		"drops the promise and says so at the end.\n"
 		"\n"
 		"In place under ddplaunch (this mode only): when a node dies or\n"
 		"joins, or one worker dies and is replaced alone, the other ranks keep their\n"
