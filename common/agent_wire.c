@@ -143,6 +143,67 @@ static int parse_decl(struct wire_cur *c, bool *resizable)
 	return cur_end(c);
 }
 
+static const char *const numerics_words[] = {
+    [AGENT_WIRE_NUMERICS_KEPT] = "kept",
+    [AGENT_WIRE_NUMERICS_DROPPED] = "dropped",
+    [AGENT_WIRE_NUMERICS_REFUSED] = "refused",
+};
+#define NUMERICS_NWORDS (sizeof(numerics_words) / sizeof(numerics_words[0]))
+
+static bool text_ok(const char *t, size_t n)
+{
+	if (n == 0 || n > AGENT_WIRE_TEXT_MAX || t[0] == ' ' || t[n - 1] == ' ')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)t[i] < 0x20 || (unsigned char)t[i] > 0x7e)
+			return false;
+	return true;
+}
+
+void agent_wire_set_text(struct agent_wire_msg *m, const char *text)
+{
+	size_t n = 0;
+
+	while (*text == ' ')
+		text++;
+	for (; text[n] && n < AGENT_WIRE_TEXT_MAX; n++) {
+		unsigned char b = (unsigned char)text[n];
+
+		m->text[n] = b < 0x20 || b > 0x7e ? '?' : (char)b;
+	}
+	while (n > 0 && m->text[n - 1] == ' ')
+		n--;
+	if (n == 0)
+		m->text[n++] = '-';
+	m->text[n] = '\0';
+}
+
+/* "numerics PROMISE TEXT": TEXT is the rest of the line. */
+static int parse_numerics(struct wire_cur *c, struct agent_wire_msg *m)
+{
+	const char *f;
+	size_t n, i;
+	int rc = cur_field(c, &f, &n);
+
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < NUMERICS_NWORDS; i++)
+		if (n == strlen(numerics_words[i]) && !memcmp(f, numerics_words[i], n))
+			break;
+	if (i == NUMERICS_NWORDS || c->p >= c->end)
+		return -EINVAL;
+	m->numerics = (enum agent_wire_numerics)i;
+	c->p++; /* the one space before the text */
+	n = (size_t)(c->end - c->p);
+	if (n > AGENT_WIRE_TEXT_MAX)
+		return -ERANGE;
+	if (!text_ok(c->p, n))
+		return -EINVAL;
+	memcpy(m->text, c->p, n);
+	m->text[n] = '\0';
+	return 0;
+}
+
 static int parse_hello(struct wire_cur *c, struct agent_wire_msg *m)
 {
 	int rc = cur_int(c, &m->version);
@@ -195,7 +256,7 @@ int agent_wire_parse(const char *line, size_t len, struct agent_wire_msg *m)
 	c.p = line + n;
 	/* The kinds of this version; any other well-formed one is skipped. */
 	if (!kind_is(k, n, "hello") && !kind_is(k, n, "resizable") && !kind_is(k, n, "fixed") &&
-	    !kind_is(k, n, "took") && !kind_is(k, n, "round"))
+	    !kind_is(k, n, "took") && !kind_is(k, n, "round") && !kind_is(k, n, "numerics"))
 		return 0;
 	if (!printable(line, len))
 		return -EINVAL;
@@ -210,6 +271,10 @@ int agent_wire_parse(const char *line, size_t len, struct agent_wire_msg *m)
 	if (kind_is(k, n, "took")) {
 		m->kind = AGENT_WIRE_TOOK;
 		return cur_int(&c, &m->round) ?: cur_end(&c);
+	}
+	if (kind_is(k, n, "numerics")) {
+		m->kind = AGENT_WIRE_NUMERICS;
+		return parse_numerics(&c, m);
 	}
 	m->kind = AGENT_WIRE_ROUND;
 	return parse_round(&c, &m->r);
@@ -239,6 +304,12 @@ static int format_body(const struct agent_wire_msg *m, char *buf, size_t len)
 		return snprintf(buf, len, "round %d %d %d %d %d %s %d %d %d\n", r->round, r->rank,
 				r->world_size, r->local_rank, r->local_world_size, r->master_addr,
 				r->master_port, r->group_rank, r->group_world_size);
+	case AGENT_WIRE_NUMERICS:
+		if ((unsigned)m->numerics >= NUMERICS_NWORDS)
+			return -EINVAL;
+		if (!text_ok(m->text, strnlen(m->text, sizeof(m->text))))
+			return -ERANGE;
+		return snprintf(buf, len, "numerics %s %s\n", numerics_words[m->numerics], m->text);
 	default:
 		return -EINVAL;
 	}

@@ -10,7 +10,7 @@
  * with it; its first word is its kind, its fields follow, each after one
  * space. Worker to agent: "hello V DECL" (the first line: the version the
  * worker speaks and "resizable" or "fixed"), then "resizable", "fixed",
- * "took R". Agent to worker: "round R RANK WORLD LOCAL_RANK LOCAL_WORLD
+ * "took R", "numerics PROMISE TEXT". Agent to worker: "round R RANK WORLD LOCAL_RANK LOCAL_WORLD
  * ADDR PORT GROUP_RANK GROUP_WORLD".
  *
  * New kinds of lines will come (progress, hang notices, shard plans): a
@@ -29,6 +29,7 @@
 #define AGENT_WIRE_MAX_LINE 1024 /* bytes of one line, its '\n' included */
 #define AGENT_WIRE_ADDR_MAX 255	 /* bytes of an address, as the rendezvous allows */
 #define AGENT_WIRE_KIND_MAX 32	 /* bytes of a kind word */
+#define AGENT_WIRE_TEXT_MAX 900	 /* bytes of a line's closing text (NUMERICS) */
 
 enum agent_wire_kind {
 	AGENT_WIRE_UNKNOWN = 0, /* a well-formed kind this side does not know: skip it */
@@ -37,6 +38,15 @@ enum agent_wire_kind {
 	AGENT_WIRE_FIXED,	/* "fixed" */
 	AGENT_WIRE_TOOK,	/* "took R": round */
 	AGENT_WIRE_ROUND,	/* "round ...": r */
+	AGENT_WIRE_NUMERICS,	/* "numerics PROMISE TEXT": numerics, text */
+};
+
+/* What became of a job's promise of a 1-rank run's bits, as a worker says
+ * it (ddp-train's numeric identity: worker/train/numerics.h). */
+enum agent_wire_numerics {
+	AGENT_WIRE_NUMERICS_KEPT,    /* "kept": every rank alike; TEXT: the identity */
+	AGENT_WIRE_NUMERICS_DROPPED, /* "dropped": a difference accepted; TEXT: which */
+	AGENT_WIRE_NUMERICS_REFUSED, /* "refused": this rank refused; TEXT: why */
 };
 
 /* One round as the agent hands it to one worker. */
@@ -58,7 +68,17 @@ struct agent_wire_msg {
 	bool resizable;		   /* HELLO of this version */
 	int round;		   /* TOOK: >= 0 */
 	struct agent_wire_round r; /* ROUND */
+	/* NUMERICS: the promise, and the rest of the line: 1 to
+	 * AGENT_WIRE_TEXT_MAX bytes of 0x20-0x7e, neither first nor last a
+	 * space, NUL-terminated. */
+	enum agent_wire_numerics numerics;
+	char text[AGENT_WIRE_TEXT_MAX + 1];
 };
+
+/* Copies text into m->text for a NUMERICS line: cut to AGENT_WIRE_TEXT_MAX
+ * bytes, bytes outside 0x20-0x7e written as '?', spaces at both ends
+ * dropped, "-" when nothing is left. */
+void agent_wire_set_text(struct agent_wire_msg *m, const char *text);
 
 /* Copies addr (NUL-terminated) into r->master_addr. Returns 0, or -ERANGE
  * when it is empty or longer than AGENT_WIRE_ADDR_MAX (nothing is cut). */

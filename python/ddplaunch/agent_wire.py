@@ -5,7 +5,7 @@ module's test and by the C one, so the two sides cannot drift apart.
 
 A line is ASCII, ends with b"\\n", at most MAX_LINE bytes with it; its
 first word is its kind. Worker to agent: "hello V DECL" first, then
-"resizable", "fixed", "took R". Agent to worker: "round R RANK WORLD
+"resizable", "fixed", "took R", "numerics PROMISE TEXT". Agent to worker: "round R RANK WORLD
 LOCAL_RANK LOCAL_WORLD ADDR PORT GROUP_RANK GROUP_WORLD". A kind this side
 does not know parses as Unknown (skip it, not an error): new kinds need no
 new version, a change to a known kind's fields does.
@@ -17,6 +17,8 @@ VERSION = 1
 MAX_LINE = 1024  # bytes of one line, its b"\n" included
 ADDR_MAX = 255
 KIND_MAX = 32
+TEXT_MAX = 900  # bytes of a line's closing text (Numerics)
+NUMERICS = ("kept", "dropped", "refused")
 INT_MAX = 2 ** 31 - 1
 
 Hello = collections.namedtuple("Hello", "version resizable")
@@ -26,6 +28,9 @@ Took = collections.namedtuple("Took", "round")
 Round = collections.namedtuple(
     "Round", "round rank world_size local_rank local_world_size master_addr master_port "
     "group_rank group_world_size")
+# The promise of a 1-rank run's bits (one of NUMERICS) and the rest of the
+# line: 1 to TEXT_MAX bytes of 0x20-0x7e, neither first nor last a space.
+Numerics = collections.namedtuple("Numerics", "promise text")
 Unknown = collections.namedtuple("Unknown", "kind")
 
 
@@ -130,7 +135,25 @@ def _kind_ok(k):
             and all(0x61 <= c <= 0x7a or 0x30 <= c <= 0x39 or c == 0x2d for c in k))
 
 
-_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round")
+_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round", b"numerics")
+
+
+def _text_ok(t):
+    return (0 < len(t) <= TEXT_MAX and t[:1] != b" " and t[-1:] != b" "
+            and all(0x20 <= c <= 0x7e for c in t))
+
+
+def _parse_numerics(rest):
+    c = _Cursor(rest)
+    word = c.field()
+    if word.decode("ascii") not in NUMERICS or not c.rest:
+        raise _einval("not a promise and a text: %r" % rest)
+    text = c.rest[1:]
+    if len(text) > TEXT_MAX:
+        raise WireError(errno.ERANGE, "text longer than %d bytes" % TEXT_MAX)
+    if not _text_ok(text):
+        raise _einval("not a text: %r" % text)
+    return Numerics(word.decode("ascii"), text.decode("ascii"))
 
 
 def parse(line):
@@ -159,6 +182,8 @@ def parse(line):
         r = c.int()
         c.end()
         return Took(r)
+    if kind == b"numerics":
+        return _parse_numerics(rest)
     return _parse_round(rest)
 
 
@@ -180,6 +205,13 @@ def format(msg):
     if isinstance(msg, Round):
         _round_check(msg)
         return ("round %d %d %d %d %d %s %d %d %d\n" % tuple(msg)).encode("ascii")
+    if isinstance(msg, Numerics):
+        if msg.promise not in NUMERICS:
+            raise _einval("not a promise: %r" % (msg.promise,))
+        text = msg.text.encode("ascii", "replace")
+        if not _text_ok(text) or not msg.text.isascii():
+            raise WireError(errno.ERANGE, "not a text: %r" % (msg.text,))
+        return b"numerics %s %s\n" % (msg.promise.encode("ascii"), text)
     raise _einval("cannot write %r" % (msg,))
 
 

@@ -134,6 +134,13 @@ static void dump(int rc, const struct agent_wire_msg *m, char *out, size_t len)
 			 r->round, r->rank, r->world_size, r->local_rank, r->local_world_size,
 			 r->master_addr, r->master_port, r->group_rank, r->group_world_size);
 		break;
+	case AGENT_WIRE_NUMERICS:
+		snprintf(out, len, "numerics promise=%s text=%s",
+			 m->numerics == AGENT_WIRE_NUMERICS_KEPT      ? "kept"
+			 : m->numerics == AGENT_WIRE_NUMERICS_DROPPED ? "dropped"
+								      : "refused",
+			 m->text);
+		break;
 	default:
 		snprintf(out, len, "unknown");
 	}
@@ -272,6 +279,39 @@ static void test_format_refuses(void **state)
 	assert_string_equal(buf, "hello 1 resizable\n");
 }
 
+/* A numerics line's text: refused by the formatter unless the parser would
+ * take it; agent_wire_set_text makes any string one. */
+static void test_numerics_text(void **state)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_NUMERICS,
+				   .numerics = AGENT_WIRE_NUMERICS_DROPPED};
+	char buf[AGENT_WIRE_MAX_LINE], big[AGENT_WIRE_TEXT_MAX + 50];
+	struct agent_wire_msg back;
+
+	(void)state;
+	assert_int_equal(agent_wire_format(&m, buf, sizeof(buf)), -ERANGE); /* empty */
+	strcpy(m.text, " x");
+	assert_int_equal(agent_wire_format(&m, buf, sizeof(buf)), -ERANGE);
+	m.numerics = 7;
+	strcpy(m.text, "x");
+	assert_int_equal(agent_wire_format(&m, buf, sizeof(buf)), -EINVAL);
+	m.numerics = AGENT_WIRE_NUMERICS_REFUSED;
+	agent_wire_set_text(&m, "  caf\xc3\xa9\tok  ");
+	assert_string_equal(m.text, "caf???ok");
+	agent_wire_set_text(&m, "   ");
+	assert_string_equal(m.text, "-");
+	memset(big, 'w', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	agent_wire_set_text(&m, big);
+	assert_int_equal(strlen(m.text), AGENT_WIRE_TEXT_MAX);
+	assert_int_equal(agent_wire_format(&m, buf, sizeof(buf)),
+			 (int)strlen("numerics refused \n") + AGENT_WIRE_TEXT_MAX);
+	assert_int_equal(agent_wire_parse(buf, strlen(buf) - 1, &back), 0);
+	assert_int_equal(back.kind, AGENT_WIRE_NUMERICS);
+	assert_int_equal(back.numerics, AGENT_WIRE_NUMERICS_REFUSED);
+	assert_string_equal(back.text, m.text);
+}
+
 static int setup(void **state)
 {
 	load_vectors();
@@ -284,6 +324,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_each_vector),
 	    cmocka_unit_test(test_stream_all_ways),
 	    cmocka_unit_test(test_format_refuses),
+	    cmocka_unit_test(test_numerics_text),
 	};
 
 	if (argc < 2) {

@@ -63,6 +63,8 @@ def dump(msg):
     if isinstance(msg, aw.Round):
         return ("round round=%d rank=%d world=%d local_rank=%d local_world=%d addr=%s "
                 "port=%d group_rank=%d group_world=%d" % tuple(msg))
+    if isinstance(msg, aw.Numerics):
+        return "numerics promise=%s text=%s" % (msg.promise, msg.text)
     return "unknown"
 
 
@@ -122,6 +124,13 @@ class Vectors(unittest.TestCase):
         with self.assertRaises(aw.WireError):
             aw.format(aw.Hello(2, True))
         self.assertEqual(aw.format(aw.Hello(aw.VERSION, True)), b"hello 1 resizable\n")
+        for bad in (aw.Numerics("kept", ""), aw.Numerics("kept", " x"),
+                    aw.Numerics("kept", "t" * 901), aw.Numerics("kept", "caf\u00e9")):
+            with self.assertRaises(aw.WireError) as cm:
+                aw.format(bad)
+            self.assertEqual(cm.exception.errno, errno.ERANGE)
+        with self.assertRaises(aw.WireError):
+            aw.format(aw.Numerics("held", "x"))
 
 
 if __name__ == "__main__":
