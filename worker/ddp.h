@@ -317,6 +317,25 @@ DDP_API int ddp_rejoin(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t time
  * (a step that failed so: ddp_rejoin, then redo it). */
 DDP_API int ddp_rejoin_retryable(int rc);
 
+/* What became of a program's promise that its result is a 1-rank run's
+ * bits (ddp-train's numeric identity, worker/train/numerics.h): kept
+ * (every rank computes alike), dropped (a difference the user accepted) or
+ * refused (this rank was refused, and exits). */
+enum ddp_numerics {
+	DDP_NUMERICS_KEPT,
+	DDP_NUMERICS_DROPPED,
+	DDP_NUMERICS_REFUSED,
+};
+
+/* Tells the launcher's agent (the channel's "numerics" line,
+ * docs/protocol.md) for its summary (summary.json "numerics"): promise and
+ * one line of text (kept: the identity; dropped: the difference accepted;
+ * refused: why), cut to 900 bytes, bytes outside printable ASCII written
+ * as '?'. The agent keeps each worker's latest. Returns 0, -ENOTSUP (no
+ * agent channel: not under ddplaunch), -EPIPE (the agent is gone) or
+ * -EINVAL (ctx or text NULL, an unknown promise). */
+DDP_API int ddp_say_numerics(struct ddp_ctx *ctx, enum ddp_numerics promise, const char *text);
+
 DDP_API int ddp_rank(const struct ddp_ctx *ctx);
 DDP_API int ddp_world_size(const struct ddp_ctx *ctx);
 DDP_API int ddp_local_rank(const struct ddp_ctx *ctx);

@@ -102,6 +102,20 @@ static void agent_worker_record(struct agent_worker *w, struct summary_rec *rec,
 	rec->stderr_tail = worker_proc_tail(p, tailbuf, taillen) ? tailbuf : NULL;
 }
 
+/* What the worker said of the promise of a 1-rank run's bits, if anything. */
+static void agent_worker_numerics(struct agent *ag, const struct agent_worker *w)
+{
+	static const enum summary_promise promise[] = {
+	    [AGENT_WIRE_NUMERICS_KEPT] = SUMMARY_PROMISE_KEPT,
+	    [AGENT_WIRE_NUMERICS_DROPPED] = SUMMARY_PROMISE_DROPPED,
+	    [AGENT_WIRE_NUMERICS_REFUSED] = SUMMARY_PROMISE_REFUSED,
+	};
+	int n = w->proc.numerics;
+
+	if (n >= 0 && n < (int)(sizeof(promise) / sizeof(promise[0])))
+		summary_note_numerics(&ag->summary, w->rank, promise[n], w->proc.numerics_text);
+}
+
 void agent_record_attempt(struct agent *ag)
 {
 	bool first_done = false;
@@ -122,6 +136,7 @@ void agent_record_attempt(struct agent *ag)
 			}
 			if (summary_add(&ag->summary, &rec))
 				log_error("out of memory while recording rank %d", w->rank);
+			agent_worker_numerics(ag, w);
 			free(msg);
 		}
 	}

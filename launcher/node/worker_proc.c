@@ -242,7 +242,8 @@ static void chan_other_version(struct worker_proc *p, int version)
 
 /* One line the worker wrote on the agent channel (common/agent_wire.h):
  * "hello V DECL" first (libddp's ddp_init, ddplaunch.torch), "resizable" or
- * "fixed" (ddp_set_resizable), "took R" (it took round R: ddp_next_round).
+ * "fixed" (ddp_set_resizable), "took R" (it took round R: ddp_next_round),
+ * "numerics PROMISE TEXT" (ddp_say_numerics: kept for the summary).
  * Kinds this side does not know are skipped. */
 static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg *m)
 {
@@ -269,7 +270,10 @@ static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg
 		p->resizable = m->kind == AGENT_WIRE_RESIZABLE;
 	else if (m->kind == AGENT_WIRE_TOOK && m->round == p->sent_round)
 		p->took_round = m->round;
-	else if (m->kind == AGENT_WIRE_TOOK)
+	else if (m->kind == AGENT_WIRE_NUMERICS) {
+		p->numerics = (int)m->numerics;
+		snprintf(p->numerics_text, sizeof(p->numerics_text), "%s", m->text);
+	} else if (m->kind == AGENT_WIRE_TOOK)
 		log_debug("worker pid %d: ignored a \"took %d\" (the round sent: %d)", p->shim_pid,
 			  m->round, p->sent_round);
 	else
@@ -433,6 +437,7 @@ void worker_proc_init(struct worker_proc *p)
 	p->log_fd[0] = p->log_fd[1] = -1;
 	p->took_round = -1;
 	p->sent_round = -1;
+	p->numerics = -1;
 	agent_wire_reader_init(&p->chan_rd);
 }
 

@@ -80,9 +80,13 @@ struct worker_proc {
 	struct agent_wire_reader chan_rd; /* the channel's lines (common/agent_wire.h) */
 	int chan_version;		  /* the version its "hello" said, or 0 */
 	bool chan_warned;		  /* a worker of another version was reported */
-	bool resizable;		   /* it said "hello 1 resizable" (or "resizable" after it) */
-	int sent_round;		   /* the latest round worker_proc_send_round handed it, or -1 */
-	int took_round;		   /* the latest round it took, or -1: only ever sent_round */
+	bool resizable; /* it said "hello 1 resizable" (or "resizable" after it) */
+	int sent_round; /* the latest round worker_proc_send_round handed it, or -1 */
+	int took_round; /* the latest round it took, or -1: only ever sent_round */
+	/* The latest "numerics PROMISE TEXT" it said (enum agent_wire_numerics),
+	 * or -1; numerics_text its TEXT. */
+	int numerics;
+	char numerics_text[AGENT_WIRE_TEXT_MAX + 1];
 	bool pending[2];	   /* a partial line waits to be shown, since: */
 	uint64_t pending_since[2]; /* (loop time, ms) */
 	bool console_open[2];	   /* the console line is this stream's, unfinished */

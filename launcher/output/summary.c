@@ -287,6 +287,8 @@ int summary_write_json(const struct summary *s, const char *path, int exit_code,
 	for (size_t i = 0; i < s->n; i++)
 		if (json_array_append_new(workers, rec_json(&s->recs[i])))
 			goto out;
+	if (summary_numerics_json(s, root))
+		goto out;
 	if (json_object_set_new(root, "exit_code", json_integer(exit_code)) ||
 	    json_object_set_new(root, "attempts", json_integer(attempts)) ||
 	    json_object_set_new(root, "launcher_signal",

@@ -35,6 +35,21 @@ struct summary_reform {
 	char why[200];		       /* who left or came, as the rendezvous said */
 };
 
+/* What became of the job's promise of a 1-rank run's bits, as this node's
+ * workers said it (the agent channel's "numerics" line), worst first. */
+enum summary_promise {
+	SUMMARY_PROMISE_NONE, /* no worker said (not ddp-train, or no fixed global batch) */
+	SUMMARY_PROMISE_KEPT,
+	SUMMARY_PROMISE_DROPPED,
+	SUMMARY_PROMISE_REFUSED,
+};
+
+struct summary_numerics {
+	enum summary_promise promise;
+	int rank;	/* the worker that said it */
+	char text[904]; /* kept: the identity; else why */
+};
+
 struct summary {
 	struct summary_rec *recs;
 	size_t n, cap;
@@ -42,6 +57,7 @@ struct summary {
 	size_t nreforms;
 	char *interpreter;	    /* the Python the workers ran under, or NULL */
 	bool interpreter_from_path; /* found on PATH (not given as a path) */
+	struct summary_numerics numerics;
 };
 
 void summary_init(struct summary *s);
@@ -84,10 +100,23 @@ void summary_print(const struct summary *s, int attempt, int max_restarts);
 
 /* Writes {"exit_code":..., "attempts":..., "workers":[...],
  * "reformations":[{"time", "round", "world_before", "world_after",
- * "nodes", "waited_s", "replaced", "why"}...]} to `path`
+ * "nodes", "waited_s", "replaced", "why"}...], "numerics":
+ * (summary_numerics_json)} to `path`
  * (written to path.tmp, then renamed). Returns 0 or -errno. */
 int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
 		       int stop_signal);
+
+/* ---- summary_numerics.c ---- */
+
+/* Notes what worker `rank` said of the promise; the summary keeps the
+ * worst heard (refused, then dropped, then kept; the first of equals). */
+void summary_note_numerics(struct summary *s, int rank, enum summary_promise promise,
+			   const char *text);
+/* Sets root's "numerics": {"promise": "kept", "rank", "identity"} or
+ * {"promise": "dropped" | "refused", "rank", "why"}, or null when no
+ * worker said. Returns 0 or -ENOMEM. (json_t: jansson's.) */
+struct json_t;
+int summary_numerics_json(const struct summary *s, struct json_t *root);
 
 /* Reads a PyTorch error file ({"message": {"message": "...", "extraInfo":
  * {...}}} or {"message": "..."}) and returns its message (malloc'ed) in *msg.

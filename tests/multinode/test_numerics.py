@@ -3,11 +3,14 @@ global batch runs in place on two simulated nodes whose OpenBLAS uses one
 kernel; a third node whose OpenBLAS uses another joins. Its worker is
 refused with the line that names both sides and what to set (exit 78: its
 node leaves the job), the running ranks say they refused it, re-form
-without it and end with the bits of an undisturbed 1-rank run.
+without it and end with the bits of an undisturbed 1-rank run; the
+refused node's summary.json says "numerics": refused (and why), the
+others' kept (and the identity).
 
 Simulated nodes on 127.0.0.2-4 (mnlib.py). Skips (77) when this CPU cannot
 run both kernels.
 """
+import json
 import os
 import re
 import subprocess
@@ -53,6 +56,14 @@ class Numerics(MultiNodeCase):
                 "--rdzv_endpoint=127.0.0.2:%d" % port]
         return self.cluster.agent(i, base + prog, worker=None, env=env, name=name)
 
+    def numerics(self, name):
+        found = [os.path.join(d, "summary.json")
+                 for d, _, files in os.walk(os.path.join(self.dir, "logs-" + name))
+                 if "summary.json" in files]
+        self.assertEqual(len(found), 1, found)
+        with open(found[0]) as f:
+            return json.load(f)["numerics"]
+
     def test_join_with_another_kernel_refused(self):
         steps = 400
         job_env = dict(TRAIN_ENV, OPENBLAS_CORETYPE=JOB_CORE)
@@ -86,6 +97,13 @@ class Numerics(MultiNodeCase):
         self.assertEqual(train_it.sha256(os.path.join(run, "final.safetensors")),
                          train_it.sha256(os.path.join(ref, "final.safetensors")),
                          "final checkpoints differ")
+        n = self.numerics("other")
+        self.assertEqual(n["promise"], "refused", n)
+        self.assertIn("uses OpenBLAS kernel %s" % OTHER_CORE, n["why"])
+        for name in ("0", "1"):
+            n = self.numerics(name)
+            self.assertEqual(n["promise"], "kept", n)
+            self.assertIn("OpenBLAS kernel %s" % JOB_CORE, n["identity"])
 
 
 if __name__ == "__main__":

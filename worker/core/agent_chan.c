@@ -348,3 +348,16 @@ int agent_chan_declare(struct agent_chan *c, bool resizable)
 		return -ENOTSUP;
 	return chan_send_msg(c->fd, &m) < 0 ? -EPIPE : 0;
 }
+
+int agent_chan_say(struct agent_chan *c, const struct agent_wire_msg *m)
+{
+	char line[AGENT_WIRE_MAX_LINE];
+	int n;
+
+	if (!c->started)
+		return -ENOTSUP;
+	n = agent_wire_format(m, line, sizeof(line));
+	if (n < 0)
+		return n;
+	return chan_send(c->fd, line, (size_t)n) < 0 ? -EPIPE : 0;
+}

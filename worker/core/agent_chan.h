@@ -77,5 +77,8 @@ void agent_chan_took(struct agent_chan *c, int round);
 /* Says "resizable" or "fixed": 0, -ENOTSUP (no channel) or -EPIPE (the
  * agent is gone; never SIGPIPE: every write is send(MSG_NOSIGNAL)). */
 int agent_chan_declare(struct agent_chan *c, bool resizable);
+/* Says one line of another kind (m formatted by agent_wire_format): 0,
+ * -ENOTSUP (no channel), the formatter's -EINVAL / -ERANGE, or -EPIPE. */
+int agent_chan_say(struct agent_chan *c, const struct agent_wire_msg *m);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * next_round.c - the public face of the agent channel (ddp.h): a worker
  * resized in place takes the launcher's next round (ddp_next_round), says
- * whether it can be resized (ddp_resizable, ddp_set_resizable). The
+ * whether it can be resized (ddp_resizable, ddp_set_resizable), and what
+ * became of its promise of a 1-rank run's bits (ddp_say_numerics). The
  * channel itself is agent_chan.c.
  */
 #include "agent_chan.h"
@@ -56,4 +57,27 @@ int ddp_set_resizable(struct ddp_ctx *ctx, int resizable)
 	if (rc == 0)
 		ctx->chan.fixed = !resizable;
 	return rc;
+}
+
+int ddp_say_numerics(struct ddp_ctx *ctx, enum ddp_numerics promise, const char *text)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_NUMERICS};
+
+	if (!ctx || !text)
+		return -EINVAL;
+	switch (promise) {
+	case DDP_NUMERICS_KEPT:
+		m.numerics = AGENT_WIRE_NUMERICS_KEPT;
+		break;
+	case DDP_NUMERICS_DROPPED:
+		m.numerics = AGENT_WIRE_NUMERICS_DROPPED;
+		break;
+	case DDP_NUMERICS_REFUSED:
+		m.numerics = AGENT_WIRE_NUMERICS_REFUSED;
+		break;
+	default:
+		return -EINVAL;
+	}
+	agent_wire_set_text(&m, text);
+	return agent_chan_say(&ctx->chan, &m);
 }

@@ -93,6 +93,7 @@ static int numerics_decide(struct trainer *t, const struct numerics_identity *id
 			log_error(
 			    "%s, or --allow_numeric_mismatch to drop the bit-identity promise",
 			    line);
+		ddp_say_numerics(t->ddp, DDP_NUMERICS_REFUSED, line);
 		return NUMERICS_REFUSED;
 	}
 	if (t->rank == m->ref)
@@ -100,6 +101,18 @@ static int numerics_decide(struct trainer *t, const struct numerics_identity *id
 			 "--allow_numeric_mismatch to drop the bit-identity promise",
 			 (unsigned long long)t->step, m->nmismatch, line);
 	return 0;
+}
+
+/* The launcher's summary hears where the promise stands now (not under
+ * ddplaunch: nothing; without a fixed global batch nothing is promised). */
+static void numerics_tell(const struct trainer *t)
+{
+	if (!t->ddp || t->cfg.global_batch_size == 0)
+		return;
+	if (t->numerics.dropped)
+		ddp_say_numerics(t->ddp, DDP_NUMERICS_DROPPED, t->numerics.why);
+	else
+		ddp_say_numerics(t->ddp, DDP_NUMERICS_KEPT, t->numerics.ident);
 }
 
 int trainer_numerics_check(struct trainer *t)
@@ -114,6 +127,7 @@ int trainer_numerics_check(struct trainer *t)
 	}
 	if (!t->ddp || t->world == 1) {
 		numerics_summary(&mine, t->numerics.ident, sizeof(t->numerics.ident));
+		numerics_tell(t);
 		return 0;
 	}
 	ids = calloc((size_t)t->world, sizeof(*ids));
@@ -125,6 +139,7 @@ int trainer_numerics_check(struct trainer *t)
 	if (ret == 0) {
 		t->numerics.checked = true;
 		numerics_summary(&ids[m.ref], t->numerics.ident, sizeof(t->numerics.ident));
+		numerics_tell(t);
 	}
 	free(ids);
 	return ret;

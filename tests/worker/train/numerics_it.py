@@ -12,7 +12,9 @@ Cases:
            naming both ranks, both kernels and what to set; with
            --allow_numeric_mismatch the job runs and its end (the log line
            and the metrics file's "numerics" record) says the promise was
-           dropped and why; without a fixed global batch it is a warning
+           dropped and why; ddplaunch's summary.json says "numerics":
+           refused, dropped (with why) or kept (with the identity); without
+           a fixed global batch it is a warning (and "numerics": null)
   threads  with --global_batch_size and the default --threads, a 1-rank run
            started by hand and one under ddplaunch --nproc_per_node=1, on a
            shell where OpenBLAS would take 2 threads (OMP_NUM_THREADS=2, as
@@ -94,9 +96,20 @@ def job(tmp, name, shards=True, extra=()):
     return ck, a + list(extra)
 
 
-def launch(args, nproc, worker):
+def launch(args, nproc, worker, log_dir=None):
     return [args.ddplaunch, "--standalone", "--nproc_per_node=%d" % nproc, "--max_restarts=0",
-            "--grace_period=5"] + worker
+            "--grace_period=5"] + (["--log_dir=" + log_dir] if log_dir else []) + worker
+
+
+def summary_numerics(log_dir):
+    """summary.json's "numerics" of the one run under log_dir."""
+    found = [os.path.join(d, "summary.json") for d, _, files in os.walk(log_dir)
+             if "summary.json" in files]
+    check(len(found) == 1, "summary.json under %s: %r" % (log_dir, found))
+    with open(found[0]) as f:
+        s = json.load(f)
+    check("numerics" in s, "summary.json has no \"numerics\": %r" % s)
+    return s["numerics"]
 
 
 def records(ck, kind):
@@ -122,7 +135,7 @@ def case_refuse(args, tmp):
     env = base_env()
 
     ck, a = job(tmp, "refused")
-    p = run(launch(args, 2, [wrapper] + a), env, expect=78)
+    p = run(launch(args, 2, [wrapper] + a, ck + ".logs"), env, expect=78)
     want = ("rank 1 (host %s, node 0) uses OpenBLAS kernel Sandybridge, rank 0 (host %s, "
             "node 0) Haswell: set OPENBLAS_CORETYPE=Haswell on every node, or "
             "--allow_numeric_mismatch to drop the bit-identity promise") % (
@@ -131,9 +144,12 @@ def case_refuse(args, tmp):
     check(not records(ck, "train") and not os.path.exists(os.path.join(ck, "final.safetensors")),
           "the refused job took steps")
     check("not restarting" in p.out, "ddplaunch did not take the refusal as permanent")
+    n = summary_numerics(ck + ".logs")
+    check(n and n["promise"] == "refused" and n["why"] == want.split(", or --allow")[0],
+          "summary.json of the refused job: %r" % n)
 
     ck, a = job(tmp, "accepted", extra=["--allow_numeric_mismatch"])
-    p = run(launch(args, 2, [wrapper] + a), env)
+    p = run(launch(args, 2, [wrapper] + a, ck + ".logs"), env)
     check(os.path.exists(os.path.join(ck, "final.safetensors")), "the accepted job did not end")
     check("numerics: the promise of a 1-rank run's bits was dropped at step 0 "
           "(--allow_numeric_mismatch): rank 1" in p.out and "Sandybridge" in p.out,
@@ -143,22 +159,29 @@ def case_refuse(args, tmp):
           "OpenBLAS kernel Sandybridge" in rec[0]["why"] and
           "OpenBLAS kernel Haswell" in rec[0]["identity"],
           "metrics record of the accepted job: %r" % rec)
+    n = summary_numerics(ck + ".logs")
+    check(n and n["promise"] == "dropped" and "OpenBLAS kernel Sandybridge" in n["why"],
+          "summary.json of the accepted job: %r" % n)
 
     ck, a = job(tmp, "warned", shards=False, extra=["--batch_size", "32"])
-    p = run(launch(args, 2, [wrapper] + a), env)
+    p = run(launch(args, 2, [wrapper] + a, ck + ".logs"), env)
     check("uses OpenBLAS kernel Sandybridge" in p.out and "without --global_batch_size" in p.out,
           "no warning without a fixed global batch:\n" + p.out[-3000:])
     rec = records(ck, "numerics")
     check(len(rec) == 1 and rec[0]["promise"] == "none", "metrics record: %r" % rec)
+    check(summary_numerics(ck + ".logs") is None, "summary.json: a promise without one")
 
     ck, a = job(tmp, "same")
-    p = run(launch(args, 2, [args.ddp_train] + a),
+    p = run(launch(args, 2, [args.ddp_train] + a, ck + ".logs"),
             base_env(OPENBLAS_CORETYPE="Haswell"))
     rec = records(ck, "numerics")
     check(len(rec) == 1 and rec[0]["promise"] == "kept" and "BLAS threads 1" in
           rec[0]["identity"] and "numerics: the bits of a 1-rank run, promised" in p.out,
           "the job of one identity does not say it kept the promise: %r\n%s" % (
               rec, p.out[-2000:]))
+    n = summary_numerics(ck + ".logs")
+    check(n and n["promise"] == "kept" and n["identity"] == rec[0]["identity"],
+          "summary.json of the job of one identity: %r" % n)
     print("refuse: refused (exit 78) naming both kernels; accepted with "
           "--allow_numeric_mismatch, promise dropped; a warning without a global batch")
 
