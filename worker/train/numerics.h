@@ -7,7 +7,7 @@
  *
  * With --global_batch_size a job promises the bits of a 1-rank run; that
  * holds only when every rank computes a shard as every other would. The
- * trainer (numerics_check.c) gathers every rank's identity at its start and
+ * trainer (trainer_numerics.c) gathers every rank's identity at its start and
  * at every re-formation, and refuses a rank whose identity differs from the
  * job's, naming both sides and what to set.
  *

@@ -58,7 +58,7 @@ struct trainer {
 	uint64_t job_hash;
 	double comm_wait_s; /* blocking collectives outside the reducer */
 	/* The job's numeric identity and the promise of a 1-rank run's bits
-	 * (numerics_check.c). */
+	 * (trainer_numerics.c). */
 	struct numerics_record numerics;
 };
 
@@ -163,7 +163,7 @@ int trainer_state_sync(struct trainer *t);
 int trainer_state_pack(struct trainer *t, void *buf);
 int trainer_state_take(struct trainer *t, const void *buf, int from);
 
-/* ---- the numeric identity (numerics_check.c) ---- */
+/* ---- the numeric identity (trainer_numerics.c) ---- */
 
 /* Collective (one all-gather; nothing with one rank): every rank's numeric
  * identity (numerics.h) against the job's, whose reference is the lowest

@@ -1,5 +1,5 @@
 /*
- * numerics_check.c - every rank's numeric identity (numerics.h) compared
+ * trainer_numerics.c - every rank's numeric identity (numerics.h) compared
  * with the job's, at the start and at every re-formation, in one
  * all-gather; and what the run records of it.
  *
