@@ -179,9 +179,10 @@ int trainer_state_take(struct trainer *t, const void *buf, int from);
  * a fixed global batch it is a warning. Returns 0, NUMERICS_REFUSED,
  * -ENOMEM or the all-gather's error. */
 int trainer_numerics_check(struct trainer *t);
-/* Rank 0, at the end of a run: one line saying whether the bits of a
- * 1-rank run were kept (with the identity every rank had) or dropped (and
- * why), and a "numerics" record in the metrics file. */
+/* Rank 0, at the end of a --global_batch_size run: one line saying whether
+ * the bits of a 1-rank run were kept (with the identity every rank had) or
+ * dropped (and why), and a "numerics" record in the metrics file. Nothing
+ * without a fixed global batch (nothing was promised). */
 void trainer_numerics_report(struct trainer *t);
 
 /* ---- checkpoints (train_ckpt.c) ---- */

@@ -166,18 +166,18 @@ static void numerics_json(const char *s, char *buf, size_t len)
 void trainer_numerics_report(struct trainer *t)
 {
 	const struct numerics_record *r = &t->numerics;
-	const char *promise = !t->shards ? "none" : r->dropped ? "dropped" : "kept";
 	char ident[1100], why[2100], rec[3600];
 
-	if (t->rank != 0)
+	/* Without a fixed global batch nothing was promised. */
+	if (t->rank != 0 || !t->shards)
 		return;
-	if (t->shards && r->dropped)
+	if (r->dropped)
 		log_warn("numerics: the promise of a 1-rank run's bits was dropped at step %llu "
 			 "(--allow_numeric_mismatch): %s",
 			 (unsigned long long)r->step, r->why);
-	else if (t->shards)
-		log_info("numerics: the bits of a 1-rank run, promised: every rank %s %s",
-			 r->checked ? "had" : "(one) has", r->ident);
+	else
+		log_info("numerics: the bits of a 1-rank run, promised: %s %s",
+			 r->checked ? "every rank had" : "the one rank had", r->ident);
 	if (!t->rank0_duties)
 		return;
 	numerics_json(r->ident, ident, sizeof(ident));
@@ -185,7 +185,7 @@ void trainer_numerics_report(struct trainer *t)
 	snprintf(rec, sizeof(rec),
 		 "{\"kind\": \"numerics\", \"promise\": \"%s\", \"identity\": \"%s\", "
 		 "\"why\": \"%s\", \"step\": %llu, \"world\": %d}\n",
-		 promise, ident, why, (unsigned long long)(r->dropped ? r->step : t->step),
-		 t->world);
+		 r->dropped ? "dropped" : "kept", ident, why,
+		 (unsigned long long)(r->dropped ? r->step : t->step), t->world);
 	metrics_log_record(&t->metrics, rec);
 }
