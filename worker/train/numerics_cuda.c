@@ -68,8 +68,8 @@ int numerics_of_gpu(struct numerics_identity *id)
 		return -EIO;
 	}
 	snprintf(id->value[NUMERICS_KERNELS], NUMERICS_VALUE_MAX, "cuda");
-	snprintf(id->value[NUMERICS_GPU], NUMERICS_VALUE_MAX, "%s (sm_%d%d)", prop.name, prop.major,
-		 prop.minor);
+	snprintf(id->value[NUMERICS_GPU], NUMERICS_VALUE_MAX, "%.80s (sm_%d%d)", prop.name,
+		 prop.major, prop.minor);
 	numerics_cuda_version(driver, id->value[NUMERICS_DRIVER], NUMERICS_VALUE_MAX);
 	if (numerics_cublas(id->value[NUMERICS_CUBLAS], NUMERICS_VALUE_MAX) < 0 ||
 	    numerics_nccl(id->value[NUMERICS_NCCL], NUMERICS_VALUE_MAX) < 0) {
