@@ -105,11 +105,13 @@ def skip_without_index(v):
 
 
 def build_args():
-    # Each pip build compiles the project: in a folder of this test's, and
-    # without the CUDA part (minutes of nvcc, and a wheel tied to a toolkit).
-    # (--config-settings: Debian 12's pip, 23.0, has no -C.)
+    # Each pip build compiles the project: in a folder of this test's,
+    # without the CUDA part (minutes of nvcc, and a wheel tied to a toolkit),
+    # one compiler at a time (the suite's other tests run beside it; about
+    # 15 s of CPU). (--config-settings: Debian 12's pip, 23.0, has no -C.)
     return ["--config-settings=build-dir=" + os.path.join(tmp, "build"),
-            "--config-settings=setup-args=-Dcuda=disabled"]
+            "--config-settings=setup-args=-Dcuda=disabled",
+            "--config-settings=compile-args=-j1"]
 
 
 def check_layout(v):
