@@ -263,8 +263,37 @@ def main_wheel():
     check_layout(v)
     ldd_inside(v)
     env = clean_env(v)
-    digits_job(v, env)
+    # What the job's processes really load (dlopen too): the loader's own
+    # record, one file per process (ddplaunch, ddp-exec, the workers).
+    trace = os.path.join(tmp, "ld-debug")
+    os.mkdir(trace)
+    digits_job(v, dict(env, LD_DEBUG="files", LD_DEBUG_OUTPUT=os.path.join(trace, "ld")))
+    loaded_inside(v, trace)
     pkgconfig_program(v, env)
+
+
+def loaded_inside(v, trace):
+    """Every shared object that the traced processes initialised came from
+    the venv or is one of the system's short list."""
+    files = os.listdir(trace)
+    seen = set()
+    for f in files:
+        for line in open(os.path.join(trace, f), errors="replace"):
+            m = re.search(r"calling init: (\S+)", line)
+            if m:
+                seen.add(m.group(1))
+    venv_real = os.path.realpath(v) + "/"
+    outside = sorted(p for p in seen if not os.path.realpath(p).startswith(venv_real)
+                     and not SYSTEM_OK.match(os.path.basename(p)))
+    inside = [p for p in seen if os.path.realpath(p).startswith(venv_real)]
+    print("LD_DEBUG: %d processes, %d objects from the venv, outside it only: %s" % (
+        len(files), len(inside), " ".join(sorted(os.path.basename(p) for p in seen if p not in inside))))
+    if len(files) < 4:
+        fail("the loader traced only %d processes (ddplaunch, ddp-exec and 2 workers at least)" % len(files))
+    if outside:
+        fail("the job loaded %s from outside the venv" % outside)
+    if not any("libopenblas-" in p for p in inside):
+        fail("the workers did not load the wheel's OpenBLAS: %s" % sorted(seen))
 
 
 try:
