@@ -11,7 +11,8 @@ source: `pip install SOURCE`. The four programs are on the venv's PATH;
   libddp, ddp.h and ddp.pc are there, and a program built with nothing but
   `pkg-config --cflags --libs ddp` runs as 2 ranks under `python -m ddplaunch`
   (the venv's libddp and ddp-exec, checked); the digits job (scripts/main.sh's)
-  runs under the venv's ddplaunch with the installed configs/digits.ini;
+  runs under the venv's ddplaunch with the installed configs/digits.ini,
+  and ddp-train alone finds the installed digits by default;
   ddplaunch.torch imports from the venv (a venv that sees Debian's torch)
   with no .pth line and no PYTHONPATH; `pip uninstall` takes it all away.
 wheel: `pip wheel SOURCE` makes one manylinux wheel that carries its shared
@@ -168,6 +169,13 @@ def digits_job(v, env):
         fail("the digits job did not finish")
     if not re.search(r"held-out loss [\d.]+ accuracy (9\d|8\d)\.", out):
         fail("the digits job did not learn (held-out accuracy under 80%)")
+    # With no job file ddp-train reads the digits the install put beside it
+    # (share/ddplaunch/data, found from its own place: the build's source
+    # folder is gone).
+    out = run(["ddp-train", "--epochs", "1"], env, cwd=cwd, timeout=120).stdout
+    if not re.search(r"ddp-train: done: \d+ steps", out):
+        print(out[-1500:])
+        fail("ddp-train with its default data did not finish")
 
 
 def ldd_inside(v):
