@@ -43,7 +43,9 @@ PROGRAMS = ("ddplaunch", "ddp-rdzvd", "ddp-store", "ddp-train")
 SYSTEM_OK = re.compile(r"^(linux-vdso|ld-linux[-\w.]*|libc|libm|libmvec|libdl|librt|libpthread|libresolv|"
                        r"libnsl|libutil|libanl|libgcc_s|libstdc\+\+|libatomic|libz|libexpat)\.so")
 # What pip needs from the caller's environment (a proxy, another index).
-PASS_ENV = re.compile(r"^(PIP_.*|https?_proxy|HTTPS?_PROXY|no_proxy|NO_PROXY|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CC)$")
+# (HOME too: pip's own configuration, ~/.config/pip/pip.conf.)
+PASS_ENV = re.compile(r"^(PIP_.*|https?_proxy|HTTPS?_PROXY|no_proxy|NO_PROXY|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CC|"
+                      r"HOME|XDG_CONFIG_HOME)$")
 
 tmp = tempfile.mkdtemp(prefix="ddp-pip-")
 
