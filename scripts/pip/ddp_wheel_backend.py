@@ -11,9 +11,13 @@ No editable installs: the programs are compiled files in the venv's bin/.
 import os
 
 import mesonpy
-from mesonpy import build_sdist, get_requires_for_build_sdist, get_requires_for_build_wheel  # noqa: F401
+# The hooks meson-python answers as it is; build_wheel below wraps its own.
+from mesonpy import build_sdist, get_requires_for_build_sdist, get_requires_for_build_wheel
 
 import wheel_bundle
+
+__all__ = ["build_sdist", "build_wheel", "get_requires_for_build_sdist",
+           "get_requires_for_build_wheel"]
 
 SETTING = "bundle-libs"
 

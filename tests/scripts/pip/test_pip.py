@@ -40,12 +40,13 @@ CACHE = os.environ.get("DDP_PIP_CACHE") or os.path.join(
 PROGRAMS = ("ddplaunch", "ddp-rdzvd", "ddp-store", "ddp-train")
 # The libraries a manylinux wheel may leave to the system: the C library's
 # and the policy's few (auditwheel's manylinux_2_x lib_whitelist).
-SYSTEM_OK = re.compile(r"^(linux-vdso|ld-linux[-\w.]*|libc|libm|libmvec|libdl|librt|libpthread|libresolv|"
-                       r"libnsl|libutil|libanl|libgcc_s|libstdc\+\+|libatomic|libz|libexpat)\.so")
+SYSTEM_OK = re.compile(r"^(linux-vdso|ld-linux[-\w.]*|libc|libm|libmvec|libdl|librt|libpthread|"
+                       r"libresolv|libnsl|libutil|libanl|libgcc_s|libstdc\+\+|libatomic|libz|"
+                       r"libexpat)\.so")
 # What pip needs from the caller's environment (a proxy, another index).
 # (HOME too: pip's own configuration, ~/.config/pip/pip.conf.)
-PASS_ENV = re.compile(r"^(PIP_.*|https?_proxy|HTTPS?_PROXY|no_proxy|NO_PROXY|SSL_CERT_.*|REQUESTS_CA_BUNDLE|CC|"
-                      r"HOME|XDG_CONFIG_HOME)$")
+PASS_ENV = re.compile(r"^(PIP_.*|https?_proxy|HTTPS?_PROXY|no_proxy|NO_PROXY|SSL_CERT_.*|"
+                      r"REQUESTS_CA_BUNDLE|CC|HOME|XDG_CONFIG_HOME)$")
 
 tmp = tempfile.mkdtemp(prefix="ddp-pip-")
 
@@ -72,8 +73,8 @@ def pip_env(venv):
 
 def run(cmd, env, cwd=None, timeout=600, check=True):
     print("+ " + " ".join(cmd), flush=True)
-    r = subprocess.run(cmd, env=env, cwd=cwd or tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=timeout)
+    r = subprocess.run(cmd, env=env, cwd=cwd or tmp, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=timeout)
     if check and r.returncode:
         print(r.stdout[-8000:])
         fail("%s exited with %d" % (cmd[0], r.returncode))
@@ -82,14 +83,17 @@ def run(cmd, env, cwd=None, timeout=600, check=True):
 
 def venv(name, system_site=False):
     path = os.path.join(tmp, name)
-    cmd = ["/usr/bin/python3", "-m", "venv", path] + (["--system-site-packages"] if system_site else [])
+    cmd = ["/usr/bin/python3", "-m", "venv", path]
+    if system_site:
+        cmd.append("--system-site-packages")
     run(cmd, clean_env(path))
     return path
 
 
 def pip(v, *args, check=True):
-    return run([v + "/bin/python", "-m", "pip", "--disable-pip-version-check", "--cache-dir", CACHE,
-                "--timeout", "30", "--retries", "2", *args], pip_env(v), check=check)
+    return run([v + "/bin/python", "-m", "pip", "--disable-pip-version-check",
+                "--cache-dir", CACHE, "--timeout", "30", "--retries", "2", *args],
+               pip_env(v), check=check)
 
 
 def skip_without_index(v):
@@ -110,11 +114,11 @@ def skip_without_index(v):
 def build_args():
     # Each pip build compiles the project: in a folder of this test's,
     # without the CUDA part (minutes of nvcc, and a wheel tied to a toolkit),
-    # one compiler at a time (the suite's other tests run beside it; about
-    # 15 s of CPU). (--config-settings: Debian 12's pip, 23.0, has no -C.)
+    # two compilers at a time (the suite's other tests run beside it; about
+    # 25 s of CPU). (--config-settings: Debian 12's pip, 23.0, has no -C.)
     return ["--config-settings=build-dir=" + os.path.join(tmp, "build"),
             "--config-settings=setup-args=-Dcuda=disabled",
-            "--config-settings=compile-args=-j1"]
+            "--config-settings=compile-args=-j2"]
 
 
 def check_layout(v):
@@ -187,7 +191,7 @@ def ldd_inside(v):
     for root, _, files in os.walk(v):
         for f in files:
             p = os.path.join(root, f)
-            if os.path.islink(p) or "site-packages" in p or os.path.basename(p).startswith("python"):
+            if os.path.islink(p) or "site-packages" in p or f.startswith("python"):
                 continue
             with open(p, "rb") as fh:
                 if fh.read(4) == b"\x7fELF":
@@ -210,23 +214,24 @@ def ldd_inside(v):
                 bundled += 1
             elif not SYSTEM_OK.match(name):
                 fail("%s loads %s from %s, outside the venv" % (p, name, path))
-    print("ldd: %d ELF files, %d library loads inside the venv, the rest the C library's" % (len(ours), bundled))
+    print("ldd: %d ELF files, %d library loads inside the venv, the rest the C library's"
+          % (len(ours), bundled))
     if bundled < 5:
         fail("only %d libraries load from inside the venv: was anything bundled?" % bundled)
 
 
 def torch_import(v):
     env = clean_env(v)
-    out = run([v + "/bin/python", "-c", "import ddplaunch, ddplaunch.agent_wire; print(ddplaunch.__file__)"],
-              env).stdout
+    out = run([v + "/bin/python", "-c",
+               "import ddplaunch, ddplaunch.agent_wire; print(ddplaunch.__file__)"], env).stdout
     if not out.strip().startswith(v + "/"):
         fail("ddplaunch imported from %s, not the venv" % out)
     r = run([v + "/bin/python", "-c", "import torch"], env, check=False)
     if r.returncode:
         print("test_pip: no torch for this python (python3-torch): ddplaunch.torch not imported")
         return
-    out = run([v + "/bin/python", "-c", "import ddplaunch.torch as t; print(t.__file__, t.Elastic)"],
-              env).stdout
+    out = run([v + "/bin/python", "-c",
+               "import ddplaunch.torch as t; print(t.__file__, t.Elastic)"], env).stdout
     if not out.startswith(v + "/"):
         fail("ddplaunch.torch imported from %s, not the venv" % out)
 
@@ -296,10 +301,12 @@ def loaded_inside(v, trace):
     outside = sorted(p for p in seen if not os.path.realpath(p).startswith(venv_real)
                      and not SYSTEM_OK.match(os.path.basename(p)))
     inside = [p for p in seen if os.path.realpath(p).startswith(venv_real)]
-    print("LD_DEBUG: %d processes, %d objects from the venv, outside it only: %s" % (
-        len(files), len(inside), " ".join(sorted(os.path.basename(p) for p in seen if p not in inside))))
+    others = sorted(os.path.basename(p) for p in seen if p not in inside)
+    print("LD_DEBUG: %d processes, %d objects from the venv, outside it only: %s"
+          % (len(files), len(inside), " ".join(others)))
     if len(files) < 4:
-        fail("the loader traced only %d processes (ddplaunch, ddp-exec and 2 workers at least)" % len(files))
+        fail("the loader traced only %d processes (ddplaunch, ddp-exec and 2 workers at least)"
+             % len(files))
     if outside:
         fail("the job loaded %s from outside the venv" % outside)
     if not any("libopenblas-" in p for p in inside):
