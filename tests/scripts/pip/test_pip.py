@@ -285,6 +285,46 @@ def main_wheel():
     digits_job(v, dict(env, LD_DEBUG="files", LD_DEBUG_OUTPUT=os.path.join(trace, "ld")))
     loaded_inside(v, trace)
     pkgconfig_program(v, env)
+    bare_system_job(v, env)
+
+
+def bare_system_job(v, env):
+    """The job once more on a system that has nothing but the C library and
+    the policy's few: in a mount namespace whose /usr/lib/<multiarch> (all
+    of Debian's libraries, /lib being a link to /usr/lib) is a folder that
+    holds only those (the loader included), as on a machine that never
+    installed libuv, OpenBLAS or the rest."""
+    libc = next(line.split("=>")[1].split()[0] for line in
+                run(["ldd", v + "/bin/ddplaunch"], env).stdout.splitlines()
+                if line.strip().startswith("libc.so.6"))
+    libdir = os.path.dirname(os.path.realpath(libc))
+    bare = os.path.join(tmp, "bare-lib")
+    os.mkdir(bare)
+    for name in os.listdir(libdir):
+        src = os.path.join(libdir, name)
+        if SYSTEM_OK.match(name) and os.path.isfile(src):
+            shutil.copy(src, os.path.join(bare, name))
+    cwd = tempfile.mkdtemp(dir=tmp, prefix="run-bare-")
+    # (The shell's builtins only, once the folder is bare: ls needs more.)
+    job = ("mount --bind %s %s && set -- %s/* && echo $# && exec ddplaunch --nproc_per_node=2 "
+           "ddp-train --epochs 1" % (bare, libdir, libdir))
+    cmd = ["unshare", "--mount"] + ([] if os.getuid() == 0 else ["--map-root-user"])
+    probe = run(cmd + ["true"], env, check=False)
+    if probe.returncode:
+        why = "cannot make a mount namespace (%s)" % probe.stdout.strip()
+        if os.environ.get("CI"):
+            fail(why)
+        print("test_pip: the job on a bare system not run: " + why)
+        return
+    out = run(cmd + ["/bin/sh", "-c", job], env, cwd=cwd, timeout=300).stdout
+    print(out[-800:])
+    files = int(out.split("\n", 1)[0])
+    if files > 40:
+        fail("the bare %s held %d files" % (libdir, files))
+    if not re.search(r"\[rank 0\]: ddp-train: done: \d+ steps", out):
+        fail("the job did not finish with only %d files in %s" % (files, libdir))
+    print("the job ran with %d files in %s: %s"
+          % (files, libdir, " ".join(sorted(os.listdir(bare)))))
 
 
 def loaded_inside(v, trace):
