@@ -20,7 +20,10 @@ wheel: `pip wheel SOURCE` makes one manylinux wheel that carries its shared
   program and library finds each library inside that venv except those of
   the C library and the manylinux policy's few; the 2-rank digits job and the
   pkg-config program run with an environment of PATH=VENV/bin:/usr/bin alone
-  (no LD_LIBRARY_PATH), from an empty folder.
+  (no LD_LIBRARY_PATH), from an empty folder; the loader's own trace of the
+  job (LD_DEBUG) names nothing else; and the job runs again in a mount
+  namespace whose system library folder holds only the C library's and the
+  policy's files (a machine with no libuv, OpenBLAS, ...: no apt-get).
 
 Exit 77 (skipped, saying so) when the package index cannot be reached; with
 CI set that is a failure instead.
