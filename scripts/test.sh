@@ -4,7 +4,11 @@
 # 12 machine: installs what is missing, configures, builds. Idempotent.
 #
 #   build/        the normal build (CUDA kernels compiled when nvcc is found):
-#                 suites unit, integration, torch, multinode, gpu
+#                 suites unit, integration, torch, multinode, gpu, pip (pip
+#                 install and a bundled wheel in fresh venvs, meson-python
+#                 and the rest of the build's requirements from PyPI through
+#                 ~/.cache/ddplaunch/pip; skipped saying so where PyPI cannot
+#                 be reached, failed under CI)
 #   build-asan/   AddressSanitizer + UBSan build: suites unit and asan (ddp-train
 #                 end to end: checkpoints, a resume, an in-place re-formation of
 #                 simulated nodes; tests/worker/train/sanitize_it.py)

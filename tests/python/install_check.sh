@@ -3,8 +3,9 @@
 #
 # Exit 77 (skip) where /usr/bin/python3 has no torch to import it with.
 # `meson install` into a temporary DESTDIR puts ddplaunch.torch in a folder
-# that Debian's python3 searches (once the DESTDIR is stripped), and the
-# installed copy imports there.
+# that Debian's python3 searches (once the DESTDIR is stripped), the
+# installed copy imports there, and its `python -m ddplaunch` runs the
+# ddplaunch installed beside it.
 set -eu
 build=$1 meson=$2 prefix=$3
 d=$(mktemp -d)
@@ -30,6 +31,13 @@ site = sys.argv[1]
 if site not in sys.path:
     sys.exit("install_check: /usr/bin/python3 does not search '%s' (its path: %s)" % (site, sys.path))
 PY
+# python -m ddplaunch runs the ddplaunch of the same install (PREFIX/bin).
+found=$(PYTHONPATH="$d$site" /usr/bin/python3 -c 'import ddplaunch.__main__ as m; print(m.find_program())')
+if [ "$found" != "$d$prefix/bin/ddplaunch" ]; then
+	echo "install_check: python -m ddplaunch would run '$found', not '$d$prefix/bin/ddplaunch'" >&2
+	exit 1
+fi
+PYTHONPATH="$d$site" /usr/bin/python3 -m ddplaunch --version
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 	echo "install_check: skipped the import: /usr/bin/python3 has no torch (install python3-torch)" >&2
 	exit 77

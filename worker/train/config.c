@@ -7,11 +7,13 @@
 #include "settings_ini.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef DDP_DATA_DIR
 #define DDP_DATA_DIR "data"
@@ -133,11 +135,31 @@ int config_format(const struct train_config *cfg, const char *key, char *buf, si
 	return 0;
 }
 
+/* DDP_DATA_DIR/digits.csv.gz; a DDP_DATA_DIR that starts with $ORIGIN (a
+ * wheel, installed anywhere: worker/train/meson.build) is taken from the
+ * folder of the running program. */
+static void default_data_path(char *path, size_t len)
+{
+	static const char origin[] = "$ORIGIN";
+	const char *dir = DDP_DATA_DIR;
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (strncmp(dir, origin, sizeof(origin) - 1)) {
+		snprintf(path, len, "%s/digits.csv.gz", dir);
+		return;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	snprintf(path, len, "%s%s/digits.csv.gz", n > 0 ? dirname(self) : ".",
+		 dir + sizeof(origin) - 1);
+}
+
 void config_defaults(struct train_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	strcpy(cfg->data, "digits");
-	snprintf(cfg->data_path, sizeof(cfg->data_path), "%s/digits.csv.gz", DDP_DATA_DIR);
+	default_data_path(cfg->data_path, sizeof(cfg->data_path));
 	cfg->held_out = 0.2;
 	cfg->synthetic_samples = 65536;
 	cfg->synthetic_features = 64;
