@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "ctx.h"
-#include "progress_page.h"
+#include "progress_writer.h"
 #include "timeutil.h"
 
 static int comm_run(struct ddp_ctx *ctx, struct ddp_work *w)

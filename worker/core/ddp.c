@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ctx.h"
-#include "progress_page.h"
+#include "progress_writer.h"
 #include "timeutil.h"
 
 int ddp_parse_timeout(const char *s, uint64_t *ms)

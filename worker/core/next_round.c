@@ -6,7 +6,7 @@
  */
 #include "agent_chan.h"
 #include "ctx.h"
-#include "progress_page.h"
+#include "progress_writer.h"
 
 #include <errno.h>
 #include <stdio.h>

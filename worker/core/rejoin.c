@@ -12,7 +12,7 @@
 
 #include "ctx.h"
 #include "log.h"
-#include "progress_page.h"
+#include "progress_writer.h"
 
 int ddp_rejoin_retryable(int rc)
 {

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "cpu_ring.h"
-#include "progress_page.h"
+#include "progress_writer.h"
 #include "reduce.h"
 #include "ring_setup.h"
 #include "timeutil.h"

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "progress_page.h"
+#include "progress_writer.h"
 #include "shm.h"
 #include "timeutil.h"
 #include "transport.h"

@@ -1,6 +1,7 @@
 /*
  * loop.c - ddp-train's training loop and held-out evaluation.
  */
+#include "train_progress.h"
 #include "trainer.h"
 
 #include "log.h"
@@ -200,7 +201,9 @@ static int loop_eval_report(struct trainer *t)
 
 	if (t->rank != 0 || t->held_out.n == 0)
 		return 0;
+	train_progress_phase(t, DDP_PHASE_EVAL);
 	ret = trainer_evaluate(t, &r.loss, &r.accuracy);
+	train_progress_phase(t, DDP_PHASE_COMPUTE);
 	if (ret == 0)
 		loop_output_lost(t, metrics_log_eval(&t->metrics, &r));
 	return ret;
@@ -255,8 +258,11 @@ static int loop_after_step(struct trainer *t, struct loop_window *w)
 	if (epoch_end && (t->cfg.eval_every_epoch || t->step == t->total_steps))
 		ret = loop_eval_report(t);
 	if (ret == 0 && t->cfg.checkpoint_dir[0] && t->cfg.checkpoint_every > 0 &&
-	    t->step % (uint64_t)t->cfg.checkpoint_every == 0 && t->step < t->total_steps)
+	    t->step % (uint64_t)t->cfg.checkpoint_every == 0 && t->step < t->total_steps) {
+		train_progress_phase(t, DDP_PHASE_CHECKPOINT);
 		ret = loop_checkpoint_latest(t);
+		train_progress_phase(t, DDP_PHASE_COMPUTE);
+	}
 	return ret;
 }
 
@@ -340,9 +346,10 @@ static int loop_final_save(struct trainer *t)
 	int ret;
 
 	loop_fault(t);
-	do
+	do {
+		train_progress_phase(t, DDP_PHASE_FINAL);
 		ret = loop_checkpoint(t, "final.safetensors");
-	while (ret < 0 && (ret = loop_reform(t, ret)) == 0);
+	} while (ret < 0 && (ret = loop_reform(t, ret)) == 0);
 	return ret;
 }
 
@@ -350,14 +357,17 @@ int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
 	double comm0 = t->comm_wait_s, cpu0 = time_cpu_s();
+	struct train_step_clock clock;
 	struct loop_window w;
 	float out[2];
 	int ret = 0, oret;
 
 	if (t->rank == 0)
 		loop_say_start(t);
+	train_progress_phase(t, DDP_PHASE_COMPUTE);
 	loop_window_start(t, &w);
 	while (ret == 0 && t->step < t->total_steps) {
+		train_step_clock_start(t, &clock);
 		loop_fault(t);
 		loop_pace(t);
 		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
@@ -368,6 +378,7 @@ int trainer_run(struct trainer *t)
 			continue;
 		}
 		t->step++;
+		train_progress_step(t, &clock);
 		w.steps++;
 		w.samples += t->step_samples;
 		w.loss_sum += out[0];
@@ -380,6 +391,7 @@ int trainer_run(struct trainer *t)
 	}
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
 		ret = loop_final_save(t);
+	train_progress_phase(t, DDP_PHASE_SHUTDOWN);
 	if (ret == 0 && t->rank == 0) {
 		double dt = (double)(time_now_ns() - t0) * 1e-9, cpu = time_cpu_s() - cpu0;
 		uint64_t steps = t->step - first;

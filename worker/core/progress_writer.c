@@ -1,6 +1,6 @@
 /*
- * progress_page.c - the writer of the process's progress page
- * (progress_page.h): a shared mapping of DDP_PROGRESS_FILE, written under
+ * progress_writer.c - the writer of the process's progress page
+ * (progress_writer.h): a shared mapping of DDP_PROGRESS_FILE, written under
  * the page's sequence lock by whichever of the process's threads reports,
  * one at a time (a spin lock: the holders only store a few fields).
  */
@@ -15,7 +15,7 @@
 
 #include "ddp.h"
 #include "log.h"
-#include "progress_page.h"
+#include "progress_writer.h"
 #include "timeutil.h"
 
 static struct {

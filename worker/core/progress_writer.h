@@ -1,5 +1,5 @@
 /*
- * progress_page.h - libddp's writer of the process's progress page
+ * progress_writer.h - libddp's writer of the process's progress page
  * (common/progress.h): what the worker is doing, for its agent, at no
  * system-call cost per collective (stores into a shared mapping and the
  * vDSO's clock).
@@ -21,8 +21,8 @@
  * while op, seq and the entered/left times still tell where it is. Not
  * installed.
  */
-#ifndef DDP_WORKER_PROGRESS_PAGE_H
-#define DDP_WORKER_PROGRESS_PAGE_H
+#ifndef DDP_WORKER_PROGRESS_WRITER_H
+#define DDP_WORKER_PROGRESS_WRITER_H
 
 #include <stdbool.h>
 #include <stdint.h>
