@@ -103,9 +103,10 @@ class Page:
         f["gen"] += 1
         _GEN.pack_into(self._m, OFFSETS["gen"], f["gen"])
         kv["written_ns"] = now
+        m = self._m
         for name, value in kv.items():
             f[name] = value
-            struct.pack_into("<" + _FMT[name], self._m, OFFSETS[name], value)
+            _PACK[name](m, OFFSETS[name], value)
         f["gen"] += 1
         _GEN.pack_into(self._m, OFFSETS["gen"], f["gen"])
 
@@ -154,13 +155,26 @@ class Page:
             self._store(now, **self._phase_kv(now))
 
     def enter(self, op, nbytes, bucket=-1):
-        """Entering the round's next collective; returns its number."""
+        """Entering the round's next collective; returns its number. (The
+        two per collective, enter and leave, store their fields directly:
+        they run around every collective.)"""
         with self._lock:
             now = time.monotonic_ns()
             self._seq += 1
             self._inside = True
-            self._store(now, op=op, seq=self._seq, bytes=int(nbytes), bucket=bucket,
-                        waiting_on=-1, entered_ns=now, **self._phase_kv(now))
+            f, m = self._fields, self._m
+            shown = self._shown()
+            gen = f["gen"] + 1
+            _GEN.pack_into(m, _OFF_GEN, gen)
+            _ENTER.pack_into(m, _OFF_PHASE, shown, op, self._seq, nbytes, bucket, -1, now)
+            if shown != f["phase"]:
+                _GEN.pack_into(m, _OFF_PHASE_NS, now)
+                f["phase"], f["phase_ns"] = shown, now
+            _GEN.pack_into(m, _OFF_WRITTEN, now)
+            f["gen"] = gen + 1
+            _GEN.pack_into(m, _OFF_GEN, gen + 1)
+            f.update(op=op, seq=self._seq, bytes=nbytes, bucket=bucket, waiting_on=-1,
+                     entered_ns=now, written_ns=now)
             return self._seq
 
     def leave(self):
@@ -168,7 +182,20 @@ class Page:
         with self._lock:
             now = time.monotonic_ns()
             self._inside = False
-            self._store(now, left_ns=now, waiting_on=-1, **self._phase_kv(now))
+            f, m = self._fields, self._m
+            shown = self._base
+            gen = f["gen"] + 1
+            _GEN.pack_into(m, _OFF_GEN, gen)
+            _I32.pack_into(m, _OFF_WAITING, -1)
+            _GEN.pack_into(m, _OFF_LEFT, now)
+            if shown != f["phase"]:
+                _U32.pack_into(m, _OFF_PHASE, shown)
+                _GEN.pack_into(m, _OFF_PHASE_NS, now)
+                f["phase"], f["phase_ns"] = shown, now
+            _GEN.pack_into(m, _OFF_WRITTEN, now)
+            f["gen"] = gen + 1
+            _GEN.pack_into(m, _OFF_GEN, gen + 1)
+            f.update(waiting_on=-1, left_ns=now, written_ns=now)
             return now
 
     def step(self, step, step_ns, compute_ns, wait_ns, shards):
@@ -179,7 +206,15 @@ class Page:
                         compute_ns=int(compute_ns), wait_ns=int(wait_ns), shards=int(shards))
 
 
-_FMT = dict(LAYOUT)
+_PACK = {n: struct.Struct("<" + f).pack_into for n, f in LAYOUT}
+# enter() and leave(): phase, op, seq, bytes, bucket, waiting_on and
+# entered_ns lie back to back, stored at once
+_ENTER = struct.Struct("<IIQQiiQ")
+assert OFFSETS["entered_ns"] + 8 - OFFSETS["phase"] == _ENTER.size
+_U32, _I32 = struct.Struct("<I"), struct.Struct("<i")
+_OFF_GEN, _OFF_PHASE, _OFF_PHASE_NS = OFFSETS["gen"], OFFSETS["phase"], OFFSETS["phase_ns"]
+_OFF_WAITING, _OFF_LEFT, _OFF_WRITTEN = (OFFSETS["waiting_on"], OFFSETS["left_ns"],
+                                         OFFSETS["written_ns"])
 _shared = None
 _shared_lock = threading.Lock()
 _opened = False
