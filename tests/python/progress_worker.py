@@ -1,6 +1,7 @@
 """A ddplaunch.torch worker for test_progress.py: a small MLP trained with
 Elastic for --steps steps, its progress page at $PROGRESS_DIR/rank-RANK
-(DDP_PROGRESS_FILE, set here as the agent would set it).
+(DDP_PROGRESS_FILE, set here as the agent would set it), or without
+PROGRESS_DIR the one ddplaunch's agent made (DDP_PROGRESS_FILE as given).
 
 --late_rank R --late_step S: in step S, rank R enters its all-reduce only
 once the other rank's page has shown it inside that all-reduce for 300 ms
@@ -20,7 +21,12 @@ from ddplaunch.torch import Elastic
 from ddplaunch.torch import progress as pr
 
 
+MINE = None  # this rank's page, as the agent named it
+
+
 def page_path(rank):
+    if "PROGRESS_DIR" not in os.environ:
+        return MINE
     return os.path.join(os.environ["PROGRESS_DIR"], "rank-%d" % rank)
 
 
@@ -47,9 +53,16 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    with open(page_path(rank), "wb") as f:
-        f.write(b"\0" * pr.SIZE)
-    os.environ[pr.ENV] = page_path(rank)
+    global MINE
+    if "PROGRESS_DIR" in os.environ:
+        with open(page_path(rank), "wb") as f:
+            f.write(b"\0" * pr.SIZE)
+        os.environ[pr.ENV] = page_path(rank)
+    elif args.late_rank >= 0:
+        sys.exit("--late_rank needs PROGRESS_DIR (the peer's page)")
+    MINE = os.environ.get(pr.ENV)
+    if not MINE:
+        sys.exit("no DDP_PROGRESS_FILE from the agent")
 
     g = torch.Generator()
     g.manual_seed(1)

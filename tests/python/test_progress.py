@@ -9,15 +9,18 @@
       page written by progress.Page reads back through the C reader
       (ddp_progress_read) field for field, and one caught mid-write does not.
       No torch: the module is loaded from its file.
-  test_progress.py job DDPLAUNCH
+  test_progress.py job DDPLAUNCH [agent]
       a real 2-rank ddplaunch.torch job (progress_worker.py, gloo): this test
       reads both workers' pages while they train, as the agent would, and
       sees every step's all-reduces numbered in order, a rank blocked in its
       all-reduce while its peer is late, the steps committed and the phases;
-      each worker checks its own page at the end.
+      each worker checks its own page at the end. "agent": the pages
+      ddplaunch's agent made (named in each worker's environment as it
+      started, /proc/PID/environ), no late rank.
 Exit 0 pass, 1 fail.
 """
 import importlib.util
+import mmap
 import os
 import re
 import shutil
@@ -146,19 +149,23 @@ def check_round_trip(pr, prog):
 
 # -- the job ------------------------------------------------------------------
 
-def check_job(ddplaunch):
+def check_job(ddplaunch, agent):
     pr = load_progress()
     tmp = tempfile.mkdtemp(prefix="ddp-progress-job-")
     steps = 12
     try:
-        env = dict(os.environ, PROGRESS_DIR=tmp, OMP_NUM_THREADS="1",
+        env = dict(os.environ, OMP_NUM_THREADS="1",
                    PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+        late = []
+        if not agent:
+            env["PROGRESS_DIR"] = tmp
+            late = ["--late_rank", "1", "--late_step", "5"]
         cmd = [ddplaunch, "--standalone", "--nproc_per_node=2", "--max_restarts=0",
                sys.executable, os.path.join(HERE, "progress_worker.py"), "--steps",
-               str(steps), "--late_rank", "1", "--late_step", "5"]
+               str(steps)] + late
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
-        seen = watch(pr, tmp, proc, 180)
+        seen = watch(pr, tmp if not agent else None, proc, 180)
         out = proc.communicate()[0]
         sys.stdout.write(out)
         if proc.returncode != 0:
@@ -171,28 +178,74 @@ def check_job(ddplaunch):
                 fail("rank %d's last page: %s" % (r, s["last"]))
             if s["backwards"]:
                 fail("rank %d: seq went backwards in a round: %s" % (r, s["backwards"]))
-        if not seen[0]["blocked"]:
+        if not agent and not seen[0]["blocked"]:
             fail("rank 0 was never seen inside an all-reduce while rank 1 was late")
         if "ELASTIC progress ok" not in out:
             fail("a worker's own check did not pass")
-        print("both pages read live: phases %s; rank 0 seen blocked in all-reduce #%d"
-              % (sorted(seen[0]["phases"]), seen[0]["blocked"]))
+        print("both pages read live: phases %s%s" % (
+            sorted(seen[0]["phases"]),
+            "" if agent else "; rank 0 seen blocked in all-reduce #%d" % seen[0]["blocked"]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def map_page(path):
+    try:
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def agent_pages(launcher, maps):
+    """The pages ddplaunch's agent named in its workers' environments (as
+    they started: /proc/PID/environ), mapped into maps[rank]."""
+    kids = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    todo = [launcher]
+    while todo:
+        for pid in kids.get(todo.pop(), []):
+            todo.append(pid)
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    worker = b"progress_worker.py" in f.read()
+            except OSError:
+                continue
+            path, rank = env.get(b"DDP_PROGRESS_FILE"), env.get(b"RANK")
+            if worker and path and rank is not None and int(rank) not in maps:
+                m = map_page(path.decode())
+                if m is not None:
+                    maps[int(rank)] = m
+
+
 def watch(pr, tmp, proc, limit):
     """Reads both pages until the job ends (the agent's view): the phases
-    each showed, the sequence numbers in order, rank 0 blocked."""
+    each showed, the sequence numbers in order, rank 0 blocked. tmp: the
+    pages' folder, None: the agent's pages."""
     seen = {r: {"phases": set(), "last": None, "seq": (None, 0), "backwards": [],
                 "blocked": 0} for r in (0, 1)}
+    maps = {}
     end = time.monotonic() + limit
     while proc.poll() is None:
         if time.monotonic() > end:
             proc.kill()
             fail("the job did not end within %d s" % limit)
         for r in (0, 1):
-            p = pr.read_file(os.path.join(tmp, "rank-%d" % r))
+            if r not in maps and tmp is not None:
+                m = map_page(os.path.join(tmp, "rank-%d" % r))
+                if m is not None:
+                    maps[r] = m
+        if tmp is None and len(maps) < 2:
+            agent_pages(proc.pid, maps)
+        for r in maps:
+            p = pr.read(maps[r])
             if p is None:
                 continue
             s = seen[r]
@@ -207,7 +260,7 @@ def watch(pr, tmp, proc, limit):
                 s["blocked"] = p["seq"]
         time.sleep(0.0005)
     for r in (0, 1):
-        p = pr.read_file(os.path.join(tmp, "rank-%d" % r))
+        p = pr.read(maps[r]) if r in maps else None
         if p is None:
             fail("rank %d's page unreadable after the job" % r)
         seen[r]["last"] = p
@@ -219,7 +272,7 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "layout":
         check_layout(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 3 and sys.argv[1] == "job":
-        check_job(sys.argv[2])
+        check_job(sys.argv[2], sys.argv[3:] == ["agent"])
     else:
         fail(__doc__)
 

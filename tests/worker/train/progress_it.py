@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """ddp-train's progress pages, read while it trains, as the agent reads them.
 
-  progress_it.py --ddp-train PATH --ddplaunch PATH
+  progress_it.py --ddp-train PATH --ddplaunch PATH [--pages test|agent]
 
 Two ranks under ddplaunch --standalone, fixed global batch (4 virtual
 shards), checkpoints every 4 steps, an evaluation each epoch (rank 0), the
-final save. Each worker's page is a file of this test's (DDP_PROGRESS_FILE,
-set by a shell wrapper as the agent sets it) read through the Python mirror
+final save. Each worker's page is a file of this test's (--pages test:
+DDP_PROGRESS_FILE set by a shell wrapper, as the agent sets it) or the one
+ddplaunch's agent made for it (--pages agent: the file named in the
+worker's environment as ddplaunch started it, /proc/PID/environ), mapped
+once found (the mapping outlives the file's removal at the end) and read
+through the Python mirror
 (python/ddplaunch/torch/progress.py, loaded from its file: no torch) every
 half millisecond until the job ends. Passes when, for each rank: the
 collectives' numbers never go backwards in a round, the phases seen include
@@ -17,6 +21,7 @@ Exit 0 pass, 1 fail.
 """
 import argparse
 import importlib.util
+import mmap
 import os
 import shutil
 import subprocess
@@ -65,6 +70,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ddp-train", required=True)
     ap.add_argument("--ddplaunch", required=True)
+    ap.add_argument("--pages", choices=["test", "agent"], default="test")
     args = ap.parse_args()
     pr = load_mirror()
     tmp = tempfile.mkdtemp(prefix="ddp-progress-it-")
@@ -75,8 +81,9 @@ def main():
 
 
 def run(args, pr, tmp):
-    cmd = [args.ddplaunch, "--standalone", "--nproc_per_node=2", "--max_restarts=0",
-           "/bin/sh", "-c", WRAPPER, args.ddp_train, "--device", "cpu", "--data", "synthetic",
+    wrap = ["/bin/sh", "-c", WRAPPER] if args.pages == "test" else []
+    cmd = [args.ddplaunch, "--standalone", "--nproc_per_node=2", "--max_restarts=0"] + wrap + [
+           args.ddp_train, "--device", "cpu", "--data", "synthetic",
            "--synthetic_samples", "1536", "--hidden", "1024,1024", "--global_batch_size", "64",
            "--virtual_shards", "4", "--max_steps", str(STEPS), "--epochs", "3",
            "--checkpoint_dir", os.path.join(tmp, "ckpt"), "--checkpoint_every", "4",
@@ -85,13 +92,16 @@ def run(args, pr, tmp):
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     seen = {0: Seen(), 1: Seen()}
+    maps = {}
     end = time.monotonic() + 240
     while proc.poll() is None:
         if time.monotonic() > end:
             proc.kill()
             fail("the job did not end within 240 s")
-        for r in (0, 1):
-            p = pr.read_file(os.path.join(tmp, "rank-%d" % r))
+        if len(maps) < 2:
+            find_pages(args, tmp, proc.pid, maps)
+        for r, m in maps.items():
+            p = pr.read(m)
             if p is not None:
                 seen[r].add(pr, p)
         time.sleep(0.0005)
@@ -99,14 +109,71 @@ def run(args, pr, tmp):
     sys.stdout.write(out)
     if proc.returncode != 0:
         fail("the job failed (%d)" % proc.returncode)
+    if len(maps) < 2:
+        fail("found the pages of ranks %s only" % sorted(maps))
     for r in (0, 1):
-        p = pr.read_file(os.path.join(tmp, "rank-%d" % r))
+        p = pr.read(maps[r])
         if p is None:
             fail("rank %d's page cannot be read after the job" % r)
         seen[r].add(pr, p)
         check_rank(pr, r, seen[r])
         print("rank %d: phases seen %s, %d collectives, %d steps seen" %
               (r, sorted(seen[r].phases), p["seq"], len(seen[r].steps)))
+
+
+def map_page(path):
+    try:
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def environ(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return {}
+
+
+def descendants(pid):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def find_pages(args, tmp, launcher, maps):
+    """Maps the pages found so far into maps[rank]."""
+    for r in (0, 1):
+        if r in maps or args.pages != "test":
+            continue
+        m = map_page(os.path.join(tmp, "rank-%d" % r))
+        if m is not None:
+            maps[r] = m
+    if args.pages != "agent":
+        return
+    for pid in descendants(launcher):
+        env = environ(pid)
+        path, rank = env.get(b"DDP_PROGRESS_FILE"), env.get(b"RANK")
+        if path and rank is not None and int(rank) not in maps and \
+                os.path.basename(args.ddp_train).encode() in open(
+                    "/proc/%d/cmdline" % pid, "rb").read().split(b"\0")[0]:
+            m = map_page(path.decode())
+            if m is not None:
+                maps[int(rank)] = m
 
 
 def check_rank(pr, r, s):
