@@ -410,9 +410,11 @@ DDP_API int ddp_work_wait(struct ddp_work *work);
  * its agent reads; DDP_PROGRESS_FILE names it, and the first ddp_init maps
  * it for the life of the process and removes the variable from the
  * environment). libddp writes it with plain stores and the vDSO's clock,
- * no system call per collective: every collective it runs (its op, its
- * number in the round's communicator, from 1, the same on every rank of
- * the round; its bytes; the gradient bucket the reducer hands it; when it
+ * no system call per collective: the communicator's round (ddp_attempt()
+ * + 1, which is the launcher's DDP_ROUND for a worker re-formed in place),
+ * rank and world; every collective it runs (its op, its number in the
+ * round's communicator, from 1, the same on every rank of the round; its
+ * bytes; the gradient bucket the reducer hands it; when it
  * entered and left; on the CPU transports, the rank whose data it waits
  * for), and the phases it knows: STARTUP until the first communicator,
  * COMPUTE after every ddp_init or ddp_reform, COLLECTIVE inside a

@@ -6,7 +6,6 @@
 #include "fileutil.h"
 #include "log.h"
 #include "timeutil.h"
-#include "train_progress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -578,7 +577,7 @@ static int trainer_start_state(struct trainer *t)
 {
 	int ret;
 
-	train_progress_phase(t, t->shards ? DDP_PHASE_HANDOVER : DDP_PHASE_CHECKPOINT);
+	ddp_progress_phase(t->ddp, t->shards ? DDP_PHASE_HANDOVER : DDP_PHASE_CHECKPOINT);
 	ret = t->shards ? trainer_shards_join(t) : 0;
 	if (ret < 0)
 		return ret;
@@ -587,7 +586,7 @@ static int trainer_start_state(struct trainer *t)
 			mkdir(t->cfg.checkpoint_dir, 0777);
 		return 0;
 	}
-	train_progress_phase(t, DDP_PHASE_CHECKPOINT);
+	ddp_progress_phase(t->ddp, DDP_PHASE_CHECKPOINT);
 	if (t->rank == 0 && t->cfg.checkpoint_dir[0])
 		ret = trainer_check_ckpt_dir(t->cfg.checkpoint_dir);
 	ret = ret ? ret : trainer_resume(t);
@@ -606,7 +605,7 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	/* libddp says COMPUTE once the communicator is built; the model's
 	 * broadcast and the resume still belong to the start. */
 	if (ret == 0)
-		train_progress_phase(t, DDP_PHASE_STARTUP);
+		ddp_progress_phase(t->ddp, DDP_PHASE_STARTUP);
 	ret = ret ? ret : trainer_init_outputs(t);
 	ret = ret ? ret : trainer_init_kernels(t);
 	ret = ret ? ret : trainer_init_data(t);
