@@ -416,7 +416,8 @@ DDP_API int ddp_work_wait(struct ddp_work *work);
  * round's communicator, from 1, the same on every rank of the round; its
  * bytes; the gradient bucket the reducer hands it; when it
  * entered and left; on the CPU transports, the rank whose data it waits
- * for), and the phases it knows: STARTUP until the first communicator,
+ * for, and a heartbeat at least every 100 ms while it waits), and the
+ * phases it knows: STARTUP until the first communicator,
  * COMPUTE after every ddp_init or ddp_reform, COLLECTIVE inside a
  * collective issued in COMPUTE, REFORM in ddp_next_round, ddp_reform and
  * ddp_rejoin, HANDOVER while ddp_rejoin's after() runs, SHUTDOWN in

@@ -227,11 +227,14 @@ void progress_waiting(int rank)
 	struct ddp_progress *p = pg.page;
 	uint64_t now;
 
-	/* Read without the lock: only the communication thread, the caller,
-	 * writes waiting_on. */
-	if (!p || __atomic_load_n(&p->waiting_on, __ATOMIC_RELAXED) == rank)
+	if (!p)
 		return;
+	/* Read without the lock: only the communication thread, the caller,
+	 * writes waiting_on; a stale written_ns only beats early. */
 	now = time_now_ns();
+	if (__atomic_load_n(&p->waiting_on, __ATOMIC_RELAXED) == rank &&
+	    now - __atomic_load_n(&p->written_ns, __ATOMIC_RELAXED) < PROGRESS_BEAT_MS * 1000000ull)
+		return;
 	p = pg_begin();
 	p->waiting_on = rank;
 	pg_end(p, now);

@@ -53,8 +53,12 @@ void progress_enter(uint64_t seq, enum ddp_progress_op op, uint64_t bytes, int b
 void progress_leave(void);
 
 /* Inside a collective: the job rank whose data it now waits for, -1 when
- * none is known. Writes only on a change, so a transport may call it
- * before every wait. */
+ * none is known. Writes on a change, and otherwise at most every
+ * PROGRESS_BEAT_MS (written_ns, the heartbeat: a rank that waits keeps
+ * beating, one stopped or spinning elsewhere does not), so a transport
+ * calls it before every wait and wakes at least that often while it
+ * waits. */
+#define PROGRESS_BEAT_MS 100
 void progress_waiting(int rank);
 
 /* A committed training step (ddp_progress_step). */

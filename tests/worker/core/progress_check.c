@@ -15,7 +15,8 @@
  *   - a stuck rank (the last one, which enters all-reduce #5 only once it
  *     has seen this): every other rank's page says COLLECTIVE, all-reduce
  *     #5, not left, and waiting_on names a rank, and following waiting_on
- *     from any of them ends at the stuck rank, whose page still says #4;
+ *     from any of them ends at the stuck rank, whose page still says #4,
+ *     and each waiting rank's heartbeat (written_ns) advances meanwhile;
  *   - the reducer's bucket all-reduces name their bucket and its bytes;
  *   - ddp_progress_phase (CHECKPOINT kept through a barrier, -EINVAL for
  *     COLLECTIVE and NONE) and ddp_progress_step;
@@ -165,6 +166,32 @@ static uint64_t fnv(const void *p, size_t n)
 	return h;
 }
 
+/* The ranks that wait keep beating: each one's written_ns advances while
+ * it stays in all-reduce #5 (a stopped rank's would not). */
+static void check_beats(int stuck)
+{
+	uint64_t first[64], deadline = now_ns() + 10ull * 1000000000u;
+
+	for (int r = 0; r < world_; r++)
+		first[r] = read_page(r).written_ns;
+	for (int r = 0; r < world_; r++) {
+		struct ddp_progress p;
+
+		if (r == stuck)
+			continue;
+		do {
+			struct timespec ts = {0, 10000000};
+
+			CHECK(now_ns() < deadline, "rank %d's page stopped beating while it waits",
+			      r);
+			nanosleep(&ts, NULL);
+			p = read_page(r);
+			CHECK(p.seq == 5 && p.left_ns < p.entered_ns, "rank %d left all-reduce #5",
+			      r);
+		} while (p.written_ns == first[r]);
+	}
+}
+
 static void stuck_rank(struct ddp_ctx *ctx, float *buf)
 {
 	int stuck = world_ - 1;
@@ -181,6 +208,7 @@ static void stuck_rank(struct ddp_ctx *ctx, float *buf)
 			nanosleep(&ts, NULL);
 		}
 		printf("rank %d: every other rank waits on me (all-reduce #5)\n", rank_);
+		check_beats(stuck);
 	}
 	CHECK(ddp_allreduce(ctx, buf, NREDUCE, DDP_FLOAT32, DDP_SUM) == 0, "%s", ddp_error(ctx));
 	check_idle(5, DDP_OP_ALLREDUCE, NREDUCE * sizeof(float));
