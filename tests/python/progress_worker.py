@@ -4,8 +4,9 @@ Elastic for --steps steps, its progress page at $PROGRESS_DIR/rank-RANK
 PROGRESS_DIR the one ddplaunch's agent made (DDP_PROGRESS_FILE as given).
 
 --late_rank R --late_step S: in step S, rank R enters its all-reduce only
-once the other rank's page has shown it inside that all-reduce for 300 ms
-(the others' pages name the collective a late rank has not entered).
+once the other rank's page has shown it inside that all-reduce for 300 ms,
+beating meanwhile (written_ns a beat or more after it entered): the others'
+pages name the collective a late rank has not entered.
 At the end each rank checks its own page (the step count, the collectives'
 numbers, the step's timings and shards, the phase) and prints
 "ELASTIC progress ok rank=R".
@@ -32,13 +33,14 @@ def page_path(rank):
 
 def wait_peer_blocked(peer, seq, limit=30.0):
     """Until the peer's page says it has been inside collective #seq (an
-    all-reduce) for 300 ms."""
+    all-reduce) for 300 ms, beating."""
     end = time.monotonic() + limit
     while time.monotonic() < end:
         p = pr.read_file(page_path(peer))
         if p and p["seq"] == seq and p["op"] == pr.OP_ALLREDUCE and \
                 p["phase"] == pr.PHASE_COLLECTIVE and p["left_ns"] < p["entered_ns"] and \
-                time.monotonic_ns() - p["entered_ns"] > 300_000_000:
+                time.monotonic_ns() - p["entered_ns"] > 300_000_000 and \
+                p["written_ns"] - p["entered_ns"] >= 100_000_000:
             return p
         time.sleep(0.001)
     sys.exit("rank %s: the peer's page never showed all-reduce #%d blocked: %s"

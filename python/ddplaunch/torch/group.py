@@ -22,9 +22,10 @@ from . import progress as prog
 from .errors import MembershipChanged, Superseded
 
 
-def _wait_or_round(chan, started, is_done, what):
+def _wait_or_round(chan, started, is_done, what, page=None):
     """Waits until is_done() or a new round on chan; `started` is called
-    with an Event that must be set when is_done may have become true."""
+    with an Event that must be set when is_done may have become true. page:
+    a progress page to beat on while waiting (every BEAT_S)."""
     ev = threading.Event()
     chan.watch(ev)
     try:
@@ -35,7 +36,9 @@ def _wait_or_round(chan, started, is_done, what):
                 return
             if chan.pending():
                 raise Superseded("a new round came while %s" % what)
-            ev.wait(1.0)
+            if page is not None:
+                page.beat()
+            ev.wait(prog.BEAT_S if page is not None else 1.0)
     finally:
         chan.unwatch(ev)
 
@@ -115,7 +118,7 @@ class Group:
             if self.chan is not None:
                 fut = self.abandoned[-1].get_future()
                 _wait_or_round(self.chan, lambda ev: fut.add_done_callback(lambda _: ev.set()),
-                               fut.done, what)
+                               fut.done, what, self.page)
             self.abandoned[-1].wait()
         except Superseded:
             raise

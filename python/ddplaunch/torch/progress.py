@@ -23,6 +23,7 @@ MAGIC = 0x50504444  # "DDPP", little-endian
 VERSION = 1
 SIZE = 4096
 ENV = "DDP_PROGRESS_FILE"
+BEAT_S = 0.1  # a collective that waits beats this often (libddp: PROGRESS_BEAT_MS)
 
 (PHASE_NONE, PHASE_STARTUP, PHASE_REFORM, PHASE_HANDOVER, PHASE_COMPUTE, PHASE_COLLECTIVE,
  PHASE_CHECKPOINT, PHASE_EVAL, PHASE_FINAL, PHASE_SHUTDOWN, PHASE_COUNT) = range(11)
@@ -197,6 +198,15 @@ class Page:
             _GEN.pack_into(m, _OFF_GEN, gen + 1)
             f.update(waiting_on=-1, left_ns=now, written_ns=now)
             return now
+
+    def beat(self):
+        """Inside a collective that waits: written_ns, the heartbeat, when
+        the last write is a beat old (a waiting rank beats, a stopped one
+        does not)."""
+        with self._lock:
+            now = time.monotonic_ns()
+            if now - self._fields["written_ns"] >= BEAT_S * 1e9:
+                self._store(now)
 
     def step(self, step, step_ns, compute_ns, wait_ns, shards):
         """A committed step: the steps so far, its duration, its time
