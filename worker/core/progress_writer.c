@@ -49,7 +49,8 @@ static struct ddp_progress *pg_begin(void)
 
 static void pg_end(struct ddp_progress *p, uint64_t now)
 {
-	p->written_ns = now;
+	/* Atomic: progress_waiting reads it without the lock. */
+	__atomic_store_n(&p->written_ns, now, __ATOMIC_RELAXED);
 	ddp_progress_write_end(p);
 	atomic_flag_clear_explicit(&pg.lock, memory_order_release);
 }
