@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cpu_ring.h"
+#include "progress_writer.h"
 #include "reduce.h"
 #include "ring_setup.h"
 #include "timeutil.h"
@@ -120,6 +121,14 @@ static int ring_send_some(struct cpu_ring *g, struct ring_xfer *x)
 	return 0;
 }
 
+/* A wait's poll timeout: the deadline, but at most a progress beat. */
+static int ring_poll_ms(uint64_t deadline)
+{
+	int ms = cpu_poll_ms(deadline);
+
+	return ms < PROGRESS_BEAT_MS ? ms : PROGRESS_BEAT_MS;
+}
+
 static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t deadline)
 {
 	while (x->sent < x->slen || x->got < x->rlen) {
@@ -135,8 +144,12 @@ static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t 
 			pf[n] = (struct pollfd){.fd = g->fd_prev, .events = POLLIN};
 			ri = n++;
 		}
-		rc = poll(pf, (nfds_t)n, cpu_poll_ms(deadline));
-		if (rc < 0 && errno == EINTR)
+		/* The progress page names the neighbour this step waits on:
+		 * the one it receives from, else the one it sends to; a wait
+		 * wakes every beat to say it still waits. */
+		progress_waiting(g->name_base + (ri >= 0 ? g->prev : g->next) * g->name_stride);
+		rc = poll(pf, (nfds_t)n, ring_poll_ms(deadline));
+		if ((rc < 0 && errno == EINTR) || (rc == 0 && time_left_ms(deadline) > 0))
 			continue;
 		if (rc == 0) {
 			int peer = x->got < x->rlen ? g->prev : g->next;
@@ -162,6 +175,7 @@ static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t 
 						  "closed its connection (it probably died)");
 		}
 	}
+	progress_waiting(-1);
 	return 0;
 }
 

@@ -30,6 +30,34 @@ static double time_cpu_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* One step's clock for the progress page (ddp.h, ddp_progress_step):
+ * started before each try of a step, reported once it is committed. */
+struct step_clock {
+	uint64_t t0_ns;
+	double comm0_s; /* t->comm_wait_s at the start */
+};
+
+static void step_clock_start(const struct trainer *t, struct step_clock *c)
+{
+	c->t0_ns = time_now_ns();
+	c->comm0_s = t->comm_wait_s;
+}
+
+/* The step just committed: its duration since the clock started, the time
+ * inside collectives (t->comm_wait_s's growth) and outside, the shards
+ * this rank computed (0 outside shard mode). */
+static void step_clock_report(const struct trainer *t, const struct step_clock *c)
+{
+	uint64_t step_ns = time_now_ns() - c->t0_ns;
+	double wait_s = t->comm_wait_s - c->comm0_s;
+	uint64_t wait_ns = wait_s > 0 ? (uint64_t)(wait_s * 1e9) : 0;
+
+	if (wait_ns > step_ns)
+		wait_ns = step_ns;
+	ddp_progress_step(t->ddp, t->step, step_ns, step_ns - wait_ns, wait_ns,
+			  (uint32_t)trainer_shards_count(t));
+}
+
 /* Interval accumulators for the progress line. */
 struct loop_window {
 	uint64_t t0_ns, steps, samples;
@@ -200,7 +228,9 @@ static int loop_eval_report(struct trainer *t)
 
 	if (t->rank != 0 || t->held_out.n == 0)
 		return 0;
+	ddp_progress_phase(t->ddp, DDP_PHASE_EVAL);
 	ret = trainer_evaluate(t, &r.loss, &r.accuracy);
+	ddp_progress_phase(t->ddp, DDP_PHASE_COMPUTE);
 	if (ret == 0)
 		loop_output_lost(t, metrics_log_eval(&t->metrics, &r));
 	return ret;
@@ -255,8 +285,11 @@ static int loop_after_step(struct trainer *t, struct loop_window *w)
 	if (epoch_end && (t->cfg.eval_every_epoch || t->step == t->total_steps))
 		ret = loop_eval_report(t);
 	if (ret == 0 && t->cfg.checkpoint_dir[0] && t->cfg.checkpoint_every > 0 &&
-	    t->step % (uint64_t)t->cfg.checkpoint_every == 0 && t->step < t->total_steps)
+	    t->step % (uint64_t)t->cfg.checkpoint_every == 0 && t->step < t->total_steps) {
+		ddp_progress_phase(t->ddp, DDP_PHASE_CHECKPOINT);
 		ret = loop_checkpoint_latest(t);
+		ddp_progress_phase(t->ddp, DDP_PHASE_COMPUTE);
+	}
 	return ret;
 }
 
@@ -340,9 +373,10 @@ static int loop_final_save(struct trainer *t)
 	int ret;
 
 	loop_fault(t);
-	do
+	do {
+		ddp_progress_phase(t->ddp, DDP_PHASE_FINAL);
 		ret = loop_checkpoint(t, "final.safetensors");
-	while (ret < 0 && (ret = loop_reform(t, ret)) == 0);
+	} while (ret < 0 && (ret = loop_reform(t, ret)) == 0);
 	return ret;
 }
 
@@ -350,14 +384,17 @@ int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
 	double comm0 = t->comm_wait_s, cpu0 = time_cpu_s();
+	struct step_clock clock;
 	struct loop_window w;
 	float out[2];
 	int ret = 0, oret;
 
 	if (t->rank == 0)
 		loop_say_start(t);
+	ddp_progress_phase(t->ddp, DDP_PHASE_COMPUTE);
 	loop_window_start(t, &w);
 	while (ret == 0 && t->step < t->total_steps) {
+		step_clock_start(t, &clock);
 		loop_fault(t);
 		loop_pace(t);
 		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
@@ -368,6 +405,7 @@ int trainer_run(struct trainer *t)
 			continue;
 		}
 		t->step++;
+		step_clock_report(t, &clock);
 		w.steps++;
 		w.samples += t->step_samples;
 		w.loss_sum += out[0];
@@ -380,6 +418,7 @@ int trainer_run(struct trainer *t)
 	}
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
 		ret = loop_final_save(t);
+	ddp_progress_phase(t->ddp, DDP_PHASE_SHUTDOWN);
 	if (ret == 0 && t->rank == 0) {
 		double dt = (double)(time_now_ns() - t0) * 1e-9, cpu = time_cpu_s() - cpu0;
 		uint64_t steps = t->step - first;

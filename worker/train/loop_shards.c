@@ -278,6 +278,11 @@ int trainer_shards_step(struct trainer *t, float out[2])
 	return ret;
 }
 
+int trainer_shards_count(const struct trainer *t)
+{
+	return t->shards ? t->shards->count : 0;
+}
+
 /* This rank's shards for the current rank and world; the host gradient
  * slots grow when it computes more shards than before. */
 static int shards_respread(struct trainer *t)

@@ -576,8 +576,10 @@ static int trainer_resume(struct trainer *t)
  * checkpoint_dir before any training and every rank resumes from disk. */
 static int trainer_start_state(struct trainer *t)
 {
-	int ret = t->shards ? trainer_shards_join(t) : 0;
+	int ret;
 
+	ddp_progress_phase(t->ddp, t->shards ? DDP_PHASE_HANDOVER : DDP_PHASE_CHECKPOINT);
+	ret = t->shards ? trainer_shards_join(t) : 0;
 	if (ret < 0)
 		return ret;
 	if (ret == 1) {
@@ -585,6 +587,7 @@ static int trainer_start_state(struct trainer *t)
 			mkdir(t->cfg.checkpoint_dir, 0777);
 		return 0;
 	}
+	ddp_progress_phase(t->ddp, DDP_PHASE_CHECKPOINT);
 	if (t->rank == 0 && t->cfg.checkpoint_dir[0])
 		ret = trainer_check_ckpt_dir(t->cfg.checkpoint_dir);
 	ret = ret ? ret : trainer_resume(t);
@@ -600,6 +603,10 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	memset(t, 0, sizeof(*t));
 	t->cfg = *cfg;
 	ret = trainer_init_ddp(t);
+	/* libddp says COMPUTE once the communicator is built; the model's
+	 * broadcast and the resume still belong to the start. */
+	if (ret == 0)
+		ddp_progress_phase(t->ddp, DDP_PHASE_STARTUP);
 	ret = ret ? ret : trainer_init_outputs(t);
 	ret = ret ? ret : trainer_init_kernels(t);
 	/* With a fixed global batch the check is the hand-over's first step

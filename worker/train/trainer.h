@@ -114,6 +114,8 @@ void trainer_shards_release(struct trainer *t);
  * of every shard in shard order, the optimizer. out = the global batch's
  * summed loss and correct count, the same on every rank. */
 int trainer_shards_step(struct trainer *t, float out[2]);
+/* The virtual shards this rank computes in a step: 0 outside shard mode. */
+int trainer_shards_count(const struct trainer *t);
 /* After a step failed on a collective error, in a worker the launcher
  * resizes in place (ddp_resizable): ddp_rejoin takes the launcher's next
  * round and re-forms for it, then (its after()) this hands the training

@@ -1,7 +1,9 @@
 """Elastic: the training loop of a fixed global batch that survives a
 membership change in place (issue 17). See ddplaunch/torch/__init__.py and
 python/README.md."""
+import contextlib
 import os
+import time
 import weakref
 
 import torch
@@ -10,6 +12,7 @@ import torch.distributed as dist
 from . import group as grp
 from . import handover
 from . import channel
+from . import progress as prog
 from .errors import AgentGone, MembershipChanged, NotResizable, RoundTimeout, Superseded
 from .exact import ExactSum
 from .plan import Ledger
@@ -51,6 +54,8 @@ class Elastic:
         self._chan = channel.shared()  # the process's channel, this object's view
         # the view is closed by close(), or when this object is garbage
         self._close_chan = weakref.finalize(self, _close_view, self._chan)
+        self._page = prog.shared()  # the progress page, or None
+        self._set_phase(prog.PHASE_STARTUP)
         self._group = grp.Group(None, 0, 1, self._device, self._chan)
         try:
             self._group = self._first_group()
@@ -62,7 +67,40 @@ class Elastic:
         when the object is garbage, too): no round wakes its waits any more.
         Call it when the training is done and the object is kept; train no
         more with it after. Idempotent."""
+        self._set_phase(prog.PHASE_SHUTDOWN)
         self._close_chan()
+
+    _PHASES = {"checkpoint": prog.PHASE_CHECKPOINT, "eval": prog.PHASE_EVAL,
+               "final": prog.PHASE_FINAL}
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        """with el.phase("checkpoint"): ... -- tells the launcher's agent
+        (the progress page) that the script saves ("checkpoint"), evaluates
+        ("eval") or writes its final state ("final") until the block ends,
+        so that the time is not taken for a stuck step. Nothing without
+        ddplaunch."""
+        if name not in self._PHASES:
+            raise ValueError("phase %r: one of %s" % (name, ", ".join(sorted(self._PHASES))))
+        self._set_phase(self._PHASES[name])
+        try:
+            yield
+        finally:
+            self._set_phase(prog.PHASE_COMPUTE)
+
+    def _set_phase(self, phase):
+        if self._page is not None:
+            self._page.phase(phase)
+
+    def _group_of(self, pg, rank, world, attempt, backend=None, owned=True):
+        """This round's Group; the progress page starts counting its
+        collectives (round = attempt + 1, as libddp's)."""
+        if self._page is not None:
+            self._page.round(attempt + 1, rank, world)
+        if pg is None:
+            return grp.Group(None, 0, 1, self._device, self._chan, page=self._page)
+        return grp.Group(pg, rank, world, self._device, self._chan, backend or self._backend,
+                         owned=owned, page=self._page)
 
     # -- membership ----------------------------------------------------
 
@@ -84,18 +122,18 @@ class Elastic:
         """The launcher's first round: torch.distributed's default group if
         the script made one, else a group of our own on the env:// store."""
         env = os.environ
-        if dist.is_available() and dist.is_initialized():
-            pg = dist.distributed_c10d._get_default_group()
-            return grp.Group(pg, dist.get_rank(), dist.get_world_size(), self._device,
-                             self._chan, str(dist.get_backend()).lower(), owned=False)
-        world = int(env.get("WORLD_SIZE", "1"))
-        rank = int(env.get("RANK", "0"))
-        if world == 1:
-            return grp.Group(None, 0, 1, self._device, self._chan)
         # libddp's rule (worker/ddp.h, attempt): a process started into a
         # later round meets the survivors under that round's keys
         attempt = max(int(env.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
                       int(env.get("DDP_ROUND", "0") or 0) - 1)
+        if dist.is_available() and dist.is_initialized():
+            pg = dist.distributed_c10d._get_default_group()
+            return self._group_of(pg, dist.get_rank(), dist.get_world_size(), attempt,
+                                  str(dist.get_backend()).lower(), owned=False)
+        world = int(env.get("WORLD_SIZE", "1"))
+        rank = int(env.get("RANK", "0"))
+        if world == 1:
+            return self._group_of(None, 0, 1, attempt)
         return self._form(env["MASTER_ADDR"], env["MASTER_PORT"], rank, world, attempt)
 
     def _form(self, addr, port, rank, world, attempt):
@@ -106,9 +144,9 @@ class Elastic:
             store = dist.PrefixStore("ddplaunch.torch/attempt_%d/" % attempt, store)
             return grp.new_pg(store, rank, world, self._backend, self._timeout)
         if world == 1:
-            return grp.Group(None, 0, 1, self._device, self._chan)
+            return self._group_of(None, 0, 1, attempt)
         pg = grp.in_thread(self._chan, build, "forming the process group")
-        return grp.Group(pg, rank, world, self._device, self._chan, self._backend)
+        return self._group_of(pg, rank, world, attempt)
 
     def _take_round(self):
         try:
@@ -136,6 +174,7 @@ class Elastic:
             raise NotResizable("step %d: %s (not under ddplaunch, so no re-formation in "
                                "place: restart the job)" % (self.ledger.step, cause)) from cause
         while True:
+            self._set_phase(prog.PHASE_REFORM)
             self._group.retire()
             r = self._take_round()
             try:
@@ -153,6 +192,7 @@ class Elastic:
         """At the start and after each re-formation: every rank at the
         highest step held, with that step's state (handover.py)."""
         step = self.ledger.step if self._has_state else -1
+        self._set_phase(prog.PHASE_HANDOVER)
         _, hi, src = handover.agree(self._group, step, self._trained)
         if src is not None:
             got = handover.hand_over(self._group, src, self.state_dict, step,
@@ -163,6 +203,7 @@ class Elastic:
                 self._load(got)
         self._has_state = self._trained = True
         self._synced = True
+        self._set_phase(prog.PHASE_COMPUTE)
 
     def _start(self):
         while not self._synced:
@@ -223,6 +264,7 @@ class Elastic:
         return rows
 
     def _try_step(self, closure):
+        t0, wait0 = time.monotonic_ns(), self._group.wait_ns
         v, step = self.ledger.virtual_shards, self.ledger.step
         # one row per shard: its loss and its max |grad| per tensor, written
         # by the rank that computed it and 0 elsewhere (the sum is a copy:
@@ -245,6 +287,11 @@ class Elastic:
         self.last_loss = float(slots[:, 0].to(torch.float64).sum()) / v
         self.ledger.step += 1
         self._has_state = True
+        if self._page is not None:
+            step_ns = time.monotonic_ns() - t0
+            wait_ns = min(self._group.wait_ns - wait0, step_ns)
+            self._page.step(self.ledger.step, step_ns, step_ns - wait_ns, wait_ns,
+                            len(self.ledger.plan(self.rank, self.world_size)))
         return self.last_loss
 
     # -- state -----------------------------------------------------------

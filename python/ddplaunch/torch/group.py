@@ -13,16 +13,19 @@ on meanwhile and the group's sockets, threads and store client are freed.
 """
 import datetime
 import threading
+import time
 
 import torch
 import torch.distributed as dist
 
+from . import progress as prog
 from .errors import MembershipChanged, Superseded
 
 
-def _wait_or_round(chan, started, is_done, what):
+def _wait_or_round(chan, started, is_done, what, page=None):
     """Waits until is_done() or a new round on chan; `started` is called
-    with an Event that must be set when is_done may have become true."""
+    with an Event that must be set when is_done may have become true. page:
+    a progress page to beat on while waiting (every BEAT_S)."""
     ev = threading.Event()
     chan.watch(ev)
     try:
@@ -33,7 +36,9 @@ def _wait_or_round(chan, started, is_done, what):
                 return
             if chan.pending():
                 raise Superseded("a new round came while %s" % what)
-            ev.wait(1.0)
+            if page is not None:
+                page.beat()
+            ev.wait(prog.BEAT_S if page is not None else 1.0)
     finally:
         chan.unwatch(ev)
 
@@ -79,15 +84,32 @@ class Group:
     collective) of backend "gloo" or "nccl". chan: the agent channel whose
     new round ends a wait, or None (a failure then raises)."""
 
-    def __init__(self, pg, rank, world, device, chan, backend="gloo", owned=True):
+    def __init__(self, pg, rank, world, device, chan, backend="gloo", owned=True, page=None):
         self.pg, self.rank, self.world, self.device, self.chan = pg, rank, world, device, chan
         self.backend = backend
+        # the process's progress page (progress.py), or None: each
+        # collective here is numbered and timed on it
+        self.page = page
+        self.wait_ns = 0  # time inside this group's collectives so far
         self.owned = owned  # False: the script's default group, not ours to release
         self.retired = False
         # a collective that did not end well: its work holds the round's
         # gloo context (the sockets), released with the group, not by the
         # training thread (closing a socket waits a tick of gloo's loop)
         self.abandoned = []
+
+    def _run(self, op, t, issue, what):
+        """issue() starts the collective on t; waits for it, numbered on the
+        progress page (op, bytes, entered and left)."""
+        if self.page is not None:
+            self.page.enter(op, t.numel() * t.element_size())
+        t0 = time.monotonic_ns()
+        try:
+            self._wait(issue(), what)
+        finally:
+            self.wait_ns += time.monotonic_ns() - t0
+            if self.page is not None:
+                self.page.leave()
 
     def _wait(self, work, what):
         self.abandoned.append(work)
@@ -96,7 +118,7 @@ class Group:
             if self.chan is not None:
                 fut = self.abandoned[-1].get_future()
                 _wait_or_round(self.chan, lambda ev: fut.add_done_callback(lambda _: ev.set()),
-                               fut.done, what)
+                               fut.done, what, self.page)
             self.abandoned[-1].wait()
         except Superseded:
             raise
@@ -110,7 +132,7 @@ class Group:
             return t
         opts = dist.AllreduceOptions()
         opts.reduceOp = op
-        self._wait(self.pg.allreduce([t], opts), "an all-reduce")
+        self._run(prog.OP_ALLREDUCE, t, lambda: self.pg.allreduce([t], opts), "an all-reduce")
         return t
 
     def broadcast(self, t, root):
@@ -118,7 +140,7 @@ class Group:
             return t
         opts = dist.BroadcastOptions()
         opts.rootRank, opts.rootTensor = root, 0
-        self._wait(self.pg.broadcast([t], opts), "a broadcast")
+        self._run(prog.OP_BROADCAST, t, lambda: self.pg.broadcast([t], opts), "a broadcast")
         return t
 
     def retire(self):

@@ -26,6 +26,14 @@ alone. Checks:
     BatchNorm buffers, momentum), is byte-identical to the undisturbed
     run's.
 
+  - the progress pages (common/progress.h, one per process, named in
+    DDP_PROGRESS_FILE as the agent names them, read through the Python
+    mirror): the survivor's says REFORM once its collective failed (the
+    round is sent only then), and at the end round 2, its new rank, the
+    same pid, the last step and SHUTDOWN; the fresh process's says round 2,
+    its rank and pid and the last step (the phases seen live are printed:
+    a hand-over on one machine is too short to be caught every time).
+
 Transports: shm (two local ranks) and ring (two simulated nodes,
 127.0.0.2 and 127.0.0.3). Every process started here is ended by PID.
 
@@ -34,6 +42,7 @@ Exit 0 pass, 1 fail.
 """
 import argparse
 import hashlib
+import mmap
 import os
 import re
 import select
@@ -47,6 +56,13 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                 "python"))
 from ddplaunch import agent_wire  # noqa: E402
+import importlib.util  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("ddp_progress_mirror", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python", "ddplaunch",
+    "torch", "progress.py"))
+progress = importlib.util.module_from_spec(_spec)  # torch-free: loaded from its file
+_spec.loader.exec_module(progress)
 
 STEPS, KILL = 60, 23
 LIMIT = 120.0
@@ -85,12 +101,17 @@ class Rank:
     def __init__(self, args, env, rank, node, argv, out):
         self.ours, theirs = socket.socketpair()
         self.rank = rank
+        self.page = out + ".progress"  # the agent's part: a fresh page
+        with open(self.page, "wb") as f:
+            f.write(b"\0" * progress.SIZE)
+        self.phases = set()
+        self.map = None
         local = {"shm": (rank, 2, 0, 1), "ring": (0, 1, rank, 2)}[args.transport]
         e = dict(env, RANK=str(rank), LOCAL_RANK=str(local[0]),
                  LOCAL_WORLD_SIZE=str(local[1]), GROUP_RANK=str(local[2]),
                  GROUP_WORLD_SIZE=str(local[3]), DDP_AGENT_FD=str(theirs.fileno()),
                  DDP_AGENT_PID=str(os.getpid()),  # the pair's creator, as ddplaunch
-                 DDP_LOCAL_ADDR=node)
+                 DDP_LOCAL_ADDR=node, DDP_PROGRESS_FILE=self.page)
         self.log = open(out, "w+")
         self.proc = subprocess.Popen(argv, env=e, stdout=self.log, stderr=subprocess.STDOUT,
                                      pass_fds=(theirs.fileno(),))
@@ -101,6 +122,25 @@ class Rank:
         local = {"shm": (rank, 2, 0, 1), "ring": (0, 1, rank, 2)}[transport]
         self.ours.sendall(agent_wire.format(agent_wire.Round(
             rnd, rank, 2, local[0], local[1], "127.0.0.1", port, local[2], local[3])))
+
+    def progress(self):
+        if self.map is None:
+            with open(self.page, "rb") as f:
+                self.map = mmap.mmap(f.fileno(), progress.SIZE, prot=mmap.PROT_READ)
+        p = progress.read(self.map)
+        if p is not None:
+            self.phases.add(progress.PHASES[p["phase"]])
+        return p
+
+    def wait_phase(self, phase, deadline):
+        """Until this process's page says `phase` (the agent's view)."""
+        while time.monotonic() < deadline:
+            p = self.progress()
+            if p is not None and p["phase"] == phase:
+                return p
+            time.sleep(0.001)
+        raise Fail("rank %d's progress page never said %s: %s" % (
+            self.rank, progress.PHASES[phase], self.progress()))
 
     def read_channel(self):
         self.ours.setblocking(False)
@@ -124,6 +164,8 @@ class Rank:
             self.proc.wait()
         self.ours.close()
         self.log.close()
+        if self.map is not None:
+            self.map.close()
 
 
 def wait_exit(r, deadline):
@@ -168,14 +210,24 @@ def run_case(args, tmp, dead, reference):
         if rc != -signal.SIGKILL:
             raise Fail("%s: rank %d should have killed itself, exit %d:\n%s" % (
                 name, dead, rc, ranks[dead].output()[-3000:]))
-        # The new round: the survivor keeps its process; rank `dead` is new.
+        # The survivor's collective failed: it waits for a round (its
+        # page says so). The new round: it keeps its process; rank `dead`
+        # is new.
+        survivor.wait_phase(progress.PHASE_REFORM, t0 + LIMIT)
         survivor.send_round(2, 1 - dead, port, args.transport)
         joiner = Rank(args, dict(env, DDP_ROUND="2"), dead, nodes[dead],
                       job(args, joiner_ck), os.path.join(tmp, "%s-joiner.log" % name))
         ranks.append(joiner)
+        while survivor.proc.poll() is None or joiner.proc.poll() is None:
+            survivor.progress()
+            joiner.progress()
+            time.sleep(0.0005)
+            if time.monotonic() > t0 + LIMIT:
+                break
         for r in (survivor, joiner):
             if wait_exit(r, t0 + LIMIT) != 0:
                 raise Fail("%s: rank %d failed:\n%s" % (name, r.rank, r.output()[-3000:]))
+        check_pages(name, survivor, joiner, dead)
         return check_case(name, survivor, joiner, dead, final, reference)
     finally:
         for r in ranks:
@@ -186,6 +238,20 @@ def run_case(args, tmp, dead, reference):
         except subprocess.TimeoutExpired:
             store.kill()
             store.wait()
+
+
+def check_pages(name, survivor, joiner, dead):
+    s, j = survivor.progress(), joiner.progress()
+    if s is None or j is None:
+        raise Fail("%s: a progress page cannot be read (survivor %s, joiner %s)" % (name, s, j))
+    if s["round"] != 2 or s["rank"] != 1 - dead or s["pid"] != survivor.proc.pid or \
+            s["step"] != STEPS or s["phase"] != progress.PHASE_SHUTDOWN:
+        raise Fail("%s: the survivor's last page: %s" % (name, s))
+    if j["round"] != 2 or j["rank"] != dead or j["pid"] != joiner.proc.pid or \
+            j["step"] != STEPS:
+        raise Fail("%s: the fresh process's last page: %s" % (name, j))
+    print("%s: progress pages: survivor %s, round 2 as rank %d" % (
+        name, sorted(survivor.phases), 1 - dead))
 
 
 def check_case(name, survivor, joiner, dead, final, reference):
