@@ -90,6 +90,9 @@ static const struct settings_def config_defs[] = {
 	    "tests: SIGKILL after this many steps on attempt 0 (all: at the final save; 0: off)"),
     OPT_I64(fault_rank, "tests: the rank that fault_kill_step kills"),
     OPT_I64(step_sleep_ms, "tests: sleep this long before each step (0: off)"),
+    OPT_I64(replica_check_every, "with global_batch_size: compare every replica's state "
+				 "(a digest) after every N steps, heal or stop on a mismatch "
+				 "(0: off)"),
 };
 
 static const struct settings_table config_settings = {config_defs,
@@ -154,6 +157,7 @@ void config_defaults(struct train_config *cfg)
 	strcpy(cfg->device, "auto");
 	cfg->bucket_cap_mb = 25.0;
 	cfg->progress_bar = true;
+	cfg->replica_check_every = 1;
 }
 
 int config_set(struct train_config *cfg, const char *key, const char *value, char *err,
@@ -376,25 +380,37 @@ void config_usage(const char *prog, FILE *f)
 	fprintf(f, "usage: %s [--config JOB.ini] [--SETTING VALUE]...\n\n", prog);
 	fprintf(f, "Settings come from the [train] section of the job file; flags override.\n\n");
 	settings_print_usage(&config_settings, &d, f);
-	fprintf(f,
-		"\nThe same bits at any rank count: --global_batch_size G --virtual_shards V.\n"
-		"Step s takes samples [s*G, (s+1)*G) of the epoch's permutation (seed and epoch\n"
-		"only), cut into V shards of G/V; each rank computes a contiguous run of whole\n"
-		"shards, one backward each (batch_size is not used). BatchNorm takes its\n"
-		"statistics per shard (ghost batches; the running statistics take every shard's\n"
-		"update in shard order); --sync_bn is refused. The shards' gradients are summed\n"
-		"exactly: per tensor, fixed point scaled from the largest |gradient| of all\n"
-		"shards, integer sums all-reduced, converted back once. The result is the exact\n"
-		"mean within max|grad| x 2^ceil(log2 V) x 2^-51, then rounded to float; it does\n"
-		"not depend on how the shards are spread, so final.safetensors has the same\n"
-		"bytes with 1, 2, 3 or more ranks, and a checkpoint resumes into the same bits\n"
-		"with another rank count. V below the rank count leaves ranks idle (a warning).\n"
-		"\n"
-		"In place under ddplaunch (this mode only): when a node dies or\n"
-		"joins, or one worker dies and is replaced alone, the other ranks keep their\n"
-		"processes and memory, re-form for the new membership and redo the interrupted\n"
-		"step with the same samples; a new process takes the model, the optimizer state\n"
-		"and the step from a peer's memory, reading no file. The final model is the one\n"
-		"an undisturbed run writes. Without --global_batch_size a failure stops the\n"
-		"worker and ddplaunch restarts the group from the last checkpoint.\n");
+	fprintf(
+	    f, "\nThe same bits at any rank count: --global_batch_size G --virtual_shards V.\n"
+	       "Step s takes samples [s*G, (s+1)*G) of the epoch's permutation (seed and epoch\n"
+	       "only), cut into V shards of G/V; each rank computes a contiguous run of whole\n"
+	       "shards, one backward each (batch_size is not used). BatchNorm takes its\n"
+	       "statistics per shard (ghost batches; the running statistics take every shard's\n"
+	       "update in shard order); --sync_bn is refused. The shards' gradients are summed\n"
+	       "exactly: per tensor, fixed point scaled from the largest |gradient| of all\n"
+	       "shards, integer sums all-reduced, converted back once. The result is the exact\n"
+	       "mean within max|grad| x 2^ceil(log2 V) x 2^-51, then rounded to float; it does\n"
+	       "not depend on how the shards are spread, so final.safetensors has the same\n"
+	       "bytes with 1, 2, 3 or more ranks, and a checkpoint resumes into the same bits\n"
+	       "with another rank count. V below the rank count leaves ranks idle (a warning).\n"
+	       "\n"
+	       "In place under ddplaunch (this mode only): when a node dies or\n"
+	       "joins, or one worker dies and is replaced alone, the other ranks keep their\n"
+	       "processes and memory, re-form for the new membership and redo the interrupted\n"
+	       "step with the same samples; a new process takes the model, the optimizer state\n"
+	       "and the step from a peer's memory, reading no file. The final model is the one\n"
+	       "an undisturbed run writes. Without --global_batch_size a failure stops the\n"
+	       "worker and ddplaunch restarts the group from the last checkpoint.\n"
+	       "\n"
+	       "Replicas checked (this mode, --replica_check_every N, default 1): after every N\n"
+	       "committed steps each rank digests its parameters, BatchNorm buffers and momentum\n"
+	       "(xxHash, on a helper thread while the next step computes) and the job compares\n"
+	       "the digests in one all-gather of 8 bytes per rank. A replica that differs (a\n"
+	       "flipped bit, a bad core) is named on every rank: rank, step, first tensor. With\n"
+	       "3 or more ranks the minority takes the majority's state from memory and the\n"
+	       "step after is redone; with 2 (no majority) the run stops with exit status 1,\n"
+	       "so ddplaunch restarts the group from the last checkpoint (--max_restarts).\n"
+	       "Tests only: DDP_TEST_FLIP=RANK:STEP in a worker's environment flips mantissa\n"
+	       "bit 16 of the first float of the model's last parameter tensor on that rank right\n"
+	       "after that step's update (restart attempt 0).\n");
 }

@@ -55,7 +55,8 @@ struct trainer {
 	/* What a checkpoint and a hand-over must agree on (the job's settings
 	 * and data: trainer_ckpt_job_hash), from trainer_init on. */
 	uint64_t job_hash;
-	double comm_wait_s; /* blocking collectives outside the reducer */
+	double comm_wait_s;	       /* blocking collectives outside the reducer */
+	struct replica_check *replica; /* replica_check.h; NULL: off */
 };
 
 /* Sets everything up from cfg: libddp (when the launcher's environment is
@@ -155,6 +156,10 @@ int trainer_state_sync(struct trainer *t);
  * said, naming rank `from`, when not) and takes it. Both return 0 or a
  * negative errno (the kernels' copies). */
 int trainer_state_pack(struct trainer *t, void *buf);
+/* One broadcast of the whole state from rank root (collective); the ranks
+ * with take set take it (one log line: bytes, seconds, GB/s, from which
+ * rank), the others keep theirs. Returns 0 or a negative errno. */
+int trainer_state_broadcast(struct trainer *t, int root, bool take);
 int trainer_state_take(struct trainer *t, const void *buf, int from);
 
 /* ---- checkpoints (train_ckpt.c) ---- */
