@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 struct replica_check {
@@ -34,10 +35,11 @@ struct replica_check {
 	/* The pending digest: the helper thread's result. */
 	bool pending;
 	pthread_t th;
-	uint64_t digest, hash_ns;
-	/* Totals for the closing line and the benchmark. */
+	uint64_t digest, hash_ns; /* hash_ns: the helper thread's CPU time */
+	/* Totals for the closing line and the benchmark: the main thread's
+	 * wait for the helper (join_ns) and in the all-gather (gather_ns). */
 	uint64_t checks, mismatches, healed;
-	uint64_t wait_ns, hash_total_ns, heal_ns;
+	uint64_t join_ns, gather_ns, hash_total_ns, heal_ns;
 };
 
 /* DDP_TEST_FLIP=RANK:STEP. Returns 0 (unset: flip_step 0) or -EINVAL. */
@@ -117,13 +119,22 @@ static uint64_t replica_digest(struct replica_check *rc)
 	return XXH3_64bits_digest(rc->xs);
 }
 
+/* This thread's CPU time, ns. */
+static uint64_t replica_thread_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *replica_thread(void *arg)
 {
 	struct replica_check *rc = arg;
-	uint64_t t0 = time_now_ns();
+	uint64_t t0 = replica_thread_ns();
 
 	rc->digest = replica_digest(rc);
-	rc->hash_ns = time_now_ns() - t0;
+	rc->hash_ns = replica_thread_ns() - t0;
 	return NULL;
 }
 
@@ -410,11 +421,13 @@ int replica_check_finish(struct trainer *t)
 	rc->pending = false;
 	rc->checks++;
 	rc->hash_total_ns += rc->hash_ns;
+	rc->join_ns += time_now_ns() - t0;
 	all = calloc((size_t)t->world, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
+	t0 = time_now_ns();
 	ret = replica_compare(t, rc->digest, all, &v);
-	rc->wait_ns += time_now_ns() - t0;
+	rc->gather_ns += time_now_ns() - t0;
 	if (ret == 0 && !v.agree)
 		ret = replica_mismatch(t, rc, all, &v);
 	free(all);
@@ -424,7 +437,7 @@ int replica_check_finish(struct trainer *t)
 void replica_check_report(const struct trainer *t, double step_s)
 {
 	const struct replica_check *rc = t->replica;
-	double wait, hash;
+	double n, join, gather, hash;
 
 	if (!rc || t->rank != 0)
 		return;
@@ -433,13 +446,16 @@ void replica_check_report(const struct trainer *t, double step_s)
 			log_info("replica check: none ran (every %" PRId64 " steps)", rc->every);
 		return;
 	}
-	wait = (double)rc->wait_ns * 1e-6 / (double)rc->checks;
-	hash = (double)rc->hash_total_ns * 1e-6 / (double)rc->checks;
+	n = (double)rc->checks;
+	join = (double)rc->join_ns * 1e-6 / n;
+	gather = (double)rc->gather_ns * 1e-6 / n;
+	hash = (double)rc->hash_total_ns * 1e-6 / n;
 	log_info("replica check: %" PRIu64 " check(s) (every %" PRId64 " steps), %" PRIu64
-		 " mismatch(es), %" PRIu64 " replica(s) healed; digest %.3f ms on the helper "
-		 "thread, %.3f ms waited per check (%.2f%% of a %.1f ms step)",
-		 rc->checks, rc->every, rc->mismatches, rc->healed, hash, wait,
-		 step_s > 0 ? 100.0 * wait * 1e-3 / step_s : 0.0, step_s * 1e3);
+		 " mismatch(es), %" PRIu64 " replica(s) healed; per check: digest %.3f ms of "
+		 "the helper thread's CPU (%.2f%% of a %.2f ms step), the step waited %.3f ms "
+		 "for it and %.3f ms in the all-gather",
+		 rc->checks, rc->every, rc->mismatches, rc->healed, hash,
+		 step_s > 0 ? 100.0 * hash * 1e-3 / step_s : 0.0, step_s * 1e3, join, gather);
 	if (rc->heal_ns)
 		log_info("replica check: healing took %.3f s in all", (double)rc->heal_ns * 1e-9);
 }
