@@ -329,6 +329,17 @@ static int replica_heal(struct trainer *t, struct replica_check *rc, const uint6
 	return ret;
 }
 
+/* With a period above 1 the replica may have gone wrong steps ago. */
+static void replica_say_late(const struct replica_check *rc)
+{
+	uint64_t every = (uint64_t)rc->every, step = rc->hdr.step;
+
+	log_warn("step %" PRIu64 ": the replica may have differed since step %" PRIu64 " and fed "
+		 "its gradients into every rank's steps since: the replicas agree again, but the "
+		 "bits may differ from an undisturbed run's (--replica_check_every 1 keeps them)",
+		 step, step > every ? step - every + 1 : 1);
+}
+
 /* Names each replica that differs (every rank says it), then heals them
  * from the majority or stops. */
 static int replica_mismatch(struct trainer *t, struct replica_check *rc, const uint64_t *all,
@@ -395,6 +406,8 @@ static int replica_mismatch(struct trainer *t, struct replica_check *rc, const u
 			log_warn("step %" PRIu64 ": healed %d replica(s) from rank %d's memory in "
 				 "%.3f s; redoing step %" PRIu64,
 				 rc->hdr.step, v->bad, v->root, heal_s, rc->hdr.step + 1);
+			if (rc->every > 1)
+				replica_say_late(rc);
 		}
 	}
 	/* A collective failed while healing (the membership changed): this
