@@ -5,7 +5,9 @@ module's test and by the C one, so the two sides cannot drift apart.
 
 A line is ASCII, ends with b"\\n", at most MAX_LINE bytes with it; its
 first word is its kind. Worker to agent: "hello V DECL" first, then
-"resizable", "fixed", "took R". Agent to worker: "round R RANK WORLD
+"resizable", "fixed", "took R", "replica STEP RANK ACTION TENSOR" (a
+replica whose state differed from the others', "healed" or "stopped").
+Agent to worker: "round R RANK WORLD
 LOCAL_RANK LOCAL_WORLD ADDR PORT GROUP_RANK GROUP_WORLD". A kind this side
 does not know parses as Unknown (skip it, not an error): new kinds need no
 new version, a change to a known kind's fields does.
@@ -26,6 +28,7 @@ Took = collections.namedtuple("Took", "round")
 Round = collections.namedtuple(
     "Round", "round rank world_size local_rank local_world_size master_addr master_port "
     "group_rank group_world_size")
+Replica = collections.namedtuple("Replica", "step rank healed tensor")
 Unknown = collections.namedtuple("Unknown", "kind")
 
 
@@ -130,7 +133,24 @@ def _kind_ok(k):
             and all(0x61 <= c <= 0x7a or 0x30 <= c <= 0x39 or c == 0x2d for c in k))
 
 
-_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round")
+_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round", b"replica")
+
+
+def _parse_replica(c):
+    step = c.int()
+    rank = c.int()
+    action = c.field()
+    if action not in (b"healed", b"stopped"):
+        raise _einval("not an action: %r" % action)
+    name = c.field()
+    if len(name) > ADDR_MAX:
+        raise WireError(errno.ERANGE, "tensor name longer than %d bytes" % ADDR_MAX)
+    c.end()
+    return Replica(step, rank, action == b"healed", name.decode("ascii"))
+
+
+def _name_ok(n):
+    return 0 < len(n) <= ADDR_MAX and all(0x21 <= ord(ch) <= 0x7e for ch in n)
 
 
 def parse(line):
@@ -159,6 +179,8 @@ def parse(line):
         r = c.int()
         c.end()
         return Took(r)
+    if kind == b"replica":
+        return _parse_replica(c)
     return _parse_round(rest)
 
 
@@ -177,6 +199,13 @@ def format(msg):
         if not 0 <= msg.round <= INT_MAX:
             raise WireError(errno.ERANGE, "round out of range: %r" % (msg.round,))
         return b"took %d\n" % msg.round
+    if isinstance(msg, Replica):
+        if not (0 <= msg.step <= INT_MAX and 0 <= msg.rank <= INT_MAX and
+                _name_ok(msg.tensor)):
+            raise WireError(errno.ERANGE, "replica out of range: %r" % (msg,))
+        return ("replica %d %d %s %s\n" % (msg.step, msg.rank,
+                                           "healed" if msg.healed else "stopped",
+                                           msg.tensor)).encode("ascii")
     if isinstance(msg, Round):
         _round_check(msg)
         return ("round %d %d %d %d %d %s %d %d %d\n" % tuple(msg)).encode("ascii")
