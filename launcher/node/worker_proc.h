@@ -54,6 +54,11 @@ typedef void (*worker_proc_exit_fn)(struct worker_proc *p, void *arg);
  * the log and console fds of the config are no longer used. */
 typedef void (*worker_proc_closed_fn)(struct worker_proc *p, void *arg);
 
+/* Called for each "replica" line (common/agent_wire.h) the worker wrote
+ * on its agent channel: a replica whose state differed from the others'. */
+typedef void (*worker_proc_replica_fn)(struct worker_proc *p, const struct agent_wire_replica *r,
+				       void *arg);
+
 /* The worker's end of the agent channel. */
 #define WORKER_PROC_CHAN_FD 4
 
@@ -67,7 +72,8 @@ struct worker_proc_config {
 	int log_fd[2];	    /* stdout, stderr lines as they came; -1: not logged */
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
-	void *arg; /* passed to both callbacks */
+	worker_proc_replica_fn on_replica; /* NULL: such lines are skipped */
+	void *arg;			   /* passed to the callbacks */
 };
 
 /* Read-only for the caller, except through the calls below. */
@@ -102,6 +108,7 @@ struct worker_proc {
 	int tail_n, tail_next;
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
+	worker_proc_replica_fn on_replica;
 	void *arg;
 };
 

@@ -348,3 +348,14 @@ int agent_chan_declare(struct agent_chan *c, bool resizable)
 		return -ENOTSUP;
 	return chan_send_msg(c->fd, &m) < 0 ? -EPIPE : 0;
 }
+
+int agent_chan_replica(struct agent_chan *c, const struct agent_wire_replica *r)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_REPLICA, .replica = *r};
+	int rc;
+
+	if (!c->started)
+		return -ENOTSUP;
+	rc = chan_send_msg(c->fd, &m);
+	return rc == -ERANGE ? rc : rc < 0 ? -EPIPE : 0;
+}

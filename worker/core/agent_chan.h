@@ -77,5 +77,9 @@ void agent_chan_took(struct agent_chan *c, int round);
 /* Says "resizable" or "fixed": 0, -ENOTSUP (no channel) or -EPIPE (the
  * agent is gone; never SIGPIPE: every write is send(MSG_NOSIGNAL)). */
 int agent_chan_declare(struct agent_chan *c, bool resizable);
+/* Says "replica STEP RANK ACTION TENSOR" (common/agent_wire.h): 0,
+ * -ENOTSUP (no channel), -ERANGE (a field the grammar refuses) or -EPIPE
+ * (the agent is gone). */
+int agent_chan_replica(struct agent_chan *c, const struct agent_wire_replica *r);
 
 #endif

@@ -1,13 +1,15 @@
 /*
  * next_round.c - the public face of the agent channel (ddp.h): a worker
  * resized in place takes the launcher's next round (ddp_next_round), says
- * whether it can be resized (ddp_resizable, ddp_set_resizable). The
+ * whether it can be resized (ddp_resizable, ddp_set_resizable), tells of
+ * a replica that differed (ddp_agent_replica). The
  * channel itself is agent_chan.c.
  */
 #include "agent_chan.h"
 #include "ctx.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,4 +58,17 @@ int ddp_set_resizable(struct ddp_ctx *ctx, int resizable)
 	if (rc == 0)
 		ctx->chan.fixed = !resizable;
 	return rc;
+}
+
+int ddp_agent_replica(struct ddp_ctx *ctx, uint64_t step, int rank, int healed, const char *tensor)
+{
+	struct agent_wire_replica r = {.rank = rank, .healed = healed != 0};
+
+	if (!ctx)
+		return -ENOTSUP;
+	if (step > INT32_MAX || rank < 0 || !tensor ||
+	    snprintf(r.tensor, sizeof(r.tensor), "%s", tensor) >= (int)sizeof(r.tensor))
+		return -ERANGE;
+	r.step = (int)step;
+	return agent_chan_replica(&ctx->chan, &r);
 }

@@ -285,7 +285,8 @@ static int replica_compare(struct trainer *t, uint64_t digest, uint64_t *all,
 	return ret;
 }
 
-/* Rank 0's record of one replica that differed. */
+/* One replica that differed: rank 0's metrics record, and every rank's
+ * agent's summary. */
 static void replica_record(struct trainer *t, int rank, const char *tensor,
 			   const struct replica_vote *v, const char *action, double heal_s)
 {
@@ -302,6 +303,9 @@ static void replica_record(struct trainer *t, int rank, const char *tensor,
 
 	if (t->rank == 0 && t->rank0_duties)
 		metrics_log_replica(&t->metrics, &r);
+	/* Every rank tells its agent (each node's summary lists it once);
+	 * -ENOTSUP: no launcher's agent, nothing to tell. */
+	ddp_agent_replica(t->ddp, r.step, rank, action[0] == 'h', tensor);
 }
 
 /* The minority takes root's state; then every rank digests again and all
@@ -348,8 +352,8 @@ static int replica_mismatch(struct trainer *t, struct replica_check *rc, const u
 	int n = replica_nitems(&t->model), ref = v->root >= 0 ? v->root : 0;
 	uint64_t *mine = calloc((size_t)n, sizeof(*mine));
 	uint64_t *items = calloc((size_t)n * (size_t)t->world, sizeof(*items)), t0;
-	char name[MODEL_NAME_MAX + 64], first[MODEL_NAME_MAX + 64] = "";
-	int ret = mine && items ? 0 : -ENOMEM, bad0 = -1;
+	char name[MODEL_NAME_MAX + 64];
+	int ret = mine && items ? 0 : -ENOMEM;
 	double heal_s = 0.0;
 
 	rc->mismatches++;
@@ -364,10 +368,6 @@ static int replica_mismatch(struct trainer *t, struct replica_check *rc, const u
 		    &t->model,
 		    replica_first_diff(items + (size_t)r * n, items + (size_t)ref * n, n), name,
 		    sizeof(name));
-		if (bad0 < 0) {
-			bad0 = r;
-			snprintf(first, sizeof(first), "%s", name);
-		}
 		if (v->root >= 0)
 			log_error(
 			    "step %" PRIu64 ": rank %d's replica differs from the majority's "
@@ -379,6 +379,8 @@ static int replica_mismatch(struct trainer *t, struct replica_check *rc, const u
 				  ": rank %d's replica differs from rank 0's: first "
 				  "in '%s'",
 				  rc->hdr.step, r, name);
+		if (v->root < 0)
+			replica_record(t, r, name, v, "stopped", 0.0);
 	}
 	if (ret == 0 && v->root < 0) {
 		log_error("step %" PRIu64 ": the replicas differ and %d ranks hold no majority to "
@@ -386,7 +388,9 @@ static int replica_mismatch(struct trainer *t, struct replica_check *rc, const u
 			  "checkpoint when --max_restarts allows; run 3 or more ranks to heal in "
 			  "place)",
 			  rc->hdr.step, t->world);
-		replica_record(t, bad0, first, v, "stopped", 0.0);
+		/* Every rank has said it before any exits (the launcher stops
+		 * the others at the first exit). */
+		ddp_barrier(t->ddp);
 		ret = -EIO;
 	} else if (ret == 0) {
 		t0 = time_now_ns();

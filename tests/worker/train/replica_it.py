@@ -15,15 +15,17 @@ Cases:
             the final weights (the flip matters, so the check can fail).
   stop2     2 ranks, rank 1 flipped: both ranks name the mismatch and stop;
             ddplaunch exits 1 (an ordinary failure, not 78: a restart from
-            the last checkpoint recovers) with no final checkpoint.
+            the last checkpoint recovers) with no final checkpoint;
+            summary.json lists the replica as "stopped".
   restart2  the same with --max_restarts 1 and checkpoints every 5 steps:
             the group starts again from the last checkpoint (the test flip
             is on attempt 0 only) and ends with the 1-rank bits.
-  clean     3 ranks, no flip: every step checked, no mismatch reported, the
-            1-rank bits.
+  clean     3 ranks, no flip: every step checked, no mismatch reported
+            (summary.json's "replicas" empty), the 1-rank bits.
 Exit 0 pass, 1 fail.
 """
 import argparse
+import glob
 import hashlib
 import json
 import os
@@ -73,13 +75,17 @@ class Env:
         else:
             cmd = [self.args.ddplaunch, "--standalone", "--nproc_per_node=%d" % nproc,
                    "--max_restarts=%d" % restarts, "--grace_period=5",
-                   self.args.ddp_train] + job
+                   "--log_dir", ck + "-logs", self.args.ddp_train] + job
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
         p.out = p.stdout + p.stderr
         p.final = os.path.join(ck, "final.safetensors")
         p.records = []
         if os.path.exists(ck + ".jsonl"):
             p.records = [json.loads(x) for x in open(ck + ".jsonl")]
+        p.summary = None
+        for path in glob.glob(os.path.join(ck + "-logs", "*", "summary.json")):
+            with open(path) as f:
+                p.summary = json.load(f)
         return p
 
     def reference(self):
@@ -115,6 +121,12 @@ def case_heal3(env):
           recs[0]["tensor"] == FLIPPED and recs[0]["action"] == "healed" and
           recs[0]["root"] == 0 and recs[0]["majority"] == 2,
           "rank 0's metrics file: %r" % recs)
+    check(p.summary and p.summary.get("replicas") == [
+        {"step": FLIP, "rank": 1, "tensor": FLIPPED, "action": "healed"}],
+        "summary.json's replicas: %r" % (p.summary and p.summary.get("replicas")))
+    check("ddplaunch: rank 1's replica differed from the majority's after step %d (first in "
+          "'%s'): healed in place" % (FLIP, FLIPPED) in p.out, "ddplaunch did not say it:\n"
+          + p.out[-2000:])
     got = sha256(p.final)
     check(got == ref, "the healed run's final.safetensors %s differs from the 1-rank run's %s"
           % (got[:12], ref[:12]))
@@ -142,6 +154,9 @@ def case_stop2(env):
     recs = replica_records(p)
     check(len(recs) == 1 and recs[0]["action"] == "stopped" and recs[0]["root"] == -1 and
           recs[0]["step"] == FLIP, "rank 0's metrics file: %r" % recs)
+    check(p.summary and p.summary.get("replicas") == [
+        {"step": FLIP, "rank": 1, "tensor": FLIPPED, "action": "stopped"}],
+        "summary.json's replicas: %r" % (p.summary and p.summary.get("replicas")))
     print("stop2: both ranks named step %d, '%s', and stopped; ddplaunch exit 1" % (
         FLIP, FLIPPED))
 
@@ -168,6 +183,8 @@ def case_clean(env):
     check(m and int(m.group(1)) == STEPS, "not every step checked, or a mismatch:\n" +
           p.out[-2000:])
     check("differs" not in p.out and not replica_records(p), "a clean run reported a mismatch")
+    check(p.summary and p.summary.get("replicas") == [], "summary.json's replicas: %r" % (
+        p.summary and p.summary.get("replicas")))
     check(sha256(p.final) == ref, "the 3-rank final differs from the 1-rank run's")
     print("clean: %d checks, no mismatch, final == 1 rank" % STEPS)
 
