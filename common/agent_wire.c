@@ -108,6 +108,25 @@ static int parse_addr(struct wire_cur *c, char *out)
 	return 0;
 }
 
+static int parse_replica(struct wire_cur *c, struct agent_wire_replica *r)
+{
+	const char *f;
+	size_t n;
+	int rc = 0;
+
+	memset(r, 0, sizeof(*r));
+	rc = rc ?: cur_int(c, &r->step);
+	rc = rc ?: cur_int(c, &r->rank);
+	rc = rc ?: cur_field(c, &f, &n);
+	if (rc < 0)
+		return rc;
+	if (n == 6 && !memcmp(f, "healed", 6))
+		r->healed = true;
+	else if (!(n == 7 && !memcmp(f, "stopped", 7)))
+		return -EINVAL;
+	return parse_addr(c, r->tensor) ?: cur_end(c);
+}
+
 static int parse_round(struct wire_cur *c, struct agent_wire_round *r)
 {
 	int rc = 0;
@@ -256,7 +275,8 @@ int agent_wire_parse(const char *line, size_t len, struct agent_wire_msg *m)
 	c.p = line + n;
 	/* The kinds of this version; any other well-formed one is skipped. */
 	if (!kind_is(k, n, "hello") && !kind_is(k, n, "resizable") && !kind_is(k, n, "fixed") &&
-	    !kind_is(k, n, "took") && !kind_is(k, n, "round") && !kind_is(k, n, "numerics"))
+	    !kind_is(k, n, "took") && !kind_is(k, n, "round") && !kind_is(k, n, "numerics") &&
+	    !kind_is(k, n, "replica"))
 		return 0;
 	if (!printable(line, len))
 		return -EINVAL;
@@ -275,6 +295,10 @@ int agent_wire_parse(const char *line, size_t len, struct agent_wire_msg *m)
 	if (kind_is(k, n, "numerics")) {
 		m->kind = AGENT_WIRE_NUMERICS;
 		return parse_numerics(&c, m);
+	}
+	if (kind_is(k, n, "replica")) {
+		m->kind = AGENT_WIRE_REPLICA;
+		return parse_replica(&c, &m->replica);
 	}
 	m->kind = AGENT_WIRE_ROUND;
 	return parse_round(&c, &m->r);
@@ -310,6 +334,13 @@ static int format_body(const struct agent_wire_msg *m, char *buf, size_t len)
 		if (!text_ok(m->text, strnlen(m->text, sizeof(m->text))))
 			return -ERANGE;
 		return snprintf(buf, len, "numerics %s %s\n", numerics_words[m->numerics], m->text);
+	case AGENT_WIRE_REPLICA:
+		if (m->replica.step < 0 || m->replica.rank < 0 ||
+		    !addr_ok(m->replica.tensor,
+			     strnlen(m->replica.tensor, sizeof(m->replica.tensor))))
+			return -ERANGE;
+		return snprintf(buf, len, "replica %d %d %s %s\n", m->replica.step, m->replica.rank,
+				m->replica.healed ? "healed" : "stopped", m->replica.tensor);
 	default:
 		return -EINVAL;
 	}

@@ -10,8 +10,11 @@
  * with it; its first word is its kind, its fields follow, each after one
  * space. Worker to agent: "hello V DECL" (the first line: the version the
  * worker speaks and "resizable" or "fixed"), then "resizable", "fixed",
- * "took R", "numerics PROMISE TEXT". Agent to worker: "round R RANK WORLD LOCAL_RANK LOCAL_WORLD
- * ADDR PORT GROUP_RANK GROUP_WORLD".
+ * "took R", "numerics PROMISE TEXT", "replica STEP RANK ACTION TENSOR" (a
+ * replica whose state differed from the others' after step STEP: rank
+ * RANK, ACTION "healed" or "stopped", TENSOR the first tensor that
+ * differed; ddp-train's replica check). Agent to worker: "round R RANK
+ * WORLD LOCAL_RANK LOCAL_WORLD ADDR PORT GROUP_RANK GROUP_WORLD".
  *
  * New kinds of lines will come (progress, hang notices, shard plans): a
  * reader skips a kind it does not know (AGENT_WIRE_UNKNOWN, not an error),
@@ -30,6 +33,7 @@
 #define AGENT_WIRE_ADDR_MAX 255	 /* bytes of an address, as the rendezvous allows */
 #define AGENT_WIRE_KIND_MAX 32	 /* bytes of a kind word */
 #define AGENT_WIRE_TEXT_MAX 900	 /* bytes of a line's closing text (NUMERICS) */
+#define AGENT_WIRE_NAME_MAX 255	 /* bytes of a tensor's name */
 
 enum agent_wire_kind {
 	AGENT_WIRE_UNKNOWN = 0, /* a well-formed kind this side does not know: skip it */
@@ -39,6 +43,14 @@ enum agent_wire_kind {
 	AGENT_WIRE_TOOK,	/* "took R": round */
 	AGENT_WIRE_ROUND,	/* "round ...": r */
 	AGENT_WIRE_NUMERICS,	/* "numerics PROMISE TEXT": numerics, text */
+	AGENT_WIRE_REPLICA,	/* "replica STEP RANK ACTION TENSOR": replica */
+};
+
+/* A replica whose state differed from the others' (worker to agent). */
+struct agent_wire_replica {
+	int step, rank;			      /* >= 0 */
+	bool healed;			      /* ACTION "healed"; false: "stopped" */
+	char tensor[AGENT_WIRE_NAME_MAX + 1]; /* 1-255 bytes 0x21-0x7e, NUL-terminated */
 };
 
 /* What became of a job's promise of a 1-rank run's bits, as a worker says
@@ -73,6 +85,7 @@ struct agent_wire_msg {
 	 * space, NUL-terminated. */
 	enum agent_wire_numerics numerics;
 	char text[AGENT_WIRE_TEXT_MAX + 1];
+	struct agent_wire_replica replica; /* REPLICA */
 };
 
 /* Copies text into m->text for a NUMERICS line: cut to AGENT_WIRE_TEXT_MAX

@@ -251,6 +251,16 @@ DDP_API int ddp_resizable(const struct ddp_ctx *ctx);
  * or -ENOTSUP when there is no agent channel. */
 DDP_API int ddp_set_resizable(struct ddp_ctx *ctx, int resizable);
 
+/* Tells the agent that a replica's state differed from the others' after
+ * step `step` (a program's replica check): rank `rank`, healed (it took
+ * the majority's state) or not (the run stops), `tensor` the first tensor
+ * that differed (1-255 bytes, no space or control byte). The agent lists
+ * it in summary.json's "replicas". Returns 0, -ENOTSUP (no agent
+ * channel), -ERANGE (step or rank past 2^31-1, a name the channel's
+ * grammar refuses) or -EPIPE (the agent is gone). */
+DDP_API int ddp_agent_replica(struct ddp_ctx *ctx, uint64_t step, int rank, int healed,
+			      const char *tensor);
+
 /* Waits up to timeout_ms (0: the context's timeout) for a round the
  * launcher sent that was not taken yet, and fills *out; then call
  * ddp_reform(ctx, &out->opts, ...) and redo the interrupted step. Only the

@@ -169,6 +169,19 @@ static void agent_start_error(const struct agent_worker *w, int rc)
 		log_error("cannot start worker %d: %s", w->rank, uv_strerror(rc));
 }
 
+/* A worker told of a replica that differed: the summary keeps it once. */
+static void agent_worker_replica(struct worker_proc *p, const struct agent_wire_replica *r,
+				 void *arg)
+{
+	struct agent_worker *w = arg;
+	struct summary_replica rec = {.step = r->step, .rank = r->rank, .healed = r->healed};
+
+	(void)p;
+	snprintf(rec.tensor, sizeof(rec.tensor), "%s", r->tensor);
+	if (summary_add_replica(&w->ag->summary, &rec) < 0)
+		log_error("out of memory while recording rank %d's replica", r->rank);
+}
+
 int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_fn on_exit,
 		       worker_proc_closed_fn on_closed)
 {
@@ -186,6 +199,7 @@ int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_
 			   shown && !(redirect & 2) ? STDERR_FILENO : -1},
 	    .on_exit = on_exit,
 	    .on_closed = on_closed,
+	    .on_replica = agent_worker_replica,
 	    .arg = w,
 	};
 	int rc = agent_worker_open_logs(w, keep_logs);

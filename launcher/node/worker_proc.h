@@ -55,6 +55,11 @@ typedef void (*worker_proc_exit_fn)(struct worker_proc *p, void *arg);
  * the log and console fds of the config are no longer used. */
 typedef void (*worker_proc_closed_fn)(struct worker_proc *p, void *arg);
 
+/* Called for each "replica" line (common/agent_wire.h) the worker wrote
+ * on its agent channel: a replica whose state differed from the others'. */
+typedef void (*worker_proc_replica_fn)(struct worker_proc *p, const struct agent_wire_replica *r,
+				       void *arg);
+
 /* The worker's end of the agent channel. */
 #define WORKER_PROC_CHAN_FD 4
 
@@ -68,7 +73,8 @@ struct worker_proc_config {
 	int log_fd[2];	    /* stdout, stderr lines as they came; -1: not logged */
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
-	void *arg; /* passed to both callbacks */
+	worker_proc_replica_fn on_replica; /* NULL: such lines are skipped */
+	void *arg;			   /* passed to the callbacks */
 	/* The progress page to make for this run (progress_page.h), its path
 	 * named to the program by the caller's env (DDP_PROGRESS_ENV); NULL:
 	 * none. */
@@ -111,6 +117,7 @@ struct worker_proc {
 	int tail_n, tail_next;
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
+	worker_proc_replica_fn on_replica;
 	void *arg;
 	/* The run's progress page, mapped read-only, or NULL: kept after the
 	 * process ended, until the next spawn or worker_proc_drop_progress. */

@@ -50,11 +50,21 @@ struct summary_numerics {
 	char text[904]; /* kept: the identity; else why */
 };
 
+/* A replica whose state differed from the others' (a worker's "replica"
+ * line on its agent channel: ddp-train's replica check). */
+struct summary_replica {
+	int step, rank;
+	bool healed;	  /* false: the run stopped (no majority) */
+	char tensor[256]; /* the first tensor that differed */
+};
+
 struct summary {
 	struct summary_rec *recs;
 	size_t n, cap;
 	struct summary_reform *reforms;
 	size_t nreforms;
+	struct summary_replica *replicas; /* summary_replicas.c */
+	size_t nreplicas;
 	char *interpreter;	    /* the Python the workers ran under, or NULL */
 	bool interpreter_from_path; /* found on PATH (not given as a path) */
 	struct summary_numerics numerics;
@@ -95,13 +105,22 @@ int summary_add_reform(struct summary *s, const struct summary_reform *r);
 /* Prints one log_info line per re-formation in place, if any. */
 void summary_print_reforms(const struct summary *s);
 
+/* Records a replica that differed, once per (step, rank, healed): every
+ * worker of every node tells it. Returns 1 when new (then said in one
+ * line), 0 when known, -ENOMEM. */
+int summary_add_replica(struct summary *s, const struct summary_replica *r);
+
+/* Sets root's "replicas": [{"step", "rank", "tensor", "action": "healed" |
+ * "stopped"}...] (empty when none differed). Returns 0 or -ENOMEM. */
+int summary_replicas_json(const struct summary *s, void *root);
+
 /* Prints the end-of-run summary for `attempt` through log_error/log_info. */
 void summary_print(const struct summary *s, int attempt, int max_restarts);
 
 /* Writes {"exit_code":..., "attempts":..., "workers":[...],
  * "reformations":[{"time", "round", "world_before", "world_after",
  * "nodes", "waited_s", "replaced", "why"}...], "numerics":
- * (summary_numerics_json)} to `path`
+ * (summary_numerics_json), "replicas": [...]} to `path`
  * (written to path.tmp, then renamed). Returns 0 or -errno. */
 int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
 		       int stop_signal);

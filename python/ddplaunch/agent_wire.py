@@ -5,7 +5,9 @@ module's test and by the C one, so the two sides cannot drift apart.
 
 A line is ASCII, ends with b"\\n", at most MAX_LINE bytes with it; its
 first word is its kind. Worker to agent: "hello V DECL" first, then
-"resizable", "fixed", "took R", "numerics PROMISE TEXT". Agent to worker: "round R RANK WORLD
+"resizable", "fixed", "took R", "numerics PROMISE TEXT", "replica STEP RANK
+ACTION TENSOR" (a replica whose state differed from the others', "healed" or
+"stopped"). Agent to worker: "round R RANK WORLD
 LOCAL_RANK LOCAL_WORLD ADDR PORT GROUP_RANK GROUP_WORLD". A kind this side
 does not know parses as Unknown (skip it, not an error): new kinds need no
 new version, a change to a known kind's fields does.
@@ -31,6 +33,7 @@ Round = collections.namedtuple(
 # The promise of a 1-rank run's bits (one of NUMERICS) and the rest of the
 # line: 1 to TEXT_MAX bytes of 0x20-0x7e, neither first nor last a space.
 Numerics = collections.namedtuple("Numerics", "promise text")
+Replica = collections.namedtuple("Replica", "step rank healed tensor")
 Unknown = collections.namedtuple("Unknown", "kind")
 
 
@@ -135,7 +138,7 @@ def _kind_ok(k):
             and all(0x61 <= c <= 0x7a or 0x30 <= c <= 0x39 or c == 0x2d for c in k))
 
 
-_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round", b"numerics")
+_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round", b"numerics", b"replica")
 
 
 def _text_ok(t):
@@ -154,6 +157,23 @@ def _parse_numerics(rest):
     if not _text_ok(text):
         raise _einval("not a text: %r" % text)
     return Numerics(word.decode("ascii"), text.decode("ascii"))
+
+
+def _parse_replica(c):
+    step = c.int()
+    rank = c.int()
+    action = c.field()
+    if action not in (b"healed", b"stopped"):
+        raise _einval("not an action: %r" % action)
+    name = c.field()
+    if len(name) > ADDR_MAX:
+        raise WireError(errno.ERANGE, "tensor name longer than %d bytes" % ADDR_MAX)
+    c.end()
+    return Replica(step, rank, action == b"healed", name.decode("ascii"))
+
+
+def _name_ok(n):
+    return 0 < len(n) <= ADDR_MAX and all(0x21 <= ord(ch) <= 0x7e for ch in n)
 
 
 def parse(line):
@@ -184,6 +204,8 @@ def parse(line):
         return Took(r)
     if kind == b"numerics":
         return _parse_numerics(rest)
+    if kind == b"replica":
+        return _parse_replica(c)
     return _parse_round(rest)
 
 
@@ -202,6 +224,13 @@ def format(msg):
         if not 0 <= msg.round <= INT_MAX:
             raise WireError(errno.ERANGE, "round out of range: %r" % (msg.round,))
         return b"took %d\n" % msg.round
+    if isinstance(msg, Replica):
+        if not (0 <= msg.step <= INT_MAX and 0 <= msg.rank <= INT_MAX and
+                _name_ok(msg.tensor)):
+            raise WireError(errno.ERANGE, "replica out of range: %r" % (msg,))
+        return ("replica %d %d %s %s\n" % (msg.step, msg.rank,
+                                           "healed" if msg.healed else "stopped",
+                                           msg.tensor)).encode("ascii")
     if isinstance(msg, Round):
         _round_check(msg)
         return ("round %d %d %d %d %d %s %d %d %d\n" % tuple(msg)).encode("ascii")

@@ -127,6 +127,10 @@ static void dump(int rc, const struct agent_wire_msg *m, char *out, size_t len)
 	case AGENT_WIRE_TOOK:
 		snprintf(out, len, "took round=%d", m->round);
 		break;
+	case AGENT_WIRE_REPLICA:
+		snprintf(out, len, "replica step=%d rank=%d healed=%d tensor=%s", m->replica.step,
+			 m->replica.rank, m->replica.healed, m->replica.tensor);
+		break;
 	case AGENT_WIRE_ROUND:
 		snprintf(out, len,
 			 "round round=%d rank=%d world=%d local_rank=%d local_world=%d addr=%s "

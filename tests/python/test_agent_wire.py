@@ -60,6 +60,9 @@ def dump(msg):
         return "fixed"
     if isinstance(msg, aw.Took):
         return "took round=%d" % msg.round
+    if isinstance(msg, aw.Replica):
+        return "replica step=%d rank=%d healed=%d tensor=%s" % (
+            msg.step, msg.rank, msg.healed, msg.tensor)
     if isinstance(msg, aw.Round):
         return ("round round=%d rank=%d world=%d local_rank=%d local_world=%d addr=%s "
                 "port=%d group_rank=%d group_world=%d" % tuple(msg))

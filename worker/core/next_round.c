@@ -1,8 +1,9 @@
 /*
  * next_round.c - the public face of the agent channel (ddp.h): a worker
  * resized in place takes the launcher's next round (ddp_next_round), says
- * whether it can be resized (ddp_resizable, ddp_set_resizable), and what
- * became of its promise of a 1-rank run's bits (ddp_say_numerics). The
+ * whether it can be resized (ddp_resizable, ddp_set_resizable), what
+ * became of its promise of a 1-rank run's bits (ddp_say_numerics), and
+ * tells of a replica that differed (ddp_agent_replica). The
  * channel itself is agent_chan.c.
  */
 #include "agent_chan.h"
@@ -10,6 +11,7 @@
 #include "progress_writer.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -82,5 +84,21 @@ int ddp_say_numerics(struct ddp_ctx *ctx, enum ddp_numerics promise, const char 
 		return -EINVAL;
 	}
 	agent_wire_set_text(&m, text);
+	return agent_chan_say(&ctx->chan, &m);
+}
+
+int ddp_agent_replica(struct ddp_ctx *ctx, uint64_t step, int rank, int healed, const char *tensor)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_REPLICA};
+	struct agent_wire_replica *r = &m.replica;
+
+	if (!ctx)
+		return -ENOTSUP;
+	if (step > INT32_MAX || rank < 0 || !tensor ||
+	    snprintf(r->tensor, sizeof(r->tensor), "%s", tensor) >= (int)sizeof(r->tensor))
+		return -ERANGE;
+	r->rank = rank;
+	r->healed = healed != 0;
+	r->step = (int)step;
 	return agent_chan_say(&ctx->chan, &m);
 }

@@ -96,6 +96,9 @@ static const struct settings_def config_defs[] = {
 	    "tests: SIGKILL after this many steps on attempt 0 (all: at the final save; 0: off)"),
     OPT_I64(fault_rank, "tests: the rank that fault_kill_step kills"),
     OPT_I64(step_sleep_ms, "tests: sleep this long before each step (0: off)"),
+    OPT_I64(replica_check_every, "with global_batch_size: compare every replica's state "
+				 "(a digest) after every N steps, heal or stop on a mismatch "
+				 "(0: off)"),
 };
 
 static const struct settings_table config_settings = {config_defs,
@@ -180,6 +183,7 @@ void config_defaults(struct train_config *cfg)
 	strcpy(cfg->device, "auto");
 	cfg->bucket_cap_mb = 25.0;
 	cfg->progress_bar = true;
+	cfg->replica_check_every = 1;
 }
 
 int config_set(struct train_config *cfg, const char *key, const char *value, char *err,
@@ -429,4 +433,16 @@ void config_usage(const char *prog, FILE *f)
 		"and the step from a peer's memory, reading no file. The final model is the one\n"
 		"an undisturbed run writes. Without --global_batch_size a failure stops the\n"
 		"worker and ddplaunch restarts the group from the last checkpoint.\n");
+	fprintf(
+	    f, "\nReplicas checked (this mode, --replica_check_every N, default 1): after every N\n"
+	       "committed steps each rank digests its parameters, BatchNorm buffers and momentum\n"
+	       "(xxHash, on a helper thread while the next step computes) and the job compares\n"
+	       "the digests in one all-gather of 8 bytes per rank. A replica that differs (a\n"
+	       "flipped bit, a bad core) is named on every rank: rank, step, first tensor. With\n"
+	       "3 or more ranks the minority takes the majority's state from memory and the\n"
+	       "step after is redone; with 2 (no majority) the run stops with exit status 1,\n"
+	       "so ddplaunch restarts the group from the last checkpoint (--max_restarts).\n"
+	       "Tests only: DDP_TEST_FLIP=RANK:STEP in a worker's environment flips mantissa\n"
+	       "bit 16 of the first float of the model's last parameter tensor on that rank right\n"
+	       "after that step's update (restart attempt 0).\n");
 }

@@ -73,6 +73,9 @@ struct train_config {
 	/* Pacing for tests whose events must land between steps (the
 	 * multinode Chaos test): each rank sleeps this long before each step. */
 	int64_t step_sleep_ms;
+	/* --global_batch_size mode: compare every replica's state after every
+	 * this many committed steps (replica_check.h); 0: off. */
+	int64_t replica_check_every;
 };
 
 /* Fills the defaults. */

@@ -58,8 +58,7 @@ int trainer_state_take(struct trainer *t, const void *buf, int from)
 	return train_state_stage(t, (float *)(h + 1), false);
 }
 
-/* One broadcast of the whole state from root; the ranks behind take it. */
-static int handover_broadcast(struct trainer *t, int root, bool take)
+int trainer_state_broadcast(struct trainer *t, int root, bool take)
 {
 	size_t words = train_state_bytes(&t->model) / sizeof(float);
 	float *buf = malloc(words * sizeof(float));
@@ -110,7 +109,7 @@ int trainer_state_sync(struct trainer *t)
 		ret = -EPROTO;
 	}
 	if (ret == 0 && p.max >= 0.0 && p.behind)
-		ret = handover_broadcast(t, p.root, steps[t->rank] < p.max);
+		ret = trainer_state_broadcast(t, p.root, steps[t->rank] < p.max);
 	free(steps);
 	if (ret < 0)
 		return ret;

@@ -1,6 +1,7 @@
 /*
  * loop.c - ddp-train's training loop and held-out evaluation.
  */
+#include "replica_check.h"
 #include "trainer.h"
 
 #include "log.h"
@@ -359,6 +360,7 @@ static int loop_reform(struct trainer *t, int ret)
 
 	if (ret >= 0 || !t->shards || !loop_comm_failed(ret))
 		return ret;
+	replica_check_cancel(t); /* the re-formation may write the state */
 	rret = trainer_shards_reform(t);
 	return rret == -ENOTSUP ? ret : rret;
 }
@@ -380,6 +382,18 @@ static int loop_final_save(struct trainer *t)
 	return ret;
 }
 
+/* The last step's replicas compared (no step follows to wait for the
+ * digest): healed in place, or the run stops; a collective's failure
+ * re-forms as for a step, and the re-formation hands the state over. */
+static int loop_replica_last(struct trainer *t)
+{
+	int ret = replica_check_finish(t);
+
+	if (ret == REPLICA_HEALED)
+		return 0;
+	return loop_reform(t, ret);
+}
+
 int trainer_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
@@ -398,6 +412,12 @@ int trainer_run(struct trainer *t)
 		loop_fault(t);
 		loop_pace(t);
 		ret = t->shards ? trainer_shards_step(t, out) : loop_step(t, out);
+		/* A replica that differed took the majority's state: the step
+		 * again, on the healed state. */
+		if (ret == REPLICA_HEALED) {
+			ret = 0;
+			continue;
+		}
 		/* A collective failed (a peer gone, the round over): in place,
 		 * the same step again with the new membership. */
 		if (ret < 0) {
@@ -410,12 +430,15 @@ int trainer_run(struct trainer *t)
 		w.samples += t->step_samples;
 		w.loss_sum += out[0];
 		w.correct += out[1];
-		ret = loop_after_step(t, &w);
+		ret = replica_check_after_step(t);
+		ret = ret ? ret : loop_after_step(t, &w);
 		/* The membership changed after the step was committed here (in
 		 * an evaluation or a checkpoint's collective): re-form; the
 		 * ranks that had not committed it take it from this one. */
 		ret = loop_reform(t, ret);
 	}
+	if (ret == 0)
+		ret = loop_replica_last(t);
 	if (ret == 0 && t->cfg.checkpoint_dir[0])
 		ret = loop_final_save(t);
 	ddp_progress_phase(t->ddp, DDP_PHASE_SHUTDOWN);
@@ -431,6 +454,7 @@ int trainer_run(struct trainer *t)
 			 dt > 0 ? (double)(steps * t->global_batch) / dt : 0,
 			 dt > 0 ? 100.0 * (t->comm_wait_s - comm0) / dt : 0.0,
 			 steps ? 1e3 * cpu / (double)steps : 0.0);
+		replica_check_report(t, steps ? dt / (double)steps : 0.0);
 	}
 	if (ret == 0)
 		trainer_numerics_report(t);

@@ -23,6 +23,7 @@
  *      is exact) and every rank holds every shard's values;
  *   2. the fixed-point gradient sums, as integer-valued doubles (exact).
  */
+#include "replica_check.h"
 #include "shards.h"
 #include "trainer.h"
 
@@ -267,6 +268,12 @@ int trainer_shards_step(struct trainer *t, float out[2])
 	memset(s->slots, 0, (size_t)s->v * s->slot_len * sizeof(float));
 	for (int k = 0; ret == 0 && k < s->count; k++)
 		ret = shards_compute(t, s->first + k, k);
+	/* The last step's replicas compared before this one writes the state
+	 * (REPLICA_HEALED: redo it). */
+	if (ret == 0)
+		ret = replica_check_finish(t);
+	if (ret == REPLICA_HEALED)
+		return ret;
 	if (ret == 0)
 		ret = shards_allreduce(t, s->slots, (size_t)s->v * s->slot_len, DDP_FLOAT32);
 	if (ret == 0)

@@ -142,6 +142,19 @@ int metrics_log_eval(struct metrics *m, const struct metrics_eval *r)
 	return a ? a : b;
 }
 
+int metrics_log_replica(struct metrics *m, const struct metrics_replica *r)
+{
+	char rec[512];
+
+	snprintf(rec, sizeof(rec),
+		 "{\"kind\": \"replica\", \"step\": %llu, \"rank\": %d, \"tensor\": \"%s\", "
+		 "\"world\": %d, \"majority\": %d, \"root\": %d, \"action\": \"%s\", "
+		 "\"heal_s\": %.6f}\n",
+		 (unsigned long long)r->step, r->rank, r->tensor, r->world, r->majority, r->root,
+		 r->action, r->heal_s);
+	return metrics_record(m, rec);
+}
+
 void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss)
 {
 	char bar[41];

@@ -43,6 +43,16 @@ struct metrics_eval {
 	uint64_t samples;
 };
 
+/* A replica whose state differed from the others' (replica_check.h). */
+struct metrics_replica {
+	uint64_t step;		   /* the committed step whose state was compared */
+	int rank;		   /* the replica that differed */
+	const char *tensor;	   /* the first tensor that differed */
+	int world, majority, root; /* root: the majority's lowest rank, -1: none */
+	const char *action;	   /* "healed" or "stopped" */
+	double heal_s;
+};
+
 /* Opens (appends to, creating it) the metrics file if path is not NULL/"";
  * bar is drawn only if want_bar and `out` is a terminal. -errno if the
  * file cannot be opened. */
@@ -61,6 +71,9 @@ int metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
  * (another "kind" than train and eval), to the metrics file only: 0 or
  * -errno (counted in m). */
 int metrics_log_record(struct metrics *m, const char *rec);
+/* Appends the record ("kind": "replica") only: the worker's log line says
+ * it on every rank. 0 or -errno as above. */
+int metrics_log_replica(struct metrics *m, const struct metrics_replica *r);
 /* Redraws the bar for step `done` of `total` (no-op without a terminal; at
  * most every 100 ms, and at the last step). */
 void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss);

@@ -60,6 +60,7 @@ struct trainer {
 	/* The job's numeric identity and the promise of a 1-rank run's bits
 	 * (trainer_numerics.c). */
 	struct numerics_record numerics;
+	struct replica_check *replica; /* replica_check.h; NULL: off */
 };
 
 /* Sets everything up from cfg: libddp (when the launcher's environment is
@@ -163,6 +164,10 @@ int trainer_state_sync(struct trainer *t);
  * said, naming rank `from`, when not) and takes it. Both return 0 or a
  * negative errno (the kernels' copies). */
 int trainer_state_pack(struct trainer *t, void *buf);
+/* One broadcast of the whole state from rank root (collective); the ranks
+ * with take set take it (one log line: bytes, seconds, GB/s, from which
+ * rank), the others keep theirs. Returns 0 or a negative errno. */
+int trainer_state_broadcast(struct trainer *t, int root, bool take);
 int trainer_state_take(struct trainer *t, const void *buf, int from);
 
 /* ---- the numeric identity (trainer_numerics.c) ---- */
