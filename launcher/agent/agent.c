@@ -365,6 +365,7 @@ static void agent_spawn_all(struct agent *ag)
 	ag->state = AGENT_RUNNING;
 	/* Workers left unstarted below must carry nothing of the last attempt. */
 	for (int i = 0; i < ag->nproc; i++) {
+		worker_proc_drop_progress(&ag->w[i].proc);
 		worker_proc_init(&ag->w[i].proc);
 		ag->w[i].exit_seq = 0;
 		ag->w[i].stopped = false;

@@ -14,6 +14,7 @@
 #include "agent_decide.h"
 #include "footprint.h"
 #include "opts.h"
+#include "progress_page.h"
 #include "rdzv.h"
 #include "rundir.h"
 #include "summary.h"
@@ -45,6 +46,9 @@ struct agent_worker {
 	bool replacement;
 	char dir[PATH_MAX];	   /* run_dir/attempt_N/RANK */
 	char error_file[PATH_MAX]; /* dir/error.json */
+	/* its progress page (progress_page.h), made afresh at each start; ""
+	 * when the job has no tag */
+	char progress_path[PROGRESS_PAGE_PATH_MAX];
 };
 
 struct agent {

@@ -116,6 +116,7 @@ int agent_worker_env(struct agent_worker *w, char ***env)
 	    .run_id = ag->o->rdzv_id,
 	    .error_file = w->error_file,
 	    .job_tag = ag->fp.tag,
+	    .progress_file = w->progress_path[0] ? w->progress_path : NULL,
 	    .set_omp = ag->set_omp,
 	    .extra = ag->o->env.v,
 	    .nextra = ag->o->env.n,
@@ -254,6 +255,8 @@ void agent_teardown(struct agent *ag)
 		}
 	}
 	rundir_close(&ag->rd);
+	for (int i = 0; i < ag->nproc; i++)
+		worker_proc_drop_progress(&ag->w[i].proc);
 	footprint_close(&ag->fp);
 	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
 	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);

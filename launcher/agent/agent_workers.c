@@ -175,6 +175,10 @@ int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_
 	};
 	int rc = agent_worker_open_logs(w, keep_logs);
 
+	if (progress_page_path(ag->fp.tag, w->local_rank, w->progress_path,
+			       sizeof(w->progress_path)))
+		w->progress_path[0] = '\0';
+	cfg.progress_path = w->progress_path[0] ? w->progress_path : NULL;
 	if (!o->no_prefix)
 		linebuf_prefix(o->prefix, w->rank, w->local_rank, prefix, sizeof(prefix));
 	snprintf(parent, sizeof(parent), "%d", (int)getpid());

@@ -1,4 +1,6 @@
 #include "worker_env.h"
+
+#include "progress.h"
 #include "envp.h"
 
 #include <errno.h>
@@ -64,12 +66,19 @@ static int env_put_int(struct env_vec *e, const char *name, int value)
 	return env_put(e, name, buf);
 }
 
-/* Variables the agent reads that must not reach its workers. */
+static bool env_is(const char *kv, const char *name)
+{
+	size_t n = strlen(name);
+
+	return env_name_len(kv) == n && !strncmp(kv, name, n);
+}
+
+/* Variables that must not reach the workers from ddplaunch's own
+ * environment: the token the agent reads, and a progress page an outer
+ * launcher named (this agent names its own, or none). */
 static bool env_secret(const char *kv)
 {
-	static const char token[] = "DDP_RDZV_TOKEN";
-
-	return env_name_len(kv) == sizeof(token) - 1 && !strncmp(kv, token, sizeof(token) - 1);
+	return env_is(kv, "DDP_RDZV_TOKEN") || env_is(kv, DDP_PROGRESS_ENV);
 }
 
 static int env_copy(struct env_vec *e, const char *kv)
@@ -115,6 +124,8 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	rc |= env_put(e, "TORCHELASTIC_ERROR_FILE", s->error_file);
 	if (s->job_tag)
 		rc |= env_put(e, "DDP_JOB_TAG", s->job_tag);
+	if (s->progress_file)
+		rc |= env_put(e, DDP_PROGRESS_ENV, s->progress_file);
 	/* libddp's TCP transports publish this address to the other nodes. */
 	if (s->local_addr)
 		rc |= env_put(e, "DDP_LOCAL_ADDR", s->local_addr);

@@ -24,9 +24,11 @@ struct worker_env_spec {
 	const char *local_addr; /* DDP_LOCAL_ADDR: this node's address for the other
 				   nodes (multi-node), or NULL */
 	const char *error_file;
-	const char *job_tag; /* DDP_JOB_TAG (see footprint.h), or NULL */
-	bool set_omp;	     /* add OMP_NUM_THREADS=1 (see worker_env_needs_omp) */
-	char *const *extra;  /* "NAME=VALUE" from the job file, may be NULL */
+	const char *job_tag;	   /* DDP_JOB_TAG (see footprint.h), or NULL */
+	const char *progress_file; /* DDP_PROGRESS_FILE: the worker's progress page
+				      (progress_page.h), or NULL */
+	bool set_omp;		   /* add OMP_NUM_THREADS=1 (see worker_env_needs_omp) */
+	char *const *extra;	   /* "NAME=VALUE" from the job file, may be NULL */
 	size_t nextra;
 };
 
@@ -39,7 +41,8 @@ bool worker_env_needs_omp(char *const *base, char *const *extra, size_t nextra, 
  * variables and DDP_AGENT_FD=4 (the agent channel, worker_proc.h's
  * WORKER_PROC_CHAN_FD). The rendezvous token (DDP_RDZV_TOKEN) is left out whatever
  * its source: workers never need it, and a worker's environment is
- * readable in /proc/PID/environ by its user. `base` may be NULL. Returns 0
+ * readable in /proc/PID/environ by its user. DDP_PROGRESS_FILE is left out of
+ * `base` (an outer launcher's page) and set from s->progress_file. `base` may be NULL. Returns 0
  * or -ENOMEM. */
 int worker_env_build(char *const *base, const struct worker_env_spec *s, char ***out);
 

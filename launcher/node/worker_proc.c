@@ -2,6 +2,7 @@
 #include "worker_proc.h"
 
 #include "log.h"
+#include "progress_page.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -467,13 +468,29 @@ static void proc_configure(struct worker_proc *p, const struct worker_proc_confi
 	p->nhandles = WORKER_PROC_NHANDLES;
 }
 
+/* The run's fresh progress page, or none (said once per failed run). */
+static void progress_open(struct worker_proc *p, const char *path)
+{
+	int rc;
+
+	if (!path)
+		return;
+	rc = progress_page_create(path, &p->progress);
+	if (rc)
+		log_warn("cannot make the progress page '%s' (%s): this worker's hangs will not be "
+			 "named (free space in /dev/shm)",
+			 path, strerror(-rc));
+}
+
 int worker_proc_spawn(struct worker_proc *p, const struct worker_proc_config *cfg)
 {
 	uv_stdio_container_t stdio[5];
 	uv_process_options_t opt = {0};
 	int rc;
 
+	worker_proc_drop_progress(p);
 	proc_configure(p, cfg);
+	progress_open(p, cfg->progress_path);
 	stdio[0].flags = UV_INHERIT_FD;
 	stdio[0].data.fd = STDIN_FILENO;
 	stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
@@ -587,4 +604,15 @@ size_t worker_proc_tail(const struct worker_proc *p, char *buf, size_t len)
 		n += (size_t)k;
 	}
 	return n;
+}
+
+int worker_proc_progress(const struct worker_proc *p, struct ddp_progress *out)
+{
+	return progress_page_read(p->progress, out);
+}
+
+void worker_proc_drop_progress(struct worker_proc *p)
+{
+	progress_page_unmap(p->progress);
+	p->progress = NULL;
 }

@@ -36,6 +36,7 @@
 
 #include "agent_wire.h"
 #include "linebuf.h"
+#include "progress.h"
 
 #define WORKER_PROC_TAIL_LINES 10  /* stderr lines kept for the summary */
 #define WORKER_PROC_TAIL_LEN   240 /* bytes kept of each, with the NUL */
@@ -68,6 +69,10 @@ struct worker_proc_config {
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
 	void *arg; /* passed to both callbacks */
+	/* The progress page to make for this run (progress_page.h), its path
+	 * named to the program by the caller's env (DDP_PROGRESS_ENV); NULL:
+	 * none. */
+	const char *progress_path;
 };
 
 /* Read-only for the caller, except through the calls below. */
@@ -103,10 +108,15 @@ struct worker_proc {
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
 	void *arg;
+	/* The run's progress page, mapped read-only, or NULL: kept after the
+	 * process ended, until the next spawn or worker_proc_drop_progress. */
+	const struct ddp_progress *progress;
 };
 
 /* Puts p in the state of a process never started (nothing to signal, no
- * handle open). Not while worker_proc_busy(p). */
+ * handle open, no progress page: one still mapped is forgotten, not
+ * unmapped, so call worker_proc_drop_progress first on a p that ran). Not
+ * while worker_proc_busy(p). */
 void worker_proc_init(struct worker_proc *p);
 
 /* Starts cfg->file with stdin inherited, stdout and stderr on pipes, and a
@@ -123,6 +133,11 @@ void worker_proc_init(struct worker_proc *p);
  * it points to
  * are used only during the call, except the fds, which stay in use until
  * on_closed.
+ *
+ * With cfg->progress_path, the page of the last run is unmapped and a fresh
+ * one (DDP_PROGRESS_SIZE zero bytes) is made there and mapped before the
+ * program starts; a page that cannot be made is reported (warning) and the
+ * run goes on without one: progress is a report, never a condition.
  *
  * Returns 0, or a negative errno (libuv's, e.g. UV_ENOENT) when the program
  * could not be started: then on_exit does not run, and on_closed still runs
@@ -159,6 +174,16 @@ void worker_proc_close_pipes(struct worker_proc *p);
 
 /* Whether some handle of the run is still open (on_closed has not run). */
 bool worker_proc_busy(const struct worker_proc *p);
+
+/* A consistent copy of the run's progress page (common/progress.h) into
+ * *out, also after the process ended. Returns 0, -ENOENT (no page, or
+ * nothing written yet) or -EAGAIN (no consistent copy now: the writer is
+ * inside a write, or was stopped inside one). */
+int worker_proc_progress(const struct worker_proc *p, struct ddp_progress *out);
+
+/* Unmaps the run's progress page (p->progress = NULL); its file's name is
+ * the footprint's to remove. */
+void worker_proc_drop_progress(struct worker_proc *p);
 
 /* The kept stderr lines, oldest first, joined by '\n', into buf (always
  * NUL-terminated; whole lines only). Returns the length written. */

@@ -31,6 +31,12 @@
  *                       waiting
  *   stop-self DIR       write its pid to DIR/ready.RANK, then stop itself
  *                       (SIGSTOP); once continued, wait forever
+ *   progress SEQ MODE   a tiny progress-page writer (common/progress.h):
+ *                       map DDP_PROGRESS_FILE (exit 4 when unset, 5 when it
+ *                       cannot be mapped, 3 when it is not DDP_PROGRESS_SIZE
+ *                       zero bytes), write a record "inside allreduce SEQ"
+ *                       and exit 0; MODE "odd" leaves the sequence lock odd
+ *                       (a writer stopped inside a write)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,9 +44,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "progress.h"
 
 extern char **environ;
 
@@ -266,6 +275,55 @@ static int do_checkpoint(const char *dir)
 	}
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int do_progress(uint64_t seq, const char *mode)
+{
+	const char *path = getenv(DDP_PROGRESS_ENV);
+	struct ddp_progress *p;
+	struct stat st;
+	int fd;
+
+	if (!path)
+		return 4;
+	fd = open(path, O_RDWR);
+	if (fd < 0 || fstat(fd, &st))
+		return 5;
+	p = mmap(NULL, DDP_PROGRESS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return 5;
+	if (st.st_size != DDP_PROGRESS_SIZE)
+		return 3;
+	for (size_t i = 0; i < DDP_PROGRESS_SIZE; i++)
+		if (((const unsigned char *)p)[i])
+			return 3;
+	ddp_progress_write_begin(p);
+	p->pid = (int32_t)getpid();
+	p->round = 0;
+	p->rank = env_int("RANK");
+	p->world = env_int("WORLD_SIZE");
+	p->phase = DDP_PHASE_COLLECTIVE;
+	p->op = DDP_OP_ALLREDUCE;
+	p->seq = seq;
+	p->bytes = 4096;
+	p->bucket = 2;
+	p->waiting_on = 1;
+	p->entered_ns = p->phase_ns = p->written_ns = mono_ns();
+	p->step = 7;
+	p->magic = DDP_PROGRESS_MAGIC;
+	p->version = DDP_PROGRESS_VERSION;
+	if (strcmp(mode, "odd"))
+		ddp_progress_write_end(p);
+	return 0;
+}
+
 static int act(int argc, char **argv, char **all, int nall)
 {
 	const char *a = argv[0];
@@ -312,6 +370,8 @@ static int act(int argc, char **argv, char **all, int nall)
 		write_file(argv[1], "pid", text);
 		return atoi(argv[2]);
 	}
+	if (!strcmp(a, "progress") && argc >= 3)
+		return do_progress(strtoull(argv[1], NULL, 10), argv[2]);
 	fprintf(stderr, "launch_helper: unknown action '%s'\n", a);
 	return 99;
 }

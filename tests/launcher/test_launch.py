@@ -683,6 +683,55 @@ class SharedMemory(LaunchCase):
             self.assertEqual(left, [], "rank %d killed after %d us: %s" % (rank, us, r.stderr))
 
 
+    # The progress pages (common/progress.h): one per worker, made by the
+    # agent beside the job's other shared-memory names.
+    def page_env(self, pid):
+        """DDP_PROGRESS_FILE and DDP_JOB_TAG of process pid, or None."""
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = dict(kv.partition(b"=")[::2] for kv in f.read().split(b"\0") if kv)
+        except OSError:
+            return None
+        if env.get(b"TMPDIR", b"").decode() != self.dir or b"DDP_PROGRESS_FILE" not in env:
+            return None
+        return env[b"DDP_PROGRESS_FILE"].decode(), env.get(b"DDP_JOB_TAG", b"").decode()
+
+    def test_progress_pages_named_and_removed(self):
+        r = self.launch(["--nproc_per_node=2", HELPER, "env", self.dir])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pages = set()
+        for rank in (0, 1):
+            env = read_env(self.path("env.%d.0" % rank))
+            want = "/dev/shm/ddp-%s-progress-%s" % (env["DDP_JOB_TAG"], env["LOCAL_RANK"])
+            self.assertEqual(env["DDP_PROGRESS_FILE"], want)
+            pages.add(want)
+            self.assertFalse(os.path.exists(want), "the page outlived its job")
+        self.assertEqual(len(pages), 2)
+
+    def test_progress_pages_fresh_and_writable(self):
+        # The tiny writer exits 3 unless it finds DDP_PROGRESS_SIZE zero
+        # bytes, 4 without the variable, 5 when it cannot map the file.
+        r = self.launch(["--nproc_per_node=2", HELPER, "progress", "1", "write"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_progress_pages_gone_after_kill_9(self):
+        p = self.start(["--nproc_per_node=2", HELPER, "catch", self.dir])
+        self.wait_files(["ready.0", "ready.1"])
+        pages = set()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                got = self.page_env(int(entry))
+                if got:
+                    pages.add(got[0])
+        self.assertEqual(len(pages), 2, pages)
+        for page in pages:
+            self.assertEqual(os.stat(page).st_size, 4096)
+        p.kill()
+        p.wait()
+        wait_for(lambda: not any(os.path.exists(pg) for pg in pages), 10.0,
+                 "the pages of a launcher killed with -9 to be removed")
+
+
 class LiveLines(LaunchCase):
     """A line without its newline (a prompt, a progress bar) is shown after a
     short quiet time, and two ranks' text never shares a console line."""

@@ -123,6 +123,28 @@ static void test_no_token(void **state)
 	worker_env_free(env);
 }
 
+/* The progress page is the agent's to name: an outer launcher's (in
+ * ddplaunch's environment) or the job file's never reaches a worker; the
+ * spec's does, and without one there is none. */
+static void test_progress_file(void **state)
+{
+	char *base[] = {"DDP_PROGRESS_FILE=/dev/shm/ddp-outer-progress-0", NULL};
+	char *extra[] = {"DDP_PROGRESS_FILE=/tmp/from-the-job-file"};
+	struct worker_env_spec s = spec();
+	char **env;
+
+	s.extra = extra;
+	s.nextra = 1;
+	assert_int_equal(worker_env_build(base, &s, &env), 0);
+	assert_null(envp_get(env, "DDP_PROGRESS_FILE"));
+	worker_env_free(env);
+	s.progress_file = "/dev/shm/ddp-0123456789abcdef-progress-1";
+	assert_int_equal(worker_env_build(base, &s, &env), 0);
+	assert_string_equal(envp_get(env, "DDP_PROGRESS_FILE"),
+			    "/dev/shm/ddp-0123456789abcdef-progress-1");
+	worker_env_free(env);
+}
+
 static void test_omp(void **state)
 {
 	char *with[] = {"OMP_NUM_THREADS=4", NULL};
@@ -178,8 +200,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_torchrun_vars), cmocka_unit_test(test_extra_and_user_values),
-	    cmocka_unit_test(test_no_token),	  cmocka_unit_test(test_omp),
-	    cmocka_unit_test(test_command),
+	    cmocka_unit_test(test_no_token),	  cmocka_unit_test(test_progress_file),
+	    cmocka_unit_test(test_omp),		  cmocka_unit_test(test_command),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
