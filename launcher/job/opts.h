@@ -60,7 +60,7 @@ struct opts_strv {
 
 /* --metrics_port: where the agent serves /metrics (metrics_http.h). */
 struct opts_metrics {
-	int port;     /* -1: off (the default); 0: a free port */
+	int port;      /* -1: off (the default); 0: a free port */
 	char addr[64]; /* a literal, or "": every interface */
 };
 

@@ -9,6 +9,10 @@
 #include <errno.h>
 #include <log.h>
 
+/* In the order of rdzv_codec.h's enum rdzv_reason, from RDZV_WHY_START. */
+const char *const rdzv_reasons[RDZV_REASONS] = {"start",   "join",   "dead",   "left",
+						"restart", "reform", "replace"};
+
 int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct rdzv **out,
 	     char *err, size_t errlen)
 {

@@ -59,7 +59,15 @@ struct rdzv_round {
 	int master_port;
 	const char *local_addr; /* many nodes: this node's address as the
 				   others reach it (DDP_LOCAL_ADDR), else NULL */
+	/* Why the round was opened, one of rdzv_reasons (static): "start",
+	 * "join", "dead", "left", "restart", "reform", "replace". */
+	const char *reason;
+	const char *subject; /* many nodes: the node it is about, or ""; NULL
+				for one node */
 };
+
+#define RDZV_REASONS 7
+extern const char *const rdzv_reasons[RDZV_REASONS];
 
 /* Called once per join; status 0 or a negative errno. `r` is valid during
  * the call. */

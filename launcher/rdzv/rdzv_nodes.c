@@ -138,6 +138,10 @@ static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *
 	    .master_addr = dr->master_addr,
 	    .master_port = dr->master_port,
 	    .local_addr = dr->local_addr,
+	    .reason = dr->reason >= RDZV_WHY_START && dr->reason <= RDZV_WHY_REPLACE
+			  ? rdzv_reasons[dr->reason - RDZV_WHY_START]
+			  : "start",
+	    .subject = dr->subject,
 	};
 
 	n->done = NULL;

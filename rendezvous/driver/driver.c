@@ -139,9 +139,11 @@ static void drv_deliver(struct rdzv_driver *d)
 static void drv_round(struct rdzv_driver *d)
 {
 	const struct rdzv_world *w = rdzv_machine_world(d->m);
+	const struct rdzv_state *st = rdzv_machine_state(d->m);
 
 	if (!w)
 		return;
+	snprintf(d->subject, sizeof(d->subject), "%s", st ? st->subject : "");
 	snprintf(d->master_addr, sizeof(d->master_addr), "%s", w->master_addr);
 	d->round = (struct rdzv_driver_round){
 	    .round = w->round,
@@ -154,6 +156,8 @@ static void drv_round(struct rdzv_driver *d)
 	    .master_port = w->master_port,
 	    .local_addr = d->addr,
 	    .members = w->members,
+	    .reason = st ? st->reason : RDZV_WHY_START,
+	    .subject = d->subject,
 	};
 	d->have_round = true;
 	keeper_round(d, w);

@@ -104,6 +104,8 @@ struct rdzv_driver_round {
 	uint16_t master_port;
 	const char *local_addr;		   /* this node's address as the others reach it */
 	const struct rdzv_member *members; /* size entries in rank order */
+	enum rdzv_reason reason;	   /* why the round was opened */
+	const char *subject;		   /* the node the reason is about, or "" */
 };
 
 /* Called once per join; status 0 or a negative errno. */

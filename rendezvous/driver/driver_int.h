@@ -80,6 +80,7 @@ struct rdzv_driver {
 	bool have_round;
 	struct rdzv_driver_round round;
 	char master_addr[RDZV_ADDR_MAX + 1];
+	char subject[RDZV_ID_MAX + 1]; /* round.subject */
 
 	/* the stores this node hosts */
 	struct store_server *rstore;	    /* the rendezvous store, or NULL */
