@@ -39,7 +39,7 @@ void rdzvd_metrics_render(void *arg, struct metrics_out *o)
 	    (double)st.closed_for_budget);
 	metrics_family(o, "ddp_store_requests_total", METRICS_COUNTER,
 		       "Requests run, by kind (torch's TCPStore requests, and the agents' "
-		       "session requests, s_*).");
+		       "session requests, session_*).");
 	for (size_t op = 0; op < st.nops; op++) {
 		l = (struct metrics_label){"kind", store_server_op_name(op)};
 		metrics_sample(o, &l, 1, (double)st.requests[op]);
