@@ -33,6 +33,7 @@ struct metrics_http;
 /* Per local rank, what the metrics keep between scrapes (agent_metrics.c). */
 struct agent_rank_stats {
 	uint64_t step;		   /* the step seen last */
+	uint64_t pub_step, pub_ns; /* the step at the last status record, and when */
 	struct metrics_hist times; /* step times, one per committed step seen */
 };
 
@@ -115,6 +116,7 @@ struct agent {
 	struct rdzv_round kept;
 	char kept_master[256], kept_local[256];
 	struct agent_stats stats;
+	char subject[72]; /* the round's subject (rdzv_round's), copied */
 };
 
 /* Set-up before the first attempt (agent_setup.c): the number of workers,
@@ -200,6 +202,16 @@ void agent_metrics_round(struct agent *ag, const struct rdzv_round *r, bool in_p
  * now until agent_metrics_resumed, unless one is being counted. */
 void agent_metrics_lost(struct agent *ag);
 void agent_metrics_resumed(struct agent *ag);
+/* The time lost so far, the loss being counted included. */
+double agent_metrics_lost_s(const struct agent *ag);
+/* Words for the record and the metrics. */
+const char *agent_state_word(enum agent_state s);
+const char *agent_phase_word(uint32_t phase);
+
+/* This node's status record into the rendezvous store (agent_status.c), for
+ * `ddplaunch status`: at each event agent_metrics hears, and every 2 s.
+ * Nothing for one node. */
+void agent_status_publish(struct agent *ag);
 
 /* Metrics (agent_metrics.c): /metrics when --metrics_port is given, and
  * the counts events add to. agent_metrics_start (before agent_setup: only

@@ -28,12 +28,6 @@
 static const double step_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 				     0.25,  0.5,    1,	   2.5,	 5,	10,   30};
 
-static const char *const state_names[] = {
-    [AGENT_JOINING] = "joining",     [AGENT_RUNNING] = "running",   [AGENT_REPLACING] = "replacing",
-    [AGENT_REFORMING] = "reforming", [AGENT_STOPPING] = "stopping", [AGENT_AWAITING] = "awaiting",
-    [AGENT_DONE] = "done",
-};
-
 static const char *const phase_names[DDP_PHASE_COUNT] = {
     [DDP_PHASE_NONE] = "none",
     [DDP_PHASE_STARTUP] = "startup",
@@ -46,6 +40,11 @@ static const char *const phase_names[DDP_PHASE_COUNT] = {
     [DDP_PHASE_FINAL] = "final",
     [DDP_PHASE_SHUTDOWN] = "shutdown",
 };
+
+const char *agent_phase_word(uint32_t phase)
+{
+	return phase < DDP_PHASE_COUNT ? phase_names[phase] : "?";
+}
 
 static int reason_index(const char *reason)
 {
@@ -62,27 +61,44 @@ void agent_metrics_round(struct agent *ag, const struct rdzv_round *r, bool in_p
 	ag->stats.rounds[i]++;
 	if (in_place)
 		ag->stats.reforms[i]++;
+	snprintf(ag->subject, sizeof(ag->subject), "%s", r->subject ? r->subject : "");
 }
 
 void agent_metrics_lost(struct agent *ag)
 {
 	if (!ag->stats.lost_since_ns)
 		ag->stats.lost_since_ns = (int64_t)time_now_ns();
+	agent_status_publish(ag);
+}
+
+double agent_metrics_lost_s(const struct agent *ag)
+{
+	double lost = ag->stats.lost_s;
+
+	if (ag->stats.lost_since_ns)
+		lost += ((int64_t)time_now_ns() - ag->stats.lost_since_ns) / 1e9;
+	return lost;
 }
 
 void agent_metrics_resumed(struct agent *ag)
 {
-	if (!ag->stats.lost_since_ns)
-		return;
-	ag->stats.lost_s += ((int64_t)time_now_ns() - ag->stats.lost_since_ns) / 1e9;
-	ag->stats.lost_since_ns = 0;
+	if (ag->stats.lost_since_ns) {
+		ag->stats.lost_s += ((int64_t)time_now_ns() - ag->stats.lost_since_ns) / 1e9;
+		ag->stats.lost_since_ns = 0;
+	}
+	agent_status_publish(ag);
 }
 
-/* Each step committed since the last read, into the histogram. */
+/* Each step committed since the last read, into the histogram; every
+ * AGENT_STATUS_EVERY reads, the status record. */
+#define AGENT_STATUS_EVERY 10
 static void on_sample(uv_timer_t *t)
 {
 	struct agent *ag = t->data;
+	static unsigned ticks;
 
+	if (++ticks % AGENT_STATUS_EVERY == 0)
+		agent_status_publish(ag);
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_rank_stats *rs = &ag->stats.ranks[i];
 		struct ddp_progress p;
@@ -119,8 +135,8 @@ static void render_job(struct agent *ag, struct metrics_out *o)
 	metrics_sample(o, l, 2, 1);
 	metrics_family(o, "ddp_agent_state", METRICS_GAUGE,
 		       "The agent's state: 1 for the one it is in.");
-	for (size_t i = 0; i < sizeof(state_names) / sizeof(state_names[0]); i++) {
-		l[0] = (struct metrics_label){"state", state_names[i]};
+	for (int i = AGENT_JOINING; i <= AGENT_DONE; i++) {
+		l[0] = (struct metrics_label){"state", agent_state_word(i)};
 		metrics_sample(o, l, 1, (int)ag->state == (int)i);
 	}
 	fam(o, "ddp_round", METRICS_GAUGE,
@@ -144,7 +160,6 @@ static void render_job(struct agent *ag, struct metrics_out *o)
 static void render_counts(struct agent *ag, struct metrics_out *o)
 {
 	struct metrics_label l;
-	double lost = ag->stats.lost_s;
 
 	metrics_family(o, "ddp_rounds_total", METRICS_COUNTER,
 		       "Rounds this node joined, by why the round was opened (start, join, dead, "
@@ -173,12 +188,10 @@ static void render_counts(struct agent *ag, struct metrics_out *o)
 	metrics_sample(o, &l, 1, (double)ag->stats.failures_exit);
 	l = (struct metrics_label){"how", "signal"};
 	metrics_sample(o, &l, 1, (double)ag->stats.failures_signal);
-	if (ag->stats.lost_since_ns)
-		lost += ((int64_t)time_now_ns() - ag->stats.lost_since_ns) / 1e9;
 	fam(o, "ddp_failure_lost_seconds_total", METRICS_COUNTER,
 	    "Time this node's workers did not train because of a failure or a change of "
 	    "membership: from when the agent heard of it to the workers running again.",
-	    lost);
+	    agent_metrics_lost_s(ag));
 }
 
 static void render_ranks(struct agent *ag, struct metrics_out *o)

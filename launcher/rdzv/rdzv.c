@@ -75,6 +75,11 @@ void rdzv_free(struct rdzv *r)
 		r->ops->free(r);
 }
 
+int rdzv_publish(struct rdzv *r, const void *rec, size_t len)
+{
+	return r && r->ops->publish ? r->ops->publish(r, rec, len) : -ENOTSUP;
+}
+
 int rdzv_renew(struct rdzv *r)
 {
 	return r->ops->renew ? r->ops->renew(r) : -ENOTSUP;

@@ -118,7 +118,8 @@ struct rdzv_ops {
 	int (*attach)(struct rdzv *r, uv_loop_t *loop, const struct rdzv_events *ev, void *arg);
 	int (*join)(struct rdzv *r, rdzv_joined_fn done, void *arg);
 	bool (*group_ended)(struct rdzv *r, const struct rdzv_group_end *g);
-	int (*renew)(struct rdzv *r); /* NULL: not supported */
+	int (*renew)(struct rdzv *r);				     /* NULL: not supported */
+	int (*publish)(struct rdzv *r, const void *rec, size_t len); /* NULL: one node */
 	void (*signal)(struct rdzv *r, int sig);
 	void (*shutdown)(struct rdzv *r, int exit_status);
 	void (*free)(struct rdzv *r);
@@ -173,6 +174,13 @@ bool rdzv_group_ended(struct rdzv *r, const struct rdzv_group_end *g);
  * -ECANCELED (no round runs, or the rendezvous ended) or -ENOTSUP (the
  * backend cannot: restart the group as for any failure). */
 int rdzv_renew(struct rdzv *r);
+
+/* Many nodes: writes this node's status record into the rendezvous store
+ * (rdzv_driver_publish: RDZV_STATUS_KEY_FMT, bound to the node's session),
+ * for `ddplaunch status`. Returns 0, -ENOTSUP (one node: no store to
+ * publish in), -ENOTCONN (no session now), -EMSGSIZE or -ENOMEM. */
+int rdzv_publish(struct rdzv *r, const void *rec, size_t len);
+#define RDZV_PUBLISH_MAX 4096 /* bytes of a record: driver.h's RDZV_STATUS_MAX */
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what
  * follows. One node: a round in progress ends with the group (its end is

@@ -165,6 +165,13 @@ void rdzv_nodes_renew(struct rdzv_nodes *n)
 	rdzv_driver_renew(n->d);
 }
 
+_Static_assert(RDZV_PUBLISH_MAX == RDZV_STATUS_MAX, "rdzv.h and driver.h agree");
+
+int rdzv_nodes_publish(struct rdzv_nodes *n, const void *rec, size_t len)
+{
+	return rdzv_driver_publish(n->d, rec, len);
+}
+
 void rdzv_nodes_leave(struct rdzv_nodes *n)
 {
 	rdzv_driver_leave(n->d);

@@ -420,6 +420,8 @@ static void sink_done(void *p, uint64_t tag, int status)
 
 	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
+	if (tag == DRV_TAG_STATUS)
+		return;
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_done(d->m, drv_now(), tag, status));
 }
@@ -671,6 +673,20 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success)
 						       : "the keep-alive window",
 			 (double)d->c.fail_slack_ms / 1000.0);
 	drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
+}
+
+int rdzv_driver_publish(struct rdzv_driver *d, const void *rec, size_t len)
+{
+	char key[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32];
+	struct byteview k, v = {rec, len};
+
+	if (len > RDZV_STATUS_MAX)
+		return -EMSGSIZE;
+	if (d->phase != DRV_ON || d->leaving || d->shutdown || !d->node_id[0])
+		return -ENOTCONN;
+	snprintf(key, sizeof(key), RDZV_STATUS_KEY_FMT, d->run_id, d->node_id);
+	k = (struct byteview){(const uint8_t *)key, strlen(key)};
+	return d->ops->set(d->be, DRV_TAG_STATUS, k, v, true);
 }
 
 void rdzv_driver_renew(struct rdzv_driver *d)
