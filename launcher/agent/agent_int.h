@@ -37,6 +37,16 @@ struct agent_rank_stats {
 	struct metrics_hist times; /* step times, one per committed step seen */
 };
 
+/* A round this node joined, for the status record. */
+struct agent_round_note {
+	int64_t time;	    /* wall clock, s */
+	int round, nodes;   /* the round, its nodes */
+	const char *reason; /* rdzv_reasons' */
+	char subject[72];   /* the node it is about, or "" */
+	bool in_place;	    /* handed to the running workers */
+};
+#define AGENT_ROUND_NOTES 3
+
 /* What the agent counts for /metrics and the status record
  * (agent_metrics.c); events add to it, the scrape reads it. */
 struct agent_stats {
@@ -49,6 +59,8 @@ struct agent_stats {
 	double lost_s;				 /* time lost to failures and membership changes */
 	int64_t lost_since_ns;			 /* the loss being counted, or 0 */
 	struct agent_rank_stats *ranks;		 /* nproc */
+	struct agent_round_note notes[AGENT_ROUND_NOTES]; /* the last rounds, a ring */
+	unsigned nnotes;				  /* rounds noted, ever */
 };
 
 /* One local worker across the attempts. */

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <timeutil.h>
 
 #define AGENT_SAMPLE_MS 200
@@ -57,11 +58,18 @@ static int reason_index(const char *reason)
 void agent_metrics_round(struct agent *ag, const struct rdzv_round *r, bool in_place)
 {
 	int i = reason_index(r->reason);
+	struct agent_round_note *n = &ag->stats.notes[ag->stats.nnotes++ % AGENT_ROUND_NOTES];
 
 	ag->stats.rounds[i]++;
 	if (in_place)
 		ag->stats.reforms[i]++;
 	snprintf(ag->subject, sizeof(ag->subject), "%s", r->subject ? r->subject : "");
+	*n = (struct agent_round_note){.time = (int64_t)time(NULL),
+				       .round = r->round,
+				       .nodes = r->group_world_size,
+				       .reason = rdzv_reasons[i],
+				       .in_place = in_place};
+	snprintf(n->subject, sizeof(n->subject), "%s", ag->subject);
 }
 
 void agent_metrics_lost(struct agent *ag)

@@ -13,7 +13,9 @@
  *    "reformations_in_place", "replaced", "failures", "lost_s", "time",
  *    "ranks":[{"local","rank","pid","step","steps_per_s","step_s","wait_s",
  *              "phase","age_s"}...],
- *    "reformations":[{"time","round","nodes","why","waited_s"}...]}
+ *    "reformations":[{"time","round","nodes","why","waited_s"}...],
+ *    "rounds":[{"time","round","nodes","reason","subject","in_place"}...]}
+ * (the last three rounds joined, in place or by a new group: a restart)
  */
 #include "agent_int.h"
 #include "rdzv.h"
@@ -82,6 +84,23 @@ static json_t *status_reforms(const struct agent *ag)
 	return a;
 }
 
+/* The last rounds this node joined, oldest first. */
+static json_t *status_rounds(const struct agent *ag)
+{
+	json_t *a = json_array();
+	unsigned n = ag->stats.nnotes;
+
+	for (unsigned i = n > AGENT_ROUND_NOTES ? n - AGENT_ROUND_NOTES : 0; a && i < n; i++) {
+		const struct agent_round_note *r = &ag->stats.notes[i % AGENT_ROUND_NOTES];
+
+		json_array_append_new(a, json_pack("{s:I, s:i, s:i, s:s, s:s, s:b}", "time",
+						   (json_int_t)r->time, "round", r->round, "nodes",
+						   r->nodes, "reason", r->reason, "subject",
+						   r->subject, "in_place", r->in_place));
+	}
+	return a;
+}
+
 /* The record, or NULL (out of memory). */
 static char *status_record(struct agent *ag, size_t *len)
 {
@@ -108,6 +127,7 @@ static char *status_record(struct agent *ag, size_t *len)
 		json_array_append_new(ranks, status_rank(ag, i, now));
 	json_object_set(o, "ranks", ranks);
 	json_object_set_new(o, "reformations", status_reforms(ag));
+	json_object_set_new(o, "rounds", status_rounds(ag));
 	text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
 	/* Within the bound: fewer ranks, then no re-formations. */
 	while (text && strlen(text) > RDZV_PUBLISH_MAX && json_array_size(ranks) > 1) {
