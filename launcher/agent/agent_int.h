@@ -53,6 +53,7 @@ struct agent_stats {
 	struct metrics_http *http; /* --metrics_port's server, or NULL */
 	uv_timer_t sample;	   /* reads the progress pages */
 	bool sampling;
+	unsigned ticks;				 /* reads so far */
 	uint64_t rounds[RDZV_REASONS];		 /* rounds joined, by why they were opened */
 	uint64_t reforms[RDZV_REASONS];		 /* of them, handed to the workers in place */
 	uint64_t failures_exit, failures_signal; /* this node's workers that failed */

@@ -103,9 +103,8 @@ void agent_metrics_resumed(struct agent *ag)
 static void on_sample(uv_timer_t *t)
 {
 	struct agent *ag = t->data;
-	static unsigned ticks;
 
-	if (++ticks % AGENT_STATUS_EVERY == 0)
+	if (++ag->stats.ticks % AGENT_STATUS_EVERY == 0)
 		agent_status_publish(ag);
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_rank_stats *rs = &ag->stats.ranks[i];

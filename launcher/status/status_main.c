@@ -58,15 +58,27 @@ static void on_again(uv_timer_t *t)
 	status_read(t->data);
 }
 
+/* The screen is written whole, in one write: a terminal never shows half
+ * of a redraw. */
 static void status_show(struct status_cmd *c)
 {
-	if (c->watch > 0 && !c->json)
-		fputs("\033[H\033[2J", stdout); /* redraw from the top */
-	if (c->json)
-		status_render_json(stdout, &c->snap);
-	else
-		status_render_text(stdout, &c->snap, time(NULL));
-	fflush(stdout);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (f) {
+		if (c->watch > 0 && !c->json)
+			fputs("\033[H\033[2J", f); /* redraw from the top */
+		if (c->json)
+			status_render_json(f, &c->snap);
+		else
+			status_render_text(f, &c->snap, time(NULL));
+		if (fclose(f) == 0 && buf) {
+			fwrite(buf, 1, len, stdout);
+			fflush(stdout);
+		}
+		free(buf);
+	}
 	status_snap_release(&c->snap);
 	if (c->watch > 0)
 		uv_timer_start(&c->again, on_again, (uint64_t)(c->watch * 1000), 0);

@@ -99,7 +99,8 @@ class Status(MultiNodeCase):
         # node 3 killed: the screen shows the round opened for its death,
         # two nodes, and the re-formation
         nodes[2].p.send_signal(signal.SIGKILL)
-        scr = self.wait_screen(lambda s: "nodes 2 live of 2 in round 2" in s,
+        scr = self.wait_screen(lambda s: "nodes 2 live of 2 in round 2" in s and
+                               "round 2, 2 nodes: dead" in s,
                                "the job re-formed without the killed node", 40)
         self.assertIn("round 2 (opened because a node died: '%s')" % victim, scr)
         self.assertNotIn(addr(3), [line.split()[2] for line in scr.splitlines()
