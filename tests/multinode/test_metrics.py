@@ -160,6 +160,75 @@ class Metrics(MultiNodeCase):
         for n in survivors:
             n.wait(30)
 
+    def scrape(self, target):
+        """{(name, labels string): value} of one endpoint, checked by promtool."""
+        _, _, text = fetch("http://%s/metrics" % target)
+        self.promtool(text, target)
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                out[key] = float(value)
+        return out
+
+    def test_in_place_reformation_and_replacement_counted(self):
+        """libddp workers (mn_inplace) re-form in place when a node dies, and
+        a worker killed alone is replaced: each agent's counters say which,
+        and why, with no group started again."""
+        inplace = os.environ.get("MN_INPLACE", "mn_inplace")
+        base = ["--nproc_per_node=2", "--nnodes=2:3", "--rdzv_backend=c10d", "--rdzv_id=job",
+                fast_conf(), "--max_restarts=2"]
+        prog = [inplace, "3000", "20"]
+        first = self.cluster.agent(0, base + ["--rdzv_endpoint=%s:0" % addr(0),
+                                              "--metrics_port=%s:0" % addr(0)] + prog,
+                                   worker=None)
+        port = self.host_port(first)
+        nodes = [first] + [self.cluster.agent(
+            i, base + ["--rdzv_endpoint=%s:%d" % (addr(0), port),
+                       "--metrics_port=%s:0" % addr(i)] + prog, worker=None)
+            for i in (1, 2)]
+        targets = [n.wait_line(SERVING_RE)[1].group(1) for n in nodes]
+        for n in nodes:
+            n.wait_line(r"INPLACE progress|INPLACE start", 30)
+        wait_for(lambda: all(self.scrape(t).get('ddp_workers_running') == 2 and
+                             self.scrape(t).get('ddp_nodes') == 3 for t in targets), 30,
+                 "three nodes of two running workers")
+        # node 2 killed, workers and all: nodes 0 and 1 re-form in place
+        victim_workers = [int(line.split("pid=")[1].split()[0])
+                          for _, line in nodes[2].lines if "INPLACE start" in line]
+        nodes[2].p.kill()
+        for pid in victim_workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_for(lambda: all(self.scrape(t).get('ddp_reformations_total{reason="dead"}') == 1
+                             for t in targets[:2]), 40,
+                 "a re-formation in place for the dead node on each survivor")
+        for t in targets[:2]:
+            m = self.scrape(t)
+            self.assertEqual(m["ddp_nodes"], 2, t)
+            self.assertEqual(m["ddp_world_size"], 4, t)
+            self.assertEqual(m["ddp_group_starts_total"], 0, t)
+            self.assertEqual(m['ddp_rounds_total{reason="dead"}'], 1, t)
+            self.assertGreater(m["ddp_failure_lost_seconds_total"], 0, t)
+            self.assertEqual(m['ddp_worker_failures_total{how="signal"}'], 0, t)
+        # a worker of node 0 killed alone: replaced in place, counted there
+        pid = [int(line.split("pid=")[1].split()[0]) for _, line in first.lines
+               if "INPLACE start" in line][-1]
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: self.scrape(targets[0]).get("ddp_worker_replacements_total") == 1 and
+                 self.scrape(targets[0]).get("ddp_workers_running") == 2, 40,
+                 "the worker replaced alone")
+        m = self.scrape(targets[0])
+        self.assertEqual(m['ddp_worker_failures_total{how="signal"}'], 1)
+        self.assertGreaterEqual(m['ddp_reformations_total{reason="replace"}'], 1)
+        self.assertEqual(m["ddp_group_starts_total"], 0)
+        for n in nodes[:2]:
+            n.signal(signal.SIGTERM)
+        for n in nodes[:2]:
+            n.wait(30)
+
     def test_taken_metrics_port_is_one_line(self):
         busy = self.cluster.start("rdzvd", [DDP_RDZVD, "--host", addr(0), "--port", "0",
                                             "--metrics-port", addr(0) + ":0"])
