@@ -193,6 +193,15 @@ class Metrics(MultiNodeCase):
         wait_for(lambda: all(self.scrape(t).get('ddp_workers_running') == 2 and
                              self.scrape(t).get('ddp_nodes') == 3 for t in targets), 30,
                  "three nodes of two running workers")
+        # libddp's progress pages: each rank's collectives, counted from 1 in
+        # the round, and the last one's wait
+        def collectives(t):
+            m = self.scrape(t)
+            seqs = [v for k, v in m.items() if k.startswith("ddp_worker_collective_seq{")]
+            waits = [k for k in m if k.startswith("ddp_worker_collective_wait_seconds{")]
+            return len(seqs) == 2 and min(seqs) > 10 and len(waits) == 2
+        for t in targets:
+            wait_for(lambda: collectives(t), 30, t + "'s workers' collectives")
         # node 2 killed, workers and all: nodes 0 and 1 re-form in place
         victim_workers = [int(line.split("pid=")[1].split()[0])
                           for _, line in nodes[2].lines if "INPLACE start" in line]
