@@ -53,6 +53,11 @@ static json_t *status_rank(struct agent *ag, int i, uint64_t now)
 
 	if (!o || worker_proc_progress(&w->proc, &p))
 		return o;
+	json_object_set_new(o, "phase", json_string(agent_phase_word(p.phase)));
+	if (p.written_ns && now > p.written_ns)
+		json_object_set_new(o, "age_s", json_real((now - p.written_ns) / 1e9));
+	if (!p.step)
+		return o; /* a program that does not report steps (or none yet) */
 	if (rs->pub_ns && now > rs->pub_ns && p.step >= rs->pub_step)
 		json_object_set_new(
 		    o, "steps_per_s",
@@ -62,9 +67,6 @@ static json_t *status_rank(struct agent *ag, int i, uint64_t now)
 	json_object_set_new(o, "step", json_integer((json_int_t)p.step));
 	json_object_set_new(o, "step_s", json_real(p.step_ns / 1e9));
 	json_object_set_new(o, "wait_s", json_real(p.wait_ns / 1e9));
-	json_object_set_new(o, "phase", json_string(agent_phase_word(p.phase)));
-	if (p.written_ns && now > p.written_ns)
-		json_object_set_new(o, "age_s", json_real((now - p.written_ns) / 1e9));
 	return o;
 }
 
