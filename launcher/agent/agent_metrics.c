@@ -14,6 +14,7 @@
 #include "agent_int.h"
 #include "metrics_http.h"
 #include "rdzv.h"
+#include "store_metrics.h"
 #include "worker_proc.h"
 
 #include <errno.h>
@@ -292,6 +293,8 @@ static void render(void *arg, struct metrics_out *o)
 	render_counts(ag, o);
 	if (ag->stats.ranks) /* the workers' slots are made */
 		render_ranks(ag, o);
+	if (rdzv_hosted_store(ag->rdzv)) /* this node hosts the rendezvous store */
+		store_server_metrics(rdzv_hosted_store(ag->rdzv), o);
 }
 
 int agent_metrics_init(struct agent *ag)

@@ -80,6 +80,11 @@ int rdzv_publish(struct rdzv *r, const void *rec, size_t len)
 	return r && r->ops->publish ? r->ops->publish(r, rec, len) : -ENOTSUP;
 }
 
+struct store_server *rdzv_hosted_store(struct rdzv *r)
+{
+	return r && r->ops->hosted_store ? r->ops->hosted_store(r) : NULL;
+}
+
 int rdzv_renew(struct rdzv *r)
 {
 	return r->ops->renew ? r->ops->renew(r) : -ENOTSUP;

@@ -45,6 +45,7 @@
 
 struct launch_opts;
 struct opts_rdzv;
+struct store_server;
 
 struct rdzv_round {
 	int round;	      /* one node: the round (0, 1, ...); many nodes: the
@@ -120,6 +121,7 @@ struct rdzv_ops {
 	bool (*group_ended)(struct rdzv *r, const struct rdzv_group_end *g);
 	int (*renew)(struct rdzv *r);				     /* NULL: not supported */
 	int (*publish)(struct rdzv *r, const void *rec, size_t len); /* NULL: one node */
+	struct store_server *(*hosted_store)(struct rdzv *r);	     /* NULL: one node */
 	void (*signal)(struct rdzv *r, int sig);
 	void (*shutdown)(struct rdzv *r, int exit_status);
 	void (*free)(struct rdzv *r);
@@ -180,6 +182,9 @@ int rdzv_renew(struct rdzv *r);
  * for `ddplaunch status`. Returns 0, -ENOTSUP (one node: no store to
  * publish in), -ENOTCONN (no session now), -EMSGSIZE or -ENOMEM. */
 int rdzv_publish(struct rdzv *r, const void *rec, size_t len);
+/* The rendezvous store this node hosts (many nodes), for /metrics; NULL
+ * when it hosts none (one node: its workers' store is not shown). */
+struct store_server *rdzv_hosted_store(struct rdzv *r);
 #define RDZV_PUBLISH_MAX 4096 /* bytes of a record: driver.h's RDZV_STATUS_MAX */
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what

@@ -172,6 +172,11 @@ int rdzv_nodes_publish(struct rdzv_nodes *n, const void *rec, size_t len)
 	return rdzv_driver_publish(n->d, rec, len);
 }
 
+struct store_server *rdzv_nodes_hosted_store(struct rdzv_nodes *n)
+{
+	return rdzv_driver_hosted_store(n->d);
+}
+
 void rdzv_nodes_leave(struct rdzv_nodes *n)
 {
 	rdzv_driver_leave(n->d);

@@ -675,6 +675,11 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success)
 	drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
 }
 
+struct store_server *rdzv_driver_hosted_store(const struct rdzv_driver *d)
+{
+	return d->rstore;
+}
+
 int rdzv_driver_publish(struct rdzv_driver *d, const void *rec, size_t len)
 {
 	char key[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32];

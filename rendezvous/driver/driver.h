@@ -177,6 +177,9 @@ void rdzv_driver_renew(struct rdzv_driver *d);
  * written again at the next refresh. */
 int rdzv_driver_publish(struct rdzv_driver *d, const void *rec, size_t len);
 
+/* The rendezvous store this node hosts (for its metrics), or NULL. */
+struct store_server *rdzv_driver_hosted_store(const struct rdzv_driver *d);
+
 /* Leave the job; `ended` (LEFT) follows within close_timeout. */
 void rdzv_driver_leave(struct rdzv_driver *d);
 /* The same for a node whose failure will repeat in every round; `cause`

@@ -193,6 +193,12 @@ class Metrics(MultiNodeCase):
         wait_for(lambda: all(self.scrape(t).get('ddp_workers_running') == 2 and
                              self.scrape(t).get('ddp_nodes') == 3 for t in targets), 30,
                  "three nodes of two running workers")
+        # node 0 hosts the rendezvous store: its families are on node 0's
+        # /metrics (three agent sessions), on no other node's
+        m = self.scrape(targets[0])
+        self.assertGreaterEqual(m["ddp_store_connections"], 3)
+        self.assertGreater(m['ddp_store_requests_total{kind="session_cas"}'], 0)
+        self.assertNotIn("ddp_store_connections", self.scrape(targets[1]))
         # libddp's progress pages: each rank's collectives, counted from 1 in
         # the round, and the last one's wait
         def collectives(t):
