@@ -155,12 +155,13 @@ void agent_status_publish(struct agent *ag)
 	char *rec;
 	int rc;
 
-	if (!ag->rdzv || ag->state == AGENT_DONE)
+	if (!ag->rdzv || ag->state == AGENT_DONE || ag->stats.no_publish)
 		return;
 	rec = status_record(ag, &len);
 	if (!rec)
 		return;
 	rc = rdzv_publish(ag->rdzv, rec, len);
+	ag->stats.no_publish = rc == -ENOTSUP; /* one node: never again */
 	if (rc && rc != -ENOTCONN && rc != -ENOTSUP)
 		log_debug("cannot publish this node's status: %s", strerror(-rc));
 	free(rec);
