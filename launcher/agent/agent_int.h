@@ -54,6 +54,7 @@ struct agent_stats {
 	uv_timer_t sample;	   /* reads the progress pages */
 	bool sampling;
 	unsigned ticks;				 /* reads so far */
+	bool no_publish;			 /* no rendezvous store to publish in (one node) */
 	uint64_t rounds[RDZV_REASONS];		 /* rounds joined, by why they were opened */
 	uint64_t reforms[RDZV_REASONS];		 /* of them, handed to the workers in place */
 	uint64_t failures_exit, failures_signal; /* this node's workers that failed */
