@@ -204,12 +204,17 @@ static void render_counts(struct agent *ag, struct metrics_out *o)
 
 static void render_ranks(struct agent *ag, struct metrics_out *o)
 {
-	struct ddp_progress p[ag->nproc > 0 ? ag->nproc : 1];
-	bool have[ag->nproc > 0 ? ag->nproc : 1];
-	char lr[ag->nproc > 0 ? ag->nproc : 1][12], rk[ag->nproc > 0 ? ag->nproc : 1][12];
+	struct ddp_progress *p = calloc((size_t)ag->nproc, sizeof(*p));
+	bool *have = calloc((size_t)ag->nproc, sizeof(*have));
+	char(*lr)[12] = calloc((size_t)ag->nproc, sizeof(*lr));
+	char(*rk)[12] = calloc((size_t)ag->nproc, sizeof(*rk));
 	uint64_t now = time_now_ns();
 	struct metrics_label l[3];
 
+	if (!p || !have || !lr || !rk) {
+		o->err = -ENOMEM; /* the scrape answers 500 */
+		goto out;
+	}
 	for (int i = 0; i < ag->nproc; i++) {
 		have[i] = worker_proc_progress(&ag->w[i].proc, &p[i]) == 0;
 		snprintf(lr[i], sizeof(lr[i]), "%d", i);
@@ -283,6 +288,11 @@ static void render_ranks(struct agent *ag, struct metrics_out *o)
 				       now > p[i].written_ns ? (now - p[i].written_ns) / 1e9 : 0);
 		}
 #undef RANK_LABELS
+out:
+	free(p);
+	free(have);
+	free(lr);
+	free(rk);
 }
 
 static void render(void *arg, struct metrics_out *o)
