@@ -8,6 +8,7 @@
 #include "opts_pet.h"
 #include "opts_rdzv.h"
 #include "opts_slurm.h"
+#include "status.h"
 
 #include <log.h>
 #include <signal.h>
@@ -48,6 +49,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	log_init("ddplaunch", LOG_INFO);
+	if (argc >= 2 && !strcmp(argv[1], "status"))
+		return status_main(argc - 1, argv + 1, environ);
 	if (opts_init(&o)) {
 		log_error("out of memory");
 		return 1;

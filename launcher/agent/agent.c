@@ -134,6 +134,10 @@ static bool agent_worker_ended(struct agent *ag, struct agent_worker *w, bool st
 	};
 	char how[64];
 
+	if (!w->stopped && w->term_signal > 0)
+		ag->stats.failures_signal++;
+	else if (!w->stopped && w->exit_code != 0)
+		ag->stats.failures_exit++;
 	summary_describe(&r, how, sizeof(how));
 	ag->charge = agent_charge_max(ag->charge, d.charge);
 	switch (d.action) {
@@ -163,6 +167,7 @@ static bool agent_worker_ended(struct agent *ag, struct agent_worker *w, bool st
 		break;
 	}
 	ag->last_fail_ns = (int64_t)time_now_ns();
+	agent_metrics_lost(ag);
 	log_warn("rank %d (local rank %d) %s; stopping the other workers", w->rank, w->local_rank,
 		 how);
 	agent_stop_group(ag, SIGTERM);
@@ -376,6 +381,7 @@ static void agent_spawn_all(struct agent *ag)
 	for (int i = 0; i < ag->nproc; i++)
 		if (agent_start_worker(ag, &ag->w[i], false) && ag->state == AGENT_STOPPING)
 			break;
+	agent_metrics_resumed(ag);
 	if (ag->last_fail_ns && ag->attempt > 0)
 		log_debug("restart took %.3f ms from the failure to the last spawn",
 			  ((int64_t)time_now_ns() - ag->last_fail_ns) / 1e6);
@@ -406,7 +412,9 @@ static void agent_inplace_joined(struct agent *ag, int status, const struct rdzv
 		/* REFORMING -> RUNNING: the workers stay and re-form in r;
 		 * those replaced alone start in it. */
 		ag->state = AGENT_RUNNING;
+		agent_metrics_round(ag, r, true);
 		failed = agent_inplace_hand_out(ag, r);
+		agent_metrics_resumed(ag);
 		for (int i = 0; i < ag->nproc; i++)
 			if (ag->w[i].state == AGENT_W_RESPAWN && !worker_proc_busy(&ag->w[i].proc))
 				agent_respawn(ag, &ag->w[i]);
@@ -468,6 +476,7 @@ static void agent_on_joined(void *arg, int status, const struct rdzv_round *r)
 		return;
 	}
 	ag->round = *r;
+	agent_metrics_round(ag, r, false);
 	for (int i = 0; i < ag->nproc; i++)
 		ag->w[i].rank = r->rank_base + i;
 	if (agent_prepare_attempt_dirs(ag)) {
@@ -560,6 +569,7 @@ static void on_round_over(void *arg, const char *why)
 	log_warn("%s; stopping this node's workers for the next round (no restart is "
 		 "counted for it)",
 		 why);
+	agent_metrics_lost(ag);
 	ag->charge = agent_charge_max(ag->charge, AGENT_CHARGE_ROUND);
 	agent_stop_group(ag, SIGTERM);
 }
@@ -620,14 +630,23 @@ int agent_run(const struct launch_opts *o, char **environ_in)
 		log_error("cannot create the event loop");
 		return 1;
 	}
-	rc = agent_setup(&ag, &agent_rdzv_events);
+	/* A taken --metrics_port is refused before anything starts. */
+	rc = agent_metrics_start(&ag);
+	if (rc == 0)
+		rc = agent_setup(&ag, &agent_rdzv_events);
 	if (rc == 0) {
 		/* Names the Python in the summary if a worker lacks a module. */
 		summary_set_interpreter(&ag.summary, ag.argv[0], envp_get(environ_in, "PATH"));
 		agent_init_handles(&ag, on_signal);
-		agent_start_attempt(&ag);
+		if (agent_metrics_init(&ag)) {
+			ag.exit_status = 1;
+			agent_finish(&ag);
+		} else {
+			agent_start_attempt(&ag);
+		}
 	} else {
 		ag.exit_status = rc;
+		agent_metrics_close(&ag);
 		rdzv_shutdown(ag.rdzv, rc);
 	}
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -17,6 +17,7 @@
 
 void agent_inplace_begin(struct agent *ag, const char *why)
 {
+	agent_metrics_lost(ag);
 	if (ag->inplace_since_ns)
 		return; /* a worker replaced alone began it */
 	ag->inplace_since_ns = (int64_t)time_now_ns();

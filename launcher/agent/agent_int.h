@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "agent_decide.h"
+#include "metrics.h"
 #include "footprint.h"
 #include "opts.h"
 #include "progress_page.h"
@@ -27,6 +28,42 @@
 #define AGENT_START_FAILED 127
 
 struct agent;
+struct metrics_http;
+
+/* Per local rank, what the metrics keep between scrapes (agent_metrics.c). */
+struct agent_rank_stats {
+	uint64_t step;		   /* the step seen last */
+	uint64_t pub_step, pub_ns; /* the step at the last status record, and when */
+	struct metrics_hist times; /* step times, one per committed step seen */
+};
+
+/* A round this node joined, for the status record. */
+struct agent_round_note {
+	int64_t time;	    /* wall clock, s */
+	int round, nodes;   /* the round, its nodes */
+	const char *reason; /* rdzv_reasons' */
+	char subject[72];   /* the node it is about, or "" */
+	bool in_place;	    /* handed to the running workers */
+};
+#define AGENT_ROUND_NOTES 3
+
+/* What the agent counts for /metrics and the status record
+ * (agent_metrics.c); events add to it, the scrape reads it. */
+struct agent_stats {
+	struct metrics_http *http; /* --metrics_port's server, or NULL */
+	uv_timer_t sample;	   /* reads the progress pages */
+	bool sampling;
+	unsigned ticks;				 /* reads so far */
+	bool no_publish;			 /* no rendezvous store to publish in (one node) */
+	uint64_t rounds[RDZV_REASONS];		 /* rounds joined, by why they were opened */
+	uint64_t reforms[RDZV_REASONS];		 /* of them, handed to the workers in place */
+	uint64_t failures_exit, failures_signal; /* this node's workers that failed */
+	double lost_s;				 /* time lost to failures and membership changes */
+	int64_t lost_since_ns;			 /* the loss being counted, or 0 */
+	struct agent_rank_stats *ranks;		 /* nproc */
+	struct agent_round_note notes[AGENT_ROUND_NOTES]; /* the last rounds, a ring */
+	unsigned nnotes;				  /* rounds noted, ever */
+};
 
 /* One local worker across the attempts. */
 struct agent_worker {
@@ -92,6 +129,8 @@ struct agent {
 	 * strings copied here). */
 	struct rdzv_round kept;
 	char kept_master[256], kept_local[256];
+	struct agent_stats stats;
+	char subject[72]; /* the round's subject (rdzv_round's), copied */
 };
 
 /* Set-up before the first attempt (agent_setup.c): the number of workers,
@@ -158,6 +197,54 @@ bool agent_all_closed(const struct agent *ag);
 void agent_forward(struct agent *ag, int sig);
 /* Records the attempt's workers in the summary, in exit order. */
 void agent_record_attempt(struct agent *ag);
+
+/* Metrics (agent_metrics.c): /metrics when --metrics_port is given, and
+ * the counts events add to. agent_metrics_start (before agent_setup: only
+ * ag->loop and ag->o are read) serves when the option is given; it returns
+ * 0, or ddplaunch's exit status (2: the port is taken, or the build has no
+ * metrics) after saying why. agent_metrics_init (after agent_init_handles)
+ * makes the per-rank counts and starts reading the progress pages: 0 or 1
+ * (out of memory, said). agent_metrics_close stops both, whatever was
+ * started. */
+int agent_metrics_start(struct agent *ag);
+int agent_metrics_init(struct agent *ag);
+void agent_metrics_close(struct agent *ag);
+/* A round was joined: a new group's (in_place false) or handed to the
+ * running workers. */
+void agent_metrics_round(struct agent *ag, const struct rdzv_round *r, bool in_place);
+/* A loss begins (a failure, a round over, a worker replaced): counted from
+ * now until agent_metrics_resumed, unless one is being counted. */
+void agent_metrics_lost(struct agent *ag);
+void agent_metrics_resumed(struct agent *ag);
+/* The time lost so far, the loss being counted included. */
+double agent_metrics_lost_s(const struct agent *ag);
+/* Words for the record and the metrics. */
+const char *agent_state_word(enum agent_state s);
+const char *agent_phase_word(uint32_t phase);
+
+/* This node's status record into the rendezvous store (agent_status.c), for
+ * `ddplaunch status`: at each event agent_metrics hears, and every 2 s.
+ * Nothing for one node. */
+void agent_status_publish(struct agent *ag);
+
+/* Metrics (agent_metrics.c): /metrics when --metrics_port is given, and
+ * the counts events add to. agent_metrics_start (before agent_setup: only
+ * ag->loop and ag->o are read) serves when the option is given; it returns
+ * 0, or ddplaunch's exit status (2: the port is taken, or the build has no
+ * metrics) after saying why. agent_metrics_init (after agent_init_handles)
+ * makes the per-rank counts and starts reading the progress pages: 0 or 1
+ * (out of memory, said). agent_metrics_close stops both, whatever was
+ * started. */
+int agent_metrics_start(struct agent *ag);
+int agent_metrics_init(struct agent *ag);
+void agent_metrics_close(struct agent *ag);
+/* A round was joined: a new group's (in_place false) or handed to the
+ * running workers. */
+void agent_metrics_round(struct agent *ag, const struct rdzv_round *r, bool in_place);
+/* A loss begins (a failure, a round over, a worker replaced): counted from
+ * now until agent_metrics_resumed, unless one is being counted. */
+void agent_metrics_lost(struct agent *ag);
+void agent_metrics_resumed(struct agent *ag);
 
 /* In place (agent_inplace.c): the bookkeeping of re-formations; it calls
  * only agent_workers.c, and the machine (agent.c) decides and moves. */

@@ -258,6 +258,7 @@ void agent_teardown(struct agent *ag)
 	for (int i = 0; i < ag->nproc; i++)
 		worker_proc_drop_progress(&ag->w[i].proc);
 	footprint_close(&ag->fp);
+	agent_metrics_close(ag);
 	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
 	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
 	for (int i = 0; i < ag->nsig; i++)

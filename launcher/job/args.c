@@ -7,6 +7,7 @@
 
 static const char args_help[] =
     "usage: ddplaunch [options] [--config JOB.ini] [--] PROGRAM [ARGS...]\n"
+    "       ddplaunch status --rdzv_endpoint=HOST[:PORT] --rdzv_id=ID [--watch] [--json]\n"
     "\n"
     "Starts nproc_per_node copies of PROGRAM with torchrun's environment (RANK,\n"
     "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), hosts their store,\n"
@@ -81,6 +82,9 @@ static const char args_help[] =
     "                           (flag, job file, PET_*, slurm); start nothing\n"
     "  --slurm_port_range LO-HI where a Slurm job's port comes from (29500-29999)\n"
     "  --no_slurm               take nothing from Slurm (also DDPLAUNCH_SLURM=0)\n"
+    "  --metrics_port [ADDR:]P  serve /metrics for Prometheus on port P (0: a free\n"
+    "                           port, printed; ADDR: one address, else all); off\n"
+    "                           by default\n"
     "  -h, --help               this text;  --version  the version\n"
     "\n"
     "Across nodes, one ddplaunch per node. Static (node 0 hosts the store):\n"

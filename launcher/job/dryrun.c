@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern char **environ;
 
@@ -46,6 +47,12 @@ static void print_launch(const struct launch_opts *o, FILE *out)
 		o->local_ranks_filter ? o->local_ranks_filter : "");
 	fprintf(out, "role = %s\n", o->role);
 	fprintf(out, "strict_port = %s\n", o->strict_port ? "true" : "false");
+	if (o->metrics.port < 0)
+		fprintf(out, "metrics_port = none\n");
+	else
+		fprintf(out, "metrics_port = %s%s%s%s%d\n", strchr(o->metrics.addr, ':') ? "[" : "",
+			o->metrics.addr, strchr(o->metrics.addr, ':') ? "]" : "",
+			o->metrics.addr[0] ? ":" : "", o->metrics.port);
 	fprintf(out, "grace_period = %g\n", o->grace_period);
 	fprintf(out, "signals = ");
 	for (int i = 0; i < o->nsignals; i++)

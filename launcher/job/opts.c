@@ -89,6 +89,7 @@ int opts_init(struct launch_opts *o)
 	o->forward_signals[0] = SIGUSR1;
 	o->forward_signals[1] = SIGUSR2;
 	o->use_env = -1;
+	o->metrics.port = -1;
 	for (size_t i = 0; i < sizeof(opts_default_strs) / sizeof(opts_default_strs[0]); i++)
 		if (opts_set(o, opts_default_strs[i][0], opts_default_strs[i][1], OPTS_SRC_DEFAULT,
 			     NULL, 0)) {

@@ -58,6 +58,12 @@ struct opts_strv {
 	size_t cap; /* entries allocated in v, the NULL included */
 };
 
+/* --metrics_port: where the agent serves /metrics (metrics_http.h). */
+struct opts_metrics {
+	int port;      /* -1: off (the default); 0: a free port */
+	char addr[64]; /* a literal, or "": every interface */
+};
+
 struct launch_opts {
 	/* the launch */
 	char *nproc_spec; /* "4", "gpu", "cpu", "auto" */
@@ -90,6 +96,7 @@ struct launch_opts {
 	char *prefix; /* format, "%r" = rank, "%l" = local rank */
 	char *config;
 	bool dry_run; /* print the resolved job and exit */
+	struct opts_metrics metrics;
 
 	/* Slurm (opts_slurm.h) */
 	bool no_slurm;			      /* --no_slurm: take nothing from Slurm */

@@ -252,6 +252,49 @@ static int optval_port_range(void *obj, const struct settings_def *def, const ch
 	return 0;
 }
 
+/* --metrics_port [ADDR:]PORT: ADDR a literal (an IPv6 one in brackets),
+ * PORT 0..65535; "" or "none": off. */
+static int optval_metrics(void *obj, const struct settings_def *def, const char *s)
+{
+	struct opts_metrics *m = (struct opts_metrics *)((char *)obj + def->offset);
+	const char *addr = s, *port = s;
+	size_t alen = 0;
+	char *end;
+	long v;
+
+	if (!s)
+		return -EINVAL;
+	if (!*s || !strcmp(s, "none")) {
+		m->port = -1;
+		m->addr[0] = '\0';
+		return 0;
+	}
+	if (s[0] == '[') { /* [IPv6]:PORT */
+		const char *close = strchr(s, ']');
+
+		if (!close || close[1] != ':')
+			return -EINVAL;
+		addr = s + 1;
+		alen = (size_t)(close - addr);
+		port = close + 2;
+	} else if (strchr(s, ':')) { /* IPv4:PORT */
+		port = strchr(s, ':') + 1;
+		alen = (size_t)(port - 1 - s);
+		if (strchr(port, ':'))
+			return -EINVAL;
+	}
+	if ((port != s && !alen) || alen >= sizeof(m->addr))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(port, &end, 10);
+	if (errno || end == port || *end || v < 0 || v > 65535)
+		return -EINVAL;
+	memcpy(m->addr, addr, alen);
+	m->addr[alen] = '\0';
+	m->port = (int)v;
+	return 0;
+}
+
 int opts_visible_gpus(const char *cvd, int ndev)
 {
 	int n = 0;
@@ -344,6 +387,8 @@ static const struct settings_def opts_defs[] = {
     OPT_BOOL("no_slurm", NULL, no_slurm),
     OPT_CUSTOM("slurm_port_range", NULL, slurm_port_range, optval_port_range,
 	       "LO-HI or PORT with 1 <= LO <= HI <= 65535"),
+    OPT_CUSTOM("metrics_port", NULL, metrics, optval_metrics,
+	       "[ADDR:]PORT with 0 <= PORT <= 65535 (0: a free port), or none"),
 };
 
 #define OPTS_COUNT (sizeof(opts_defs) / sizeof(opts_defs[0]))

@@ -9,6 +9,10 @@
 #include <errno.h>
 #include <log.h>
 
+/* In the order of rdzv_codec.h's enum rdzv_reason, from RDZV_WHY_START. */
+const char *const rdzv_reasons[RDZV_REASONS] = {"start",   "join",   "dead",   "left",
+						"restart", "reform", "replace"};
+
 int rdzv_new(const struct launch_opts *o, char **environ_in, int nproc, struct rdzv **out,
 	     char *err, size_t errlen)
 {
@@ -69,6 +73,16 @@ void rdzv_free(struct rdzv *r)
 {
 	if (r)
 		r->ops->free(r);
+}
+
+int rdzv_publish(struct rdzv *r, const void *rec, size_t len)
+{
+	return r && r->ops->publish ? r->ops->publish(r, rec, len) : -ENOTSUP;
+}
+
+struct store_server *rdzv_hosted_store(struct rdzv *r)
+{
+	return r && r->ops->hosted_store ? r->ops->hosted_store(r) : NULL;
 }
 
 int rdzv_renew(struct rdzv *r)

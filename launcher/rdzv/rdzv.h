@@ -45,6 +45,7 @@
 
 struct launch_opts;
 struct opts_rdzv;
+struct store_server;
 
 struct rdzv_round {
 	int round;	      /* one node: the round (0, 1, ...); many nodes: the
@@ -59,7 +60,15 @@ struct rdzv_round {
 	int master_port;
 	const char *local_addr; /* many nodes: this node's address as the
 				   others reach it (DDP_LOCAL_ADDR), else NULL */
+	/* Why the round was opened, one of rdzv_reasons (static): "start",
+	 * "join", "dead", "left", "restart", "reform", "replace". */
+	const char *reason;
+	const char *subject; /* many nodes: the node it is about, or ""; NULL
+				for one node */
 };
+
+#define RDZV_REASONS 7
+extern const char *const rdzv_reasons[RDZV_REASONS];
 
 /* Called once per join; status 0 or a negative errno. `r` is valid during
  * the call. */
@@ -110,7 +119,9 @@ struct rdzv_ops {
 	int (*attach)(struct rdzv *r, uv_loop_t *loop, const struct rdzv_events *ev, void *arg);
 	int (*join)(struct rdzv *r, rdzv_joined_fn done, void *arg);
 	bool (*group_ended)(struct rdzv *r, const struct rdzv_group_end *g);
-	int (*renew)(struct rdzv *r); /* NULL: not supported */
+	int (*renew)(struct rdzv *r);				     /* NULL: not supported */
+	int (*publish)(struct rdzv *r, const void *rec, size_t len); /* NULL: one node */
+	struct store_server *(*hosted_store)(struct rdzv *r);	     /* NULL: one node */
 	void (*signal)(struct rdzv *r, int sig);
 	void (*shutdown)(struct rdzv *r, int exit_status);
 	void (*free)(struct rdzv *r);
@@ -165,6 +176,16 @@ bool rdzv_group_ended(struct rdzv *r, const struct rdzv_group_end *g);
  * -ECANCELED (no round runs, or the rendezvous ended) or -ENOTSUP (the
  * backend cannot: restart the group as for any failure). */
 int rdzv_renew(struct rdzv *r);
+
+/* Many nodes: writes this node's status record into the rendezvous store
+ * (rdzv_driver_publish: RDZV_STATUS_KEY_FMT, bound to the node's session),
+ * for `ddplaunch status`. Returns 0, -ENOTSUP (one node: no store to
+ * publish in), -ENOTCONN (no session now), -EMSGSIZE or -ENOMEM. */
+int rdzv_publish(struct rdzv *r, const void *rec, size_t len);
+/* The rendezvous store this node hosts (many nodes), for /metrics; NULL
+ * when it hosts none (one node: its workers' store is not shown). */
+struct store_server *rdzv_hosted_store(struct rdzv *r);
+#define RDZV_PUBLISH_MAX 4096 /* bytes of a record: driver.h's RDZV_STATUS_MAX */
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what
  * follows. One node: a round in progress ends with the group (its end is

@@ -61,6 +61,16 @@ static int many_renew(struct rdzv *r)
 	return 0;
 }
 
+static int many_publish(struct rdzv *r, const void *rec, size_t len)
+{
+	return rdzv_nodes_publish(many_driver(r), rec, len);
+}
+
+static struct store_server *many_hosted_store(struct rdzv *r)
+{
+	return rdzv_nodes_hosted_store(many_driver(r));
+}
+
 static void many_signal(struct rdzv *r, int sig)
 {
 	log_warn("got %s; leaving the job and stopping the workers", signame_name(sig));
@@ -83,6 +93,8 @@ static const struct rdzv_ops many_ops = {
     .join = many_join,
     .group_ended = many_group_ended,
     .renew = many_renew,
+    .publish = many_publish,
+    .hosted_store = many_hosted_store,
     .signal = many_signal,
     .shutdown = many_shutdown,
     .free = many_free,

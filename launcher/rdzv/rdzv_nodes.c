@@ -138,6 +138,10 @@ static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *
 	    .master_addr = dr->master_addr,
 	    .master_port = dr->master_port,
 	    .local_addr = dr->local_addr,
+	    .reason = dr->reason >= RDZV_WHY_START && dr->reason <= RDZV_WHY_REPLACE
+			  ? rdzv_reasons[dr->reason - RDZV_WHY_START]
+			  : "start",
+	    .subject = dr->subject,
 	};
 
 	n->done = NULL;
@@ -159,6 +163,18 @@ void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success)
 void rdzv_nodes_renew(struct rdzv_nodes *n)
 {
 	rdzv_driver_renew(n->d);
+}
+
+_Static_assert(RDZV_PUBLISH_MAX == RDZV_STATUS_MAX, "rdzv.h and driver.h agree");
+
+int rdzv_nodes_publish(struct rdzv_nodes *n, const void *rec, size_t len)
+{
+	return rdzv_driver_publish(n->d, rec, len);
+}
+
+struct store_server *rdzv_nodes_hosted_store(struct rdzv_nodes *n)
+{
+	return rdzv_driver_hosted_store(n->d);
 }
 
 void rdzv_nodes_leave(struct rdzv_nodes *n)

@@ -32,6 +32,7 @@ struct rdzv_one {
 	int port;
 	int round;	   /* restarts made */
 	int renewals;	   /* rounds opened for a worker replaced alone */
+	int renewals_said; /* renewals when the last round was answered */
 	bool in_round;	   /* answered, and its group has not ended yet */
 	bool ended;	   /* `ended` was heard */
 	uint64_t delay_ms; /* the backoff before the next answer */
@@ -117,8 +118,13 @@ static void one_answer(struct rdzv_one *r)
 	    .world_size = r->nproc,
 	    .master_addr = r->o->master_addr,
 	    .master_port = r->port,
+	    .reason = r->round + r->renewals == 0      ? "start"
+		      : r->renewals > r->renewals_said ? "replace"
+						       : "restart",
 	};
 	rdzv_joined_fn done = r->done;
+
+	r->renewals_said = r->renewals;
 
 	/* torch 2.x workers key the store without an attempt prefix: a
 	 * restarted group must not find the last group's keys (its gloo

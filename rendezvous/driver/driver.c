@@ -139,9 +139,11 @@ static void drv_deliver(struct rdzv_driver *d)
 static void drv_round(struct rdzv_driver *d)
 {
 	const struct rdzv_world *w = rdzv_machine_world(d->m);
+	const struct rdzv_state *st = rdzv_machine_state(d->m);
 
 	if (!w)
 		return;
+	snprintf(d->subject, sizeof(d->subject), "%s", st ? st->subject : "");
 	snprintf(d->master_addr, sizeof(d->master_addr), "%s", w->master_addr);
 	d->round = (struct rdzv_driver_round){
 	    .round = w->round,
@@ -154,6 +156,8 @@ static void drv_round(struct rdzv_driver *d)
 	    .master_port = w->master_port,
 	    .local_addr = d->addr,
 	    .members = w->members,
+	    .reason = st ? st->reason : RDZV_WHY_START,
+	    .subject = d->subject,
 	};
 	d->have_round = true;
 	keeper_round(d, w);
@@ -416,6 +420,8 @@ static void sink_done(void *p, uint64_t tag, int status)
 
 	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
+	if (tag == DRV_TAG_STATUS)
+		return;
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_done(d->m, drv_now(), tag, status));
 }
@@ -667,6 +673,25 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success)
 						       : "the keep-alive window",
 			 (double)d->c.fail_slack_ms / 1000.0);
 	drv_after(d, rdzv_workers_exited(d->m, drv_now(), success));
+}
+
+struct store_server *rdzv_driver_hosted_store(const struct rdzv_driver *d)
+{
+	return d->rstore;
+}
+
+int rdzv_driver_publish(struct rdzv_driver *d, const void *rec, size_t len)
+{
+	char key[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32];
+	struct byteview k, v = {rec, len};
+
+	if (len > RDZV_STATUS_MAX)
+		return -EMSGSIZE;
+	if (d->phase != DRV_ON || d->leaving || d->shutdown || !d->node_id[0])
+		return -ENOTCONN;
+	snprintf(key, sizeof(key), RDZV_STATUS_KEY_FMT, d->run_id, d->node_id);
+	k = (struct byteview){(const uint8_t *)key, strlen(key)};
+	return d->ops->set(d->be, DRV_TAG_STATUS, k, v, true);
 }
 
 void rdzv_driver_renew(struct rdzv_driver *d)

@@ -104,6 +104,8 @@ struct rdzv_driver_round {
 	uint16_t master_port;
 	const char *local_addr;		   /* this node's address as the others reach it */
 	const struct rdzv_member *members; /* size entries in rank order */
+	enum rdzv_reason reason;	   /* why the round was opened */
+	const char *subject;		   /* the node the reason is about, or "" */
 };
 
 /* Called once per join; status 0 or a negative errno. */
@@ -161,6 +163,22 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success);
 /* One of this node's workers is replaced alone (rdzv_workers_renew): a new round
  * of the same nodes, not charged; round_over follows, on every node. */
 void rdzv_driver_renew(struct rdzv_driver *d);
+
+/* The key of a node's status record (ddplaunch status): under the run id,
+ * "st/" and the node's id; bound to the node's session (etcd: its lease), so
+ * a node that dies takes its record with it. */
+#define RDZV_STATUS_KEY_FMT "ddprdzv/%s/st/%s"
+#define RDZV_STATUS_MAX	    4096 /* bytes of one record */
+
+/* Writes this node's status record (at most RDZV_STATUS_MAX bytes; the
+ * caller's format), replacing the last one. Returns 0 (written, or queued
+ * to be), -ENOTCONN (no session now: write it again later), -EMSGSIZE or
+ * -ENOMEM. Nobody hears whether the write succeeded: the record is a report,
+ * written again at the next refresh. */
+int rdzv_driver_publish(struct rdzv_driver *d, const void *rec, size_t len);
+
+/* The rendezvous store this node hosts (for its metrics), or NULL. */
+struct store_server *rdzv_driver_hosted_store(const struct rdzv_driver *d);
 
 /* Leave the job; `ended` (LEFT) follows within close_timeout. */
 void rdzv_driver_leave(struct rdzv_driver *d);

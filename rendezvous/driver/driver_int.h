@@ -28,6 +28,8 @@ struct store_server;
 #define DRV_HOSTED_KEY	 "ddprdzv/hosted_by"
 #define DRV_HOSTED_VALUE "ddplaunch agent"
 #define DRV_TAG_HOSTED	 UINT64_MAX
+/* rdzv_driver_publish's writes: answered to nobody. */
+#define DRV_TAG_STATUS (UINT64_MAX - 1)
 enum drv_store_kind { DRV_STORE_UNKNOWN, DRV_STORE_AGENT, DRV_STORE_STANDALONE };
 
 enum drv_phase {
@@ -80,6 +82,7 @@ struct rdzv_driver {
 	bool have_round;
 	struct rdzv_driver_round round;
 	char master_addr[RDZV_ADDR_MAX + 1];
+	char subject[RDZV_ID_MAX + 1]; /* round.subject */
 
 	/* the stores this node hosts */
 	struct store_server *rstore;	    /* the rendezvous store, or NULL */

@@ -333,6 +333,7 @@ void store_conn_accept(struct store_server *server)
 		server->conns->prev = conn;
 	server->conns = conn;
 	server->nconns++;
+	server->accepted++;
 	proto_decoder_init(&conn->dec, &server->plimits);
 	rc = uv_accept((uv_stream_t *)server->listener, (uv_stream_t *)&conn->tcp);
 	if (rc == 0 && server->nconns > server->limits.max_connections) {

@@ -82,7 +82,9 @@ struct store_server {
 	struct store_access *access; /* NULL: no token, every address served */
 	struct store_budget budget;  /* what the connections hold in flight */
 	int port;
-	unsigned fd_reserve; /* descriptors never taken (store_bounds.c) */
+	uint64_t accepted;		   /* connections accepted, ever */
+	uint64_t requests[PROTO_OP_COUNT]; /* requests run, by op */
+	unsigned fd_reserve;		   /* descriptors never taken (store_bounds.c) */
 	bool closing;
 	int in_callback; /* > 0 while a store callback runs */
 	void (*done)(void *arg);

@@ -148,6 +148,9 @@ int store_conn_execute(struct store_conn *conn, const struct proto_request *req)
 	struct store *store = conn->server->store;
 	struct bytebuf *out = &conn->out;
 	int rc;
+
+	if ((size_t)req->op < PROTO_OP_COUNT)
+		conn->server->requests[req->op]++;
 	if (conn->agent || conn->access != CONN_ACCESS_OPEN || req->op >= PROTO_OP_S_HELLO)
 		return store_agent_execute(conn, req);
 	if (store_access_agent_write(conn->server, req)) {

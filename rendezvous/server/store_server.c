@@ -236,3 +236,25 @@ void store_server_close(struct store_server *server, void (*done)(void *arg), vo
 	else
 		store_server_conn_gone(server);
 }
+
+_Static_assert(PROTO_OP_COUNT <= 40, "struct store_server_stats.requests holds every op");
+
+void store_server_get_stats(const struct store_server *server, struct store_server_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->connections = server->nconns;
+	out->accepted = server->accepted;
+	out->nops = PROTO_OP_COUNT;
+	memcpy(out->requests, server->requests, sizeof(server->requests));
+	out->keys = (size_t)store_num_keys(server->store);
+	out->bytes_stored = store_bytes_used(server->store);
+	out->bytes_in_flight = server->budget.held;
+	out->refused = store_server_refused_count(server);
+	out->closed_for_budget = server->budget.closed;
+	out->waiters = store_waiter_count(server->store);
+}
+
+const char *store_server_op_name(size_t op)
+{
+	return proto_op_name((enum proto_op)op);
+}

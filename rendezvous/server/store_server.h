@@ -74,6 +74,28 @@ int store_server_port(const struct store_server *server);
 /* Number of client connections open now (for tests and benchmarks). */
 size_t store_server_connection_count(const struct store_server *server);
 
+/* What the server did so far and holds now, for /metrics (ddp-rdzvd
+ * --metrics-port). */
+struct store_server_stats {
+	size_t connections;	  /* client connections open now */
+	uint64_t accepted;	  /* connections accepted, ever */
+	uint64_t requests[40];	  /* requests run, by proto_op (proto.h), ever */
+	size_t nops;		  /* entries of requests[] that are ops */
+	size_t keys;		  /* keys stored now */
+	size_t bytes_stored;	  /* bytes of keys and values stored now */
+	size_t bytes_in_flight;	  /* bytes connections hold (queries, replies) */
+	size_t refused;		  /* connections refused by who may connect */
+	size_t closed_for_budget; /* connections closed for the memory budget */
+	size_t waiters;		  /* requests waiting for keys now */
+};
+
+/* Fills *out. */
+void store_server_get_stats(const struct store_server *server, struct store_server_stats *out);
+
+/* The name of request kind `op` of struct store_server_stats (proto.h's
+ * lowercase name). */
+const char *store_server_op_name(size_t op);
+
 /* Starts a fresh key space for the next group of clients (a restarted
  * worker group): closes every client connection open now (their pending
  * waits go with them, and bytes they sent that were not yet read are never

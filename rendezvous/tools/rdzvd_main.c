@@ -17,6 +17,8 @@
 #include "cli_util.h"
 #include "fileutil.h"
 #include "log.h"
+#include "metrics_http.h"
+#include "rdzvd_metrics.h"
 #include "store_access.h"
 #include "store_server.h"
 
@@ -29,6 +31,8 @@ struct rdzvd {
 	const char *token_file;
 	const char **allow; /* --allow addresses */
 	size_t nallow;
+	const char *metrics_spec;     /* --metrics-port, or NULL */
+	struct metrics_http *metrics; /* its server */
 };
 
 /* 65536 -> "64K": sizes as the flags accept them. */
@@ -55,7 +59,7 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: ddp-rdzvd [--host ADDR] [--port N] [--port-file PATH] [--token-file FILE]\n"
-	    "                 [--allow ADDR]... [limits] [-v]\n"
+	    "                 [--allow ADDR]... [--metrics-port [ADDR:]PORT] [limits] [-v]\n"
 	    "\n"
 	    "Hosts a rendezvous key-value store that speaks PyTorch's c10d TCPStore\n"
 	    "protocol (torch 1.13 and 2.x clients at once): the store torchrun's agent\n"
@@ -90,6 +94,12 @@ static void usage(FILE *f)
 	    "  --allow ADDR       serve clients from ADDR (an IPv4 or IPv6 address; may be\n"
 	    "                     repeated) without the token; without a token, --allow\n"
 	    "                     refuses every other address except 127.0.0.1 and ::1\n"
+	    "  --metrics-port [ADDR:]PORT\n"
+	    "                     serve /metrics for Prometheus on PORT (0: a free port,\n"
+	    "                     said on stderr; ADDR: one address, else every\n"
+	    "                     interface): connections open and accepted, requests by\n"
+	    "                     kind, keys and bytes stored and in flight, clients\n"
+	    "                     refused (ddp_store_*); off by default\n"
 	    "  -v, --verbose      debug output: why each client was disconnected, ...\n"
 	    "  -h, --help         show this help\n"
 	    "\n"
@@ -162,6 +172,7 @@ enum {
 	OPT_MAX_LIST,
 	OPT_MAX_CONN_BYTES,
 	OPT_MAX_CONNS_PER_ADDR,
+	OPT_METRICS_PORT,
 };
 
 static const struct option long_opts[] = {
@@ -179,6 +190,8 @@ static const struct option long_opts[] = {
     {"max-list-keys", required_argument, NULL, OPT_MAX_LIST},
     {"max-conn-bytes", required_argument, NULL, OPT_MAX_CONN_BYTES},
     {"max-conns-per-addr", required_argument, NULL, OPT_MAX_CONNS_PER_ADDR},
+    {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
+    {"metrics_port", required_argument, NULL, OPT_METRICS_PORT},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -268,6 +281,9 @@ static int parse_args(int argc, char **argv, const char **host, int *port, struc
 			}
 			d->allow[d->nallow++] = optarg;
 			break;
+		case OPT_METRICS_PORT:
+			d->metrics_spec = optarg;
+			break;
 		case 'v':
 			(*verbose)++;
 			break;
@@ -329,6 +345,8 @@ static void rdzvd_on_signal(uv_signal_t *sig, int signum)
 	log_info("%s received; closing the store", strsignal(signum));
 	uv_signal_stop(&d->sigterm);
 	uv_signal_stop(&d->sigint);
+	metrics_http_close(d->metrics);
+	d->metrics = NULL;
 	if (d->server)
 		store_server_close(d->server, rdzvd_closed, d);
 }
@@ -419,6 +437,9 @@ static int rdzvd_start(struct rdzvd *d, const char *host, int port,
 					      : "");
 		return rc;
 	}
+	if (d->metrics_spec &&
+	    (rc = rdzvd_metrics_start(d->loop, d->metrics_spec, &d->server, &d->metrics)) < 0)
+		return rc;
 	/* Before the port is told: whoever reads it may send SIGTERM at once. */
 	uv_signal_init(d->loop, &d->sigterm);
 	uv_signal_init(d->loop, &d->sigint);
@@ -462,6 +483,7 @@ int main(int argc, char **argv)
 	file_raise_nofile();
 	bound_malloc();
 	if (rdzvd_start(&d, host, port, &limits) < 0) {
+		metrics_http_close(d.metrics);
 		if (d.server)
 			store_server_close(d.server, NULL, NULL);
 		uv_run(d.loop, UV_RUN_DEFAULT);

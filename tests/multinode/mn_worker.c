@@ -10,23 +10,87 @@
  *                                  restart count (TORCHELASTIC_RESTART_COUNT)
  *                                  is below N on global rank 0; then like
  *                                  `run S` (0.2)
+ *   mn_worker steps MS             until SIGTERM, a "step" every MS ms: its
+ *                                  progress page (common/progress.h, when
+ *                                  DDP_PROGRESS_FILE is set) says the step
+ *                                  committed (step_ns MS, half of it in an
+ *                                  allreduce, wait_ns) and that allreduce
  *
  * The line: "MNW rank=R local=L world=W group=G groups=N master=A:P
  * restarts=C local_addr=X run=ID pid=PID" (flushed at once). It never talks
  * to the other workers.
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include "progress.h"
 
 static volatile sig_atomic_t stop;
 
 static void on_term(int sig)
 {
 	stop = 1;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void nap(double secs);
+
+/* `steps`: one committed step every `secs`, on the progress page. */
+static int steps(double secs)
+{
+	const char *path = getenv(DDP_PROGRESS_ENV);
+	struct ddp_progress *p = NULL;
+	uint64_t step_ns = (uint64_t)(secs * 1e9);
+	int fd = path ? open(path, O_RDWR) : -1;
+
+	if (fd >= 0) {
+		p = mmap(NULL, DDP_PROGRESS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		if (p == MAP_FAILED)
+			p = NULL;
+	}
+	for (uint64_t step = 1; !stop; step++) {
+		uint64_t t0 = mono_ns();
+
+		nap(secs);
+		if (!p)
+			continue;
+		ddp_progress_write_begin(p);
+		p->pid = (int32_t)getpid();
+		p->round = -1; /* no communicator of its own */
+		p->rank = atoi(getenv("RANK") ? getenv("RANK") : "-1");
+		p->world = atoi(getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "-1");
+		p->phase = DDP_PHASE_COMPUTE;
+		p->op = DDP_OP_ALLREDUCE;
+		p->seq = step;
+		p->bucket = -1;
+		p->waiting_on = -1;
+		p->entered_ns = t0 + step_ns / 2;
+		p->left_ns = t0 + step_ns;
+		p->step = step;
+		p->step_ns = step_ns;
+		p->wait_ns = step_ns / 2;
+		p->compute_ns = step_ns - step_ns / 2;
+		p->written_ns = mono_ns();
+		p->magic = DDP_PROGRESS_MAGIC;
+		p->version = DDP_PROGRESS_VERSION;
+		ddp_progress_write_end(p);
+	}
+	return 0;
 }
 
 static const char *env(const char *name)
@@ -78,6 +142,10 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && !strcmp(argv[1], "forever"))
 		return wait_for_signal();
+	if (argc >= 3 && !strcmp(argv[1], "steps")) {
+		sigprocmask(SIG_UNBLOCK, &block, NULL);
+		return steps(atof(argv[2]) / 1000.0);
+	}
 	if (argc >= 5 && !strcmp(argv[1], "fail")) {
 		if (rank != atoi(argv[2]))
 			return wait_for_signal();
@@ -93,6 +161,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: mn_worker run S | forever | fail RANK CODE S | fail-early N CODE "
-			"[S]\n");
+			"[S] | steps MS\n");
 	return 2;
 }

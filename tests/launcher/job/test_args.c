@@ -6,10 +6,13 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "args.h"
+#include "jobfile.h"
 #include "opts.h"
+#include "opts_pet.h"
 
 static char err[OPTS_ERR_LEN];
 
@@ -278,6 +281,62 @@ static void test_value_messages_say_what_is_expected(void **state)
 	opts_release(&o);
 }
 
+/* --metrics_port [ADDR:]PORT in its four forms: both spellings, a job
+ * file's key, PET_METRICS_PORT; off by default; what it refuses. */
+static void test_metrics_port(void **state)
+{
+	char *snake[] = {"ddplaunch", "--metrics_port=0", "x"};
+	char *kebab[] = {"ddplaunch", "--metrics-port", "127.0.0.3:9400", "x"};
+	char *v6[] = {"ddplaunch", "--metrics-port=[::1]:9401", "x"};
+	char *none[] = {"ddplaunch", "x"};
+	const char *bad[] = {"65536", "-1", "a", ":9400", "1.2.3.4:", "::1:9400", "[::1]9400", ""};
+	char *envp[] = {"PET_METRICS_PORT=127.0.0.4:9402", NULL};
+	struct launch_opts o;
+	char ini[] = "[launch]\nmetrics_port = 9403\n";
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(parse(&o, 2, none), 0);
+	assert_int_equal(o.metrics.port, -1);
+	opts_release(&o);
+	assert_int_equal(parse(&o, 3, snake), 0);
+	assert_int_equal(o.metrics.port, 0);
+	assert_string_equal(o.metrics.addr, "");
+	opts_release(&o);
+	assert_int_equal(parse(&o, 4, kebab), 0);
+	assert_int_equal(o.metrics.port, 9400);
+	assert_string_equal(o.metrics.addr, "127.0.0.3");
+	opts_release(&o);
+	assert_int_equal(parse(&o, 3, v6), 0);
+	assert_int_equal(o.metrics.port, 9401);
+	assert_string_equal(o.metrics.addr, "::1");
+	opts_release(&o);
+	assert_int_equal(parse(&o, 2, none), 0);
+	assert_int_equal(opts_pet_apply(&o, envp, err, sizeof(err)), 0);
+	assert_int_equal(o.metrics.port, 9402);
+	assert_string_equal(o.metrics.addr, "127.0.0.4");
+	opts_release(&o);
+	assert_int_equal(parse(&o, 2, none), 0);
+	f = fmemopen(ini, strlen(ini), "r");
+	assert_int_equal(jobfile_load_stream(&o, f, "job.ini", err, sizeof(err)), 0);
+	fclose(f);
+	assert_int_equal(o.metrics.port, 9403);
+	opts_release(&o);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char arg[64];
+		char *argv[] = {"ddplaunch", arg, "x"};
+
+		snprintf(arg, sizeof(arg), "--metrics_port=%s", bad[i]);
+		assert_int_equal(parse(&o, 3, argv), bad[i][0] ? -EINVAL : 0);
+		if (bad[i][0])
+			assert_non_null(
+			    strstr(err, "(expected [ADDR:]PORT with 0 <= PORT <= 65535"));
+		else
+			assert_int_equal(o.metrics.port, -1); /* "" is off */
+		opts_release(&o);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,6 +351,7 @@ int main(void)
 	    cmocka_unit_test(test_visible_gpus),
 	    cmocka_unit_test(test_unknown_option_suggests),
 	    cmocka_unit_test(test_value_messages_say_what_is_expected),
+	    cmocka_unit_test(test_metrics_port),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

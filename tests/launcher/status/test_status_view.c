@@ -1,0 +1,115 @@
+/* Unit tests for launcher/status/status_view.c: the screen and the JSON of
+ * `ddplaunch status` from a snapshot (no store, no loop). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status_view.h"
+
+static const char rec0[] =
+    "{\"v\":1,\"addr\":\"127.0.0.3\",\"state\":\"running\",\"round\":2,\"node_rank\":0,"
+    "\"rank_base\":0,\"nproc\":2,\"lost_s\":0.25,\"time\":1000,"
+    "\"ranks\":[{\"local\":0,\"rank\":0,\"step\":120,\"steps_per_s\":50,\"step_s\":0.02,"
+    "\"wait_s\":0.01},{\"local\":1,\"rank\":1,\"step\":118,\"steps_per_s\":48,"
+    "\"step_s\":0.021,\"wait_s\":0.011}],"
+    "\"reformations\":[{\"time\":990,\"round\":2,\"nodes\":2,\"why\":\"node 'c' died\","
+    "\"waited_s\":0.4}],"
+    "\"rounds\":[{\"time\":900,\"round\":1,\"nodes\":3,\"reason\":\"start\",\"subject\":\"\","
+    "\"in_place\":false},{\"time\":990,\"round\":2,\"nodes\":2,\"reason\":\"dead\","
+    "\"subject\":\"c\",\"in_place\":true}]}";
+
+static void snap_fill(struct status_snap *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->run_id = "job";
+	s->endpoint = "h:29400";
+	s->st.phase = RDZV_RUNNING;
+	s->st.round = 2;
+	s->st.reason = RDZV_WHY_DEAD;
+	strcpy(s->st.subject, "c");
+	s->st.min_nodes = 2;
+	s->st.max_nodes = 3;
+	s->st.restarts = 1;
+	s->st.max_restarts = 3;
+	s->world_round = 2;
+	s->nnodes = 2;
+	s->nodes = calloc(2, sizeof(*s->nodes));
+	strcpy(s->nodes[0].id, "a");
+	strcpy(s->nodes[0].addr, "127.0.0.3");
+	s->nodes[0].nproc = 2;
+	s->nodes[0].rec = json_loads(rec0, 0, NULL);
+	assert_non_null(s->nodes[0].rec);
+	strcpy(s->nodes[1].id, "b");
+	strcpy(s->nodes[1].addr, "127.0.0.4");
+	s->nodes[1].nproc = 2;
+}
+
+static void test_text(void **state)
+{
+	struct status_snap s;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	(void)state;
+	snap_fill(&s);
+	assert_int_equal(status_render_text(f, &s, 1003), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "job 'job' at h:29400: running, round 2 (opened because a "
+				    "node died: 'c')\n"));
+	assert_non_null(
+	    strstr(buf, "nodes 1 live of 2 in round 2 (wants 2..3), restarts 1 of 3\n"));
+	/* the lowest step, the ranks' mean rate, rank 0's times, 3 s ago */
+	assert_non_null(strstr(buf,
+			       "  0    a                      127.0.0.3       running        "
+			       "0-1          118     49.0   0.020   0.010    0.25     3s ago\n"));
+	assert_non_null(strstr(buf, "  -    b                      127.0.0.4       gone       "));
+	assert_non_null(strstr(buf, "round 2, 2 nodes: dead 'c'; the workers re-formed in place "
+				    "after 0.40 s (node 'c' died)\n"));
+	/* the first round is no re-formation */
+	assert_null(strstr(buf, "round 1,"));
+	free(buf);
+	status_snap_release(&s);
+}
+
+static void test_json(void **state)
+{
+	struct status_snap s;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	json_t *o, *nodes;
+
+	(void)state;
+	snap_fill(&s);
+	assert_int_equal(status_render_json(f, &s), 0);
+	fclose(f);
+	o = json_loads(buf, 0, NULL);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "phase")), "running");
+	assert_int_equal(json_integer_value(json_object_get(o, "round")), 2);
+	assert_string_equal(json_string_value(json_object_get(o, "subject")), "c");
+	nodes = json_object_get(o, "nodes");
+	assert_int_equal(json_array_size(nodes), 2);
+	assert_int_equal(json_integer_value(json_object_get(
+			     json_object_get(json_array_get(nodes, 0), "record"), "rank_base")),
+			 0);
+	assert_true(json_is_null(json_object_get(json_array_get(nodes, 1), "record")));
+	json_decref(o);
+	free(buf);
+	status_snap_release(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_text),
+	    cmocka_unit_test(test_json),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
