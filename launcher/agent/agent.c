@@ -204,6 +204,7 @@ static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool kee
 	w->exit_seq = 0;
 	w->stopped = false;
 	w->state = AGENT_W_RUNNING;
+	agent_hang_reset(ag, w->local_rank);
 	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed);
 	if (rc == 0)
 		return 0;
@@ -592,9 +593,15 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 	agent_end(ag, how);
 }
 
+static void on_notice(void *arg, const char *text)
+{
+	agent_hang_notice(arg, text);
+}
+
 static const struct rdzv_events agent_rdzv_events = {
     .round_over = on_round_over,
     .ended = on_ended,
+    .notice = on_notice,
 };
 
 static void agent_finish(struct agent *ag)

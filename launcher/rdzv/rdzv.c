@@ -76,6 +76,11 @@ int rdzv_renew(struct rdzv *r)
 	return r->ops->renew ? r->ops->renew(r) : -ENOTSUP;
 }
 
+int rdzv_post(struct rdzv *r, const char *text)
+{
+	return r->ops->post ? r->ops->post(r, text) : -ENOTSUP;
+}
+
 int rdzv_exit_status(enum rdzv_outcome how, int stop_signal, bool permanent, int fail_status)
 {
 	switch (how) {

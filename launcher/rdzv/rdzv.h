@@ -46,6 +46,9 @@
 struct launch_opts;
 struct opts_rdzv;
 
+/* The longest line rdzv_post takes, bytes. */
+#define RDZV_POST_MAX 1024
+
 struct rdzv_round {
 	int round;	      /* one node: the round (0, 1, ...); many nodes: the
 				 machine's round (1, 2, ...) */
@@ -87,6 +90,9 @@ struct rdzv_events {
 	/* Once. `msg`: what the agent tells the user (an error for FAILED and
 	 * REFUSED), or NULL when the backend has said it already. */
 	void (*ended)(void *arg, enum rdzv_outcome how, const char *msg);
+	/* Many nodes: a line some node posted (rdzv_post), this one's too;
+	 * NULL: not heard. */
+	void (*notice)(void *arg, const char *text);
 };
 
 /* How this node's group of workers ended (all its handles closed). */
@@ -110,7 +116,8 @@ struct rdzv_ops {
 	int (*attach)(struct rdzv *r, uv_loop_t *loop, const struct rdzv_events *ev, void *arg);
 	int (*join)(struct rdzv *r, rdzv_joined_fn done, void *arg);
 	bool (*group_ended)(struct rdzv *r, const struct rdzv_group_end *g);
-	int (*renew)(struct rdzv *r); /* NULL: not supported */
+	int (*renew)(struct rdzv *r);		       /* NULL: not supported */
+	int (*post)(struct rdzv *r, const char *text); /* NULL: one node, no one to tell */
 	void (*signal)(struct rdzv *r, int sig);
 	void (*shutdown)(struct rdzv *r, int exit_status);
 	void (*free)(struct rdzv *r);
@@ -165,6 +172,12 @@ bool rdzv_group_ended(struct rdzv *r, const struct rdzv_group_end *g);
  * -ECANCELED (no round runs, or the rendezvous ended) or -ENOTSUP (the
  * backend cannot: restart the group as for any failure). */
 int rdzv_renew(struct rdzv *r);
+
+/* Posts one line (at most 1024 bytes) for every node of the job: each
+ * node's `notice` hears it, this one's too (driver.h: rdzv_driver_post).
+ * Returns 0, -ENOTSUP (one node: no one else to tell), -ENOTCONN or
+ * -EINVAL. */
+int rdzv_post(struct rdzv *r, const char *text);
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what
  * follows. One node: a round in progress ends with the group (its end is

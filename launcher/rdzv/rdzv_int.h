@@ -28,6 +28,7 @@ int rdzv_nodes_attach(struct rdzv_nodes *n, uv_loop_t *loop, const struct rdzv_e
 int rdzv_nodes_join(struct rdzv_nodes *n, rdzv_joined_fn done, void *arg);
 void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success);
 void rdzv_nodes_renew(struct rdzv_nodes *n);
+int rdzv_nodes_post(struct rdzv_nodes *n, const char *text);
 void rdzv_nodes_leave(struct rdzv_nodes *n);
 /* Leaves with a failure that will repeat (driver.h: rdzv_driver_leave_permanent). */
 void rdzv_nodes_leave_permanent(struct rdzv_nodes *n, const char *cause);

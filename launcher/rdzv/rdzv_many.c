@@ -61,6 +61,11 @@ static int many_renew(struct rdzv *r)
 	return 0;
 }
 
+static int many_post(struct rdzv *r, const char *text)
+{
+	return rdzv_nodes_post(many_driver(r), text);
+}
+
 static void many_signal(struct rdzv *r, int sig)
 {
 	log_warn("got %s; leaving the job and stopping the workers", signame_name(sig));
@@ -83,6 +88,7 @@ static const struct rdzv_ops many_ops = {
     .join = many_join,
     .group_ended = many_group_ended,
     .renew = many_renew,
+    .post = many_post,
     .signal = many_signal,
     .shutdown = many_shutdown,
     .free = many_free,

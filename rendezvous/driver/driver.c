@@ -416,6 +416,8 @@ static void sink_done(void *p, uint64_t tag, int status)
 
 	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
+	if (notice_done(d, tag, status))
+		return;
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_done(d->m, drv_now(), tag, status));
 }
@@ -424,6 +426,8 @@ static void sink_event(void *p, uint64_t watch, int status, struct rdzv_value v)
 {
 	struct rdzv_driver *d = p;
 
+	if (notice_event(d, watch, status, v))
+		return;
 	if (drv_gone(d, status))
 		return;
 	if (status < 0) {
@@ -579,6 +583,7 @@ static void sink_connected(void *p, int status, const char *msg)
 	log_debug("joining run id '%s' at %s as '%s'", d->run_id, d->peer, d->node_id);
 	d->phase = DRV_ON;
 	drv_ask_store_kind(d);
+	notice_watch(d);
 	drv_after(d, rdzv_start(d->m, drv_now()));
 }
 

@@ -129,6 +129,9 @@ struct rdzv_driver_events {
 	void (*round_over)(void *arg, const char *why);
 	/* The end (once): nothing more is heard. */
 	void (*ended)(void *arg, enum rdzv_driver_outcome how, const char *msg);
+	/* A line another node (or this one) posted (rdzv_driver_post), heard
+	 * by every node of the job; NULL: not heard. */
+	void (*notice)(void *arg, const char *text);
 };
 
 struct rdzv_driver;
@@ -161,6 +164,15 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success);
 /* One of this node's workers is replaced alone (rdzv_workers_renew): a new round
  * of the same nodes, not charged; round_over follows, on every node. */
 void rdzv_driver_renew(struct rdzv_driver *d);
+
+/* The longest notice, bytes. */
+#define RDZV_NOTICE_MAX 1024
+
+/* Posts `text` (one line, at most RDZV_NOTICE_MAX bytes) on the job's
+ * notice board, a key of the job's prefix that every node watches: each
+ * node's `notice` hears it (this one's too), once per post. Returns 0,
+ * -ENOTCONN (no session now) or -EINVAL (too long). */
+int rdzv_driver_post(struct rdzv_driver *d, const char *text);
 
 /* Leave the job; `ended` (LEFT) follows within close_timeout. */
 void rdzv_driver_leave(struct rdzv_driver *d);

@@ -1,0 +1,76 @@
+/*
+ * agent_hang.h - the agent's watch for hangs: every AGENT_HANG_TICK_MS it
+ * reads each local worker's progress page (no system call per collective
+ * on the worker's side, one read of a shared page here), learns the job's
+ * deadlines from what the pages show (hang_deadline.h), and judges each
+ * worker past its deadline (hang_judge.h) with its process's state from
+ * /proc (proc_state.h).
+ *
+ * A culprit of this node is named: one line (hang_judge.h's), printed here
+ * and posted for every other node (rdzv_post: the job's notice board), put
+ * in the summary, and then the worker is cut out: its process group is
+ * killed, and the agent's usual path for a dead worker follows (replaced
+ * alone in place when it said "resizable", else the group's restart).
+ * A worker of this node that waits inside a collective on a rank of
+ * another node, with no word of that rank from its node within
+ * AGENT_HANG_SILENT_MS after it turned late, names that rank for its silent
+ * node (a node frozen whole, agent too).
+ *
+ * The notice a node posts: "hang1 ROUND NODE RANK PID SEQ LATE_MS
+ * DEADLINE_MS\tLINE"; a reader skips lines of any other kind, and prints a
+ * hang once per (round, rank, seq).
+ */
+#ifndef DDP_LAUNCHER_AGENT_HANG_H
+#define DDP_LAUNCHER_AGENT_HANG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "hang_deadline.h"
+#include "hang_judge.h"
+
+#define AGENT_HANG_TICK_MS   100
+#define AGENT_HANG_SILENT_MS 1000
+#define AGENT_HANG_SEEN	     32 /* hangs remembered as printed */
+
+struct agent;
+
+/* One local worker as the watch follows it. */
+struct agent_hang_track {
+	struct ddp_progress page;   /* the last consistent copy */
+	bool have;		    /* page holds one of this process */
+	int pid;		    /* the process it is of */
+	uint64_t step;		    /* the last step sampled */
+	uint64_t sampled_seq;	    /* the last collective whose duration was sampled */
+	uint64_t left_seq, left_ns; /* the last collective seen finished, and when */
+	uint32_t phase;		    /* the phase last seen, */
+	uint64_t phase_ns;	    /* since when */
+	uint64_t late_key;	    /* the place judged late (no sample of it) */
+	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
+	bool skip_step;		    /* the next step's times follow a hang: not sampled */
+};
+
+struct agent_hang {
+	uv_timer_t timer;
+	bool on; /* the timer is initialised */
+	struct hang_deadline dl;
+	struct agent_hang_track *t; /* one per local worker */
+	char seen[AGENT_HANG_SEEN][48];
+	int nseen;
+};
+
+/* Starts the watch (after agent_init_handles made the workers' slots).
+ * Returns 0 or -ENOMEM (then hangs are not watched; said once). */
+int agent_hang_start(struct agent *ag);
+
+/* Closes the timer and frees the tracks. */
+void agent_hang_stop(struct agent *ag);
+
+/* Worker slot i starts a new process: its track starts again. */
+void agent_hang_reset(struct agent *ag, int i);
+
+/* A line another node posted (rdzv_events.notice). */
+void agent_hang_notice(struct agent *ag, const char *text);
+
+#endif
