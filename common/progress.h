@@ -36,7 +36,10 @@
 #define DDP_PROGRESS_SIZE    4096
 #define DDP_PROGRESS_ENV     "DDP_PROGRESS_FILE"
 
-/* What the worker is doing. */
+/* What the worker is doing (worker/ddp.h repeats it, for programs that
+ * include only that header: whichever comes first defines it). */
+#ifndef DDP_PROGRESS_PHASE_DEFINED
+#define DDP_PROGRESS_PHASE_DEFINED
 enum ddp_progress_phase {
 	DDP_PHASE_NONE = 0,   /* nothing reported yet */
 	DDP_PHASE_STARTUP,    /* before its first round: rendezvous, transport set-up */
@@ -50,6 +53,7 @@ enum ddp_progress_phase {
 	DDP_PHASE_SHUTDOWN,   /* training is over, tearing down */
 	DDP_PHASE_COUNT
 };
+#endif
 
 /* The collective in, or last finished. */
 enum ddp_progress_op {

@@ -403,6 +403,62 @@ DDP_API int ddp_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, en
 /* Waits for the operation, frees the handle and returns its result. */
 DDP_API int ddp_work_wait(struct ddp_work *work);
 
+/* ---- progress, for the launcher's agent ---- */
+
+/*
+ * Under ddplaunch each worker has a progress page (a shared page of memory
+ * its agent reads; DDP_PROGRESS_FILE names it, and the first ddp_init maps
+ * it for the life of the process and removes the variable from the
+ * environment). libddp writes it with plain stores and the vDSO's clock,
+ * no system call per collective: every collective it runs (its op, its
+ * number in the round's communicator, from 1, the same on every rank of
+ * the round; its bytes; the gradient bucket the reducer hands it; when it
+ * entered and left; on the CPU transports, the rank whose data it waits
+ * for), and the phases it knows: STARTUP until the first communicator,
+ * COMPUTE after every ddp_init or ddp_reform, COLLECTIVE inside a
+ * collective issued in COMPUTE, REFORM in ddp_next_round, ddp_reform and
+ * ddp_rejoin, HANDOVER while ddp_rejoin's after() runs, SHUTDOWN in
+ * ddp_free. A collective issued in another phase (a checkpoint's barrier)
+ * keeps that phase, so the agent does not time a save as a collective.
+ * Without the variable, or if the page cannot be mapped (a debug line
+ * says why), nothing is written and nothing fails: progress is a report,
+ * never a condition for training.
+ *
+ * The phases are common/progress.h's (the page's layout), repeated here so
+ * that this header stands alone.
+ */
+#ifndef DDP_PROGRESS_PHASE_DEFINED
+#define DDP_PROGRESS_PHASE_DEFINED
+enum ddp_progress_phase {
+	DDP_PHASE_NONE = 0,   /* nothing reported yet */
+	DDP_PHASE_STARTUP,    /* before its first round: rendezvous, transport set-up */
+	DDP_PHASE_REFORM,     /* re-forming in place: waiting for or joining a round */
+	DDP_PHASE_HANDOVER,   /* giving or taking state */
+	DDP_PHASE_COMPUTE,    /* in a step, outside any collective */
+	DDP_PHASE_COLLECTIVE, /* inside the collective (op, seq) */
+	DDP_PHASE_CHECKPOINT, /* saving or loading a checkpoint */
+	DDP_PHASE_EVAL,	      /* evaluating */
+	DDP_PHASE_FINAL,      /* the final save */
+	DDP_PHASE_SHUTDOWN,   /* training is over, tearing down */
+	DDP_PHASE_COUNT
+};
+#endif
+
+/* What the program does now, until it says otherwise (or libddp changes it
+ * as above): STARTUP, REFORM, HANDOVER, COMPUTE, CHECKPOINT, EVAL, FINAL or
+ * SHUTDOWN; COMPUTE again after the part. Returns 0 (also without a page),
+ * or -EINVAL for NONE, COLLECTIVE (libddp's own) or an unknown phase. ctx
+ * may be NULL (the page is the process's). */
+DDP_API int ddp_progress_phase(struct ddp_ctx *ctx, enum ddp_progress_phase phase);
+
+/* A committed training step: step, the number of steps committed so far;
+ * step_ns, its duration; compute_ns and wait_ns, its time outside and
+ * inside collectives; shards, the virtual shards this rank computed in it
+ * (0 outside shard mode). Returns 0 (also without a page). ctx may be
+ * NULL. */
+DDP_API int ddp_progress_step(struct ddp_ctx *ctx, uint64_t step, uint64_t step_ns,
+			      uint64_t compute_ns, uint64_t wait_ns, uint32_t shards);
+
 /* ---- key-value access to the job's store (namespaced by run and attempt) ---- */
 
 /* Sets key (under this attempt's namespace) to value. */

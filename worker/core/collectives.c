@@ -28,8 +28,8 @@ static int coll_run(struct ddp_ctx *ctx, struct ddp_work *w)
 	return rc;
 }
 
-int ddp_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
-			enum ddp_op op, struct ddp_work **out)
+int coll_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+			 enum ddp_op op, int bucket, struct ddp_work **out)
 {
 	struct ddp_work *w;
 	int rc = coll_check(ctx, dtype);
@@ -49,9 +49,16 @@ int ddp_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_d
 	w->count = count;
 	w->dtype = dtype;
 	w->op = op;
+	w->bucket = bucket;
 	comm_submit(ctx, w);
 	*out = w;
 	return 0;
+}
+
+int ddp_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+			enum ddp_op op, struct ddp_work **out)
+{
+	return coll_allreduce_async(ctx, buf, count, dtype, op, -1, out);
 }
 
 int ddp_work_wait(struct ddp_work *work)
@@ -76,8 +83,12 @@ int ddp_allreduce(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype d
 
 int ddp_broadcast(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype, int root)
 {
-	struct ddp_work w = {
-	    .kind = COMM_BROADCAST, .buf = buf, .count = count, .dtype = dtype, .root = root};
+	struct ddp_work w = {.kind = COMM_BROADCAST,
+			     .buf = buf,
+			     .count = count,
+			     .dtype = dtype,
+			     .root = root,
+			     .bucket = -1};
 	int rc = coll_check(ctx, dtype);
 
 	if (rc < 0)
@@ -92,8 +103,12 @@ int ddp_broadcast(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype d
 int ddp_allgather(struct ddp_ctx *ctx, const void *send, void *recv, size_t count,
 		  enum ddp_dtype dtype)
 {
-	struct ddp_work w = {
-	    .kind = COMM_ALLGATHER, .buf = recv, .send = send, .count = count, .dtype = dtype};
+	struct ddp_work w = {.kind = COMM_ALLGATHER,
+			     .buf = recv,
+			     .send = send,
+			     .count = count,
+			     .dtype = dtype,
+			     .bucket = -1};
 	int rc = coll_check(ctx, dtype);
 
 	return rc < 0 ? rc : coll_run(ctx, &w);
@@ -101,7 +116,7 @@ int ddp_allgather(struct ddp_ctx *ctx, const void *send, void *recv, size_t coun
 
 int ddp_barrier(struct ddp_ctx *ctx)
 {
-	struct ddp_work w = {.kind = COMM_BARRIER};
+	struct ddp_work w = {.kind = COMM_BARRIER, .bucket = -1};
 
 	return coll_run(ctx, &w);
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "ctx.h"
+#include "progress_page.h"
 #include "timeutil.h"
 
 static int comm_run(struct ddp_ctx *ctx, struct ddp_work *w)
@@ -41,6 +42,42 @@ static int comm_run(struct ddp_ctx *ctx, struct ddp_work *w)
 	return rc;
 }
 
+/* The progress page's op and payload of a collective. */
+static enum ddp_progress_op comm_progress_op(const struct ddp_work *w, uint64_t *bytes)
+{
+	*bytes = (uint64_t)w->count * ddp_dtype_size(w->dtype);
+	switch (w->kind) {
+	case COMM_ALLREDUCE:
+		return DDP_OP_ALLREDUCE;
+	case COMM_BROADCAST:
+		return DDP_OP_BROADCAST;
+	case COMM_ALLGATHER:
+		return DDP_OP_ALLGATHER;
+	case COMM_BARRIER:
+		*bytes = 0;
+		return DDP_OP_BARRIER;
+	default:
+		return DDP_OP_OTHER;
+	}
+}
+
+/* Runs w, numbered on the progress page (not a COMM_CALL: not a
+ * collective of its own). */
+static int comm_run_counted(struct ddp_ctx *ctx, struct ddp_work *w)
+{
+	enum ddp_progress_op op;
+	uint64_t bytes;
+	int rc;
+
+	if (w->kind == COMM_CALL)
+		return comm_run(ctx, w);
+	op = comm_progress_op(w, &bytes);
+	progress_enter(++ctx->progress_seq, op, bytes, w->bucket);
+	rc = comm_run(ctx, w);
+	progress_leave();
+	return rc;
+}
+
 static void *comm_main(void *arg)
 {
 	struct ddp_ctx *ctx = arg;
@@ -63,7 +100,7 @@ static void *comm_main(void *arg)
 		pthread_mutex_unlock(&c->lock);
 
 		w->start_ns = time_now_ns();
-		w->rc = failed ? -ECANCELED : comm_run(ctx, w);
+		w->rc = failed ? -ECANCELED : comm_run_counted(ctx, w);
 		/* Aborted mid-way, a transport sees its own sockets shut: the
 		 * cause is the abort, not a peer. */
 		if (w->rc < 0 && atomic_load(&c->aborted))

@@ -39,6 +39,7 @@ struct ddp_work {
 	enum ddp_dtype dtype;
 	enum ddp_op op;
 	int root;
+	int bucket; /* the reducer's bucket it reduces, -1 for none (the progress page) */
 	int (*fn)(struct ddp_ctx *ctx, void *arg);
 	void *arg;
 	struct ddp_ctx *ctx;
@@ -74,6 +75,9 @@ struct ddp_ctx {
 	char first_err[1400]; /* the first failure, explained (comm_explain) */
 	char err[1600];
 	struct agent_chan chan; /* the launcher's agent channel, if any */
+	/* Collectives run since the communicator was built (the
+	 * communication thread's; the progress page's seq). */
+	uint64_t progress_seq;
 };
 
 /* DDP_TIMEOUT_MS's value: a whole number of milliseconds ("60000") or a
@@ -83,6 +87,11 @@ struct ddp_ctx {
  * Pure (ddp.c). */
 #define DDP_MAX_TIMEOUT_MS (30ull * 24 * 3600 * 1000) /* 30 days */
 int ddp_parse_timeout(const char *s, uint64_t *ms);
+
+/* ddp_allreduce_async for the reducer's bucket `bucket` (-1: none), which
+ * the progress page names (collectives.c). */
+int coll_allreduce_async(struct ddp_ctx *ctx, void *buf, size_t count, enum ddp_dtype dtype,
+			 enum ddp_op op, int bucket, struct ddp_work **out);
 
 /* Starts the thread with an empty queue and no failure recorded. */
 int comm_start(struct ddp_ctx *ctx);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "progress_page.h"
 #include "timeutil.h"
 
 int ddp_parse_timeout(const char *s, uint64_t *ms)
@@ -323,9 +324,12 @@ static int ddp_build(struct ddp_ctx *ctx, const struct ddp_options *o, struct dd
 	ctx->kv->cancel = NULL;
 	if (rc < 0)
 		return rc;
+	ctx->progress_seq = 0;
 	rc = comm_start(ctx);
 	if (rc < 0)
 		snprintf(err, errlen, "cannot start the communication thread: %s", strerror(-rc));
+	else
+		progress_round(ctx->attempt + 1, ctx->rank, ctx->world_size);
 	return rc;
 }
 
@@ -363,6 +367,8 @@ int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf,
 	if (!ctx)
 		return -ENOMEM;
 	pthread_mutex_init(&ctx->kv_lock, NULL);
+	progress_open();
+	progress_phase(DDP_PHASE_STARTUP);
 	rc = ddp_resolve(&o, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
@@ -426,6 +432,7 @@ int ddp_reform(struct ddp_ctx *ctx, const struct ddp_options *opts, char *errbuf
 	rc = ddp_resolve(&o, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
+	progress_phase(DDP_PHASE_REFORM);
 	agent_chan_reforming(&ctx->chan, true);
 	old = ddp_teardown(ctx);
 	ddp_set_membership(ctx, &o);
@@ -465,6 +472,7 @@ void ddp_free(struct ddp_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	progress_phase(DDP_PHASE_SHUTDOWN);
 	agent_chan_close(&ctx->chan);
 	comm_stop(ctx);
 	if (ctx->backend)

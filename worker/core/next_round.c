@@ -6,6 +6,7 @@
  */
 #include "agent_chan.h"
 #include "ctx.h"
+#include "progress_page.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +19,8 @@ int ddp_next_round(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_
 
 	if (!ctx || !out)
 		return -EINVAL;
+	if (ctx->chan.started)
+		progress_phase(DDP_PHASE_REFORM);
 	rc = agent_chan_wait(&ctx->chan, &r, timeout_ms ? timeout_ms : ctx->timeout_ms);
 	if (rc < 0)
 		return rc;

@@ -12,6 +12,7 @@
 
 #include "ctx.h"
 #include "log.h"
+#include "progress_page.h"
 
 int ddp_rejoin_retryable(int rc)
 {
@@ -99,7 +100,9 @@ static int rejoin_one(struct ddp_ctx *ctx, struct ddp_round *r,
 	}
 	if (!after)
 		return 0;
+	progress_phase(DDP_PHASE_HANDOVER);
 	rc = after(ctx, arg);
+	progress_phase(rc >= 0 ? DDP_PHASE_COMPUTE : DDP_PHASE_REFORM);
 	if (rc >= 0)
 		return 0;
 	snprintf(last, last_len, "round %d: after re-forming: %.900s", r->round,
@@ -120,6 +123,7 @@ int ddp_rejoin(struct ddp_ctx *ctx, struct ddp_round *out, uint64_t timeout_ms,
 
 	if (!ctx)
 		return -EINVAL;
+	progress_phase(DDP_PHASE_REFORM);
 	do {
 		rc = ddp_next_round(ctx, &r, timeout_ms);
 		if (rc < 0)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cpu_ring.h"
+#include "progress_page.h"
 #include "reduce.h"
 #include "ring_setup.h"
 #include "timeutil.h"
@@ -135,6 +136,9 @@ static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t 
 			pf[n] = (struct pollfd){.fd = g->fd_prev, .events = POLLIN};
 			ri = n++;
 		}
+		/* The progress page names the neighbour this step waits on:
+		 * the one it receives from, else the one it sends to. */
+		progress_waiting(g->name_base + (ri >= 0 ? g->prev : g->next) * g->name_stride);
 		rc = poll(pf, (nfds_t)n, cpu_poll_ms(deadline));
 		if (rc < 0 && errno == EINTR)
 			continue;
@@ -162,6 +166,7 @@ static int ring_run(struct cpu_ring *g, struct ring_xfer *x, int kind, uint64_t 
 						  "closed its connection (it probably died)");
 		}
 	}
+	progress_waiting(-1);
 	return 0;
 }
 

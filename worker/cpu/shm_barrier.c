@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progress_page.h"
 #include "shm.h"
 #include "timeutil.h"
 #include "transport.h"
@@ -58,6 +59,16 @@ static int shm_all_arrived(struct cpu_shm *s, uint64_t seq)
 		if (atomic_load_explicit(&s->h->ranks[r].seq, memory_order_acquire) < seq)
 			return 0;
 	return 1;
+}
+
+/* The first rank (in rank order) that has not reached seq, by its job-wide
+ * number, or -1: whose slot the progress page says this rank waits for. */
+static int shm_first_missing(struct cpu_shm *s, uint64_t seq)
+{
+	for (int r = 0; r < s->base.world_size; r++)
+		if (atomic_load_explicit(&s->h->ranks[r].seq, memory_order_acquire) < seq)
+			return shm_name(s, r);
+	return -1;
 }
 
 /* 1 if rank r's process has ended (a zombie counts: its parent may not
@@ -169,8 +180,10 @@ int shm_barrier(struct cpu_shm *s, int kind)
 	for (;;) {
 		uint32_t g = atomic_load(&h->gen);
 		int live = time_now_ms() >= next_live;
+		int missing = shm_first_missing(s, seq);
 
-		if (shm_all_arrived(s, seq))
+		progress_waiting(missing);
+		if (missing < 0)
 			return 0;
 		rc = shm_check(s, seq, deadline, kind, live);
 		if (rc < 0) {

@@ -262,8 +262,9 @@ static int reducer_launch_ready(struct ddp_reducer *r)
 {
 	while (r->next_launch < r->plan.nbuckets && r->buckets[r->next_launch].pending == 0) {
 		size_t k = r->next_launch++;
-		int rc = ddp_allreduce_async(r->ctx, r->buckets[k].buf, r->plan.bucket_numel[k],
-					     r->plan.bucket_dtype[k], DDP_AVG, &r->buckets[k].work);
+		int rc = coll_allreduce_async(r->ctx, r->buckets[k].buf, r->plan.bucket_numel[k],
+					      r->plan.bucket_dtype[k], DDP_AVG, (int)k,
+					      &r->buckets[k].work);
 
 		if (rc < 0)
 			return rc;
