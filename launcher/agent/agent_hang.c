@@ -51,25 +51,45 @@ static void learn_step(struct hang_deadline *dl, struct agent_hang_track *t,
 	t->step = p->step;
 }
 
+/* Collectives from the pages as read every tick (a collective lasts a few
+ * ms, a tick 100: most are never seen, some are seen inside):
+ *   - the one seen inside at an earlier read has finished since: its
+ *     duration when it alone finished (exact), else the mean of the span
+ *     from its entry to the last one's exit over the collectives in it;
+ *   - the one it is in now: the gap before it (its entry minus its
+ *     predecessor's exit, which the page still holds), exact.
+ * Places judged late are no samples; collectives outside COMPUTE (a
+ * checkpoint's barrier) neither. */
 static void learn_collective(struct hang_deadline *dl, struct agent_hang_track *t,
 			     const struct ddp_progress *p)
 {
-	bool finished = p->seq && p->left_ns >= p->entered_ns;
+	bool inside = p->seq && p->left_ns < p->entered_ns;
 	bool late = place_key(p) == t->late_key;
 
-	if (!p->seq)
+	if (t->in_seq && p->seq >= t->in_seq && !(inside && p->seq == t->in_seq)) {
+		uint64_t done = inside ? p->seq - 1 : p->seq;
+
+		if (done >= t->in_seq && p->left_ns >= t->in_entered && !t->in_late)
+			hang_deadline_add(dl, DDP_PHASE_COLLECTIVE, (enum ddp_progress_op)t->in_op,
+					  (p->left_ns - t->in_entered) / (done - t->in_seq + 1));
+		t->in_seq = 0;
+	}
+	if (!inside || p->phase != DDP_PHASE_COLLECTIVE)
 		return;
-	/* The gap before it, when the collective before it was seen finished. */
-	if (t->left_seq && p->seq == t->left_seq + 1 && p->entered_ns > t->left_ns && !late)
-		hang_deadline_add(dl, DDP_PHASE_COMPUTE, DDP_OP_NONE, p->entered_ns - t->left_ns);
-	if (!finished || p->seq == t->sampled_seq)
-		return;
-	t->sampled_seq = p->seq;
-	if (!late && (p->phase == DDP_PHASE_COMPUTE || p->phase == DDP_PHASE_COLLECTIVE))
-		hang_deadline_add(dl, DDP_PHASE_COLLECTIVE, (enum ddp_progress_op)p->op,
-				  p->left_ns - p->entered_ns);
-	t->left_seq = p->seq;
-	t->left_ns = p->left_ns;
+	if (p->seq != t->gap_seq) {
+		if (p->seq > 1 && p->left_ns && p->entered_ns > p->left_ns && !late)
+			hang_deadline_add(dl, DDP_PHASE_COMPUTE, DDP_OP_NONE,
+					  p->entered_ns - p->left_ns);
+		t->gap_seq = p->seq;
+	}
+	if (p->seq != t->in_seq) {
+		t->in_seq = p->seq;
+		t->in_entered = p->entered_ns;
+		t->in_op = p->op;
+		t->in_late = false;
+	}
+	if (late)
+		t->in_late = true;
 }
 
 static void learn_phase(struct hang_deadline *dl, struct agent_hang_track *t,
@@ -89,7 +109,7 @@ static void track_update(struct agent_hang *h, struct agent_hang_track *t,
 {
 	if (t->have && p->round != t->page.round) {
 		/* A new round: its collectives count from 1 again. */
-		t->sampled_seq = t->left_seq = 0;
+		t->in_seq = t->gap_seq = 0;
 		t->skip_step = true;
 	}
 	if (!t->have) {
@@ -303,6 +323,11 @@ static void judge_one(struct agent *ag, int i, uint64_t now)
 
 	view_of(ag, i, now, &v);
 	j = hang_judge(&v);
+	if (getenv("DDP_HANG_DEBUG"))
+		log_info(
+		    "hang watch: rank %d phase %u op %u seq %llu age %.3f deadline %.3f step %llu",
+		    v.rank, v.page.phase, v.page.op, (unsigned long long)v.page.seq, v.age_ns / 1e9,
+		    v.deadline_ns / 1e9, (unsigned long long)v.page.step);
 	if (j.verdict == HANG_FINE) {
 		t->late_since_ns = 0;
 		return;
@@ -332,6 +357,20 @@ static void judge_one(struct agent *ag, int i, uint64_t now)
 	name_remote(ag, i, &v, &j, j.waits_on);
 }
 
+/* Says once when the deadlines are learned (and what they are). */
+static void say_learned(struct agent *ag)
+{
+	uint64_t out = hang_deadline_get(&ag->hang.dl, DDP_PHASE_COMPUTE, DDP_OP_NONE);
+	uint64_t in = hang_deadline_get(&ag->hang.dl, DDP_PHASE_COLLECTIVE, DDP_OP_NONE);
+
+	if (ag->hang.said || !out || !in)
+		return;
+	ag->hang.said = true;
+	log_info("hang deadlines learned from the job: %.2f s outside a collective, %.2f s "
+		 "inside one (they follow the job; --hang_timeout fixes them)",
+		 out / 1e9, in / 1e9);
+}
+
 static void on_tick(uv_timer_t *timer)
 {
 	struct agent *ag = timer->data;
@@ -355,6 +394,7 @@ static void on_tick(uv_timer_t *timer)
 		if (t->have)
 			judge_one(ag, i, now);
 	}
+	say_learned(ag);
 }
 
 int agent_hang_start(struct agent *ag)
@@ -375,6 +415,11 @@ int agent_hang_start(struct agent *ag)
 	}
 	if (cfg.off)
 		return 0;
+	if (cfg.fixed_ns) {
+		log_info("hang deadline: %.2f s outside or inside a collective (--hang_timeout)",
+			 cfg.fixed_ns / 1e9);
+		h->said = true;
+	}
 	uv_timer_init(ag->loop, &h->timer);
 	h->timer.data = ag;
 	h->on = true;

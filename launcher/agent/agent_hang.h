@@ -38,22 +38,25 @@ struct agent;
 
 /* One local worker as the watch follows it. */
 struct agent_hang_track {
-	struct ddp_progress page;   /* the last consistent copy */
-	bool have;		    /* page holds one of this process */
-	int pid;		    /* the process it is of */
-	uint64_t step;		    /* the last step sampled */
-	uint64_t sampled_seq;	    /* the last collective whose duration was sampled */
-	uint64_t left_seq, left_ns; /* the last collective seen finished, and when */
-	uint32_t phase;		    /* the phase last seen, */
-	uint64_t phase_ns;	    /* since when */
-	uint64_t late_key;	    /* the place judged late (no sample of it) */
-	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
-	bool skip_step;		    /* the next step's times follow a hang: not sampled */
+	struct ddp_progress page;    /* the last consistent copy */
+	bool have;		     /* page holds one of this process */
+	int pid;		     /* the process it is of */
+	uint64_t step;		     /* the last step sampled */
+	uint64_t in_seq, in_entered; /* the collective last seen inside, its entry */
+	uint32_t in_op;
+	bool in_late;		/* ... judged late: no sample */
+	uint64_t gap_seq;	/* the last collective whose gap before it was sampled */
+	uint32_t phase;		/* the phase last seen, */
+	uint64_t phase_ns;	/* since when */
+	uint64_t late_key;	/* the place judged late (no sample of it) */
+	uint64_t late_since_ns; /* a victim: when it was first seen late */
+	bool skip_step;		/* the next step's times follow a hang: not sampled */
 };
 
 struct agent_hang {
 	uv_timer_t timer;
-	bool on; /* the timer is initialised */
+	bool on;   /* the timer is initialised */
+	bool said; /* the learned deadlines were said */
 	struct hang_deadline dl;
 	struct agent_hang_track *t; /* one per local worker */
 	char seen[AGENT_HANG_SEEN][48];

@@ -108,6 +108,25 @@ static uint64_t ring_deadline(const struct hang_deadline *d, const struct hang_r
 	return dl;
 }
 
+/* The collectives' deadline: the larger of op's ring (DDP_OP_NONE: every
+ * op's) and the steps' waits, each once warmed up. */
+static uint64_t coll_deadline(const struct hang_deadline *d, enum ddp_progress_op op)
+{
+	uint64_t dl =
+	    ring_deadline(d, &d->ring[DDP_PHASE_COLLECTIVE], d->cfg.warmup, d->cfg.floor_ns);
+
+	for (int o = 1; o < DDP_OP_COUNT; o++) {
+		uint64_t x;
+
+		if (op != DDP_OP_NONE && o != (int)op)
+			continue;
+		x = ring_deadline(d, &d->ring[DDP_PHASE_COUNT + o], d->cfg.warmup, d->cfg.floor_ns);
+		if (x > dl)
+			dl = x;
+	}
+	return dl;
+}
+
 uint64_t hang_deadline_get(const struct hang_deadline *d, enum ddp_progress_phase phase,
 			   enum ddp_progress_op op)
 {
@@ -120,11 +139,14 @@ uint64_t hang_deadline_get(const struct hang_deadline *d, enum ddp_progress_phas
 		return ring_deadline(d, &d->ring[k], d->cfg.long_warmup, d->cfg.long_floor_ns);
 	if (d->cfg.fixed_ns)
 		return d->cfg.fixed_ns;
-	if (phase == DDP_PHASE_COMPUTE)
-		return ring_deadline(d, &d->ring[k], d->cfg.warmup, d->cfg.floor_ns);
-	a = ring_deadline(d, &d->ring[DDP_PHASE_COLLECTIVE], d->cfg.warmup, d->cfg.floor_ns);
-	b = k != DDP_PHASE_COLLECTIVE
-		? ring_deadline(d, &d->ring[k], d->cfg.warmup, d->cfg.floor_ns)
-		: 0;
+	if (phase == DDP_PHASE_COLLECTIVE)
+		return coll_deadline(d, op);
+	/* Outside a collective: what its own gaps showed, and at least what the
+	 * peers were seen to wait inside one (their wait is a rank's time
+	 * outside), once both are warmed up. */
+	a = ring_deadline(d, &d->ring[k], d->cfg.warmup, d->cfg.floor_ns);
+	b = coll_deadline(d, DDP_OP_NONE);
+	if (!a || !b)
+		return 0;
 	return a > b ? a : b;
 }

@@ -78,7 +78,10 @@ void hang_deadline_add(struct hang_deadline *d, enum ddp_progress_phase phase,
 
 /* The deadline of a wait in `phase` (and collective `op`), in ns, or 0
  * when none applies (off, not warmed up, NONE). A collective's deadline is
- * the larger of its op's and the step's waits' (each once warmed up). */
+ * the larger of its op's and the step's waits' (each once warmed up).
+ * COMPUTE's is the larger of its own and every collective's (a peer's wait
+ * inside a collective is a rank's time outside one), and needs both warmed
+ * up. */
 uint64_t hang_deadline_get(const struct hang_deadline *d, enum ddp_progress_phase phase,
 			   enum ddp_progress_op op);
 
