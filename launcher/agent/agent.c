@@ -547,7 +547,16 @@ static void on_round_over(void *arg, const char *why)
 {
 	struct agent *ag = arg;
 
-	switch (agent_decide_round_over(ag->state, ag->next, agent_workers_block(ag, NULL))) {
+	/* A node that was stopped whole and cut out meanwhile: its workers'
+	 * state is rounds old; they start again and take the others'. */
+	bool stale = agent_hang_thawed(ag);
+
+	if (stale)
+		log_warn("this node was stopped and the others went on without it: its workers "
+			 "start again in the next round and take the training state from the "
+			 "others");
+	switch (
+	    agent_decide_round_over(ag->state, ag->next, agent_workers_block(ag, NULL) || stale)) {
 	case AGENT_RO_LOG:
 		log_info("%s", why);
 		return;

@@ -306,6 +306,81 @@ static void name_remote(struct agent *ag, int i, const struct hang_view *v,
 	publish(ag, &sh);
 }
 
+/* This node's workers wait past their deadline in collective seq: said
+ * once per place under this node's name, for other agents asking whether
+ * it is alive. */
+static void say_waiting(struct agent *ag, const struct hang_view *v)
+{
+	char name[32], value[64];
+	uint64_t key = place_key(&v->page);
+
+	if (ag->hang.waits_said == key)
+		return;
+	ag->hang.waits_said = key;
+	snprintf(name, sizeof(name), "waits%d", ag->round.group_rank);
+	snprintf(value, sizeof(value), "%d %" PRIu64, v->page.round, v->page.seq);
+	rdzv_put(ag->rdzv, name, value);
+}
+
+static bool all_resizable(const struct agent *ag)
+{
+	for (int i = 0; i < ag->nproc; i++)
+		if (ag->w[i].proc.running && !ag->w[i].proc.resizable)
+			return false;
+	return true;
+}
+
+/* The answer about the node of q_rank: alive (it said its workers wait in
+ * this round, near this collective) or silent. */
+static void on_waits_got(void *arg, const char *value)
+{
+	struct agent *ag = arg;
+	struct agent_hang *h = &ag->hang;
+	const struct hang_view *v = &h->q_view;
+	int per_node = ag->nproc > 0 ? ag->nproc : 1, round = -1;
+	uint64_t seq = 0;
+	char id[48];
+
+	h->asking = false;
+	if (ag->state == AGENT_DONE || !h->t)
+		return;
+	if (value && sscanf(value, "%d %" SCNu64, &round, &seq) == 2 && round == v->page.round &&
+	    seq + 1 >= v->page.seq) {
+		h->asked_key = place_key(&v->page) ^ ((uint64_t)h->q_rank << 32);
+		return; /* its agent is alive: its own workers wait too */
+	}
+	hang_id(id, sizeof(id), v->page.round, h->q_rank, v->page.seq);
+	if (seen(h, id))
+		return;
+	name_remote(ag, 0, v, &h->q_j, h->q_rank);
+	if (all_resizable(ag)) {
+		log_warn("re-forming without node %d now (its workers are cut out; it joins again "
+			 "when it thaws)",
+			 h->q_rank / per_node);
+		rdzv_evict(ag->rdzv, h->q_rank / per_node);
+	}
+}
+
+/* Asks whether the node of rank `on` is alive (see agent_hang.h). */
+static void ask_alive(struct agent *ag, const struct hang_view *v, const struct hang_judgement *j,
+		      int on)
+{
+	struct agent_hang *h = &ag->hang;
+	int per_node = ag->nproc > 0 ? ag->nproc : 1;
+	char name[32];
+
+	if (h->asking || h->asked_key == (place_key(&v->page) ^ ((uint64_t)on << 32)))
+		return;
+	snprintf(name, sizeof(name), "waits%d", on / per_node);
+	h->q_view = *v;
+	h->q_j = *j;
+	h->q_rank = on;
+	if (rdzv_get(ag->rdzv, name, on_waits_got, ag) == 0)
+		h->asking = true;
+	else
+		on_waits_got(ag, NULL); /* one node: never here (every rank is local) */
+}
+
 static bool rank_is_local(const struct agent *ag, int rank)
 {
 	for (int i = 0; i < ag->nproc; i++)
@@ -343,6 +418,7 @@ static void judge_one(struct agent *ag, int i, uint64_t now)
 	}
 	if (!t->late_since_ns)
 		t->late_since_ns = now;
+	say_waiting(ag, &v);
 	if (j.waits_on < 0 || rank_is_local(ag, j.waits_on) ||
 	    now - t->late_since_ns < (uint64_t)AGENT_HANG_SILENT_MS * 1000000u)
 		return;
@@ -354,7 +430,7 @@ static void judge_one(struct agent *ag, int i, uint64_t now)
 	hang_id(id, sizeof(id), v.page.round, j.waits_on, v.page.seq - 1);
 	if (seen(&ag->hang, id))
 		return; /* named as "has not entered" it, from its own node */
-	name_remote(ag, i, &v, &j, j.waits_on);
+	ask_alive(ag, &v, &j, j.waits_on);
 }
 
 /* Says once when the deadlines are learned (and what they are). */
@@ -374,8 +450,26 @@ static void say_learned(struct agent *ag)
 static void on_tick(uv_timer_t *timer)
 {
 	struct agent *ag = timer->data;
+	struct agent_hang *h = &ag->hang;
 	uint64_t now = time_now_ns();
 
+	if (h->last_tick_ns && now - h->last_tick_ns > 1000000000ull) {
+		/* This agent was stopped (or starved): what its workers did
+		 * meanwhile is no sample, and their waits are its own. */
+		log_info("the hang watch ran %.1f s late (this node was stopped?): judging "
+			 "nobody for %d ms",
+			 (now - h->last_tick_ns) / 1e9, 2 * AGENT_HANG_SILENT_MS);
+		h->quiet_until = now + 2ull * AGENT_HANG_SILENT_MS * 1000000u;
+		h->thawed_ns = now;
+		for (int i = 0; i < ag->nproc; i++) {
+			h->t[i].in_seq = 0;
+			h->t[i].late_since_ns = 0;
+			h->t[i].skip_step = true;
+		}
+	}
+	h->last_tick_ns = now;
+	if (now < h->quiet_until)
+		return;
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_worker *w = &ag->w[i];
 		struct agent_hang_track *t = &ag->hang.t[i];
@@ -442,6 +536,21 @@ void agent_hang_reset(struct agent *ag, int i)
 {
 	if (ag->hang.t)
 		memset(&ag->hang.t[i], 0, sizeof(ag->hang.t[i]));
+}
+
+bool agent_hang_thawed(struct agent *ag)
+{
+	struct agent_hang *h = &ag->hang;
+	uint64_t now = time_now_ns();
+	bool thawed;
+
+	/* The watch's tick may not have run yet since the thaw: a late tick is
+	 * seen here too. */
+	if (h->on && h->last_tick_ns && now - h->last_tick_ns > 1000000000ull)
+		h->thawed_ns = now;
+	thawed = h->thawed_ns && now - h->thawed_ns < (uint64_t)AGENT_HANG_THAW_MS * 1000000u;
+	h->thawed_ns = 0;
+	return thawed;
 }
 
 void agent_hang_notice(struct agent *ag, const char *text)

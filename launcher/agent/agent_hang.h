@@ -13,8 +13,16 @@
  * alone in place when it said "resizable", else the group's restart).
  * A worker of this node that waits inside a collective on a rank of
  * another node, with no word of that rank from its node within
- * AGENT_HANG_SILENT_MS after it turned late, names that rank for its silent
- * node (a node frozen whole, agent too).
+ * AGENT_HANG_SILENT_MS after it turned late, asks whether that node's
+ * agent is alive: each agent whose workers wait past their deadline says
+ * so under its own name ("waitsN" = "ROUND SEQ", rdzv_put), and the asker
+ * reads the other node's (rdzv_get). An agent that said nothing of this
+ * round and collective is silent: its node is frozen whole (or cut off),
+ * the rank is named for it, and, when every local worker can be resized
+ * in place, the round re-forms without that node now (rdzv_evict), not at
+ * the keep-alive window's end; it joins again when it thaws. Plain
+ * workers keep the window. An agent whose own tick came more than a
+ * second late was itself stopped: it judges nobody for a while.
  *
  * The notice a node posts: "hang1 ROUND NODE RANK PID SEQ LATE_MS
  * DEADLINE_MS\tLINE"; a reader skips lines of any other kind, and prints a
@@ -61,6 +69,17 @@ struct agent_hang {
 	struct agent_hang_track *t; /* one per local worker */
 	char seen[AGENT_HANG_SEEN][48];
 	int nseen;
+	uint64_t last_tick_ns; /* when the last tick ran */
+	uint64_t quiet_until;  /* after this agent was stopped: no judging till then */
+	uint64_t thawed_ns;    /* when a stop of this agent was seen, or 0 */
+	uint64_t waits_said;   /* the place this node last said its workers wait in */
+	/* The question whether a silent node's agent is alive (one at a time):
+	 * asked about rank `q_rank` for victim `q_view` */
+	bool asking;
+	uint64_t asked_key; /* the (round, rank, seq) last asked, answered alive */
+	struct hang_view q_view;
+	struct hang_judgement q_j;
+	int q_rank;
 };
 
 /* Starts the watch (after agent_init_handles made the workers' slots).
@@ -72,6 +91,11 @@ void agent_hang_stop(struct agent *ag);
 
 /* Worker slot i starts a new process: its track starts again. */
 void agent_hang_reset(struct agent *ag, int i);
+
+/* Whether this agent was stopped (its watch ran more than a second late)
+ * in the last AGENT_HANG_THAW_MS; once true, false until the next stop. */
+#define AGENT_HANG_THAW_MS 15000
+bool agent_hang_thawed(struct agent *ag);
 
 /* A line another node posted (rdzv_events.notice). */
 void agent_hang_notice(struct agent *ag, const char *text);

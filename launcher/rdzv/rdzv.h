@@ -118,6 +118,10 @@ struct rdzv_ops {
 	bool (*group_ended)(struct rdzv *r, const struct rdzv_group_end *g);
 	int (*renew)(struct rdzv *r);		       /* NULL: not supported */
 	int (*post)(struct rdzv *r, const char *text); /* NULL: one node, no one to tell */
+	int (*put)(struct rdzv *r, const char *name, const char *value); /* NULL: one node */
+	int (*get)(struct rdzv *r, const char *name, void (*got)(void *arg, const char *value),
+		   void *arg);			 /* NULL: one node */
+	void (*evict)(struct rdzv *r, int node); /* NULL: one node */
 	void (*signal)(struct rdzv *r, int sig);
 	void (*shutdown)(struct rdzv *r, int exit_status);
 	void (*free)(struct rdzv *r);
@@ -178,6 +182,19 @@ int rdzv_renew(struct rdzv *r);
  * Returns 0, -ENOTSUP (one node: no one else to tell), -ENOTCONN or
  * -EINVAL. */
 int rdzv_post(struct rdzv *r, const char *text);
+
+/* Many nodes: this node's word NAME (a token without '/') under the job's
+ * prefix, set, or read back once (`got` runs once from the loop with the
+ * value, NULL when absent; one read at a time). Returns 0, -ENOTSUP (one
+ * node), -ENOTCONN, -EINVAL or -EBUSY (driver.h: rdzv_driver_put/get). */
+int rdzv_put(struct rdzv *r, const char *name, const char *value);
+int rdzv_get(struct rdzv *r, const char *name, void (*got)(void *arg, const char *value),
+	     void *arg);
+
+/* Many nodes: node `node` of this round is hung, its agent silent: the
+ * round re-forms without it now (round_over follows everywhere), not at
+ * the keep-alive window's end. One node: nothing. */
+void rdzv_evict(struct rdzv *r, int node);
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what
  * follows. One node: a round in progress ends with the group (its end is

@@ -381,6 +381,8 @@ static void sink_got(void *p, uint64_t tag, int status, const struct rdzv_value 
 
 	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
+	if (notice_got(d, tag, status, v, n))
+		return;
 	if (tag == DRV_TAG_HOSTED) {
 		if (status >= 0 && n == 1)
 			d->store_kind = v[0].present ? DRV_STORE_AGENT : DRV_STORE_STANDALONE;
@@ -678,6 +680,12 @@ void rdzv_driver_renew(struct rdzv_driver *d)
 {
 	if (d->phase == DRV_ON)
 		drv_after(d, rdzv_workers_renew(d->m, drv_now()));
+}
+
+void rdzv_driver_evict(struct rdzv_driver *d, uint32_t rank)
+{
+	if (d->phase == DRV_ON && d->m)
+		drv_after(d, rdzv_member_hung(d->m, drv_now(), rank));
 }
 
 void rdzv_driver_leave(struct rdzv_driver *d)

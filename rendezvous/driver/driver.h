@@ -174,6 +174,21 @@ void rdzv_driver_renew(struct rdzv_driver *d);
  * -ENOTCONN (no session now) or -EINVAL (too long). */
 int rdzv_driver_post(struct rdzv_driver *d, const char *text);
 
+/* A node's own word under the job's prefix, "ddprdzv/RUN/n/NAME" (NAME a
+ * token of at most 64 bytes; the value at most RDZV_NOTICE_MAX): set by
+ * rdzv_driver_put, read by rdzv_driver_get, whose `got` runs once, from
+ * the loop, with the value (NULL: absent, or the store did not answer).
+ * One get at a time: a second while one waits returns -EBUSY. Returns 0,
+ * -ENOTCONN, -EINVAL or -EBUSY. */
+typedef void (*rdzv_driver_got_fn)(void *arg, const char *value);
+int rdzv_driver_put(struct rdzv_driver *d, const char *name, const char *value);
+int rdzv_driver_get(struct rdzv_driver *d, const char *name, rdzv_driver_got_fn got, void *arg);
+
+/* The member of node rank `rank` in this node's round is hung (its agent
+ * silent past the deadline): the round re-forms without it
+ * (rdzv_member_hung); round_over follows on every node. */
+void rdzv_driver_evict(struct rdzv_driver *d, uint32_t rank);
+
 /* Leave the job; `ended` (LEFT) follows within close_timeout. */
 void rdzv_driver_leave(struct rdzv_driver *d);
 /* The same for a node whose failure will repeat in every round; `cause`

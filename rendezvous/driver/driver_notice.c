@@ -57,6 +57,8 @@ bool notice_event(struct rdzv_driver *d, uint64_t watch, int status, struct rdzv
 
 bool notice_done(struct rdzv_driver *d, uint64_t tag, int status)
 {
+	if (tag == DRV_TAG_PUT)
+		return true;
 	if (tag != DRV_TAG_NOTICE)
 		return false;
 	if (status < 0)
@@ -76,4 +78,72 @@ int rdzv_driver_post(struct rdzv_driver *d, const char *text)
 		return -EINVAL;
 	return d->ops->set(d->be, DRV_TAG_NOTICE, (struct byteview){(uint8_t *)key, (size_t)n},
 			   (struct byteview){(const uint8_t *)text, len}, false);
+}
+
+static int word_key(const struct rdzv_driver *d, const char *name, char *buf, size_t len)
+{
+	int n;
+
+	if (!name || !*name || strlen(name) > 64 || strchr(name, '/'))
+		return -EINVAL;
+	n = snprintf(buf, len, "ddprdzv/%s/n/%s", d->run_id, name);
+	return n < 0 || (size_t)n >= len ? -EINVAL : n;
+}
+
+int rdzv_driver_put(struct rdzv_driver *d, const char *name, const char *value)
+{
+	char key[RDZV_RUN_ID_MAX + 96];
+	int n = word_key(d, name, key, sizeof(key));
+
+	if (d->phase != DRV_ON || !d->be)
+		return -ENOTCONN;
+	if (n < 0 || strlen(value) > RDZV_NOTICE_MAX)
+		return -EINVAL;
+	return d->ops->set(d->be, DRV_TAG_PUT, (struct byteview){(uint8_t *)key, (size_t)n},
+			   (struct byteview){(const uint8_t *)value, strlen(value)}, false);
+}
+
+int rdzv_driver_get(struct rdzv_driver *d, const char *name, rdzv_driver_got_fn got, void *arg)
+{
+	char key[RDZV_RUN_ID_MAX + 96];
+	int n = word_key(d, name, key, sizeof(key));
+	struct byteview k = {(uint8_t *)key, 0};
+	int rc;
+
+	if (d->phase != DRV_ON || !d->be)
+		return -ENOTCONN;
+	if (n < 0)
+		return -EINVAL;
+	if (d->get_cb)
+		return -EBUSY;
+	k.len = (size_t)n;
+	rc = d->ops->get(d->be, DRV_TAG_GET, &k, 1);
+	if (rc == 0) {
+		d->get_cb = got;
+		d->get_arg = arg;
+	}
+	return rc;
+}
+
+bool notice_got(struct rdzv_driver *d, uint64_t tag, int status, const struct rdzv_value *v,
+		size_t n)
+{
+	char text[RDZV_NOTICE_MAX + 1];
+	rdzv_driver_got_fn cb = d->get_cb;
+	size_t len;
+
+	if (tag != DRV_TAG_GET)
+		return false;
+	d->get_cb = NULL;
+	if (!cb)
+		return true;
+	if (status < 0 || n != 1 || !v[0].present) {
+		cb(d->get_arg, NULL);
+		return true;
+	}
+	len = v[0].bytes.len < RDZV_NOTICE_MAX ? v[0].bytes.len : RDZV_NOTICE_MAX;
+	memcpy(text, v[0].bytes.data, len);
+	text[len] = '\0';
+	cb(d->get_arg, text);
+	return true;
 }

@@ -28,7 +28,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import test_inplace  # noqa: E402
 import train_it  # noqa: E402
-from mnlib import DDPLAUNCH, MultiNodeCase, children, descendants, wait_for  # noqa: E402
+from mnlib import (DDPLAUNCH, MultiNodeCase, children, descendants, fast_conf,  # noqa: E402
+                   wait_for)
 
 MN_SPIN = os.environ.get("MN_SPIN", "")
 HANG_RE = re.compile(r"hang: node (\d+) rank (\d+) pid (\d+) (has not (?:entered|left) "
@@ -45,11 +46,25 @@ def tgkill(pid, tid, sig):
 
 class HangCase(MultiNodeCase):
     # test_inplace.InPlace's way of running a job on 3 nodes x 2 ranks
-    start_job = test_inplace.InPlace.start_job
     summary = test_inplace.InPlace.summary
     assert_same_bits = test_inplace.InPlace.assert_same_bits
 
-    def start_train(self, steps, restarts=0, env=None):
+    def start_job(self, prog, n=3, nproc=2, env=None, restarts=0, conf=None):
+        """The job on n nodes, node 0 hosting the store (test_inplace's,
+        with a --rdzv_conf of the test's choosing)."""
+        base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % n, "--rdzv_backend=c10d",
+                "--rdzv_id=job", conf or fast_conf(), "--max_restarts=%d" % restarts]
+
+        def logs(i):
+            return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)]
+        first = self.cluster.agent(0, base + logs(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
+                                   worker=None, env=env)
+        port = self.host_port(first)
+        return [first] + [
+            self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=127.0.0.2:%d" % port] +
+                               prog, worker=None, env=env) for i in range(1, n)]
+
+    def start_train(self, steps, restarts=0, env=None, conf=None):
         """ddp-train with a fixed global batch run by 1 rank undisturbed, then
         on 3 nodes x 2 ranks (env added to the workers'), waited for until
         step 100: (reference dir, run dir, nodes)."""
@@ -66,7 +81,7 @@ class HangCase(MultiNodeCase):
                                   test_inplace.TRAIN_ENV)
         self.assertEqual(solo.wait(300)[0], 0, solo.text())
         prog = [test_inplace.DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
-        nodes = self.start_job(prog, env=train_env, restarts=restarts)
+        nodes = self.start_job(prog, env=train_env, restarts=restarts, conf=conf)
 
         def step_reached():
             try:
@@ -183,6 +198,49 @@ class Hangs(HangCase):
         self.assertRegex(nodes[2].text(), r"node %s of 3 \(ranks" % m.group(1))
         self.check_timing(got, t_fault)
         self.check_end(nodes, ref, run, 2, before)
+
+
+class FrozenNode(HangCase):
+    WINDOW_S = 10.0  # the keep-alive window: 5 s x 2
+
+    def test_node_frozen_reformed_without_it_then_rejoins(self):
+        # a whole node stopped, agent and workers: the others' workers wait
+        # on its ranks, their agents find its agent silent, name it and
+        # re-form without it after the learned deadline, well before the
+        # keep-alive window; it thaws, joins again in place, and the job
+        # ends with the 1-rank run's bits
+        conf = fast_conf(keep_alive_interval=5, keep_alive_max_attempt=2)
+        ref, run, nodes = self.start_train(8000, restarts=1, conf=conf)
+        frozen = nodes[2]
+        pids = [frozen.pid] + descendants(frozen.pid)
+        t_fault = time.monotonic()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            named = [p.wait_line(r"hang: node (\d+) rank (\d+) has not answered .*no word "
+                                 r"from its node", timeout=60, after=t_fault)
+                     for p in nodes[:2]]
+            reformed = [p.wait_line(r"re-form in place", timeout=60, after=t_fault)
+                        for p in nodes[:2]]
+        finally:
+            time.sleep(1.0)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        t_named = max(t for t, _ in named)
+        t_reformed = max(t for t, _ in reformed)
+        sys.stderr.write("frozen node: named %.2f s, re-formed %.2f s after the stop\n" % (
+            t_named - t_fault, t_reformed - t_fault))
+        self.assertRegex(frozen.text(), r"node %s of 3 \(ranks" % named[0][1].group(1))
+        self.assertLess(t_reformed - t_fault, self.WINDOW_S - 2.0)
+        self.assert_all_exit(nodes, timeout=300)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertNotIn("resumed from", text)
+        for p in nodes[:2]:
+            self.assertNotIn("stopping this node's workers", p.text())
+        self.assertIn("this node was stopped and the others went on without it", frozen.text())
+        self.assert_same_bits(ref, run)
+        for i in (0, 1):
+            self.assertGreaterEqual(len(self.summary(i)["hangs"]), 1)
 
 
 class NoFalseHangs(HangCase):
