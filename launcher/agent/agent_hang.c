@@ -461,6 +461,7 @@ static void on_tick(uv_timer_t *timer)
 			 (now - h->last_tick_ns) / 1e9, 2 * AGENT_HANG_SILENT_MS);
 		h->quiet_until = now + 2ull * AGENT_HANG_SILENT_MS * 1000000u;
 		h->thawed_ns = now;
+		h->stopped_from = h->last_tick_ns;
 		for (int i = 0; i < ag->nproc; i++) {
 			h->t[i].in_seq = 0;
 			h->t[i].late_since_ns = 0;
@@ -546,10 +547,20 @@ bool agent_hang_thawed(struct agent *ag)
 
 	/* The watch's tick may not have run yet since the thaw: a late tick is
 	 * seen here too. */
-	if (h->on && h->last_tick_ns && now - h->last_tick_ns > 1000000000ull)
+	if (h->on && h->last_tick_ns && now - h->last_tick_ns > 1000000000ull) {
 		h->thawed_ns = now;
+		h->stopped_from = h->last_tick_ns;
+	}
 	thawed = h->thawed_ns && now - h->thawed_ns < (uint64_t)AGENT_HANG_THAW_MS * 1000000u;
 	h->thawed_ns = 0;
+	for (int i = 0; thawed && i < ag->nproc; i++) {
+		struct ddp_progress p;
+
+		/* a worker that wrote during the stop was not stopped */
+		if (worker_proc_progress(&ag->w[i].proc, &p) == 0 &&
+		    p.written_ns > h->stopped_from + 1000000000ull)
+			thawed = false;
+	}
 	return thawed;
 }
 

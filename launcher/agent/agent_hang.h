@@ -72,6 +72,7 @@ struct agent_hang {
 	uint64_t last_tick_ns; /* when the last tick ran */
 	uint64_t quiet_until;  /* after this agent was stopped: no judging till then */
 	uint64_t thawed_ns;    /* when a stop of this agent was seen, or 0 */
+	uint64_t stopped_from; /* the last tick before that stop */
 	uint64_t waits_said;   /* the place this node last said its workers wait in */
 	/* The question whether a silent node's agent is alive (one at a time):
 	 * asked about rank `q_rank` for victim `q_view` */
@@ -92,8 +93,10 @@ void agent_hang_stop(struct agent *ag);
 /* Worker slot i starts a new process: its track starts again. */
 void agent_hang_reset(struct agent *ag, int i);
 
-/* Whether this agent was stopped (its watch ran more than a second late)
- * in the last AGENT_HANG_THAW_MS; once true, false until the next stop. */
+/* Whether this node was stopped whole in the last AGENT_HANG_THAW_MS: its
+ * agent (its watch ran more than a second late) and its workers too (no
+ * page was written during the stop; workers whose agent alone was stopped
+ * went on writing). Once true, false until the next stop. */
 #define AGENT_HANG_THAW_MS 15000
 bool agent_hang_thawed(struct agent *ag);
 
