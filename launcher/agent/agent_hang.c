@@ -57,7 +57,8 @@ static void learn_step(struct hang_deadline *dl, struct agent_hang_track *t,
  *     duration when it alone finished (exact), else the mean of the span
  *     from its entry to the last one's exit over the collectives in it;
  *   - the one it is in now: the gap before it (its entry minus its
- *     predecessor's exit, which the page still holds), exact.
+ *     predecessor's exit, which the page still holds), exact;
+ *   - the one seen finished, outside any: its duration, exact.
  * Places judged late are no samples; collectives outside COMPUTE (a
  * checkpoint's barrier) neither. */
 static void learn_collective(struct hang_deadline *dl, struct agent_hang_track *t,
@@ -73,6 +74,25 @@ static void learn_collective(struct hang_deadline *dl, struct agent_hang_track *
 			hang_deadline_add(dl, DDP_PHASE_COLLECTIVE, (enum ddp_progress_op)t->in_op,
 					  (p->left_ns - t->in_entered) / (done - t->in_seq + 1));
 		t->in_seq = 0;
+		t->done_seq = done;
+	}
+	/* Seen outside after collective out_seq (it had left it at out_left):
+	 * the time from there to the entry of the one on the page now, per
+	 * collective between (exact when it is the next one). */
+	if (t->out_seq && p->seq > t->out_seq && p->seq != t->gap_seq &&
+	    p->entered_ns > t->out_left && !late) {
+		hang_deadline_add(dl, DDP_PHASE_COMPUTE, DDP_OP_NONE,
+				  (p->entered_ns - t->out_left) / (p->seq - t->out_seq));
+		t->gap_seq = p->seq;
+	}
+	t->out_seq = !inside && p->seq && p->phase == DDP_PHASE_COMPUTE ? p->seq : 0;
+	t->out_left = p->left_ns;
+	/* Seen finished, outside: its duration is on the page. */
+	if (!inside && p->seq && p->seq != t->done_seq && !late &&
+	    (p->phase == DDP_PHASE_COMPUTE || p->phase == DDP_PHASE_COLLECTIVE)) {
+		hang_deadline_add(dl, DDP_PHASE_COLLECTIVE, (enum ddp_progress_op)p->op,
+				  p->left_ns - p->entered_ns);
+		t->done_seq = p->seq;
 	}
 	if (!inside || p->phase != DDP_PHASE_COLLECTIVE)
 		return;
@@ -109,7 +129,7 @@ static void track_update(struct agent_hang *h, struct agent_hang_track *t,
 {
 	if (t->have && p->round != t->page.round) {
 		/* A new round: its collectives count from 1 again. */
-		t->in_seq = t->gap_seq = 0;
+		t->in_seq = t->gap_seq = t->done_seq = t->out_seq = 0;
 		t->skip_step = true;
 	}
 	if (!t->have) {
@@ -398,11 +418,9 @@ static void judge_one(struct agent *ag, int i, uint64_t now)
 
 	view_of(ag, i, now, &v);
 	j = hang_judge(&v);
-	if (getenv("DDP_HANG_DEBUG"))
-		log_info(
-		    "hang watch: rank %d phase %u op %u seq %llu age %.3f deadline %.3f step %llu",
-		    v.rank, v.page.phase, v.page.op, (unsigned long long)v.page.seq, v.age_ns / 1e9,
-		    v.deadline_ns / 1e9, (unsigned long long)v.page.step);
+	log_debug("hang watch: rank %d phase %u op %u seq %llu age %.3f deadline %.3f step %llu",
+		  v.rank, v.page.phase, v.page.op, (unsigned long long)v.page.seq, v.age_ns / 1e9,
+		  v.deadline_ns / 1e9, (unsigned long long)v.page.step);
 	if (j.verdict == HANG_FINE) {
 		t->late_since_ns = 0;
 		return;
@@ -553,14 +571,6 @@ bool agent_hang_thawed(struct agent *ag)
 	}
 	thawed = h->thawed_ns && now - h->thawed_ns < (uint64_t)AGENT_HANG_THAW_MS * 1000000u;
 	h->thawed_ns = 0;
-	for (int i = 0; thawed && i < ag->nproc; i++) {
-		struct ddp_progress p;
-
-		/* a worker that wrote during the stop was not stopped */
-		if (worker_proc_progress(&ag->w[i].proc, &p) == 0 &&
-		    p.written_ns > h->stopped_from + 1000000000ull)
-			thawed = false;
-	}
 	return thawed;
 }
 

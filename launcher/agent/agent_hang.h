@@ -52,13 +52,15 @@ struct agent_hang_track {
 	uint64_t step;		     /* the last step sampled */
 	uint64_t in_seq, in_entered; /* the collective last seen inside, its entry */
 	uint32_t in_op;
-	bool in_late;		/* ... judged late: no sample */
-	uint64_t gap_seq;	/* the last collective whose gap before it was sampled */
-	uint32_t phase;		/* the phase last seen, */
-	uint64_t phase_ns;	/* since when */
-	uint64_t late_key;	/* the place judged late (no sample of it) */
-	uint64_t late_since_ns; /* a victim: when it was first seen late */
-	bool skip_step;		/* the next step's times follow a hang: not sampled */
+	uint64_t done_seq;	    /* the last collective sampled finished */
+	uint64_t out_seq, out_left; /* seen outside after this collective, left then */
+	bool in_late;		    /* ... judged late: no sample */
+	uint64_t gap_seq;	    /* the last collective whose gap before it was sampled */
+	uint32_t phase;		    /* the phase last seen, */
+	uint64_t phase_ns;	    /* since when */
+	uint64_t late_key;	    /* the place judged late (no sample of it) */
+	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
+	bool skip_step;		    /* the next step's times follow a hang: not sampled */
 };
 
 struct agent_hang {
@@ -93,10 +95,11 @@ void agent_hang_stop(struct agent *ag);
 /* Worker slot i starts a new process: its track starts again. */
 void agent_hang_reset(struct agent *ag, int i);
 
-/* Whether this node was stopped whole in the last AGENT_HANG_THAW_MS: its
- * agent (its watch ran more than a second late) and its workers too (no
- * page was written during the stop; workers whose agent alone was stopped
- * went on writing). Once true, false until the next stop. */
+/* Whether this agent was stopped (its watch ran more than a second late)
+ * in the last AGENT_HANG_THAW_MS: a round over that it hears now went on
+ * without its node, whose workers (stopped with it, or waiting for a round
+ * since) hold a state the others have left behind. Once true, false until
+ * the next stop. */
 #define AGENT_HANG_THAW_MS 15000
 bool agent_hang_thawed(struct agent *ag);
 

@@ -200,6 +200,27 @@ class Hangs(HangCase):
         self.check_end(nodes, ref, run, 2, before)
 
 
+class PlainHangs(HangCase):
+    def test_plain_worker_named_then_restarted(self):
+        # workers that cannot re-form in place (mn_inplace with the agent
+        # channel hidden: a plain program that still writes its page): the
+        # same line on every node within the same bound, then the restart
+        # such a job gets today
+        prog = [test_inplace.INPLACE, "3000", "5"]
+        nodes = self.start_job(prog, nproc=1, restarts=1, env={"MN_INPLACE_PLAIN": "0"})
+        for p in nodes:
+            p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=120)
+        victim = self.workers_of(nodes[1])[0]
+        t_fault = time.monotonic()
+        os.kill(victim, signal.SIGSTOP)
+        got = self.wait_named(nodes, victim, t_fault)
+        self.check_timing(got, t_fault)
+        self.assert_all_exit(nodes, timeout=300)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertNotIn("re-form in place", text)
+        self.assertRegex(text, r"restart")
+
+
 class FrozenNode(HangCase):
     WINDOW_S = 10.0  # the keep-alive window: 5 s x 2
 
@@ -244,7 +265,7 @@ class FrozenNode(HangCase):
 
 
 class NoFalseHangs(HangCase):
-    STEPS = int(os.environ.get("HANG_STEPS", "1500"))
+    STEPS = int(os.environ.get("HANG_STEPS", "2000"))
 
     def test_no_hang_beside_a_cpu_hog(self):
         # a loaded machine is slow, not hung: two busy loops compete for
