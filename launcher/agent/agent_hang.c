@@ -13,134 +13,12 @@
 #include <string.h>
 #include <time.h>
 
-static bool phase_is_long(uint32_t phase)
-{
-	return phase != DDP_PHASE_NONE && phase != DDP_PHASE_COMPUTE &&
-	       phase != DDP_PHASE_COLLECTIVE && phase < DDP_PHASE_COUNT;
-}
-
-/* Where a page says its worker is: no sample is taken of a place judged
- * late, and a hang is named once per place. */
-static uint64_t place_key(const struct ddp_progress *p)
-{
-	return ((uint64_t)(uint32_t)p->round << 48) ^ (p->seq << 4) ^ p->phase;
-}
-
 static int64_t wall_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- learning from the pages ---- */
-
-static void learn_step(struct hang_deadline *dl, struct agent_hang_track *t,
-		       const struct ddp_progress *p)
-{
-	if (p->step <= t->step)
-		return;
-	/* The first step seen carries the start-up's costs, and a step after a
-	 * hang its wait: neither is a sample. */
-	if (t->step && !t->skip_step && p->step_ns) {
-		hang_deadline_add(dl, DDP_PHASE_COMPUTE, DDP_OP_NONE, p->compute_ns);
-		hang_deadline_add(dl, DDP_PHASE_COLLECTIVE, DDP_OP_NONE, p->wait_ns);
-	}
-	t->skip_step = false;
-	t->step = p->step;
-}
-
-/* Collectives from the pages as read every tick (a collective lasts a few
- * ms, a tick 100: most are never seen, some are seen inside):
- *   - the one seen inside at an earlier read has finished since: its
- *     duration when it alone finished (exact), else the mean of the span
- *     from its entry to the last one's exit over the collectives in it;
- *   - the one it is in now: the gap before it (its entry minus its
- *     predecessor's exit, which the page still holds), exact;
- *   - the one seen finished, outside any: its duration, exact.
- * Places judged late are no samples; collectives outside COMPUTE (a
- * checkpoint's barrier) neither. */
-static void learn_collective(struct hang_deadline *dl, struct agent_hang_track *t,
-			     const struct ddp_progress *p)
-{
-	bool inside = p->seq && p->left_ns < p->entered_ns;
-	bool late = place_key(p) == t->late_key;
-
-	if (t->in_seq && p->seq >= t->in_seq && !(inside && p->seq == t->in_seq)) {
-		uint64_t done = inside ? p->seq - 1 : p->seq;
-
-		if (done >= t->in_seq && p->left_ns >= t->in_entered && !t->in_late)
-			hang_deadline_add(dl, DDP_PHASE_COLLECTIVE, (enum ddp_progress_op)t->in_op,
-					  (p->left_ns - t->in_entered) / (done - t->in_seq + 1));
-		t->in_seq = 0;
-		t->done_seq = done;
-	}
-	/* Seen outside after collective out_seq (it had left it at out_left):
-	 * the time from there to the entry of the one on the page now, per
-	 * collective between (exact when it is the next one). */
-	if (t->out_seq && p->seq > t->out_seq && p->seq != t->gap_seq &&
-	    p->entered_ns > t->out_left && !late) {
-		hang_deadline_add(dl, DDP_PHASE_COMPUTE, DDP_OP_NONE,
-				  (p->entered_ns - t->out_left) / (p->seq - t->out_seq));
-		t->gap_seq = p->seq;
-	}
-	t->out_seq = !inside && p->seq && p->phase == DDP_PHASE_COMPUTE ? p->seq : 0;
-	t->out_left = p->left_ns;
-	/* Seen finished, outside: its duration is on the page. */
-	if (!inside && p->seq && p->seq != t->done_seq && !late &&
-	    (p->phase == DDP_PHASE_COMPUTE || p->phase == DDP_PHASE_COLLECTIVE)) {
-		hang_deadline_add(dl, DDP_PHASE_COLLECTIVE, (enum ddp_progress_op)p->op,
-				  p->left_ns - p->entered_ns);
-		t->done_seq = p->seq;
-	}
-	if (!inside || p->phase != DDP_PHASE_COLLECTIVE)
-		return;
-	if (p->seq != t->gap_seq) {
-		if (p->seq > 1 && p->left_ns && p->entered_ns > p->left_ns && !late)
-			hang_deadline_add(dl, DDP_PHASE_COMPUTE, DDP_OP_NONE,
-					  p->entered_ns - p->left_ns);
-		t->gap_seq = p->seq;
-	}
-	if (p->seq != t->in_seq) {
-		t->in_seq = p->seq;
-		t->in_entered = p->entered_ns;
-		t->in_op = p->op;
-		t->in_late = false;
-	}
-	if (late)
-		t->in_late = true;
-}
-
-static void learn_phase(struct hang_deadline *dl, struct agent_hang_track *t,
-			const struct ddp_progress *p)
-{
-	if (p->phase == t->phase)
-		return;
-	if (phase_is_long(t->phase) && p->phase_ns > t->phase_ns && t->phase_ns)
-		hang_deadline_add(dl, (enum ddp_progress_phase)t->phase, DDP_OP_NONE,
-				  p->phase_ns - t->phase_ns);
-	t->phase = p->phase;
-	t->phase_ns = p->phase_ns;
-}
-
-static void track_update(struct agent_hang *h, struct agent_hang_track *t,
-			 const struct ddp_progress *p)
-{
-	if (t->have && p->round != t->page.round) {
-		/* A new round: its collectives count from 1 again. */
-		t->in_seq = t->gap_seq = t->done_seq = t->out_seq = 0;
-		t->skip_step = true;
-	}
-	if (!t->have) {
-		t->phase = p->phase;
-		t->phase_ns = p->phase_ns;
-	}
-	learn_step(&h->dl, t, p);
-	learn_collective(&h->dl, t, p);
-	learn_phase(&h->dl, t, p);
-	t->page = *p;
-	t->have = true;
 }
 
 /* ---- judging ---- */
@@ -332,7 +210,7 @@ static void name_remote(struct agent *ag, int i, const struct hang_view *v,
 static void say_waiting(struct agent *ag, const struct hang_view *v)
 {
 	char name[32], value[64];
-	uint64_t key = place_key(&v->page);
+	uint64_t key = agent_hang_place(&v->page);
 
 	if (ag->hang.waits_said == key)
 		return;
@@ -366,7 +244,7 @@ static void on_waits_got(void *arg, const char *value)
 		return;
 	if (value && sscanf(value, "%d %" SCNu64, &round, &seq) == 2 && round == v->page.round &&
 	    seq + 1 >= v->page.seq) {
-		h->asked_key = place_key(&v->page) ^ ((uint64_t)h->q_rank << 32);
+		h->asked_key = agent_hang_place(&v->page) ^ ((uint64_t)h->q_rank << 32);
 		return; /* its agent is alive: its own workers wait too */
 	}
 	hang_id(id, sizeof(id), v->page.round, h->q_rank, v->page.seq);
@@ -389,7 +267,7 @@ static void ask_alive(struct agent *ag, const struct hang_view *v, const struct 
 	int per_node = ag->nproc > 0 ? ag->nproc : 1;
 	char name[32];
 
-	if (h->asking || h->asked_key == (place_key(&v->page) ^ ((uint64_t)on << 32)))
+	if (h->asking || h->asked_key == (agent_hang_place(&v->page) ^ ((uint64_t)on << 32)))
 		return;
 	snprintf(name, sizeof(name), "waits%d", on / per_node);
 	h->q_view = *v;
@@ -427,9 +305,9 @@ static void judge_one(struct agent *ag, int i, uint64_t now)
 	}
 	read_proc(&v);
 	j = hang_judge(&v);
-	if (place_key(&v.page) == t->late_key && j.verdict == HANG_CULPRIT)
+	if (agent_hang_place(&v.page) == t->late_key && j.verdict == HANG_CULPRIT)
 		return; /* named already */
-	t->late_key = place_key(&v.page);
+	t->late_key = agent_hang_place(&v.page);
 	if (j.verdict == HANG_CULPRIT) {
 		name_local(ag, i, &v, &j, now);
 		return;
@@ -502,7 +380,7 @@ static void on_tick(uv_timer_t *timer)
 			t->have = false;
 		if (rc == 0) {
 			t->pid = w->proc.pid;
-			track_update(&ag->hang, t, &p);
+			agent_hang_learn(&ag->hang, t, &p);
 		}
 		if (t->have)
 			judge_one(ag, i, now);

@@ -85,6 +85,15 @@ struct agent_hang {
 	int q_rank;
 };
 
+/* Where a page says its worker is (round, collective, phase): no sample
+ * is taken of a place judged late, and a hang is named once per place. */
+uint64_t agent_hang_place(const struct ddp_progress *p);
+
+/* Learns from one consistent read of worker track t's page
+ * (agent_hang_learn.c): the deadline's samples, then t->page = *p. */
+void agent_hang_learn(struct agent_hang *h, struct agent_hang_track *t,
+		      const struct ddp_progress *p);
+
 /* Starts the watch (after agent_init_handles made the workers' slots).
  * Returns 0 or -ENOMEM (then hangs are not watched; said once). */
 int agent_hang_start(struct agent *ag);
