@@ -64,7 +64,7 @@ class HangCase(MultiNodeCase):
             self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=127.0.0.2:%d" % port] +
                                prog, worker=None, env=env) for i in range(1, n)]
 
-    def start_train(self, steps, restarts=0, env=None, conf=None):
+    def start_train(self, steps, restarts=0, env=None, conf=None, log_every=25):
         """ddp-train with a fixed global batch run by 1 rank undisturbed, then
         on 3 nodes x 2 ranks (env added to the workers'), waited for until
         step 100: (reference dir, run dir, nodes)."""
@@ -80,7 +80,9 @@ class HangCase(MultiNodeCase):
                                            test_inplace.DDP_TRAIN] + args(ref),
                                   test_inplace.TRAIN_ENV)
         self.assertEqual(solo.wait(300)[0], 0, solo.text())
-        prog = [test_inplace.DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every", "25"]
+        prog = [test_inplace.DDP_TRAIN] + args(run) + ["--metrics", metrics, "--log_every",
+                                                      str(log_every)]
+        self.metrics = metrics
         nodes = self.start_job(prog, env=train_env, restarts=restarts, conf=conf)
 
         def step_reached():
