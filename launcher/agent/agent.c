@@ -209,6 +209,7 @@ static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool kee
 	w->exit_seq = 0;
 	w->stopped = false;
 	w->state = AGENT_W_RUNNING;
+	agent_hang_reset(ag, w->local_rank);
 	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed);
 	if (rc == 0)
 		return 0;
@@ -555,7 +556,16 @@ static void on_round_over(void *arg, const char *why)
 {
 	struct agent *ag = arg;
 
-	switch (agent_decide_round_over(ag->state, ag->next, agent_workers_block(ag, NULL))) {
+	/* A node that was stopped whole and cut out meanwhile: its workers'
+	 * state is rounds old; they start again and take the others'. */
+	bool stale = agent_hang_thawed(ag);
+
+	if (stale)
+		log_warn("this node was stopped and the others went on without it: its workers "
+			 "start again in the next round and take the training state from the "
+			 "others");
+	switch (
+	    agent_decide_round_over(ag->state, ag->next, agent_workers_block(ag, NULL) || stale)) {
 	case AGENT_RO_LOG:
 		log_info("%s", why);
 		return;
@@ -602,9 +612,15 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 	agent_end(ag, how);
 }
 
+static void on_notice(void *arg, const char *text)
+{
+	agent_hang_notice(arg, text);
+}
+
 static const struct rdzv_events agent_rdzv_events = {
     .round_over = on_round_over,
     .ended = on_ended,
+    .notice = on_notice,
 };
 
 static void agent_finish(struct agent *ag)

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "agent_decide.h"
+#include "agent_hang.h"
 #include "metrics.h"
 #include "footprint.h"
 #include "opts.h"
@@ -113,12 +114,13 @@ struct agent {
 	struct summary summary;
 	int exit_status;
 	struct rundir rd;
-	struct footprint fp; /* the job's cgroup and shared-memory names */
-	bool files;	     /* per-rank log files */
-	bool lost_output;    /* a worker log or summary write failed */
-	int end;	     /* enum rdzv_outcome once the rendezvous ended, else -1 */
-	int fail_status;     /* exit status of this node's last failed group, or 0 */
-	int shown;	     /* the last attempt whose summary was printed, or -1 */
+	struct footprint fp;	/* the job's cgroup and shared-memory names */
+	struct agent_hang hang; /* the watch for hangs (agent_hang.h) */
+	bool files;		/* per-rank log files */
+	bool lost_output;	/* a worker log or summary write failed */
+	int end;		/* enum rdzv_outcome once the rendezvous ended, else -1 */
+	int fail_status;	/* exit status of this node's last failed group, or 0 */
+	int shown;		/* the last attempt whose summary was printed, or -1 */
 	int64_t last_fail_ns;
 	/* In place (agent_inplace.c) */
 	int64_t inplace_since_ns;     /* when the round was heard over */

@@ -240,6 +240,7 @@ void agent_teardown(struct agent *ag)
 	char path[PATH_MAX + 16];
 
 	summary_print_reforms(&ag->summary);
+	summary_print_hangs(&ag->summary);
 	if (ag->lost_output && ag->exit_status == 0) {
 		log_error("the workers succeeded but some of their output was lost (see above); "
 			  "exiting with status 1");
@@ -259,6 +260,7 @@ void agent_teardown(struct agent *ag)
 		worker_proc_drop_progress(&ag->w[i].proc);
 	footprint_close(&ag->fp);
 	agent_metrics_close(ag);
+	agent_hang_stop(ag);
 	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
 	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
 	for (int i = 0; i < ag->nsig; i++)
@@ -297,4 +299,5 @@ void agent_init_handles(struct agent *ag, uv_signal_cb on_signal)
 		ag->w[i].log_fd[0] = ag->w[i].log_fd[1] = -1;
 		worker_proc_init(&ag->w[i].proc);
 	}
+	agent_hang_start(ag);
 }

@@ -62,6 +62,12 @@ static void print_launch(const struct launch_opts *o, FILE *out)
 		fprintf(out, "%s%s", i ? "," : "", signame_name(o->forward_signals[i]) + 3);
 	fprintf(out, "%s\nbackoff = %g:%g\n", o->nforward ? "" : "none", o->backoff_initial,
 		o->backoff_max);
+	if (o->hang_timeout == OPTS_HANG_AUTO)
+		fprintf(out, "hang_timeout = auto\n");
+	else if (o->hang_timeout == OPTS_HANG_OFF)
+		fprintf(out, "hang_timeout = off\n");
+	else
+		fprintf(out, "hang_timeout = %g\n", o->hang_timeout);
 	fprintf(out, "pass_local_rank = %s\n",
 		opts_local_rank_arg(o) ? opts_local_rank_arg(o) : "false");
 	fprintf(out, "prefix = %s\n", o->no_prefix ? "" : o->prefix);

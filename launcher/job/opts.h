@@ -64,6 +64,10 @@ struct opts_metrics {
 	char addr[64]; /* a literal, or "": every interface */
 };
 
+#define OPTS_HANG_AUTO 0.0
+#define OPTS_HANG_OFF  (-1.0)
+#define OPTS_HANG_MIN  0.5
+
 struct launch_opts {
 	/* the launch */
 	char *nproc_spec; /* "4", "gpu", "cpu", "auto" */
@@ -86,7 +90,12 @@ struct launch_opts {
 	int pass_local_rank; /* OPTS_LOCAL_RANK_*, see opts_local_rank_arg */
 	int use_env;	     /* -1: not given; 0, 1: given false, true */
 	bool strict_port;
-	double grace_period;	       /* seconds */
+	double grace_period; /* seconds */
+	/* --hang_timeout: how long a worker may make no progress (outside or
+	 * inside a collective) before it is named and cut out; OPTS_HANG_AUTO
+	 * (learned from the job: launcher/agent/hang_deadline.h), OPTS_HANG_OFF,
+	 * or seconds >= OPTS_HANG_MIN */
+	double hang_timeout;
 	int signals[OPTS_MAX_SIGNALS]; /* passed on, then the job stops */
 	int nsignals;
 	int forward_signals[OPTS_MAX_SIGNALS]; /* passed on, the job goes on */

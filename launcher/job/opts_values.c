@@ -312,6 +312,27 @@ int opts_visible_gpus(const char *cvd, int ndev)
 }
 
 #define OFF(f) offsetof(struct launch_opts, f)
+/* --hang_timeout: SECONDS (at least HANG_TIMEOUT_MIN), "auto" (learned,
+ * OPTS_HANG_AUTO) or "off" (OPTS_HANG_OFF). */
+static int optval_hang(void *obj, const struct settings_def *def, const char *s)
+{
+	struct launch_opts *o = obj;
+	double v;
+
+	if (!strcmp(s, "auto")) {
+		o->hang_timeout = OPTS_HANG_AUTO;
+		return 0;
+	}
+	if (!strcmp(s, "off")) {
+		o->hang_timeout = OPTS_HANG_OFF;
+		return 0;
+	}
+	if (settings_parse_real(s, &v) || !(v >= OPTS_HANG_MIN) || v > 1e6)
+		return -EINVAL;
+	o->hang_timeout = v;
+	return 0;
+}
+
 #define OPT_STR(n, a, f)                                                                           \
 	{                                                                                          \
 		.name = n, .alias = a, .type = SETTINGS_STR, .offset = OFF(f)                      \
@@ -381,6 +402,8 @@ static const struct settings_def opts_defs[] = {
 	       "signal names like USR1,USR2, or none"),
     OPT_CUSTOM("backoff", NULL, backoff_initial, optval_backoff, "SECONDS or INITIAL:MAX seconds"),
     OPT_BOOL("no_prefix", NULL, no_prefix),
+    OPT_CUSTOM("hang_timeout", NULL, hang_timeout, optval_hang,
+	       "auto, off, or SECONDS of at least 0.5"),
     OPT_STR("prefix", NULL, prefix),
     OPT_STR("config", NULL, config),
     OPT_BOOL("dry_run", NULL, dry_run),

@@ -58,6 +58,20 @@ struct summary_replica {
 	char tensor[256]; /* the first tensor that differed */
 };
 
+/* A hang named (by this node, or by another and heard through the
+ * rendezvous): summary_hangs.c. */
+struct summary_hang {
+	int64_t time_ms; /* wall clock when this node printed it */
+	int round, node, rank, pid;
+	uint64_t seq;	   /* the collective it had not entered or left */
+	double late_s;	   /* past its deadline by this much */
+	double deadline_s; /* that deadline */
+	bool named_here;   /* this node's agent named it (its worker, or one
+			      its workers wait on whose node was silent) */
+	bool cut;	   /* this node's agent ended the worker */
+	char line[512];	   /* the line every node printed */
+};
+
 struct summary {
 	struct summary_rec *recs;
 	size_t n, cap;
@@ -65,6 +79,8 @@ struct summary {
 	size_t nreforms;
 	struct summary_replica *replicas; /* summary_replicas.c */
 	size_t nreplicas;
+	struct summary_hang *hangs;
+	size_t nhangs;
 	char *interpreter;	    /* the Python the workers ran under, or NULL */
 	bool interpreter_from_path; /* found on PATH (not given as a path) */
 	struct summary_numerics numerics;
@@ -114,13 +130,25 @@ int summary_add_replica(struct summary *s, const struct summary_replica *r);
  * "stopped"}...] (empty when none differed). Returns 0 or -ENOMEM. */
 int summary_replicas_json(const struct summary *s, void *root);
 
+/* Records a hang. Returns 0 or -ENOMEM. */
+int summary_add_hang(struct summary *s, const struct summary_hang *h);
+
+/* Prints one log_info line per hang, if any. */
+void summary_print_hangs(const struct summary *s);
+
+/* Adds "hangs": [{"time", "round", "node", "rank", "pid", "seq", "late_s",
+ * "deadline_s", "named_here", "cut", "line"}...] to root (always, [] for
+ * none). Returns 0 or -ENOMEM. */
+struct json_t;
+int summary_hangs_json(const struct summary *s, struct json_t *root);
+
 /* Prints the end-of-run summary for `attempt` through log_error/log_info. */
 void summary_print(const struct summary *s, int attempt, int max_restarts);
 
 /* Writes {"exit_code":..., "attempts":..., "workers":[...],
  * "reformations":[{"time", "round", "world_before", "world_after",
  * "nodes", "waited_s", "replaced", "why"}...], "numerics":
- * (summary_numerics_json), "replicas": [...]} to `path`
+ * (summary_numerics_json), "replicas": [...], "hangs": [...]} to `path`
  * (written to path.tmp, then renamed). Returns 0 or -errno. */
 int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
 		       int stop_signal);

@@ -90,6 +90,27 @@ int rdzv_renew(struct rdzv *r)
 	return r->ops->renew ? r->ops->renew(r) : -ENOTSUP;
 }
 
+int rdzv_post(struct rdzv *r, const char *text)
+{
+	return r->ops->post ? r->ops->post(r, text) : -ENOTSUP;
+}
+
+int rdzv_put(struct rdzv *r, const char *name, const char *value)
+{
+	return r->ops->put ? r->ops->put(r, name, value) : -ENOTSUP;
+}
+
+int rdzv_get(struct rdzv *r, const char *name, void (*got)(void *arg, const char *value), void *arg)
+{
+	return r->ops->get ? r->ops->get(r, name, got, arg) : -ENOTSUP;
+}
+
+void rdzv_evict(struct rdzv *r, int node)
+{
+	if (r->ops->evict)
+		r->ops->evict(r, node);
+}
+
 int rdzv_exit_status(enum rdzv_outcome how, int stop_signal, bool permanent, int fail_status)
 {
 	switch (how) {

@@ -47,6 +47,9 @@ struct launch_opts;
 struct opts_rdzv;
 struct store_server;
 
+/* The longest line rdzv_post takes, bytes. */
+#define RDZV_POST_MAX 1024
+
 struct rdzv_round {
 	int round;	      /* one node: the round (0, 1, ...); many nodes: the
 				 machine's round (1, 2, ...) */
@@ -96,6 +99,9 @@ struct rdzv_events {
 	/* Once. `msg`: what the agent tells the user (an error for FAILED and
 	 * REFUSED), or NULL when the backend has said it already. */
 	void (*ended)(void *arg, enum rdzv_outcome how, const char *msg);
+	/* Many nodes: a line some node posted (rdzv_post), this one's too;
+	 * NULL: not heard. */
+	void (*notice)(void *arg, const char *text);
 };
 
 /* How this node's group of workers ended (all its handles closed). */
@@ -122,6 +128,11 @@ struct rdzv_ops {
 	int (*renew)(struct rdzv *r);				     /* NULL: not supported */
 	int (*publish)(struct rdzv *r, const void *rec, size_t len); /* NULL: one node */
 	struct store_server *(*hosted_store)(struct rdzv *r);	     /* NULL: one node */
+	int (*post)(struct rdzv *r, const char *text); /* NULL: one node, no one to tell */
+	int (*put)(struct rdzv *r, const char *name, const char *value); /* NULL: one node */
+	int (*get)(struct rdzv *r, const char *name, void (*got)(void *arg, const char *value),
+		   void *arg);			 /* NULL: one node */
+	void (*evict)(struct rdzv *r, int node); /* NULL: one node */
 	void (*signal)(struct rdzv *r, int sig);
 	void (*shutdown)(struct rdzv *r, int exit_status);
 	void (*free)(struct rdzv *r);
@@ -186,6 +197,25 @@ int rdzv_publish(struct rdzv *r, const void *rec, size_t len);
  * when it hosts none (one node: its workers' store is not shown). */
 struct store_server *rdzv_hosted_store(struct rdzv *r);
 #define RDZV_PUBLISH_MAX 4096 /* bytes of a record: driver.h's RDZV_STATUS_MAX */
+
+/* Posts one line (at most 1024 bytes) for every node of the job: each
+ * node's `notice` hears it, this one's too (driver.h: rdzv_driver_post).
+ * Returns 0, -ENOTSUP (one node: no one else to tell), -ENOTCONN or
+ * -EINVAL. */
+int rdzv_post(struct rdzv *r, const char *text);
+
+/* Many nodes: this node's word NAME (a token without '/') under the job's
+ * prefix, set, or read back once (`got` runs once from the loop with the
+ * value, NULL when absent; one read at a time). Returns 0, -ENOTSUP (one
+ * node), -ENOTCONN, -EINVAL or -EBUSY (driver.h: rdzv_driver_put/get). */
+int rdzv_put(struct rdzv *r, const char *name, const char *value);
+int rdzv_get(struct rdzv *r, const char *name, void (*got)(void *arg, const char *value),
+	     void *arg);
+
+/* Many nodes: node `node` of this round is hung, its agent silent: the
+ * round re-forms without it now (round_over follows everywhere), not at
+ * the keep-alive window's end. One node: nothing. */
+void rdzv_evict(struct rdzv *r, int node);
 
 /* ddplaunch was told to stop by `sig` (the first such signal): says what
  * follows. One node: a round in progress ends with the group (its end is

@@ -30,6 +30,11 @@ void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success);
 void rdzv_nodes_renew(struct rdzv_nodes *n);
 int rdzv_nodes_publish(struct rdzv_nodes *n, const void *rec, size_t len);
 struct store_server *rdzv_nodes_hosted_store(struct rdzv_nodes *n);
+int rdzv_nodes_post(struct rdzv_nodes *n, const char *text);
+int rdzv_nodes_put(struct rdzv_nodes *n, const char *name, const char *value);
+int rdzv_nodes_get(struct rdzv_nodes *n, const char *name,
+		   void (*got)(void *arg, const char *value), void *arg);
+void rdzv_nodes_evict(struct rdzv_nodes *n, int node);
 void rdzv_nodes_leave(struct rdzv_nodes *n);
 /* Leaves with a failure that will repeat (driver.h: rdzv_driver_leave_permanent). */
 void rdzv_nodes_leave_permanent(struct rdzv_nodes *n, const char *cause);

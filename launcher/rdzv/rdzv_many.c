@@ -71,6 +71,27 @@ static struct store_server *many_hosted_store(struct rdzv *r)
 	return rdzv_nodes_hosted_store(many_driver(r));
 }
 
+static int many_post(struct rdzv *r, const char *text)
+{
+	return rdzv_nodes_post(many_driver(r), text);
+}
+
+static int many_put(struct rdzv *r, const char *name, const char *value)
+{
+	return rdzv_nodes_put(many_driver(r), name, value);
+}
+
+static int many_get(struct rdzv *r, const char *name, void (*got)(void *arg, const char *value),
+		    void *arg)
+{
+	return rdzv_nodes_get(many_driver(r), name, got, arg);
+}
+
+static void many_evict(struct rdzv *r, int node)
+{
+	rdzv_nodes_evict(many_driver(r), node);
+}
+
 static void many_signal(struct rdzv *r, int sig)
 {
 	log_warn("got %s; leaving the job and stopping the workers", signame_name(sig));
@@ -95,6 +116,10 @@ static const struct rdzv_ops many_ops = {
     .renew = many_renew,
     .publish = many_publish,
     .hosted_store = many_hosted_store,
+    .post = many_post,
+    .put = many_put,
+    .get = many_get,
+    .evict = many_evict,
     .signal = many_signal,
     .shutdown = many_shutdown,
     .free = many_free,

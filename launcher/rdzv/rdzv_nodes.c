@@ -111,10 +111,41 @@ static void nodes_ended(void *arg, enum rdzv_driver_outcome how, const char *msg
 	n->ev->ended(n->ev_arg, out, msg);
 }
 
+static void nodes_notice(void *arg, const char *text)
+{
+	struct rdzv_nodes *n = arg;
+
+	if (n->ev->notice)
+		n->ev->notice(n->ev_arg, text);
+}
+
 static const struct rdzv_driver_events nodes_events = {
     .round_over = nodes_round_over,
     .ended = nodes_ended,
+    .notice = nodes_notice,
 };
+
+int rdzv_nodes_post(struct rdzv_nodes *n, const char *text)
+{
+	return rdzv_driver_post(n->d, text);
+}
+
+int rdzv_nodes_put(struct rdzv_nodes *n, const char *name, const char *value)
+{
+	return rdzv_driver_put(n->d, name, value);
+}
+
+int rdzv_nodes_get(struct rdzv_nodes *n, const char *name,
+		   void (*got)(void *arg, const char *value), void *arg)
+{
+	return rdzv_driver_get(n->d, name, got, arg);
+}
+
+void rdzv_nodes_evict(struct rdzv_nodes *n, int node)
+{
+	if (node >= 0)
+		rdzv_driver_evict(n->d, (uint32_t)node);
+}
 
 int rdzv_nodes_attach(struct rdzv_nodes *n, uv_loop_t *loop, const struct rdzv_events *ev,
 		      void *arg)

@@ -385,6 +385,8 @@ static void sink_got(void *p, uint64_t tag, int status, const struct rdzv_value 
 
 	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
+	if (notice_got(d, tag, status, v, n))
+		return;
 	if (tag == DRV_TAG_HOSTED) {
 		if (status >= 0 && n == 1)
 			d->store_kind = v[0].present ? DRV_STORE_AGENT : DRV_STORE_STANDALONE;
@@ -420,7 +422,7 @@ static void sink_done(void *p, uint64_t tag, int status)
 
 	log_debug("rdzv answer #%llu: %d", (unsigned long long)tag, status);
 
-	if (tag == DRV_TAG_STATUS)
+	if (tag == DRV_TAG_STATUS || notice_done(d, tag, status))
 		return;
 	if (!drv_gone(d, status))
 		drv_after(d, rdzv_on_done(d->m, drv_now(), tag, status));
@@ -430,6 +432,8 @@ static void sink_event(void *p, uint64_t watch, int status, struct rdzv_value v)
 {
 	struct rdzv_driver *d = p;
 
+	if (notice_event(d, watch, status, v))
+		return;
 	if (drv_gone(d, status))
 		return;
 	if (status < 0) {
@@ -585,6 +589,7 @@ static void sink_connected(void *p, int status, const char *msg)
 	log_debug("joining run id '%s' at %s as '%s'", d->run_id, d->peer, d->node_id);
 	d->phase = DRV_ON;
 	drv_ask_store_kind(d);
+	notice_watch(d);
 	drv_after(d, rdzv_start(d->m, drv_now()));
 }
 
@@ -698,6 +703,12 @@ void rdzv_driver_renew(struct rdzv_driver *d)
 {
 	if (d->phase == DRV_ON)
 		drv_after(d, rdzv_workers_renew(d->m, drv_now()));
+}
+
+void rdzv_driver_evict(struct rdzv_driver *d, uint32_t rank)
+{
+	if (d->phase == DRV_ON && d->m)
+		drv_after(d, rdzv_member_hung(d->m, drv_now(), rank));
 }
 
 void rdzv_driver_leave(struct rdzv_driver *d)

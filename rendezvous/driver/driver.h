@@ -131,6 +131,9 @@ struct rdzv_driver_events {
 	void (*round_over)(void *arg, const char *why);
 	/* The end (once): nothing more is heard. */
 	void (*ended)(void *arg, enum rdzv_driver_outcome how, const char *msg);
+	/* A line another node (or this one) posted (rdzv_driver_post), heard
+	 * by every node of the job; NULL: not heard. */
+	void (*notice)(void *arg, const char *text);
 };
 
 struct rdzv_driver;
@@ -179,6 +182,30 @@ int rdzv_driver_publish(struct rdzv_driver *d, const void *rec, size_t len);
 
 /* The rendezvous store this node hosts (for its metrics), or NULL. */
 struct store_server *rdzv_driver_hosted_store(const struct rdzv_driver *d);
+
+/* The longest notice, bytes. */
+#define RDZV_NOTICE_MAX 1024
+
+/* Posts `text` (one line, at most RDZV_NOTICE_MAX bytes) on the job's
+ * notice board, a key of the job's prefix that every node watches: each
+ * node's `notice` hears it (this one's too), once per post. Returns 0,
+ * -ENOTCONN (no session now) or -EINVAL (too long). */
+int rdzv_driver_post(struct rdzv_driver *d, const char *text);
+
+/* A node's own word under the job's prefix, "ddprdzv/RUN/n/NAME" (NAME a
+ * token of at most 64 bytes; the value at most RDZV_NOTICE_MAX): set by
+ * rdzv_driver_put, read by rdzv_driver_get, whose `got` runs once, from
+ * the loop, with the value (NULL: absent, or the store did not answer).
+ * One get at a time: a second while one waits returns -EBUSY. Returns 0,
+ * -ENOTCONN, -EINVAL or -EBUSY. */
+typedef void (*rdzv_driver_got_fn)(void *arg, const char *value);
+int rdzv_driver_put(struct rdzv_driver *d, const char *name, const char *value);
+int rdzv_driver_get(struct rdzv_driver *d, const char *name, rdzv_driver_got_fn got, void *arg);
+
+/* The member of node rank `rank` in this node's round is hung (its agent
+ * silent past the deadline): the round re-forms without it
+ * (rdzv_member_hung); round_over follows on every node. */
+void rdzv_driver_evict(struct rdzv_driver *d, uint32_t rank);
 
 /* Leave the job; `ended` (LEFT) follows within close_timeout. */
 void rdzv_driver_leave(struct rdzv_driver *d);

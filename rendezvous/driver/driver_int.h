@@ -28,8 +28,14 @@ struct store_server;
 #define DRV_HOSTED_KEY	 "ddprdzv/hosted_by"
 #define DRV_HOSTED_VALUE "ddplaunch agent"
 #define DRV_TAG_HOSTED	 UINT64_MAX
+/* The job's notice board (driver_notice.c): its set's tag and its watch's
+ * id, the driver's own like DRV_TAG_HOSTED. */
+#define DRV_TAG_NOTICE	 (UINT64_MAX - 1)
+#define DRV_WATCH_NOTICE (UINT64_MAX - 2)
+#define DRV_TAG_PUT	 (UINT64_MAX - 3)
+#define DRV_TAG_GET	 (UINT64_MAX - 4)
 /* rdzv_driver_publish's writes: answered to nobody. */
-#define DRV_TAG_STATUS (UINT64_MAX - 1)
+#define DRV_TAG_STATUS (UINT64_MAX - 5)
 enum drv_store_kind { DRV_STORE_UNKNOWN, DRV_STORE_AGENT, DRV_STORE_STANDALONE };
 
 enum drv_phase {
@@ -89,7 +95,10 @@ struct rdzv_driver {
 	struct store_server *wstore, *wold; /* workers' store: next/current round, previous */
 	uv_timer_t linger;		    /* the end: waits for the rstore's clients */
 	uint64_t linger_since;
-	bool kept; /* this process is the child that keeps the store */
+	bool kept;		   /* this process is the child that keeps the store */
+	bool notice_first;	   /* the notice watch's first value is still to come */
+	rdzv_driver_got_fn get_cb; /* rdzv_driver_get's, while one waits */
+	void *get_arg;
 };
 
 /* driver.c */
@@ -125,6 +134,16 @@ void keeper_round(struct rdzv_driver *d, const struct rdzv_world *w);
 /* Everything the driver holds closes; a hosted store waits for its
  * clients (see rdzv_driver_shutdown), unless `at_once` (rdzv_driver_kill). */
 void keeper_close_all(struct rdzv_driver *d, bool at_once);
+
+/* driver_notice.c */
+/* Watches the job's notice key (once the session is open). */
+void notice_watch(struct rdzv_driver *d);
+/* The notice watch's event, or the notice set's answer: true when it was
+ * theirs (told to ev->notice), false for the machine's. */
+bool notice_event(struct rdzv_driver *d, uint64_t watch, int status, struct rdzv_value v);
+bool notice_done(struct rdzv_driver *d, uint64_t tag, int status);
+bool notice_got(struct rdzv_driver *d, uint64_t tag, int status, const struct rdzv_value *v,
+		size_t n);
 
 /* driver_config.c */
 /* Copies cfg's strings into d->c (-ENOMEM, -EINVAL for a host too long). */

@@ -459,6 +459,14 @@ int rdzv_workers_renew(struct rdzv_machine *m, int64_t now)
 	return settle(m, now, 0);
 }
 
+int rdzv_member_hung(struct rdzv_machine *m, int64_t now, uint32_t rank)
+{
+	rdzv_acts_gc(m);
+	if (m->mode == MODE_RUN && !m->exit_req && rank < m->world.size && rank != m->mem_rank)
+		m->gr_gone = (int64_t)rank;
+	return settle(m, now, 0);
+}
+
 void rdzv_set_port(struct rdzv_machine *m, uint16_t port)
 {
 	m->cfg.port = port;

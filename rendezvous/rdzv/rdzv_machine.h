@@ -282,6 +282,14 @@ int rdzv_workers_exited(struct rdzv_machine *m, int64_t now_ms, bool success);
  * has finished, it fails the job as a failure would. Ignored unless this
  * node runs in a round and has not reported its workers' end. */
 int rdzv_workers_renew(struct rdzv_machine *m, int64_t now);
+/* The member of node rank `rank` in this node's round is hung (its workers
+ * made no progress past the deadline its peers' agents learned, and its
+ * agent said nothing: a node frozen whole, or cut off): the round re-forms
+ * without it, as for a death (`dead`, not charged), without waiting for
+ * its heartbeat key to go stale. A node that thaws finds a later round and
+ * joins again as for any death it outlived. Ignored unless this node runs
+ * in a round, rank is another member of it, and no exit was reported. */
+int rdzv_member_hung(struct rdzv_machine *m, int64_t now, uint32_t rank);
 /* This node's workers' store port for the next slot it writes (a fresh
  * worker store per round). The slot of a rejoin is written after the
  * answer to its ticket's ADD, so calling this while handling ROUND_OVER

@@ -728,7 +728,7 @@ class SharedMemory(LaunchCase):
             self.assertEqual(os.stat(page).st_size, 4096)
         p.kill()
         p.wait()
-        wait_for(lambda: not any(os.path.exists(pg) for pg in pages), 10.0,
+        wait_for(lambda: not any(os.path.exists(pg) for pg in pages), 30.0,
                  "the pages of a launcher killed with -9 to be removed")
 
 

@@ -155,6 +155,8 @@ static void test_errors(void **state)
 	    {2, {"ddplaunch", "--grace_period=-1"}, "non-negative"},
 	    {2, {"ddplaunch", "--standalone=maybe"}, "true or false"},
 	    {2, {"ddplaunch", "--local_ranks_filter=0,a"}, "local ranks"},
+	    {2, {"ddplaunch", "--hang_timeout=0.4"}, "at least 0.5"},
+	    {2, {"ddplaunch", "--hang-timeout=soon"}, "auto, off"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -213,6 +215,33 @@ static void test_streams_filter_signals_backoff(void **state)
 	assert_true(o.backoff_initial == 0.5 && o.backoff_max == 4.0);
 	assert_true(o.grace_period == 0.25);
 	opts_release(&o);
+}
+
+/* --hang_timeout: auto by default, off, or seconds; snake and kebab case,
+ * the job file and PET_HANG_TIMEOUT (opts_pet's generic rule) alike. */
+static void test_hang_timeout(void **state)
+{
+	char *snake[] = {"ddplaunch", "--hang_timeout=1.5", "x"};
+	char *kebab[] = {"ddplaunch", "--hang-timeout", "off", "x"};
+	char *none[] = {"ddplaunch", "x"};
+	struct launch_opts o;
+
+	assert_int_equal(parse(&o, 1 + 1, none), ARGS_OK);
+	assert_true(o.hang_timeout == OPTS_HANG_AUTO);
+	opts_release(&o);
+	assert_int_equal(parse(&o, 3, snake), ARGS_OK);
+	assert_true(o.hang_timeout == 1.5);
+	opts_release(&o);
+	assert_int_equal(parse(&o, 4, kebab), ARGS_OK);
+	assert_true(o.hang_timeout == OPTS_HANG_OFF);
+	opts_release(&o);
+	assert_int_equal(opts_init(&o), 0);
+	assert_int_equal(opts_set(&o, "hang_timeout", "2", OPTS_SRC_FILE, err, sizeof(err)), 0);
+	assert_true(o.hang_timeout == 2.0);
+	assert_int_equal(opts_set(&o, "hang_timeout", "auto", OPTS_SRC_CLI, err, sizeof(err)), 0);
+	assert_true(o.hang_timeout == OPTS_HANG_AUTO);
+	opts_release(&o);
+	assert_non_null(strstr(args_help_text(), "--hang_timeout"));
 }
 
 static void test_nproc(void **state)
@@ -347,6 +376,7 @@ int main(void)
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_help_and_checks),
 	    cmocka_unit_test(test_streams_filter_signals_backoff),
+	    cmocka_unit_test(test_hang_timeout),
 	    cmocka_unit_test(test_nproc),
 	    cmocka_unit_test(test_visible_gpus),
 	    cmocka_unit_test(test_unknown_option_suggests),

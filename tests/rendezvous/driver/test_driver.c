@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -31,6 +32,8 @@ struct node {
 	struct rdzv_driver_round r; /* the last round (its scalars) */
 	enum rdzv_driver_outcome how;
 	char msg[1024];
+	int notices; /* heard on the job's notice board */
+	char notice[RDZV_NOTICE_MAX + 1];
 };
 
 static uv_loop_t loop;
@@ -72,7 +75,15 @@ static void on_ended(void *arg, enum rdzv_driver_outcome how, const char *msg)
 	snprintf(n->msg, sizeof(n->msg), "%s", msg ? msg : "");
 }
 
-static const struct rdzv_driver_events events = {on_round_over, on_ended};
+static void on_notice(void *arg, const char *text)
+{
+	struct node *n = arg;
+
+	n->notices++;
+	snprintf(n->notice, sizeof(n->notice), "%s", text);
+}
+
+static const struct rdzv_driver_events events = {on_round_over, on_ended, on_notice};
 
 static void guard_cb(uv_timer_t *t)
 {
@@ -332,6 +343,47 @@ static void test_refused(void **state)
 	assert_true(nodes[0].in_round && nodes[1].in_round);
 }
 
+static bool all_heard(void *p)
+{
+	const int *want = p;
+
+	for (int i = 0; i < 3; i++)
+		if (nodes[i].notices < *want)
+			return false;
+	return true;
+}
+
+/* A line posted by one node is heard once by every node, the poster
+ * included; a later one replaces it; a node that comes afterwards is not
+ * told what was posted before it watched; a line too long is refused. */
+static void test_notice_board(void **state)
+{
+	struct rdzv_driver_config c;
+	char big[RDZV_NOTICE_MAX + 2];
+	int want = 1;
+
+	start_nodes(3, 3, 4, 0);
+	check_round(0, 2, 1, 3);
+	assert_int_equal(rdzv_driver_post(nodes[1].d, "hang1 1 1 3 42 7 100 500\thang: rank 3"), 0);
+	run_until(all_heard, &want);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(nodes[i].notices, 1);
+		assert_string_equal(nodes[i].notice, "hang1 1 1 3 42 7 100 500\thang: rank 3");
+	}
+	assert_int_equal(rdzv_driver_post(nodes[2].d, "second"), 0);
+	want = 2;
+	run_until(all_heard, &want);
+	for (int i = 0; i < 3; i++)
+		assert_string_equal(nodes[i].notice, "second");
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(rdzv_driver_post(nodes[0].d, big), -EINVAL);
+	node_config(&c, 3, 3, 4);
+	node_start(&c, 3);
+	check_round(0, 3, 2, 4);
+	assert_int_equal(nodes[3].notices, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +392,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_restarts_then_failed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_notice_board, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,118 @@
+/*
+ * agent_hang.h - the agent's watch for hangs: every AGENT_HANG_TICK_MS it
+ * reads each local worker's progress page (no system call per collective
+ * on the worker's side, one read of a shared page here), learns the job's
+ * deadlines from what the pages show (hang_deadline.h), and judges each
+ * worker past its deadline (hang_judge.h) with its process's state from
+ * /proc (proc_state.h).
+ *
+ * A culprit of this node is named: one line (hang_judge.h's), printed here
+ * and posted for every other node (rdzv_post: the job's notice board), put
+ * in the summary, and then the worker is cut out: its process group is
+ * killed, and the agent's usual path for a dead worker follows (replaced
+ * alone in place when it said "resizable", else the group's restart).
+ * A worker of this node that waits inside a collective on a rank of
+ * another node, with no word of that rank from its node within
+ * AGENT_HANG_SILENT_MS after it turned late, asks whether that node's
+ * agent is alive: each agent whose workers wait past their deadline says
+ * so under its own name ("waitsN" = "ROUND SEQ", rdzv_put), and the asker
+ * reads the other node's (rdzv_get). An agent that said nothing of this
+ * round and collective is silent: its node is frozen whole (or cut off),
+ * the rank is named for it, and, when every local worker can be resized
+ * in place, the round re-forms without that node now (rdzv_evict), not at
+ * the keep-alive window's end; it joins again when it thaws. Plain
+ * workers keep the window. An agent whose own tick came more than a
+ * second late was itself stopped: it judges nobody for a while.
+ *
+ * The notice a node posts: "hang1 ROUND NODE RANK PID SEQ LATE_MS
+ * DEADLINE_MS\tLINE"; a reader skips lines of any other kind, and prints a
+ * hang once per (round, rank, seq).
+ */
+#ifndef DDP_LAUNCHER_AGENT_HANG_H
+#define DDP_LAUNCHER_AGENT_HANG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "hang_deadline.h"
+#include "hang_judge.h"
+
+#define AGENT_HANG_TICK_MS   100
+#define AGENT_HANG_SILENT_MS 1000
+#define AGENT_HANG_SEEN	     32 /* hangs remembered as printed */
+
+struct agent;
+
+/* One local worker as the watch follows it. */
+struct agent_hang_track {
+	struct ddp_progress page;    /* the last consistent copy */
+	bool have;		     /* page holds one of this process */
+	int pid;		     /* the process it is of */
+	uint64_t step;		     /* the last step sampled */
+	uint64_t in_seq, in_entered; /* the collective last seen inside, its entry */
+	uint32_t in_op;
+	uint64_t done_seq;	    /* the last collective sampled finished */
+	uint64_t out_seq, out_left; /* seen outside after this collective, left then */
+	bool in_late;		    /* ... judged late: no sample */
+	uint64_t gap_seq;	    /* the last collective whose gap before it was sampled */
+	uint32_t phase;		    /* the phase last seen, */
+	uint64_t phase_ns;	    /* since when */
+	uint64_t late_key;	    /* the place judged late (no sample of it) */
+	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
+	bool skip_step;		    /* the next step's times follow a hang: not sampled */
+};
+
+struct agent_hang {
+	uv_timer_t timer;
+	bool on;   /* the timer is initialised */
+	bool said; /* the learned deadlines were said */
+	struct hang_deadline dl;
+	struct agent_hang_track *t; /* one per local worker */
+	char seen[AGENT_HANG_SEEN][48];
+	int nseen;
+	uint64_t last_tick_ns; /* when the last tick ran */
+	uint64_t quiet_until;  /* after this agent was stopped: no judging till then */
+	uint64_t thawed_ns;    /* when a stop of this agent was seen, or 0 */
+	uint64_t stopped_from; /* the last tick before that stop */
+	uint64_t waits_said;   /* the place this node last said its workers wait in */
+	/* The question whether a silent node's agent is alive (one at a time):
+	 * asked about rank `q_rank` for victim `q_view` */
+	bool asking;
+	uint64_t asked_key; /* the (round, rank, seq) last asked, answered alive */
+	struct hang_view q_view;
+	struct hang_judgement q_j;
+	int q_rank;
+};
+
+/* Where a page says its worker is (round, collective, phase): no sample
+ * is taken of a place judged late, and a hang is named once per place. */
+uint64_t agent_hang_place(const struct ddp_progress *p);
+
+/* Learns from one consistent read of worker track t's page
+ * (agent_hang_learn.c): the deadline's samples, then t->page = *p. */
+void agent_hang_learn(struct agent_hang *h, struct agent_hang_track *t,
+		      const struct ddp_progress *p);
+
+/* Starts the watch (after agent_init_handles made the workers' slots).
+ * Returns 0 or -ENOMEM (then hangs are not watched; said once). */
+int agent_hang_start(struct agent *ag);
+
+/* Closes the timer and frees the tracks. */
+void agent_hang_stop(struct agent *ag);
+
+/* Worker slot i starts a new process: its track starts again. */
+void agent_hang_reset(struct agent *ag, int i);
+
+/* Whether this agent was stopped (its watch ran more than a second late)
+ * in the last AGENT_HANG_THAW_MS: a round over that it hears now went on
+ * without its node, whose workers (stopped with it, or waiting for a round
+ * since) hold a state the others have left behind. Once true, false until
+ * the next stop. */
+#define AGENT_HANG_THAW_MS 15000
+bool agent_hang_thawed(struct agent *ag);
+
+/* A line another node posted (rdzv_events.notice). */
+void agent_hang_notice(struct agent *ag, const char *text);
+
+#endif

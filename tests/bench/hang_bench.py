@@ -1,0 +1,135 @@
+"""What a hang costs (issue 24, section 5), on 3 simulated nodes x 2 ranks
+(127.0.0.2-4, node 0 hosting the store), ddp-train in shard mode
+(--global_batch_size 48 --virtual_shards 8), as tests/multinode/test_hangs.py
+runs it:
+
+  stop    one worker SIGSTOPped (mostly inside an all-reduce: 97% of a step)
+  spin    one worker's main thread in a busy loop (tests/multinode/mn_spin.c,
+          preloaded; SIGUSR2 sent to that thread)
+  node    a whole node stopped, agent and workers (keep-alive window 10 s)
+
+For each: the detection time (the fault to the hang line on the last node),
+the deadline the agents had learned, and the first step committed without the
+culprit (rank 0's --metrics record with --log_every 1). Then the false alarms:
+--steps unperturbed steps beside two CPU hogs (the hang lines counted).
+
+  hang_bench.py [--trials 3] [--steps 10000] [--out FILE]
+  (DDPLAUNCH, DDP_TRAIN, MN_SPIN as for the multinode tests)
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
+import test_hangs  # noqa: E402
+from mnlib import descendants, fast_conf  # noqa: E402
+
+
+class Bench(test_hangs.HangCase):
+    def runTest(self):
+        pass
+
+
+def first_commit_after(metrics, t_wall):
+    with open(metrics) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "train" and r.get("time", 0) > t_wall:
+                return r["time"] - t_wall
+    return None
+
+
+def trial(kind):
+    b = Bench()
+    b.setUp()
+    try:
+        env = {"LD_PRELOAD": test_hangs.MN_SPIN} if kind == "spin" else None
+        conf = fast_conf(keep_alive_interval=5, keep_alive_max_attempt=2)
+        ref, run, nodes = b.start_train(20000, restarts=1, env=env, conf=conf, log_every=1)
+        time.sleep(1.0)
+        t0, w0 = time.monotonic(), time.time()
+        if kind == "node":
+            pids = [nodes[2].pid] + descendants(nodes[2].pid)
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            got = [p.wait_line(r"hang: node \d+ rank \d+ has not answered.*deadline of "
+                               r"([\d.]+) s", 60, t0) for p in nodes[:2]]
+            time.sleep(2.0)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        else:
+            victim = b.workers_of(nodes[1])[0]
+            if kind == "stop":
+                os.kill(victim, signal.SIGSTOP)
+            else:
+                test_hangs.tgkill(victim, victim, signal.SIGUSR2)
+            got = [p.wait_line(r"hang: node \d+ rank \d+ pid %d .*deadline of ([\d.]+) s" %
+                               victim, 60, t0) for p in nodes]
+        detect = max(t for t, _ in got) - t0
+        deadline = float(got[0][1].group(1))
+        time.sleep(3.0)
+        commit = first_commit_after(b.metrics, w0)
+        for p in nodes:
+            p.signal(signal.SIGTERM)
+        return detect, deadline, commit
+    finally:
+        b.tearDown()
+
+
+def false_alarms(steps):
+    b = Bench()
+    b.setUp()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        ref, run, nodes = b.start_train(steps)
+        t0 = time.monotonic()
+        b.assert_all_exit(nodes, timeout=3600)
+        secs = time.monotonic() - t0
+        lines = sum(len(b.hang_lines(p)) for p in nodes)
+        same = test_hangs.train_it.sha256(os.path.join(run, "final.safetensors")) == \
+            test_hangs.train_it.sha256(os.path.join(ref, "final.safetensors"))
+        return lines, secs, same
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        b.tearDown()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10000)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    rows = ["| fault | trials | detected after (median, max) | learned deadline | first "
+            "step committed without it (median) |", "|---|---|---|---|---|"]
+    for kind in ("stop", "spin", "node"):
+        res = [trial(kind) for _ in range(a.trials)]
+        det = [r[0] for r in res]
+        com = [r[2] for r in res if r[2] is not None]
+        rows.append("| %s | %d | %.2f s, %.2f s | %.2f s | %s |" % (
+            kind, len(res), statistics.median(det), max(det),
+            statistics.median(r[1] for r in res),
+            "%.2f s" % statistics.median(com) if com else "-"))
+        print(rows[-1], flush=True)
+    lines, secs, same = false_alarms(a.steps)
+    rows.append("")
+    rows.append("False alarms: %d hang line(s) in %d unperturbed steps (%.0f s) beside two CPU "
+                "hogs; final weights %s the 1-rank run's." % (
+                    lines, a.steps, secs, "equal to" if same else "DIFFERENT from"))
+    text = "\n".join(rows) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
