@@ -393,6 +393,8 @@ int trainer_run(struct trainer *t)
 			 dt > 0 ? 100.0 * (t->comm_wait_s - comm0) / dt : 0.0,
 			 steps ? 1e3 * cpu / (double)steps : 0.0);
 	}
+	if (ret == 0)
+		trainer_balance_report(t);
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
 		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,
 			  ddp_error(t->ddp));

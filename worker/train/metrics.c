@@ -161,3 +161,10 @@ void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss)
 	fflush(m->out);
 	m->bar_drawn = true;
 }
+
+int metrics_log_raw(struct metrics *m, const char *line, const char *rec)
+{
+	int a = line ? metrics_line(m, line) : 0, b = metrics_record(m, rec);
+
+	return a ? a : b;
+}

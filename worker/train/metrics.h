@@ -57,6 +57,10 @@ int metrics_close(struct metrics *m);
  * land whole (counted in m; the run goes on). */
 int metrics_log_train(struct metrics *m, const struct metrics_train *r);
 int metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
+/* Prints line (when not NULL) and appends rec (one JSON object and its
+ * '\n') to the metrics file: other kinds of records ("straggler", "plan").
+ * 0 or -errno as metrics_log_train. */
+int metrics_log_raw(struct metrics *m, const char *line, const char *rec);
 /* Redraws the bar for step `done` of `total` (no-op without a terminal; at
  * most every 100 ms, and at the last step). */
 void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss);
