@@ -225,6 +225,27 @@ static void bal_say(struct trainer *t, const float *x, int r)
 	b->said[r] = q->named;
 }
 
+/* The next plan into b->next: while a rank is named for its compute, the
+ * optimal plan for the measured per-shard times when it predicts a step
+ * BAL_GAIN shorter than the current one; while none is, the even spread.
+ * The naming's own band and streaks are the hysteresis between the two.
+ * Returns 1 when the plan changes. */
+static int bal_decide(struct trainer *t)
+{
+	struct trainer_balance *b = t->balance;
+	int v = (int)t->cfg.virtual_shards;
+	bool slow = false;
+
+	for (int r = 0; r < b->world; r++)
+		slow = slow || b->det.r[r].named == STRAGGLER_COMPUTE;
+	straggler_costs(&b->det, b->cost);
+	if (slow)
+		return shard_plan_decide(v, b->world, b->cost, b->counts, BAL_GAIN, b->next);
+	for (int r = 0; r < b->world; r++)
+		b->cost[r] = 1.0;
+	return shard_plan_decide(v, b->world, b->cost, b->counts, 0.0, b->next);
+}
+
 /* The plan for the next step, when moving shards is on. */
 static void bal_plan(struct trainer *t)
 {
@@ -239,13 +260,12 @@ static void bal_plan(struct trainer *t)
 		b->dwell--;
 		return;
 	}
-	straggler_costs(&b->det, b->cost);
-	if (!shard_plan_decide((int)t->cfg.virtual_shards, b->world, b->cost, b->counts, BAL_GAIN,
-			       b->next))
+	if (!bal_decide(t))
 		return;
 	/* The medians must see the new plan's steps before the next move. */
 	b->dwell = STRAGGLER_WINDOW;
 	b->plan_changes++;
+	straggler_costs(&b->det, b->cost);
 	was = shard_plan_time(b->world, b->counts, b->cost);
 	now = shard_plan_time(b->world, b->next, b->cost);
 	list[0] = '\0';

@@ -83,8 +83,10 @@ static void straggler_push(struct straggler *s, const struct straggler_sample *x
 		/* A sample with no time in collectives (one rank, the first
 		 * step) says nothing about the link: 0 is "unknown". */
 		q->link_s[slot] = x[r].wait_s > 0.0 ? fmax(x[r].wait_s - skew, 1e-9) : 0.0;
+		q->step_s[slot] = x[r].compute_s + x[r].wait_s;
 		q->cost = straggler_median(q->shard_s, STRAGGLER_WINDOW);
 		q->link = straggler_median(q->link_s, STRAGGLER_WINDOW);
+		q->step = straggler_median(q->step_s, STRAGGLER_WINDOW);
 	}
 }
 
@@ -96,11 +98,12 @@ static enum straggler_cause straggler_judge(struct straggler *s, int r, double b
 	double ol = straggler_others(s, r, offsetof(struct straggler_rank, link));
 	double rc = oc > 0.0 && q->cost > 0.0 ? q->cost / oc : 0.0;
 	double rl = ol > 0.0 && q->link > 0.0 ? q->link / ol : 0.0;
+	double os = straggler_others(s, r, offsetof(struct straggler_rank, step));
 
 	q->slower = rc;
 	if (rc > band)
 		return STRAGGLER_COMPUTE;
-	if (rl > band && q->link - ol >= STRAGGLER_LINK_MIN_S) {
+	if (rl > band && q->link - ol >= fmax(STRAGGLER_LINK_MIN_S, STRAGGLER_LINK_SHARE * os)) {
 		q->slower = rl;
 		return STRAGGLER_LINK;
 	}

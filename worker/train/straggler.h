@@ -15,10 +15,10 @@
  * A rank is named when its compute per shard exceeds `ratio` x the median
  * of the other ranks' (cause compute), or else its link time exceeds
  * `ratio` x the others' median and them by at least STRAGGLER_LINK_MIN_S
- * (cause link), on `persist` consecutive samples; it is cleared when it has
- * been under 1 + (ratio - 1) / 2 for `persist` consecutive samples (a band,
- * so that a rank near the threshold does not flap).
- * Pure module: no I/O, no clock.
+ * and STRAGGLER_LINK_SHARE of the median step (cause link: a transfer
+ * that costs the job little is not worth a line), on `persist` consecutive samples; it is cleared
+ * when it has been under 1 + (ratio - 1) / 2 for `persist` consecutive samples (a band, so that a
+ * rank near the threshold does not flap). Pure module: no I/O, no clock.
  */
 #ifndef DDP_WORKER_TRAIN_STRAGGLER_H
 #define DDP_WORKER_TRAIN_STRAGGLER_H
@@ -27,6 +27,7 @@
 
 #define STRAGGLER_WINDOW     5
 #define STRAGGLER_LINK_MIN_S 0.002
+#define STRAGGLER_LINK_SHARE 0.2
 
 enum straggler_cause {
 	STRAGGLER_NONE = 0,
@@ -41,7 +42,8 @@ struct straggler_sample {
 };
 
 struct straggler_rank {
-	double shard_s[STRAGGLER_WINDOW], link_s[STRAGGLER_WINDOW];
+	double shard_s[STRAGGLER_WINDOW], link_s[STRAGGLER_WINDOW], step_s[STRAGGLER_WINDOW];
+	double step;		    /* median seconds of its steps (compute + wait) */
 	double cost;		    /* median seconds per shard; 0: unknown */
 	double link;		    /* median link seconds */
 	double slower;		    /* how much slower than the others (>= 0; 1: as fast) */

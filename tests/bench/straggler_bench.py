@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""A slow rank costs its share (issue 26), measured: ddp-train in shard mode
+on NODES simulated nodes x 1 rank (loopback, c10d; the job of
+tests/multinode/test_straggler.py: 24 shards, steps of about 270 ms on 2
+ranks), node 1's worker capped at 5 ms of CPU per 10 ms from outside mid-run
+(tests/multinode/slowdown.py: a cgroup quota; the job's workers shielded
+from the machine's other load by cpu.shares), three runs per repetition,
+interleaved: no cap, the cap without rebalancing (--no-rebalance), the cap
+with it. Step times from rank 0's --metrics records over the same steps.
+
+  recovered = (capped, no mitigation - capped, rebalanced)
+              / (capped, no mitigation - balanced optimum)
+  balanced optimum = healthy x W / (W - 1 + 1 / s), s = capped / healthy
+  without rebalancing (the job runs at the capped rank's pace)
+and, beside it, the share of the whole loss (against the healthy step),
+which no plan can bring to 100% (the capped rank's lost capacity is gone).
+Published figure for comparison: Greyhound/FALCON remove about 60% of the
+slowdown.
+
+Then the cost when nobody is slow: the same binary's step against a
+baseline ddp-train (today's step, without the exchange), 2 ranks, the small
+digits job where a step is shortest (so a fixed cost shows most), best of
+--reps interleaved runs, from the `done:` line (rank 0's CPU ms/step and the
+wall clock).
+
+  straggler_bench.py --ddp-train PATH --ddplaunch PATH --source DIR
+                     [--baseline PATH] [--reps 3] [--nodes 2] [--out FILE]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
+
+STEPS, SLOW_AT = 44, 8
+SETTLE = 14
+PUBLISHED = 0.60
+DONE = re.compile(r"done: (\d+) steps in ([\d.]+) s \((\d+) samples/s.*cpu ([\d.]+) ms/step")
+
+
+class Case:
+    """What slowdown.run_job needs of a MultiNodeCase, outside unittest."""
+
+    def __init__(self, tmp):
+        import mnlib
+        self.dir = tmp
+        self.cluster = mnlib.Cluster(tmp)
+        self.cleanups = []
+        self.host_port = lambda proc, timeout=20.0: mnlib.MultiNodeCase.host_port(
+            self, proc, timeout)
+
+    def assertEqual(self, a, b, msg=None):
+        if a != b:
+            sys.exit("straggler_bench: %s" % msg)
+
+    def addCleanup(self, f):
+        self.cleanups.append(f)
+
+    def close(self):
+        for f in reversed(self.cleanups):
+            f()
+        self.cluster.close()
+
+
+def recovery(args, rep):
+    import slowdown
+    out = {}
+    for mode in ("healthy", "off", "on"):
+        with tempfile.TemporaryDirectory(prefix="straggler_bench_") as tmp:
+            case = Case(tmp)
+            try:
+                r = slowdown.run_job(case, "%s%d" % (mode, rep), args.nodes, STEPS,
+                                     None if mode == "healthy" else SLOW_AT, 1,
+                                     rebalance=mode != "off")
+            finally:
+                case.close()
+            out[mode] = r
+    lo = max(out["off"]["slowed_at"], out["on"]["slowed_at"]) + SETTLE
+    healthy = slowdown.step_time(out["healthy"]["times"], lo, STEPS)
+    t_off = slowdown.step_time(out["off"]["times"], lo, STEPS)
+    t_on = slowdown.step_time(out["on"]["times"], lo, STEPS)
+    s = t_off / healthy
+    w = args.nodes
+    optimum = healthy * w / (w - 1 + 1 / s)
+    named = [x["step"] - out["on"]["slowed_at"] for x in out["on"]["stragglers"]
+             if x["state"] == "named"]
+    plans = [p["shards"] for p in out["on"]["plans"]]
+    print("rep %d: steps %d-%d: healthy %.1f ms, capped %.1f ms (%.2fx), rebalanced %.1f ms "
+          "(plans %s), optimum %.1f ms; named %s step(s) after the cap; %s" % (
+              rep, lo, STEPS, healthy * 1e3, t_off * 1e3, s, t_on * 1e3, plans,
+              optimum * 1e3, named, out["on"]["throttle"]), flush=True)
+    return healthy, t_off, t_on, optimum, named[0] if named else None
+
+
+def done(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"))
+    m = DONE.search(p.stdout + p.stderr)
+    if p.returncode != 0 or not m:
+        sys.exit("straggler_bench: %s failed:\n%s" % (cmd, (p.stdout + p.stderr)[-3000:]))
+    return 1000.0 * 64 / float(m.group(3)), float(m.group(4))
+
+
+def overhead(args):
+    job = ["--config", os.path.join(args.source, "configs", "digits.ini"), "--epochs", "20",
+           "--eval_every_epoch", "false", "--threads", "1", "--global_batch_size", "64",
+           "--virtual_shards", "8", "--progress_bar", "false"]
+    runs = {"baseline": [], "new": []}
+    for _ in range(args.reps):
+        for name, exe in (("baseline", args.baseline), ("new", args.ddp_train)):
+            runs[name].append(done([args.ddplaunch, "--standalone", "--nproc_per_node=2", exe]
+                                   + job))
+    best = {k: (min(x[0] for x in v), min(x[1] for x in v)) for k, v in runs.items()}
+    for k, v in runs.items():
+        print("%s: wall ms/step %s, cpu %s" % (k, [round(x[0], 4) for x in v],
+                                               [round(x[1], 4) for x in v]), flush=True)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ddp-train", required=True)
+    ap.add_argument("--ddplaunch", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--baseline", help="today's ddp-train, for the overhead (skipped without)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "straggler_bench.md"))
+    args = ap.parse_args()
+    os.environ["DDP_TRAIN"] = args.ddp_train
+    os.environ["DDPLAUNCH"] = args.ddplaunch
+    import mnlib
+    mnlib.DDPLAUNCH = args.ddplaunch
+
+    res = [recovery(args, i) for i in range(args.reps)]
+    lines = ["| run | healthy ms/step | capped, no mitigation | capped, rebalanced | "
+             "balanced optimum | recovered (of the recoverable) | recovered (of the whole "
+             "loss) | named after |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    recs = []
+    for i, (h, off, on, opt, named) in enumerate(res):
+        rec = (off - on) / (off - opt)
+        recs.append(rec)
+        lines.append("| %d | %.1f | %.1f (%.2fx) | %.1f (%.2fx) | %.1f | %.0f%% | %.0f%% | %s "
+                     "steps |" % (i + 1, h * 1e3, off * 1e3, off / h, on * 1e3, on / h,
+                                  opt * 1e3, 100 * rec, 100 * (off - on) / (off - h), named))
+    recs.sort()
+    lines.append("| median | | | | | %.0f%% | | |" % (100 * recs[len(recs) // 2]))
+    lines.append("| published (Greyhound/FALCON) | | | | | about %.0f%% | | |" % (100 * PUBLISHED))
+    if args.baseline:
+        best = overhead(args)
+        b, n = best["baseline"], best["new"]
+        lines += ["", "| no straggler, digits G = 64 V = 8, 2 ranks | wall ms/step | "
+                  "cpu ms/step |", "|---|---:|---:|",
+                  "| today (baseline) | %.4f | %.4f |" % b,
+                  "| with the exchange and the detector | %.4f (%+.2f%%) | %.4f (%+.2f%%) |" % (
+                      n[0], 100 * (n[0] / b[0] - 1), n[1], 100 * (n[1] / b[1] - 1))]
+    table = "\n".join(lines)
+    print(table)
+    with open(args.out, "w") as f:
+        f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
