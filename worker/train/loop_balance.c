@@ -241,9 +241,13 @@ static int bal_decide(struct trainer *t)
 	straggler_costs(&b->det, b->cost);
 	if (slow)
 		return shard_plan_decide(v, b->world, b->cost, b->counts, BAL_GAIN, b->next);
-	for (int r = 0; r < b->world; r++)
-		b->cost[r] = 1.0;
-	return shard_plan_decide(v, b->world, b->cost, b->counts, 0.0, b->next);
+	/* Nobody slow: the even spread (shards_range's), nothing to weigh. */
+	for (int r = 0; r < b->world; r++) {
+		int first;
+
+		shards_range(v, b->world, r, &first, &b->next[r]);
+	}
+	return memcmp(b->next, b->counts, (size_t)b->world * sizeof(int)) != 0;
 }
 
 /* The plan for the next step, when moving shards is on. */

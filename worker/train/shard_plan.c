@@ -42,25 +42,65 @@ static double plan_cost(const double *cost, int r, double fill)
 	return plan_cost_ok(cost[r]) ? cost[r] : fill;
 }
 
-void shard_plan_optimal(int v, int w, const double *cost, int *counts)
+/* A head start for the greedy: shards it gives each rank anyway. With one
+ * shard each first, the greedy takes the v - w smallest of the finish
+ * times k x cost[r] (k >= 2, ties to the lower rank). T = v / sum(1 /
+ * cost) is the balanced step; when every rank's first shard ends before T,
+ * the times below T number at most v in all, so at most v - w with k >= 2,
+ * and the greedy takes every one of them whatever the ties. Rank r's are
+ * k < T / cost[r]: it gets floor(T / cost[r]) - 1 of them here (one less,
+ * against rounding). Returns the shards left to place, or -1 when some
+ * rank's first shard ends after T (no head start: the plain greedy). */
+static int plan_head_start(int v, int w, const double *cost, double fill, int *counts)
 {
-	double fill = plan_fill(w, cost);
+	double inv = 0.0, t;
 	int left = v;
+
+	for (int r = 0; r < w; r++)
+		inv += 1.0 / plan_cost(cost, r, fill);
+	t = (double)v / inv;
+	for (int r = 0; r < w; r++)
+		if (!(t / plan_cost(cost, r, fill) >= 2.0))
+			return -1;
+	for (int r = 0; r < w; r++) {
+		double k = fmin(floor(t / plan_cost(cost, r, fill)) - 1.0, (double)v);
+
+		counts[r] = k > 1.0 ? (int)k : 1;
+		left -= counts[r];
+	}
+	return left;
+}
+
+void shard_plan_optimal(int v, int w, const double *cost_in, int *counts)
+{
+	double fill = plan_fill(w, cost_in), cost[w > 0 ? w : 1];
+	int left = v;
+
+	for (int r = 0; r < w; r++)
+		cost[r] = plan_cost(cost_in, r, fill);
 
 	/* One shard to each first (when there are enough), then each next
 	 * shard to the rank whose run would end first with it: for shards of
 	 * one size on ranks of different speeds this minimises the longest
-	 * run (the classic greedy for uniform machines). */
-	for (int r = 0; r < w; r++) {
+	 * run (the classic greedy for uniform machines). The head start
+	 * leaves the greedy at most about 2w shards to place: O(w^2), not
+	 * O(v w). */
+	for (int r = 0; r < w; r++)
 		counts[r] = v >= w ? 1 : 0;
-		left -= counts[r];
+	if (v >= w) {
+		left = plan_head_start(v, w, cost, fill, counts);
+		if (left < 0) {
+			for (int r = 0; r < w; r++)
+				counts[r] = 1;
+			left = v - w;
+		}
 	}
 	while (left-- > 0) {
 		int best = 0;
 		double bt = INFINITY;
 
 		for (int r = 0; r < w; r++) {
-			double t = (double)(counts[r] + 1) * plan_cost(cost, r, fill);
+			double t = (double)(counts[r] + 1) * cost[r];
 
 			if (t < bt) {
 				bt = t;

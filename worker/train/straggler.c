@@ -39,35 +39,27 @@ static int straggler_cmp(const void *a, const void *b)
 }
 
 /* The median of the positive values of x[0..n) (the lower middle one), 0
- * when none is. */
+ * when none is. n is a window (STRAGGLER_WINDOW): an insertion sort. */
 static double straggler_median(const double *x, int n)
 {
-	double buf[n > 0 ? n : 1];
+	double buf[STRAGGLER_WINDOW];
 	int k = 0;
 
-	for (int i = 0; i < n; i++)
-		if (x[i] > 0.0 && isfinite(x[i]))
-			buf[k++] = x[i];
-	if (k == 0)
-		return 0.0;
-	qsort(buf, (size_t)k, sizeof(double), straggler_cmp);
-	return buf[(k - 1) / 2];
+	for (int i = 0; i < n && i < STRAGGLER_WINDOW; i++) {
+		int j = k++;
+
+		if (!(x[i] > 0.0 && isfinite(x[i]))) {
+			k--;
+			continue;
+		}
+		for (; j > 0 && buf[j - 1] > x[i]; j--)
+			buf[j] = buf[j - 1];
+		buf[j] = x[i];
+	}
+	return k ? buf[(k - 1) / 2] : 0.0;
 }
 
-/* The median of every rank's value but rank `self`'s (off: offset of the
- * double in struct straggler_rank). */
-static double straggler_others(const struct straggler *s, int self, size_t off)
-{
-	double buf[s->world];
-	int k = 0;
-
-	for (int r = 0; r < s->world; r++)
-		if (r != self)
-			memcpy(&buf[k++], (const char *)&s->r[r] + off, sizeof(double));
-	return straggler_median(buf, k);
-}
-
-/* Slot of this sample in the windows; the samples of one rank. */
+/* One sample per rank into the windows, and the medians again. */
 static void straggler_push(struct straggler *s, const struct straggler_sample *x)
 {
 	int slot = (int)(s->n % STRAGGLER_WINDOW);
@@ -90,55 +82,107 @@ static void straggler_push(struct straggler *s, const struct straggler_sample *x
 	}
 }
 
-/* Which cause rank r is over the threshold for now, and by how much. */
-static enum straggler_cause straggler_judge(struct straggler *s, int r, double band)
+/* Every rank's valid values of one kind (off: offset of the double in
+ * struct straggler_rank), sorted into buf; returns how many. */
+static int straggler_sorted(const struct straggler *s, size_t off, double *buf)
 {
-	struct straggler_rank *q = &s->r[r];
-	double oc = straggler_others(s, r, offsetof(struct straggler_rank, cost));
-	double ol = straggler_others(s, r, offsetof(struct straggler_rank, link));
+	int k = 0;
+
+	for (int r = 0; r < s->world; r++) {
+		double x;
+
+		memcpy(&x, (const char *)&s->r[r] + off, sizeof(double));
+		if (x > 0.0 && isfinite(x))
+			buf[k++] = x;
+	}
+	qsort(buf, (size_t)k, sizeof(double), straggler_cmp);
+	return k;
+}
+
+/* The median (the lower middle one) of a[0..n) without one occurrence of
+ * x, or of all of them when x is not valid (not among them); 0 when none
+ * is left. With x's first occurrence at j, removing it shifts the middle
+ * one up exactly when j <= the middle index, i.e. when x <= a[m]. */
+static double straggler_without(const double *a, int n, double x)
+{
+	int m;
+
+	if (!(x > 0.0 && isfinite(x)))
+		return n ? a[(n - 1) / 2] : 0.0;
+	if (n < 2)
+		return 0.0;
+	m = (n - 2) / 2;
+	return x <= a[m] ? a[m + 1] : a[m];
+}
+
+/* The ranks' ratios to the others' medians, for this sample. */
+struct straggler_view {
+	double *cost, *link, *step;
+	int nc, nl, ns;
+};
+
+/* Which cause rank r is over `band` for, and by how much (*slower). */
+static enum straggler_cause straggler_judge(const struct straggler_view *v,
+					    const struct straggler_rank *q, double band,
+					    double *slower)
+{
+	double oc = straggler_without(v->cost, v->nc, q->cost);
+	double ol = straggler_without(v->link, v->nl, q->link);
+	double os = straggler_without(v->step, v->ns, q->step);
 	double rc = oc > 0.0 && q->cost > 0.0 ? q->cost / oc : 0.0;
 	double rl = ol > 0.0 && q->link > 0.0 ? q->link / ol : 0.0;
-	double os = straggler_others(s, r, offsetof(struct straggler_rank, step));
 
-	q->slower = rc;
+	*slower = rc;
 	if (rc > band)
 		return STRAGGLER_COMPUTE;
 	if (rl > band && q->link - ol >= fmax(STRAGGLER_LINK_MIN_S, STRAGGLER_LINK_SHARE * os)) {
-		q->slower = rl;
+		*slower = rl;
 		return STRAGGLER_LINK;
 	}
 	return STRAGGLER_NONE;
 }
 
+/* Rank q's streaks and naming after this sample: 1 when named or cleared. */
+static int straggler_judge_rank(const struct straggler *s, const struct straggler_view *v,
+				struct straggler_rank *q)
+{
+	double clear = 1.0 + (s->ratio - 1.0) / 2.0, unused;
+	enum straggler_cause over = straggler_judge(v, q, s->ratio, &q->slower);
+	bool under =
+	    over == STRAGGLER_NONE && straggler_judge(v, q, clear, &unused) == STRAGGLER_NONE;
+
+	q->cause = over;
+	q->over = over != STRAGGLER_NONE ? q->over + 1 : 0;
+	q->under = under ? q->under + 1 : 0;
+	if (!q->named && q->over >= s->persist) {
+		q->named = over;
+		q->since = s->n;
+		return 1;
+	}
+	if (q->named && q->under >= s->persist) {
+		q->named = STRAGGLER_NONE;
+		return 1;
+	}
+	return 0;
+}
+
 int straggler_update(struct straggler *s, const struct straggler_sample *x)
 {
-	double clear = 1.0 + (s->ratio - 1.0) / 2.0;
+	double buf[3 * (size_t)s->world];
+	struct straggler_view v = {buf, buf + s->world, buf + 2 * s->world, 0, 0, 0};
 	int changed = 0;
 
 	straggler_push(s, x);
 	s->n++;
 	if (s->world < 2)
 		return 0;
-	for (int r = 0; r < s->world; r++) {
-		struct straggler_rank *q = &s->r[r];
-		enum straggler_cause over = straggler_judge(s, r, s->ratio);
-		bool under = straggler_judge(s, r, clear) == STRAGGLER_NONE;
-
-		/* judge() with the clearing band last set q->slower from it:
-		 * the same value (the ratio does not depend on the band), and
-		 * the cause is the one over the naming threshold. */
-		q->cause = over;
-		q->over = over != STRAGGLER_NONE ? q->over + 1 : 0;
-		q->under = under ? q->under + 1 : 0;
-		if (!q->named && q->over >= s->persist) {
-			q->named = over;
-			q->since = s->n;
-			changed++;
-		} else if (q->named && q->under >= s->persist) {
-			q->named = STRAGGLER_NONE;
-			changed++;
-		}
-	}
+	/* One sort per kind: each rank's "others' median" is then read off
+	 * it (O(W log W) per sample, not O(W^2 log W)). */
+	v.nc = straggler_sorted(s, offsetof(struct straggler_rank, cost), v.cost);
+	v.nl = straggler_sorted(s, offsetof(struct straggler_rank, link), v.link);
+	v.ns = straggler_sorted(s, offsetof(struct straggler_rank, step), v.step);
+	for (int r = 0; r < s->world; r++)
+		changed += straggler_judge_rank(s, &v, &s->r[r]);
 	return changed;
 }
 

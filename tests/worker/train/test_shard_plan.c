@@ -64,6 +64,22 @@ static void test_table(void **state)
 	assert_int_equal(shard_plan_first((int[]){5, 3, 4}, 2), 8);
 }
 
+/* The plain greedy (no head start), the reference the fast one must
+ * match: one shard each, then each next to the rank that ends it first. */
+static void plain_greedy(int v, int w, const double *cost, int *counts)
+{
+	for (int r = 0; r < w; r++)
+		counts[r] = 1;
+	for (int left = v - w; left > 0; left--) {
+		int best = 0;
+
+		for (int r = 1; r < w; r++)
+			if ((counts[r] + 1) * cost[r] < (counts[best] + 1) * cost[best])
+				best = r;
+		counts[best]++;
+	}
+}
+
 /* The smallest max count x cost over every split, by brute force (w = 3). */
 static double brute_best(int v, const double *cost)
 {
@@ -85,12 +101,15 @@ static void test_properties(void **state)
 	(void)state;
 	rng_seed(&g, 26);
 	for (int it = 0; it < 2000; it++) {
-		int w = 1 + (int)(rng_below(&g, 8)), v = 1 + (int)(rng_below(&g, 64));
+		int w = 1 + (int)(rng_below(&g, 8)),
+		    v = 1 + (int)(rng_below(&g, it % 2 ? 64 : 4096));
 		double cost[8], even[8];
 		int counts[8], sum = 0, first, count;
 
 		for (int r = 0; r < w; r++) {
-			cost[r] = 0.1 + (double)(rng_below(&g, 1000)) / 100.0;
+			/* Few distinct values half the time: ties. */
+			cost[r] = it % 4 < 2 ? 0.1 + (double)(rng_below(&g, 1000)) / 100.0
+					     : (double)(1 + rng_below(&g, 3));
 			even[r] = 1.0;
 		}
 		shard_plan_optimal(v, w, cost, counts);
@@ -115,8 +134,16 @@ static void test_properties(void **state)
 			/* Equal costs: exactly shards_range. */
 			shard_plan_optimal(v, w, even, opt);
 			assert_memory_equal(opt, counts, (size_t)w * sizeof(int));
+			/* The same split as the plain greedy, tie for tie. */
+			if (v >= w) {
+				int ref[8];
+
+				shard_plan_optimal(v, w, cost, opt);
+				plain_greedy(v, w, cost, ref);
+				assert_memory_equal(opt, ref, (size_t)w * sizeof(int));
+			}
 			/* Optimal (w = 3, brute force). */
-			if (w == 3 && v >= 3) {
+			if (w == 3 && v >= 3 && v <= 64) {
 				shard_plan_optimal(v, w, cost, opt);
 				assert_true(shard_plan_time(w, opt, cost) == brute_best(v, cost));
 			}
