@@ -8,16 +8,23 @@ from the machine's other load by cpu.shares), three runs per repetition,
 interleaved: no cap, the cap without rebalancing (--no-rebalance), the cap
 with it. Step times from rank 0's --metrics records over the same steps.
 
-  recovered = (capped, no mitigation - capped, rebalanced)
-              / (capped, no mitigation - balanced optimum)
-  balanced optimum = healthy x W / (W - 1 + 1 / s), s = capped / healthy
-  without rebalancing (the job runs at the capped rank's pace)
-and, beside it, the share of the whole loss (against the healthy step),
-which no plan can bring to 100% (the capped rank's lost capacity is gone).
+  of the whole loss = (capped, no mitigation - capped, rebalanced)
+                      / (capped, no mitigation - healthy)
+  of the recoverable = (capped, no mitigation - capped, rebalanced)
+                      / (capped, no mitigation - balanced optimum)
+  balanced optimum = healthy x W / (W - 1 + 1 / s), s = how much slower per
+  shard the detector measured the capped rank (its "slower")
+The whole loss can never be recovered (the capped rank's lost capacity is
+gone: with W = 2 and s = 2 the optimum is 4/3 of the healthy step, so at
+most 2/3 of the loss comes back); the recoverable share is what a perfect
+plan would get. A healthy run on a shared machine varies by 10% or more
+from one run to the next: single runs can show over 100%.
 Published figure for comparison: Greyhound/FALCON remove about 60% of the
 slowdown.
 
-Then the cost when nobody is slow: the same binary's step against a
+Then the cost when nobody is slow: straggler_micro (--micro: the detector
+and the plan's CPU per step, and the bytes the exchange adds), and the same
+binary's step against a
 baseline ddp-train (today's step, without the exchange), 2 ranks, the small
 digits job where a step is shortest (so a fixed cost shows most), best of
 --reps interleaved runs, from the `done:` line (rank 0's CPU ms/step and the
@@ -83,7 +90,8 @@ def recovery(args, rep):
     healthy = slowdown.step_time(out["healthy"]["times"], lo, STEPS)
     t_off = slowdown.step_time(out["off"]["times"], lo, STEPS)
     t_on = slowdown.step_time(out["on"]["times"], lo, STEPS)
-    s = t_off / healthy
+    slower = [x["slower"] for x in out["off"]["stragglers"] if x["state"] == "named"]
+    s = slower[0] if slower else t_off / healthy
     w = args.nodes
     optimum = healthy * w / (w - 1 + 1 / s)
     named = [x["step"] - out["on"]["slowed_at"] for x in out["on"]["stragglers"]
@@ -93,7 +101,7 @@ def recovery(args, rep):
           "(plans %s), optimum %.1f ms; named %s step(s) after the cap; %s" % (
               rep, lo, STEPS, healthy * 1e3, t_off * 1e3, s, t_on * 1e3, plans,
               optimum * 1e3, named, out["on"]["throttle"]), flush=True)
-    return healthy, t_off, t_on, optimum, named[0] if named else None
+    return healthy, t_off, t_on, optimum, named[0] if named else None, s
 
 
 def done(cmd):
@@ -110,7 +118,7 @@ def overhead(args):
            "--eval_every_epoch", "false", "--threads", "1", "--global_batch_size", "64",
            "--virtual_shards", "8", "--progress_bar", "false"]
     runs = {"baseline": [], "new": []}
-    for _ in range(args.reps):
+    for _ in range(3 * args.reps):  # short runs: more of them
         for name, exe in (("baseline", args.baseline), ("new", args.ddp_train)):
             runs[name].append(done([args.ddplaunch, "--standalone", "--nproc_per_node=2", exe]
                                    + job))
@@ -129,6 +137,7 @@ def main():
     ap.add_argument("--baseline", help="today's ddp-train, for the overhead (skipped without)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--micro", help="straggler_micro, for the CPU of the detector per step")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "straggler_bench.md"))
     args = ap.parse_args()
     os.environ["DDP_TRAIN"] = args.ddp_train
@@ -138,18 +147,25 @@ def main():
 
     res = [recovery(args, i) for i in range(args.reps)]
     lines = ["| run | healthy ms/step | capped, no mitigation | capped, rebalanced | "
-             "balanced optimum | recovered (of the recoverable) | recovered (of the whole "
-             "loss) | named after |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    recs = []
-    for i, (h, off, on, opt, named) in enumerate(res):
-        rec = (off - on) / (off - opt)
-        recs.append(rec)
-        lines.append("| %d | %.1f | %.1f (%.2fx) | %.1f (%.2fx) | %.1f | %.0f%% | %.0f%% | %s "
-                     "steps |" % (i + 1, h * 1e3, off * 1e3, off / h, on * 1e3, on / h,
-                                  opt * 1e3, 100 * rec, 100 * (off - on) / (off - h), named))
-    recs.sort()
-    lines.append("| median | | | | | %.0f%% | | |" % (100 * recs[len(recs) // 2]))
-    lines.append("| published (Greyhound/FALCON) | | | | | about %.0f%% | | |" % (100 * PUBLISHED))
+             "capped rank per shard | balanced optimum | recovered of the whole loss | "
+             "of the recoverable | named after |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    whole, recov = [], []
+    for i, (h, off, on, opt, named, s) in enumerate(res):
+        whole.append((off - on) / (off - h))
+        recov.append((off - on) / (off - opt))
+        lines.append("| %d | %.1f | %.1f (%.2fx) | %.1f (%.2fx) | %.2fx | %.1f | %.0f%% | %.0f%% "
+                     "| %s steps |" % (i + 1, h * 1e3, off * 1e3, off / h, on * 1e3, on / h, s,
+                                       opt * 1e3, 100 * whole[-1], 100 * recov[-1], named))
+    whole.sort()
+    recov.sort()
+    lines.append("| median | | | | | | %.0f%% | %.0f%% | |" % (100 * whole[len(whole) // 2],
+                                                           100 * recov[len(recov) // 2]))
+    lines.append("| published (Greyhound/FALCON) | | | | | | about %.0f%% of the slowdown | | |"
+                 % (100 * PUBLISHED))
+    if args.micro:
+        p = subprocess.run([args.micro], capture_output=True, text=True, timeout=600, check=True)
+        lines += [""] + p.stdout.strip().splitlines()
     if args.baseline:
         best = overhead(args)
         b, n = best["baseline"], best["new"]

@@ -50,7 +50,8 @@ class Straggler(MultiNodeCase):
                                  (tag, m.group(1), run["slowed_at"]))
             self.assertGreater(float(m.group(5)), 1.5, m.group(0))
         recs = [r for r in run["stragglers"] if r["host"] == host and r["state"] == "named"]
-        self.assertTrue(recs, "%s: no straggler record in --metrics: %s" % (tag, run["stragglers"]))
+        self.assertTrue(recs, "%s: no straggler record in --metrics: %s" %
+                        (tag, run["stragglers"]))
         self.assertEqual(recs[0]["cause"], "compute")
 
     def test_named_moved_same_bits(self):

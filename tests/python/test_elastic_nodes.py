@@ -247,7 +247,6 @@ class ElasticStraggler(ElasticCase):
         with open(out) as f:
             ref = f.read().strip()
         nodes = self.start_job(2, 1, self.ARGS)
-        _, m = nodes[0].wait_line(r"ELASTIC step step=(\d+) ", timeout=120)
         nodes[0].wait_line(r"ELASTIC step step=8 ", timeout=120)
         victim = int(elastic_lines(nodes[1], "start")[0]["pid"])
         shield = slowdown.Shield([int(elastic_lines(p, "start")[0]["pid"]) for p in nodes])
