@@ -1,7 +1,8 @@
 /*
  * metrics.h - rank 0's output: a progress line per interval on stdout, a
  * progress bar while stdout is a terminal, and every record appended to a
- * JSON-lines metrics file (one object per line, "kind": "train" | "eval").
+ * JSON-lines metrics file (one object per line, "kind": "train" | "eval"; in
+ * shard mode also "straggler" and "plan", loop_balance.c).
  */
 #ifndef DDP_WORKER_TRAIN_METRICS_H
 #define DDP_WORKER_TRAIN_METRICS_H
