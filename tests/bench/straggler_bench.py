@@ -102,11 +102,16 @@ def recovery(args, rep):
     named = [x["step"] - out["on"]["slowed_at"] for x in out["on"]["stragglers"]
              if x["state"] == "named"]
     plans = [p["shards"] for p in out["on"]["plans"]]
+    noise = len([x for x in out["healthy"]["stragglers"] if x["state"] == "named"])
+    print("rep %d: healthy run: %d rank(s) named" % (rep, noise), flush=True)
     print("rep %d: steps %d-%d: healthy %.1f ms, capped %.1f ms (%.2fx), rebalanced %.1f ms "
           "(plans %s), optimum %.1f ms; named %s step(s) after the cap; %s" % (
               rep, lo, STEPS, healthy * 1e3, t_off * 1e3, s, t_on * 1e3, plans,
               optimum * 1e3, named, out["on"]["throttle"]), flush=True)
     return healthy, t_off, t_on, optimum, named[0] if named else None, s
+
+
+STRAGGLER = re.compile(r"straggler: rank \d+ .* slower than the others")
 
 
 def done(cmd):
@@ -115,23 +120,33 @@ def done(cmd):
     m = DONE.search(p.stdout + p.stderr)
     if p.returncode != 0 or not m:
         sys.exit("straggler_bench: %s failed:\n%s" % (cmd, (p.stdout + p.stderr)[-3000:]))
-    return 1000.0 * 64 / float(m.group(3)), float(m.group(4))
+    # lines naming a rank (every rank prints one): noise named as a straggler
+    named = len(STRAGGLER.findall(p.stdout + p.stderr))
+    return 1000.0 * 64 / float(m.group(3)), float(m.group(4)), named
 
 
 def overhead(args):
     job = ["--config", os.path.join(args.source, "configs", "digits.ini"), "--epochs", "20",
            "--eval_every_epoch", "false", "--threads", "1", "--global_batch_size", "64",
            "--virtual_shards", "8", "--progress_bar", "false"]
-    runs = {"baseline": [], "new": []}
+    # "detect": the exchange and the detector alone (--no-rebalance); "new":
+    # as shipped, where noise that names a rank moves shards (and rank 0's
+    # CPU per step with them)
+    modes = (("baseline", args.baseline, []), ("detect", args.ddp_train, ["--no-rebalance"]),
+             ("new", args.ddp_train, []))
+    runs = {name: [] for name, _, _ in modes}
     for _ in range(3 * args.reps):  # short runs: more of them
-        for name, exe in (("baseline", args.baseline), ("new", args.ddp_train)):
+        for name, exe, extra in modes:
             runs[name].append(done([args.ddplaunch, "--standalone", "--nproc_per_node=2", exe]
-                                   + job))
-    best = {k: (min(x[0] for x in v), min(x[1] for x in v)) for k, v in runs.items()}
+                                   + job + extra))
+    out = {}
     for k, v in runs.items():
-        print("%s: wall ms/step %s, cpu %s" % (k, [round(x[0], 4) for x in v],
-                                               [round(x[1], 4) for x in v]), flush=True)
-    return best
+        wall, cpu = sorted(x[0] for x in v), sorted(x[1] for x in v)
+        out[k] = (wall[0], cpu[0], wall[len(v) // 2], cpu[len(v) // 2], sum(x[2] for x in v))
+        print("%s: wall ms/step %s, cpu %s, straggler lines %s" % (
+            k, [round(x[0], 4) for x in v], [round(x[1], 4) for x in v], [x[2] for x in v]),
+            flush=True)
+    return out
 
 
 def main():
@@ -173,13 +188,18 @@ def main():
         p = subprocess.run([args.micro], capture_output=True, text=True, timeout=600, check=True)
         lines += [""] + p.stdout.strip().splitlines()
     if args.baseline:
-        best = overhead(args)
-        b, n = best["baseline"], best["new"]
-        lines += ["", "| no straggler, digits G = 64 V = 8, 2 ranks | wall ms/step | "
-                  "cpu ms/step |", "|---|---:|---:|",
-                  "| today (baseline) | %.4f | %.4f |" % b,
-                  "| with the exchange and the detector | %.4f (%+.2f%%) | %.4f (%+.2f%%) |" % (
-                      n[0], 100 * (n[0] / b[0] - 1), n[1], 100 * (n[1] / b[1] - 1))]
+        o = overhead(args)
+        b = o["baseline"]
+        lines += ["", "| no straggler, digits G = 64 V = 8, 2 ranks, %d runs each | wall "
+                  "ms/step best, median | rank 0's cpu ms/step best, median | straggler lines |"
+                  % (3 * args.reps), "|---|---:|---:|---:|"]
+        for k, label in (("baseline", "today (baseline)"),
+                         ("detect", "the exchange and the detector (--no-rebalance)"),
+                         ("new", "as shipped (rebalancing on)")):
+            n = o[k]
+            lines.append("| %s | %.4f, %.4f (%+.1f%%) | %.4f, %.4f (%+.1f%%) | %d |" % (
+                label, n[0], n[2], 100 * (n[2] / b[2] - 1), n[1], n[3],
+                100 * (n[3] / b[3] - 1), n[4]))
     table = "\n".join(lines)
     print(table)
     with open(args.out, "w") as f:
