@@ -550,6 +550,17 @@ class Straggler(unittest.TestCase):
         self.assertLessEqual(cleared, 7)
         self.assertEqual(det.r[1].named, straggler.NONE)
 
+    def test_short_steps_need_half_a_second(self):
+        det, rnd = straggler.Detector(self.W), random.Random(4)
+        per = [0.000125] * 3
+        for _ in range(20):
+            self.feed(det, rnd, per, [8] * 3, 0.1, 0.0001)
+        per[0] = 0.00025
+        for _ in range(20):
+            self.assertEqual(self.feed(det, rnd, per, [8] * 3, 0.1, 0.0001), [])
+        named = next(i for i in range(20, 1000) if self.feed(det, rnd, per, [8] * 3, 0.1, 0.0001))
+        self.assertTrue(200 <= named <= 300, named)
+
     def test_link(self):
         det, rnd = straggler.Detector(self.W), random.Random(3)
         for _ in range(10):

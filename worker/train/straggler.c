@@ -65,8 +65,11 @@ static void straggler_push(struct straggler *s, const struct straggler_sample *x
 	int slot = (int)(s->n % STRAGGLER_WINDOW);
 	double slowest = 0.0;
 
-	for (int r = 0; r < s->world; r++)
+	s->step_s = 0.0;
+	for (int r = 0; r < s->world; r++) {
 		slowest = fmax(slowest, x[r].compute_s);
+		s->step_s = fmax(s->step_s, x[r].compute_s + x[r].wait_s);
+	}
 	for (int r = 0; r < s->world; r++) {
 		struct straggler_rank *q = &s->r[r];
 		double skew = slowest - x[r].compute_s;
@@ -153,13 +156,15 @@ static int straggler_judge_rank(const struct straggler *s, const struct straggle
 
 	q->cause = over;
 	q->over = over != STRAGGLER_NONE ? q->over + 1 : 0;
+	q->over_s = over != STRAGGLER_NONE ? q->over_s + s->step_s : 0.0;
 	q->under = under ? q->under + 1 : 0;
-	if (!q->named && q->over >= s->persist) {
+	q->under_s = under ? q->under_s + s->step_s : 0.0;
+	if (!q->named && q->over >= s->persist && q->over_s >= STRAGGLER_MIN_S) {
 		q->named = over;
 		q->since = s->n;
 		return 1;
 	}
-	if (q->named && q->under >= s->persist) {
+	if (q->named && q->under >= s->persist && q->under_s >= STRAGGLER_MIN_S) {
 		q->named = STRAGGLER_NONE;
 		return 1;
 	}

@@ -16,9 +16,13 @@
  * of the other ranks' (cause compute), or else its link time exceeds
  * `ratio` x the others' median and them by at least STRAGGLER_LINK_MIN_S
  * and STRAGGLER_LINK_SHARE of the median step (cause link: a transfer
- * that costs the job little is not worth a line), on `persist` consecutive samples; it is cleared
- * when it has been under 1 + (ratio - 1) / 2 for `persist` consecutive samples (a band, so that a
- * rank near the threshold does not flap). Pure module: no I/O, no clock.
+ * that costs the job little is not worth a line), on `persist` consecutive
+ * samples lasting STRAGGLER_MIN_S together (the job's step: the slowest
+ * rank's compute and wait), so that with steps of a millisecond the
+ * scheduler's noise on a busy machine names nobody; it is cleared when it
+ * has been under 1 + (ratio - 1) / 2 as long (a band, so that a rank near
+ * the threshold does not flap). Pure module: no I/O, no clock (the times
+ * are the samples').
  */
 #ifndef DDP_WORKER_TRAIN_STRAGGLER_H
 #define DDP_WORKER_TRAIN_STRAGGLER_H
@@ -28,6 +32,7 @@
 #define STRAGGLER_WINDOW     5
 #define STRAGGLER_LINK_MIN_S 0.002
 #define STRAGGLER_LINK_SHARE 0.2
+#define STRAGGLER_MIN_S	     0.5
 
 enum straggler_cause {
 	STRAGGLER_NONE = 0,
@@ -50,6 +55,7 @@ struct straggler_rank {
 	enum straggler_cause cause; /* the cause now over the threshold, NONE: none */
 	enum straggler_cause named; /* named (and not cleared) */
 	int over, under;	    /* consecutive samples over / under the band */
+	double over_s, under_s;	    /* the job's seconds in those samples */
 	uint64_t since;		    /* the sample count when named */
 };
 
@@ -57,7 +63,8 @@ struct straggler {
 	int world;
 	double ratio;
 	int persist;
-	uint64_t n; /* samples fed */
+	uint64_t n;    /* samples fed */
+	double step_s; /* the job's step in the last sample */
 	struct straggler_rank *r;
 };
 

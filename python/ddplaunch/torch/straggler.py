@@ -9,9 +9,10 @@ same Detector and names the same ranks at the same step.
 Detector: per rank, medians over the last WINDOW samples of its seconds per
 shard (compute) and of its time in collectives not spent waiting for a
 slower rank's compute (link). A rank is named after `persist` consecutive
-samples over `ratio` x the others' median (compute first; link also needs
+samples over `ratio` x the others' median lasting MIN_S together (the job's
+step: the slowest rank's compute and wait; compute first; link also needs
 LINK_MIN_S and LINK_SHARE of the median step more than the others), and
-cleared after `persist` under 1 + (ratio - 1) / 2. Pure: no I/O, no clock.
+cleared after as long under 1 + (ratio - 1) / 2. Pure: no I/O, no clock.
 """
 import math
 import os
@@ -20,6 +21,7 @@ import socket
 WINDOW = 5
 LINK_MIN_S = 0.002
 LINK_SHARE = 0.2
+MIN_S = 0.5
 ROW = 19  # floats per rank: compute, wait, shards, node, 15 x 3 host bytes
 HOST_MAX = 45
 NONE, COMPUTE, LINK = "none", "compute", "link"
@@ -40,6 +42,7 @@ class _Rank:
         self.cause = NONE
         self.named = NONE
         self.over = self.under = 0
+        self.over_s = self.under_s = 0.0
 
 
 class Detector:
@@ -53,6 +56,7 @@ class Detector:
     def _push(self, samples):
         slot = self.n % WINDOW
         slowest = max(s[0] for s in samples)
+        self.step_s = max(s[0] + s[1] for s in samples)
         for q, (compute, wait, shards) in zip(self.r, samples):
             skew = slowest - compute
             q.shard_s[slot] = compute / shards if shards > 0 else 0.0
@@ -90,11 +94,13 @@ class Detector:
             under = self._judge(i, clear) == NONE
             q.cause = over
             q.over = q.over + 1 if over != NONE else 0
+            q.over_s = q.over_s + self.step_s if over != NONE else 0.0
             q.under = q.under + 1 if under else 0
-            if q.named == NONE and q.over >= self.persist:
+            q.under_s = q.under_s + self.step_s if under else 0.0
+            if q.named == NONE and q.over >= self.persist and q.over_s >= MIN_S:
                 q.named = over
                 changed.append(i)
-            elif q.named != NONE and q.under >= self.persist:
+            elif q.named != NONE and q.under >= self.persist and q.under_s >= MIN_S:
                 q.named = NONE
                 changed.append(i)
         return changed

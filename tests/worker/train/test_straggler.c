@@ -101,6 +101,32 @@ static void test_half_speed_named_then_cleared(void **state)
 	straggler_release(&s);
 }
 
+/* Steps of a millisecond: a rank twice as slow for 20 steps (40 ms: a
+ * busy machine's scheduler) is not named; for half a second it is. */
+static void test_short_steps_need_half_a_second(void **state)
+{
+	struct straggler s;
+	struct rng g;
+	double per[W] = {0.000125, 0.000125, 0.000125};
+	int i, named = -1;
+
+	(void)state;
+	rng_seed(&g, 4);
+	assert_int_equal(straggler_init(&s, W, 1.5, 4), 0);
+	for (i = 0; i < 20; i++)
+		feed(&s, &g, per, even, 0.1, 0.0001, NULL);
+	per[0] = 0.00025;
+	for (i = 0; i < 20; i++)
+		assert_int_equal(feed(&s, &g, per, even, 0.1, 0.0001, NULL), 0);
+	for (; i < 1000 && named < 0; i++)
+		if (feed(&s, &g, per, even, 0.1, 0.0001, NULL))
+			named = i;
+	/* 2.1 ms a step: 0.5 s is about 240 steps. */
+	assert_true(named >= 200 && named <= 300);
+	assert_int_equal(s.r[0].named, STRAGGLER_COMPUTE);
+	straggler_release(&s);
+}
+
 static void test_link(void **state)
 {
 	struct straggler s;
@@ -146,6 +172,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_noise_names_nobody),
 	    cmocka_unit_test(test_half_speed_named_then_cleared),
+	    cmocka_unit_test(test_short_steps_need_half_a_second),
 	    cmocka_unit_test(test_link),
 	    cmocka_unit_test(test_args),
 	};
