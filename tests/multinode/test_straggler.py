@@ -83,7 +83,7 @@ class Straggler(MultiNodeCase):
         optimum = t_off * moved[0]["predicted_s"] / moved[0]["was_s"]
         recovered = (t_off - t_on) / (t_off - optimum) if t_off > optimum else 0.0
         print("steps %d-%d: healthy %.0f ms, capped %.0f ms without rebalancing, %.0f ms with, "
-              "balanced optimum %.0f ms: %.0f%% of the loss recovered" %
+              "balanced plan %.0f ms: %.0f%% of the recoverable loss recovered" %
               (lo, hi, healthy * 1e3, t_off * 1e3, t_on * 1e3, optimum * 1e3, recovered * 100))
         self.assertGreater(slower, 1.3, "the cap did not slow the job")
         self.assertGreaterEqual(recovered, 0.5)
