@@ -36,7 +36,11 @@ digits job where a step is shortest (so a fixed cost shows most), best of
 wall clock).
 
   straggler_bench.py --ddp-train PATH --ddplaunch PATH --source DIR
-                     [--baseline PATH] [--reps 3] [--nodes 2] [--out FILE]
+                     [--baseline PATH] [--micro PATH] [--reps 3] [--nodes 2]
+                  [--overhead_only] [--out FILE]
+--baseline: today's ddp-train built the same way (same build type, the same
+libddp: LD_LIBRARY_PATH=BUILD/worker for a copy), or the comparison measures
+the builds, not the change.
 """
 import argparse
 import os
@@ -158,6 +162,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--micro", help="straggler_micro, for the CPU of the detector per step")
+    ap.add_argument("--overhead_only", action="store_true", help="skip the capped runs")
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "straggler_bench.md"))
     args = ap.parse_args()
     os.environ["DDP_TRAIN"] = args.ddp_train
@@ -165,7 +170,7 @@ def main():
     import mnlib
     mnlib.DDPLAUNCH = args.ddplaunch
 
-    res = [recovery(args, i) for i in range(args.reps)]
+    res = [] if args.overhead_only else [recovery(args, i) for i in range(args.reps)]
     lines = ["| run | healthy ms/step | capped, no mitigation | capped, rebalanced | "
              "capped rank per shard | balanced optimum | recovered: of the lost step time | "
              "of the lost throughput | of the recoverable | named after |",
@@ -180,7 +185,7 @@ def main():
                      "| %.0f%% | %s steps |" % ((i + 1, h * 1e3, off * 1e3, off / h, on * 1e3,
                                                  on / h, s, opt * 1e3) +
                                                 tuple(100 * g for g in got) + (named,)))
-    med = [sorted(c)[len(c) // 2] for c in cols]
+    med = [sorted(c)[len(c) // 2] if c else float("nan") for c in cols]
     lines.append("| median | | | | | | %.0f%% | %.0f%% | %.0f%% | |" % tuple(100 * m for m in med))
     lines.append("| published (Greyhound/FALCON) | | | | | | about %.0f%% of the slowdown | | | |"
                  % (100 * PUBLISHED))
