@@ -81,8 +81,8 @@ int trainer_balance_init(struct trainer *t)
 		if (!b)
 			return -ENOMEM;
 		t->balance = b;
-		bal_identity(b);
 	}
+	bal_identity(b); /* again after a re-formation: the node's number may change */
 	straggler_release(&b->det);
 	free(b->counts);
 	free(b->next);

@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -355,7 +356,7 @@ static int shards_after_reform(struct ddp_ctx *ctx, void *arg)
 int trainer_shards_reform(struct trainer *t)
 {
 	struct ddp_round r;
-	char err[1024];
+	char err[1024], node[16];
 	int ret;
 
 	if (!t->ddp || !ddp_resizable(t->ddp))
@@ -366,6 +367,10 @@ int trainer_shards_reform(struct trainer *t)
 			  (unsigned long long)t->step, err);
 		return ret;
 	}
+	/* This node's number in the new round, for the straggler lines (as
+	 * the launcher's environment gave it at the start). */
+	snprintf(node, sizeof(node), "%d", r.group_rank);
+	setenv("GROUP_RANK", node, 1);
 	ret = shards_respread(t);
 	if (ret == 0)
 		log_info("step %llu: re-formed in place as rank %d of %d (round %d, pid %d); %s",
