@@ -3,6 +3,7 @@ digits set with --digits), trained with Elastic; one thread, so that a
 shard's bits do not depend on the machine's load.
 
   elastic_worker.py --epochs E [--n N --g G --v V --seed S --pace_ms MS]
+                    [--features F --hidden H --every K]
                     [--out FILE] [--digits PATH]
                     [--save FILE --stop_after S] [--resume FILE] [--report_res]
 
@@ -36,8 +37,8 @@ def data(args):
         return t[:, :64] / 16.0, t[:, 64].long()
     g = torch.Generator()
     g.manual_seed(1234)
-    x = torch.randn(args.n, 16, generator=g)
-    w = torch.randn(16, 4, generator=g)
+    x = torch.randn(args.n, args.features, generator=g)
+    w = torch.randn(args.features, 4, generator=g)
     return x, (x @ w).argmax(dim=1)
 
 
@@ -49,6 +50,9 @@ def main():
     p.add_argument("--v", type=int, default=8)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--pace_ms", type=float, default=0.0)
+    p.add_argument("--features", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--every", type=int, default=25, help="a step line every this many steps")
     p.add_argument("--out")
     p.add_argument("--digits")
     p.add_argument("--save")
@@ -61,8 +65,8 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(int(os.environ.get("RANK", "0")) if args.init_by_rank else 0)
     x, y = data(args)
-    model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 32), torch.nn.Tanh(),
-                                torch.nn.Linear(32, 10))
+    model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], args.hidden), torch.nn.Tanh(),
+                                torch.nn.Linear(args.hidden, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     el = Elastic(model, opt, dataset_size=len(x), global_batch_size=args.g,
                  virtual_shards=args.v, seed=args.seed)
@@ -92,7 +96,7 @@ def main():
                       (reforms, len(os.listdir("/proc/self/fd")),
                        len(os.listdir("/proc/self/task")), threading.active_count(), pid),
                       flush=True)
-        if el.world_size != shown or step % 25 == 0:
+        if el.world_size != shown or step % args.every == 0:
             shown = el.world_size
             print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f" %
                   (step, el.world_size, el.rank, pid, time.time(), loss), flush=True)
@@ -102,8 +106,9 @@ def main():
                 os.replace(args.save + ".tmp", args.save)
             break
     sha = state_digest(el.state_dict())
-    print("ELASTIC done steps=%d world=%d rank=%d pid=%d reforms=%d sha=%s" %
-          (el.ledger.step, el.world_size, el.rank, pid, el.reformations, sha), flush=True)
+    print("ELASTIC done steps=%d world=%d rank=%d pid=%d reforms=%d stragglers=%d sha=%s" %
+          (el.ledger.step, el.world_size, el.rank, pid, el.reformations, len(el.stragglers),
+           sha), flush=True)
     if args.out and el.rank == 0:
         with open(args.out + ".tmp", "w") as f:
             f.write(sha + "\n")

@@ -20,7 +20,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
+sys.path.insert(0, os.path.join(HERE, "..", "multinode"))  # mnlib, slowdown
 from mnlib import MultiNodeCase, fast_conf  # noqa: E402
 
 WORKER = os.path.join(HERE, "elastic_worker.py")
@@ -226,6 +226,47 @@ class ElasticLeaks(ElasticCase):
             self.assertNotIn("Traceback", p.text())
         for p in nodes:
             self.kill_node(p)
+
+
+class ElasticStraggler(ElasticCase):
+    """Issue 26 for the PyTorch package: 2 nodes x 1 rank, node 1's worker
+    capped at 5 ms of CPU per 10 ms from outside mid-run
+    (tests/multinode/slowdown.py: a cgroup quota, else SIGSTOP/SIGCONT):
+    both ranks print the one line that names it (rank, node 1, host
+    127.0.0.3, how much slower, compute) within 10 steps of the cap, and
+    the final state is the undisturbed 1-rank run's."""
+    ARGS = ["--n", "12288", "--g", "768", "--v", "8", "--epochs", "3", "--seed", "5",
+            "--features", "256", "--hidden", "512", "--every", "1"]
+
+    def test_slow_rank_named(self):
+        import slowdown
+        out = os.path.join(self.dir, "ref.sha")
+        env = dict(os.environ, **worker_env())
+        subprocess.run([TORCH_PYTHON, WORKER] + self.ARGS + ["--out", out], env=env,
+                       check=True, stdout=subprocess.DEVNULL, timeout=300)
+        with open(out) as f:
+            ref = f.read().strip()
+        nodes = self.start_job(2, 1, self.ARGS)
+        nodes[0].wait_line(r"ELASTIC step step=8 ", timeout=120)
+        victim = int(elastic_lines(nodes[1], "start")[0]["pid"])
+        shield = slowdown.Shield([int(elastic_lines(p, "start")[0]["pid"]) for p in nodes])
+        self.addCleanup(shield.release)
+        capped_after = int(elastic_lines(nodes[0], "step")[-1]["step"])
+        cap = slowdown.Throttle(victim, shield.dir)
+        self.addCleanup(cap.release)
+        print("cap: %s after step %d" % (cap.how, capped_after))
+        for p in nodes:
+            _, m = p.wait_line(r"step (\d+): straggler: rank (\d+) \(node 1, host 127\.0\.0\.3\) "
+                               r"is ([\d.]+)x slower than the others \(compute\)", timeout=120)
+            self.assertLessEqual(int(m.group(1)) - capped_after, 10, m.group(0))
+            self.assertGreater(float(m.group(3)), 1.5, m.group(0))
+        cap.release()
+        for p in nodes:
+            rc, _ = p.wait(300)
+            self.assertEqual(rc, 0, p.text()[-3000:])
+        done = [d for p in nodes for d in elastic_lines(p, "done")]
+        self.assertEqual({d["sha"] for d in done}, {ref})
+        self.assertTrue(all(int(d["stragglers"]) >= 1 for d in done), done)
 
 
 class Example(unittest.TestCase):

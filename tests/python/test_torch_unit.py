@@ -31,6 +31,7 @@ from ddplaunch.torch import channel  # noqa: E402
 from ddplaunch.torch import group as grp  # noqa: E402
 from ddplaunch.torch import handover  # noqa: E402
 from ddplaunch.torch import errors, state_codec  # noqa: E402
+from ddplaunch.torch import straggler  # noqa: E402
 from ddplaunch.torch.errors import HandoverRefused  # noqa: E402
 
 
@@ -510,6 +511,76 @@ class Errors(unittest.TestCase):
                         text = fh.read()
                     self.assertNotRegex(text, r"in str\(|str\(\w+\)\.(find|startswith)",
                                         os.path.join(d, f))
+
+
+class Straggler(unittest.TestCase):
+    """The detector, with the cases of tests/worker/train/test_straggler.c:
+    noise and short spikes name nobody, half speed is named (compute) after
+    5 to 7 samples and cleared after recovering, a transfer that grows is
+    named (link); and a rank's row of the exchange round-trips through
+    float32 (what the all-reduce carries)."""
+    W = 3
+
+    def feed(self, det, rnd, per, shards, jit, xfer, extra=None):
+        comp = [per[r] * shards[r] * (1 + jit * (2 * rnd.random() - 1)) for r in range(self.W)]
+        slowest = max(comp)
+        return det.update([(comp[r], slowest - comp[r] + xfer + (extra[r] if extra else 0),
+                            shards[r]) for r in range(self.W)])
+
+    def test_noise_names_nobody(self):
+        det, rnd = straggler.Detector(self.W), random.Random(1)
+        for i in range(500):
+            per = [0.05 if r == (i // 25) % self.W and i % 25 < 2 else 0.01
+                   for r in range(self.W)]
+            self.assertEqual(self.feed(det, rnd, per, [8] * 3, 0.2, 0.005), [])
+
+    def test_half_speed_named_then_cleared(self):
+        det, rnd = straggler.Detector(self.W), random.Random(2)
+        per = [0.01] * 3
+        for _ in range(20):
+            self.feed(det, rnd, per, [8] * 3, 0.1, 0.005)
+        per[1] = 0.02
+        named = next(i for i in range(40) if self.feed(det, rnd, per, [8] * 3, 0.1, 0.005))
+        self.assertTrue(5 <= named <= 7, named)
+        self.assertEqual(det.r[1].named, straggler.COMPUTE)
+        self.assertTrue(1.7 < det.r[1].slower < 2.3, det.r[1].slower)
+        self.assertIn("rank 1 (node 1, host h1) is 2.", straggler.line(30, 1, 1, "h1", det.r[1]))
+        per[1] = 0.01
+        cleared = next(i for i in range(40) if self.feed(det, rnd, per, [10, 5, 9], 0.1, 0.005))
+        self.assertLessEqual(cleared, 7)
+        self.assertEqual(det.r[1].named, straggler.NONE)
+
+    def test_short_steps_need_half_a_second(self):
+        det, rnd = straggler.Detector(self.W), random.Random(4)
+        per = [0.000125] * 3
+        for _ in range(20):
+            self.feed(det, rnd, per, [8] * 3, 0.1, 0.0001)
+        per[0] = 0.00025
+        for _ in range(20):
+            self.assertEqual(self.feed(det, rnd, per, [8] * 3, 0.1, 0.0001), [])
+        named = next(i for i in range(20, 1000) if self.feed(det, rnd, per, [8] * 3, 0.1, 0.0001))
+        self.assertTrue(200 <= named <= 300, named)
+
+    def test_link(self):
+        det, rnd = straggler.Detector(self.W), random.Random(3)
+        for _ in range(10):
+            self.feed(det, rnd, [0.01] * 3, [8] * 3, 0.1, 0.005)
+        named = next(i for i in range(30)
+                     if self.feed(det, rnd, [0.01] * 3, [8] * 3, 0.1, 0.005, [0, 0, 0.02]))
+        self.assertLessEqual(named, 7)
+        self.assertEqual([q.named for q in det.r], [straggler.NONE, straggler.NONE,
+                                                    straggler.LINK])
+
+    def test_row_round_trip(self):
+        row = torch.zeros(straggler.ROW, dtype=torch.float32)
+        vals = [0.0] * straggler.ROW
+        straggler.pack(vals, (0.125, 0.0625, 7), 2, "127.0.0.4")
+        row += torch.tensor(vals, dtype=torch.float32)
+        self.assertEqual(straggler.unpack(row.tolist()), ((0.125, 0.0625, 7), 2, "127.0.0.4"))
+        long = "n" * 60
+        vals = [0.0] * straggler.ROW
+        straggler.pack(vals, None, -1, long)
+        self.assertEqual(straggler.unpack(vals)[1:], (-1, "n" * straggler.HOST_MAX))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,10 @@ static const struct settings_def config_defs[] = {
 			       "restart (0: off; see virtual_shards)"),
     OPT_I64(virtual_shards, "shards of the global batch (G divisible by it), spread "
 			    "over the ranks"),
+    OPT_BOOL(rebalance, "shard mode: move shards from a straggler to the faster ranks "
+			"(the same bits; --no-rebalance: only name it)"),
+    OPT_REAL(straggler_ratio, "shard mode: name a rank this many times slower than the "
+			      "others' median (per shard, or in its transfers)"),
     OPT_REAL(lr, "base learning rate (weights)"),
     OPT_REAL(momentum, "SGD momentum"),
     OPT_REAL(weight_decay, "weight decay of the weights"),
@@ -184,6 +188,8 @@ void config_defaults(struct train_config *cfg)
 	cfg->bucket_cap_mb = 25.0;
 	cfg->progress_bar = true;
 	cfg->replica_check_every = 1;
+	cfg->rebalance = true;
+	cfg->straggler_ratio = 1.5;
 }
 
 int config_set(struct train_config *cfg, const char *key, const char *value, char *err,
@@ -357,6 +363,11 @@ static int config_validate_shards(const struct train_config *cfg, char *err, siz
 		snprintf(err, errlen,
 			 "virtual shards of 1 sample cannot take BatchNorm statistics: make "
 			 "global_batch_size / virtual_shards at least 2, or --no-batchnorm");
+	else if (!(cfg->straggler_ratio > 1.0 && cfg->straggler_ratio <= 100.0))
+		snprintf(err, errlen,
+			 "straggler_ratio %g is out of range: pick a number above 1 and at most "
+			 "100 (e.g. 1.5)",
+			 cfg->straggler_ratio);
 	else if (cfg->sync_bn)
 		snprintf(err, errlen,
 			 "sync_bn does not apply with global_batch_size: BatchNorm takes its "

@@ -38,6 +38,11 @@ struct train_config {
 	 * used); the result does not depend on the number of ranks. */
 	int64_t global_batch_size;
 	int64_t virtual_shards;
+	/* Stragglers (shard mode): a rank this much slower than the others
+	 * (per shard, or in its transfers) is named; with rebalance its
+	 * shards move to the faster ranks (the bits do not change). */
+	bool rebalance;
+	double straggler_ratio;
 	double lr;
 	double momentum;
 	double weight_decay;

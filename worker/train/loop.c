@@ -457,7 +457,10 @@ int trainer_run(struct trainer *t)
 		replica_check_report(t, steps ? dt / (double)steps : 0.0);
 	}
 	if (ret == 0)
-		trainer_numerics_report(t);
+		if (ret == 0) {
+			trainer_numerics_report(t);
+			trainer_balance_report(t);
+		}
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
 		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,
 			  ddp_error(t->ddp));

@@ -20,7 +20,11 @@
  *   1. floats, V slots of [BatchNorm sums | loss, correct | max |grad| per
  *      parameter tensor]; each slot is written by the one rank that
  *      computed that shard and is 0 elsewhere, so the sum is a copy (x + 0
- *      is exact) and every rank holds every shard's values;
+ *      is exact) and every rank holds every shard's values; then a run of
+ *      TRAINER_BALANCE_FLOATS per rank, the same way: its step timings,
+ *      from which every rank names stragglers and takes the same shard plan
+ *      (loop_balance.c: which run of shards a rank computes changes, the
+ *      bits do not);
  *   2. the fixed-point gradient sums, as integer-valued doubles (exact).
  */
 #include "replica_check.h"
@@ -32,6 +36,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,14 +44,23 @@
 struct trainer_shards {
 	int v, rows;	  /* shards, samples per shard */
 	int first, count; /* this rank's shards */
+	int cap;	  /* shards the host gradient slots hold */
 	int ntensors;	  /* parameter tensors (those with a gradient) */
 	size_t slot_len;  /* floats per shard in the exchange */
 	bool host;	  /* the kernels work on host memory (CPU) */
-	float *slots;	  /* v x slot_len */
+	float *slots;	  /* v x slot_len, then world x TRAINER_BALANCE_FLOATS */
 	float *grads;	  /* max(count, 1) x nparams, host */
 	double *q;	  /* nparams: the fixed-point sum */
 	int *scale;	  /* per model tensor: the exponent of its fixed point */
 };
+
+/* Floats in the step's first all-reduce: the shards' slots, then every
+ * rank's timings. */
+static size_t shards_xchg_len(const struct trainer *t)
+{
+	return (size_t)t->shards->v * t->shards->slot_len +
+	       (size_t)t->world * TRAINER_BALANCE_FLOATS;
+}
 
 /* Offsets in a slot. */
 static size_t shards_loss_off(const struct model *m)
@@ -63,6 +77,7 @@ int trainer_shards_init(struct trainer *t)
 {
 	struct trainer_shards *s = calloc(1, sizeof(*s));
 	const struct model *m = &t->model;
+	int ret;
 
 	if (!s)
 		return -ENOMEM;
@@ -72,12 +87,16 @@ int trainer_shards_init(struct trainer *t)
 	s->host = t->ops == &kernel_ops_cpu;
 	s->v = (int)t->cfg.virtual_shards;
 	s->rows = (int)(t->cfg.global_batch_size / t->cfg.virtual_shards);
-	shards_range(s->v, t->world, t->rank, &s->first, &s->count);
+	ret = trainer_balance_init(t);
+	if (ret < 0)
+		return ret;
+	trainer_balance_share(t, &s->first, &s->count);
+	s->cap = s->count ? s->count : 1;
 	for (int i = 0; i < m->ntensors; i++)
 		s->ntensors += m->tensors[i].is_buffer ? 0 : 1;
 	s->slot_len = shards_max_off(m) + (size_t)s->ntensors;
-	s->slots = calloc((size_t)s->v * s->slot_len, sizeof(float));
-	s->grads = calloc((size_t)(s->count ? s->count : 1) * m->nparams, sizeof(float));
+	s->slots = calloc(shards_xchg_len(t), sizeof(float));
+	s->grads = calloc((size_t)s->cap * m->nparams, sizeof(float));
 	s->q = calloc(m->nparams ? m->nparams : 1, sizeof(double));
 	s->scale = calloc((size_t)m->ntensors, sizeof(int));
 	if (!s->slots || !s->grads || !s->q || !s->scale)
@@ -102,6 +121,7 @@ void trainer_shards_release(struct trainer *t)
 	free(s->scale);
 	free(s);
 	t->shards = NULL;
+	trainer_balance_release(t);
 }
 
 /* The samples of shard v of step t->step: positions [s*G + v*rows, +rows)
@@ -260,28 +280,57 @@ static int shards_finish(struct trainer *t, float out[2])
 	return ret;
 }
 
+/* This rank's shards under the plan of this step; the host gradient slots
+ * grow when it computes more shards than they hold. */
+static int shards_take_plan(struct trainer *t)
+{
+	struct trainer_shards *s = t->shards;
+	float *g;
+
+	trainer_balance_share(t, &s->first, &s->count);
+	if (s->count <= s->cap)
+		return 0;
+	g = realloc(s->grads, (size_t)s->count * t->model.nparams * sizeof(float));
+	if (!g)
+		return -ENOMEM;
+	s->grads = g;
+	s->cap = s->count;
+	return 0;
+}
+
 int trainer_shards_step(struct trainer *t, float out[2])
 {
 	struct trainer_shards *s = t->shards;
-	int ret = 0;
+	double wait0 = t->comm_wait_s;
+	float *xchg = s->slots + (size_t)s->v * s->slot_len;
+	uint64_t t0;
+	double compute_s = 0.0;
+	int ret = shards_take_plan(t);
 
-	memset(s->slots, 0, (size_t)s->v * s->slot_len * sizeof(float));
+	memset(s->slots, 0, shards_xchg_len(t) * sizeof(float));
+	t0 = time_now_ns();
 	for (int k = 0; ret == 0 && k < s->count; k++)
 		ret = shards_compute(t, s->first + k, k);
+	compute_s = (double)(time_now_ns() - t0) * 1e-9;
 	/* The last step's replicas compared before this one writes the state
 	 * (REPLICA_HEALED: redo it). */
 	if (ret == 0)
 		ret = replica_check_finish(t);
 	if (ret == REPLICA_HEALED)
 		return ret;
+	trainer_balance_put(t, xchg);
 	if (ret == 0)
-		ret = shards_allreduce(t, s->slots, (size_t)s->v * s->slot_len, DDP_FLOAT32);
+		ret = shards_allreduce(t, s->slots, shards_xchg_len(t), DDP_FLOAT32);
+	if (ret == 0)
+		trainer_balance_take(t, xchg);
 	if (ret == 0)
 		ret = shards_reduce_grads(t);
 	if (ret == 0)
 		ret = shards_finish(t, out);
 	if (ret == 0)
 		ret = optim_step(&t->optim, &t->model, t->step, t->total_steps);
+	if (ret == 0)
+		trainer_balance_record(t, compute_s, t->comm_wait_s - wait0, s->count);
 	return ret;
 }
 
@@ -290,22 +339,17 @@ int trainer_shards_count(const struct trainer *t)
 	return t->shards ? t->shards->count : 0;
 }
 
-/* This rank's shards for the current rank and world; the host gradient
- * slots grow when it computes more shards than before. */
+/* After a re-formation: the exchange for the new world, and the plan and
+ * the straggler history afresh (the even spread) on every rank alike. */
 static int shards_respread(struct trainer *t)
 {
 	struct trainer_shards *s = t->shards;
-	int old = s->count ? s->count : 1;
-	float *g;
+	float *x = realloc(s->slots, shards_xchg_len(t) * sizeof(float));
 
-	shards_range(s->v, t->world, t->rank, &s->first, &s->count);
-	if (s->count <= old)
-		return 0;
-	g = realloc(s->grads, (size_t)s->count * t->model.nparams * sizeof(float));
-	if (!g)
+	if (!x)
 		return -ENOMEM;
-	s->grads = g;
-	return 0;
+	s->slots = x;
+	return trainer_balance_init(t);
 }
 
 /* ddp_rejoin's after(): the new rank and world, then the training state
@@ -326,7 +370,7 @@ static int shards_after_reform(struct ddp_ctx *ctx, void *arg)
 int trainer_shards_reform(struct trainer *t)
 {
 	struct ddp_round r;
-	char err[1024];
+	char err[1024], node[16];
 	int ret;
 
 	if (!t->ddp || !ddp_resizable(t->ddp))
@@ -337,6 +381,10 @@ int trainer_shards_reform(struct trainer *t)
 			  (unsigned long long)t->step, err);
 		return ret;
 	}
+	/* This node's number in the new round, for the straggler lines (as
+	 * the launcher's environment gave it at the start). */
+	snprintf(node, sizeof(node), "%d", r.group_rank);
+	setenv("GROUP_RANK", node, 1);
 	ret = shards_respread(t);
 	if (ret == 0)
 		log_info("step %llu: re-formed in place as rank %d of %d (round %d, pid %d); %s",

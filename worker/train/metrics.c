@@ -175,7 +175,9 @@ void metrics_bar(struct metrics *m, uint64_t done, uint64_t total, double loss)
 	m->bar_drawn = true;
 }
 
-int metrics_log_record(struct metrics *m, const char *rec)
+int metrics_log_raw(struct metrics *m, const char *line, const char *rec)
 {
-	return metrics_record(m, rec);
+	int a = line ? metrics_line(m, line) : 0, b = metrics_record(m, rec);
+
+	return a ? a : b;
 }

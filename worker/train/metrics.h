@@ -1,7 +1,8 @@
 /*
  * metrics.h - rank 0's output: a progress line per interval on stdout, a
  * progress bar while stdout is a terminal, and every record appended to a
- * JSON-lines metrics file (one object per line, "kind": "train" | "eval").
+ * JSON-lines metrics file (one object per line, "kind": "train" | "eval"; in
+ * shard mode also "straggler" and "plan", loop_balance.c).
  */
 #ifndef DDP_WORKER_TRAIN_METRICS_H
 #define DDP_WORKER_TRAIN_METRICS_H
@@ -67,10 +68,10 @@ int metrics_close(struct metrics *m);
  * land whole (counted in m; the run goes on). */
 int metrics_log_train(struct metrics *m, const struct metrics_train *r);
 int metrics_log_eval(struct metrics *m, const struct metrics_eval *r);
-/* Appends one record, a JSON object and its '\n' formatted by the caller
- * (another "kind" than train and eval), to the metrics file only: 0 or
- * -errno (counted in m). */
-int metrics_log_record(struct metrics *m, const char *rec);
+/* Prints line (when not NULL) and appends rec (one JSON object and its
+ * '\n') to the metrics file: other kinds of records ("straggler", "plan").
+ * 0 or -errno as metrics_log_train. */
+int metrics_log_raw(struct metrics *m, const char *line, const char *rec);
 /* Appends the record ("kind": "replica") only: the worker's log line says
  * it on every rank. 0 or -errno as above. */
 int metrics_log_replica(struct metrics *m, const struct metrics_replica *r);

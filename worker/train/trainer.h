@@ -60,7 +60,8 @@ struct trainer {
 	/* The job's numeric identity and the promise of a 1-rank run's bits
 	 * (trainer_numerics.c). */
 	struct numerics_record numerics;
-	struct replica_check *replica; /* replica_check.h; NULL: off */
+	struct replica_check *replica;	 /* replica_check.h; NULL: off */
+	struct trainer_balance *balance; /* shard mode: stragglers, the shard plan */
 };
 
 /* Sets everything up from cfg: libddp (when the launcher's environment is
@@ -143,6 +144,35 @@ int trainer_shards_reform(struct trainer *t);
  * fresh (a whole-job start: load the disk checkpoint as before),
  * NUMERICS_REFUSED (said), or a negative errno. */
 int trainer_shards_join(struct trainer *t);
+
+/* ---- stragglers and the weighted shard plan (loop_balance.c) ---- */
+
+/* Floats per rank that a step's first all-reduce carries for the
+ * straggler exchange (each rank writes its own run, the others are 0). */
+#define TRAINER_BALANCE_FLOATS 19
+
+/* Sets up for t->world ranks (again after a re-formation: the history and
+ * the plan start afresh on every rank alike, the even spread). Returns 0,
+ * -ENOMEM. */
+int trainer_balance_init(struct trainer *t);
+void trainer_balance_release(struct trainer *t);
+/* This rank's shards under the current plan (a plan decided in a step
+ * takes effect from the next step: a step boundary). */
+void trainer_balance_share(struct trainer *t, int *first, int *count);
+/* Writes this rank's run of the exchange (x: world x
+ * TRAINER_BALANCE_FLOATS floats, zeroed): its last completed step's
+ * compute and wait seconds and shards, its node and host. */
+void trainer_balance_put(const struct trainer *t, float *x);
+/* After the exchange: every rank's samples to the straggler detector
+ * (one line on every rank when a rank is named or cleared; a "straggler"
+ * record in --metrics), and the next plan (with --rebalance). The same on
+ * every rank: the inputs are the all-reduced floats. */
+void trainer_balance_take(struct trainer *t, const float *x);
+/* At the end of a step: this rank's compute and wait seconds and shards. */
+void trainer_balance_record(struct trainer *t, double compute_s, double wait_s, int shards);
+/* Rank 0 at the end of the run: one line naming every straggler the run
+ * saw (or none) and the plan changes. */
+void trainer_balance_report(const struct trainer *t);
 
 /* ---- the training state from a peer's memory (handover.c) ---- */
 

@@ -187,5 +187,5 @@ void trainer_numerics_report(struct trainer *t)
 		 "\"why\": \"%s\", \"step\": %llu, \"world\": %d}\n",
 		 r->dropped ? "dropped" : "kept", ident, why,
 		 (unsigned long long)(r->dropped ? r->step : t->step), t->world);
-	metrics_log_record(&t->metrics, rec);
+	metrics_log_raw(&t->metrics, NULL, rec);
 }

@@ -3,6 +3,7 @@ membership change in place (issue 17). See ddplaunch/torch/__init__.py and
 python/README.md."""
 import contextlib
 import os
+import sys
 import time
 import weakref
 
@@ -13,6 +14,7 @@ from . import group as grp
 from . import handover
 from . import channel
 from . import progress as prog
+from . import straggler
 from .errors import AgentGone, MembershipChanged, NotResizable, RoundTimeout, Superseded
 from .exact import ExactSum
 from .plan import Ledger
@@ -51,6 +53,12 @@ class Elastic:
         self._synced = False
         self.last_loss = None
         self.reformations = 0
+        # stragglers (straggler.py): every rank named, as dicts (rank, node,
+        # host, slower, cause, from, to: steps, to None while named)
+        self.stragglers = []
+        self._detector = None  # made per group (its world), afresh after a re-formation
+        self._last_timing = None  # (compute_s, wait_s, shards) of this rank's last step
+        self._ident = straggler.identity()
         self._chan = channel.shared()  # the process's channel, this object's view
         # the view is closed by close(), or when this object is garbage
         self._close_chan = weakref.finalize(self, _close_view, self._chan)
@@ -187,6 +195,11 @@ class Elastic:
             except MembershipChanged as e:  # Superseded is one
                 cause = e
         self.reformations += 1
+        # a new membership: every rank's history starts afresh alike
+        self._detector, self._last_timing = None, None
+        for h in self.stragglers:
+            if h["to"] is None:
+                h["to"] = self.ledger.step
 
     def _sync(self):
         """At the start and after each re-formation: every rank at the
@@ -263,22 +276,59 @@ class Elastic:
         slots[mine.start:mine.stop, 1:] = self._exact.maxabs_rows(rows)
         return rows
 
+    def _timings_row(self):
+        row = [0.0] * straggler.ROW
+        straggler.pack(row, self._last_timing, *self._ident)
+        return torch.tensor(row, dtype=torch.float32)
+
+    def _stragglers(self, timing, step):
+        """Every rank's row of the step's first all-reduce to the detector;
+        a line on stderr (every rank) for each rank named or cleared."""
+        world = self.world_size
+        if world < 2:
+            return
+        if self._detector is None or self._detector.world != world:
+            self._detector = straggler.Detector(world)
+        rows = [straggler.unpack(r) for r in timing.cpu().tolist()]
+        for r in self._detector.update([x[0] for x in rows]):
+            q, (_, node, host) = self._detector.r[r], rows[r]
+            for h in self.stragglers:
+                if h["rank"] == r and h["to"] is None:
+                    h["to"] = step + 1
+            if q.named != straggler.NONE:
+                self.stragglers.append({"rank": r, "node": node, "host": host,
+                                        "slower": q.slower, "cause": q.named,
+                                        "from": step + 1, "to": None})
+            print("ddplaunch.torch: " + straggler.line(step + 1, r, node, host, q),
+                  file=sys.stderr, flush=True)
+
     def _try_step(self, closure):
-        t0, wait0 = time.monotonic_ns(), self._group.wait_ns
+        start_ns, wait0 = time.monotonic_ns(), self._group.wait_ns
         v, step = self.ledger.virtual_shards, self.ledger.step
         # one row per shard: its loss and its max |grad| per tensor, written
         # by the rank that computed it and 0 elsewhere (the sum is a copy:
-        # x + 0 is exact)
-        slots = torch.zeros(v, 1 + len(self._params), dtype=torch.float32, device=self._device)
+        # x + 0 is exact); then one row of timings per rank, the same way
+        nslot = v * (1 + len(self._params))
+        flat = torch.zeros(nslot + self.world_size * straggler.ROW, dtype=torch.float32,
+                           device=self._device)
+        slots = flat[:nslot].view(v, 1 + len(self._params))
+        timing = flat[nslot:].view(self.world_size, straggler.ROW)
+        t0 = time.monotonic()
         rows = self._shards(closure, step, slots)
-        self._group.allreduce(slots)
+        t1 = time.monotonic()
+        timing[self.rank] = self._timings_row().to(self._device)
+        self._group.allreduce(flat)
+        t2 = time.monotonic()
+        self._stragglers(timing, step)
         maxima = slots[:, 1:].max(dim=0).values
         exps = self._exact.exponents(maxima.cpu(), v)
         if rows is None:
             q = torch.zeros(self._exact.total, dtype=torch.int64, device=self._device)
         else:
             q = self._exact.quantize_sum(rows, exps)
+        t3 = time.monotonic()
         self._group.allreduce(q)
+        wait = (t2 - t1) + (time.monotonic() - t3)
         for p, g in zip(self._params, self._exact.dequantize(q, exps, v)):
             p.grad = g
         self.optimizer.step()
@@ -287,8 +337,9 @@ class Elastic:
         self.last_loss = float(slots[:, 0].to(torch.float64).sum()) / v
         self.ledger.step += 1
         self._has_state = True
+        self._last_timing = (t1 - t0, wait, len(self.ledger.plan(self.rank, self.world_size)))
         if self._page is not None:
-            step_ns = time.monotonic_ns() - t0
+            step_ns = time.monotonic_ns() - start_ns
             wait_ns = min(self._group.wait_ns - wait0, step_ns)
             self._page.step(self.ledger.step, step_ns, step_ns - wait_ns, wait_ns,
                             len(self.ledger.plan(self.rank, self.world_size)))

@@ -135,6 +135,20 @@ static void test_shards_settings(void **state)
 	c.global_batch_size = 64;
 	c.sync_bn = true;
 	refused_with(&c, "drop --sync_bn");
+	c.sync_bn = false;
+	/* Stragglers: on by default; a ratio of 1 or less would name anyone. */
+	assert_true(c.rebalance);
+	assert_true(c.straggler_ratio == 1.5);
+	c.straggler_ratio = 1.0;
+	refused_with(&c, "straggler_ratio 1 is out of range");
+	{
+		char *off[] = {"--no-rebalance", "--straggler-ratio=2"};
+
+		assert_int_equal(config_parse_args(&c, 2, off, &help, err, sizeof(err)), 0);
+		assert_false(c.rebalance);
+		assert_true(c.straggler_ratio == 2.0);
+		assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+	}
 }
 
 /* "[train]\nmetrics = mmm...\n" with the second line `len` characters long. */
