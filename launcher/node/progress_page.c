@@ -31,8 +31,10 @@ int progress_page_create(const char *path, const struct ddp_progress **map)
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, DDP_PROGRESS_SIZE))
-		rc = -errno;
+	/* Its blocks are taken now: a page of a file with a hole on a full
+	 * tmpfs would raise SIGBUS in whoever first touches it (the agent's
+	 * read, the worker's write); here it is ENOSPC, and no page. */
+	rc = -posix_fallocate(fd, 0, DDP_PROGRESS_SIZE);
 	m = rc ? MAP_FAILED : mmap(NULL, DDP_PROGRESS_SIZE, PROT_READ, MAP_SHARED, fd, 0);
 	if (!rc && m == MAP_FAILED)
 		rc = -errno;

@@ -23,9 +23,10 @@ int progress_page_path(const char *tag, int local_rank, char *buf, size_t len);
 
 /* Makes `path` a new file of DDP_PROGRESS_SIZE zero bytes, mode 0600 (an
  * earlier file of that name is unlinked first: a worker of an earlier run
- * that still maps it writes to the old one, never to this), and maps it
- * read-only into *map. Returns 0, or -errno (then *map is NULL and no file
- * is left). */
+ * that still maps it writes to the old one, never to this), its blocks
+ * allocated (a full /dev/shm is -ENOSPC here, never a SIGBUS later), and
+ * maps it read-only into *map. Returns 0, or -errno (then *map is NULL and
+ * no file is left). */
 int progress_page_create(const char *path, const struct ddp_progress **map);
 
 /* Unmaps a page of progress_page_create; NULL is ignored. The file's name
