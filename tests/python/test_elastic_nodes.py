@@ -235,8 +235,8 @@ class ElasticStraggler(ElasticCase):
     both ranks print the one line that names it (rank, node 1, host
     127.0.0.3, how much slower, compute) within 10 steps of the cap, and
     the final state is the undisturbed 1-rank run's."""
-    ARGS = ["--n", "12288", "--g", "768", "--v", "8", "--epochs", "3", "--seed", "5",
-            "--features", "256", "--hidden", "512", "--every", "1"]
+    ARGS = ["--n", "12288", "--g", "768", "--v", "8", "--epochs", "2", "--seed", "5",
+            "--features", "1024", "--hidden", "2048", "--every", "1"]
 
     def test_slow_rank_named(self):
         import slowdown
