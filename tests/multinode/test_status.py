@@ -212,6 +212,19 @@ class StatusEtcd(EtcdStatusCase):
         self.assertEqual(sorted(n["record"]["rank_base"] for n in d["nodes"]), [0, 2, 4])
         self.assertEqual({n["record"]["world"] for n in d["nodes"]}, {6})
         victim = [n for n in d["nodes"] if n["addr"] == addr(3)][0]["id"]
+        # the agents' other spellings: a job file's keys, torchrun's PET_*
+        # (below the flags, as for the agents)
+        ini = os.path.join(self.dir, "job.ini")
+        with open(ini, "w") as f:
+            f.write("[launch]\nrdzv_backend = etcd\nrdzv_endpoint = %s\nrdzv_id = job\n" % eps)
+        pet = {"PET_RDZV_BACKEND": "etcd", "PET_RDZV_ENDPOINT": ep, "PET_RDZV_ID": "nope"}
+        for argv, env in ((["--config", ini, "--json"], None),
+                          (["--rdzv-id=job", "--json"], pet)):
+            r = subprocess.run([DDPLAUNCH, "status"] + argv, capture_output=True, text=True,
+                               env=self.cluster.env(env), timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["backend"], "etcd")
+            self.assertEqual(len(json.loads(r.stdout)["nodes"]), 3)
 
         # the screen, in a real terminal; the reader holds no lease
         leases = self.leases()
