@@ -354,7 +354,8 @@ if __name__ == "__main__":
     if not TMUX:
         print("tmux is not installed (scripts/setup.sh installs it)")
         sys.exit(77)
-    why = etcd_cluster.etcd_unavailable() if sys.argv[1:2] and \
+    # every class, or an etcd one: etcd must run (Status alone needs none)
+    why = etcd_cluster.etcd_unavailable() if not sys.argv[1:2] or \
         sys.argv[1].startswith("StatusEtcd") else None
     if why:
         print("SKIP: etcd cannot run here: " + why)
