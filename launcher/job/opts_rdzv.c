@@ -723,6 +723,34 @@ int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct
 	return rc;
 }
 
+int opts_rdzv_resolve_reader(const char *backend, const char *endpoint, const char *conf,
+			     struct opts_rdzv *r, char *err, size_t errlen)
+{
+	struct launch_opts o = {.rdzv_backend = (char *)(backend ? backend : "c10d"),
+				.rdzv_endpoint = (char *)endpoint};
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->node_rank = -1;
+	opts_rdzv_conf_defaults(&r->conf);
+	if ((rc = check_backend(&o, err, errlen)) < 0 ||
+	    (rc = opts_rdzv_conf_parse(conf ? conf : "", &r->conf, err, errlen)) < 0)
+		return rc;
+	if (is_etcd(o.rdzv_backend))
+		return resolve_etcd(&o, r, err, errlen);
+	r->mode = !strcmp(o.rdzv_backend, "static") ? OPTS_RDZV_STATIC : OPTS_RDZV_C10D;
+	if (!endpoint) {
+		snprintf(err, errlen, "give the job's store as --rdzv_endpoint=HOST[:PORT]");
+		return -EINVAL;
+	}
+	if (check_store_endpoint("--rdzv_endpoint", endpoint, err, errlen) ||
+	    opts_endpoint_parse(endpoint,
+				r->mode == OPTS_RDZV_STATIC ? OPTS_STATIC_PORT : OPTS_C10D_PORT,
+				r->host, sizeof(r->host), &r->port, err, errlen))
+		return -EINVAL;
+	return check_etcd_keys(r, err, errlen);
+}
+
 /* --dry_run's etcd lines; the password is never shown. */
 static void etcd_print(const struct opts_rdzv *r, FILE *out)
 {

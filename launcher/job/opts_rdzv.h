@@ -154,6 +154,18 @@ int opts_endpoint_parse(const char *text, int default_port, char *host, size_t h
 int opts_rdzv_resolve(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
 		      char *err, size_t errlen);
 
+/* Where a running job's rendezvous store is, for a program that reads it
+ * without being one of its nodes (ddplaunch status): the backend (NULL:
+ * c10d; static, c10d, etcd or etcd-v2), the endpoint (required; the same
+ * forms and default ports as opts_rdzv_resolve's: etcd's list of
+ * [http[s]://]HOST[:PORT]) and --rdzv_conf's text (NULL: none; its etcd keys
+ * and read_timeout are what a reader uses, the others are checked and
+ * unused). Fills r's mode, host/port (etcd: endpoints too) and conf; the
+ * rest is zero (node_rank -1). Returns 0 or -EINVAL with err naming the
+ * option and the fix, in opts_rdzv_resolve's words. */
+int opts_rdzv_resolve_reader(const char *backend, const char *endpoint, const char *conf,
+			     struct opts_rdzv *r, char *err, size_t errlen);
+
 /* The warning for token_env_ignored. */
 #define OPTS_RDZV_TOKEN_IGNORED                                                                    \
 	OPTS_RDZV_TOKEN_ENV " is set, but --rdzv_backend=etcd does not use the job's token "       \

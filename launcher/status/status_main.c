@@ -1,346 +1,190 @@
 /*
- * status_main.c - `ddplaunch status --rdzv_endpoint=HOST[:PORT]
- * --rdzv_id=ID [--watch[=S]] [--json]`: reads a running job's state from its
- * rendezvous store (our store, hosted by an agent or a ddp-rdzvd) through an
- * agent session (the token from DDP_RDZV_TOKEN or --rdzv_token, as for the
- * agents), and shows it (status_view.h). Reads: the job state
- * (ddprdzv/ID/state), the world of its last formed round (w/GEN.ROUND, or
- * the round before while one forms) and each member's status record
- * (RDZV_STATUS_KEY_FMT). A job that is not there is said in one line (exit
- * 1); --watch reads again every S seconds (2) and redraws until ^C.
+ * status_main.c - `ddplaunch status [--rdzv_backend=B] --rdzv_endpoint=E
+ * --rdzv_id=ID [--rdzv_conf=...] [--watch[=S]] [--json]`: the flags (the
+ * agents' spellings of the store: opts_rdzv_resolve_reader) become a reader
+ * (status_read.h) of our store (c10d or static: an agent's or a ddp-rdzvd,
+ * through an agent session with the token from DDP_RDZV_TOKEN or
+ * --rdzv_token, as for the agents) or of etcd v3 (the endpoint list, TLS
+ * and etcd's user from --rdzv_conf, the password from DDP_ETCD_PASSWORD;
+ * nothing is written there). What the flags leave out comes from the job
+ * file (--config) and PET_*, with the agents' precedence (opts_pet.h).
  */
 #include "status.h"
-#include "status_view.h"
 
-#include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <log.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <uv.h>
 
-#include "driver.h"
+#include "jobfile.h"
+#include "opts.h"
+#include "opts_pet.h"
 #include "opts_rdzv.h"
-#include "store_session.h"
-
-struct status_cmd {
-	uv_loop_t loop;
-	struct store_session *s;
-	uv_timer_t again;
-	uv_signal_t sigint;
-	char host[256], endpoint[300];
-	int port;
-	const char *run_id;
-	double watch; /* seconds; 0: once */
-	bool json;
-	int exit_status;
-	struct status_snap snap;
-	char key[512];
-	int world_tries;
-};
-
-static void status_read(struct status_cmd *c);
-
-static void status_end(struct status_cmd *c, int exit_status)
-{
-	c->exit_status = exit_status;
-	store_session_close(c->s);
-	c->s = NULL;
-	uv_close((uv_handle_t *)&c->again, NULL);
-	uv_close((uv_handle_t *)&c->sigint, NULL);
-}
-
-static void on_again(uv_timer_t *t)
-{
-	status_read(t->data);
-}
-
-/* The screen is written whole, in one write: a terminal never shows half
- * of a redraw. */
-static void status_show(struct status_cmd *c)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (f) {
-		if (c->watch > 0 && !c->json)
-			fputs("\033[H\033[2J", f); /* redraw from the top */
-		if (c->json)
-			status_render_json(f, &c->snap);
-		else
-			status_render_text(f, &c->snap, time(NULL));
-		if (fclose(f) == 0 && buf) {
-			fwrite(buf, 1, len, stdout);
-			fflush(stdout);
-		}
-		free(buf);
-	}
-	status_snap_release(&c->snap);
-	if (c->watch > 0)
-		uv_timer_start(&c->again, on_again, (uint64_t)(c->watch * 1000), 0);
-	else
-		status_end(c, 0);
-}
-
-static void on_records(void *arg, uint64_t tag, int status, const struct store_session_value *v,
-		       size_t n)
-{
-	struct status_cmd *c = arg;
-
-	if (status < 0) {
-		log_error("cannot read the nodes' status from %s: %s", c->endpoint,
-			  strerror(-status));
-		status_end(c, 1);
-		return;
-	}
-	for (size_t i = 0; i < n && i < c->snap.nnodes; i++)
-		if (v[i].present)
-			c->snap.nodes[i].rec =
-			    json_loadb((const char *)v[i].bytes.data, v[i].bytes.len, 0, NULL);
-	status_show(c);
-}
-
-static void read_records(struct status_cmd *c)
-{
-	struct byteview keys[c->snap.nnodes ? c->snap.nnodes : 1];
-	char(*names)[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32] =
-	    calloc(c->snap.nnodes ? c->snap.nnodes : 1, sizeof(*names));
-	int rc;
-
-	if (!c->snap.nnodes || !names) {
-		free(names);
-		status_show(c);
-		return;
-	}
-	for (size_t i = 0; i < c->snap.nnodes; i++) {
-		snprintf(names[i], sizeof(names[i]), RDZV_STATUS_KEY_FMT, c->run_id,
-			 c->snap.nodes[i].id);
-		keys[i] = (struct byteview){(const uint8_t *)names[i], strlen(names[i])};
-	}
-	rc = store_session_get(c->s, keys, c->snap.nnodes, on_records, c, 0);
-	free(names); /* the request copied the keys */
-	if (rc < 0) {
-		log_error("cannot ask %s: %s", c->endpoint, strerror(-rc));
-		status_end(c, 1);
-	}
-}
-
-static void read_world(struct status_cmd *c, uint32_t round);
-
-static void on_world(void *arg, uint64_t tag, int status, const struct store_session_value *v,
-		     size_t n)
-{
-	struct status_cmd *c = arg;
-	struct rdzv_world_data w = {0};
-
-	if (status < 0 || n != 1) {
-		log_error("cannot read the job's nodes from %s: %s", c->endpoint,
-			  strerror(status < 0 ? -status : EPROTO));
-		status_end(c, 1);
-		return;
-	}
-	if (!v[0].present) {
-		/* A round being formed has no world yet: its last one's. */
-		if (tag > 1 && c->world_tries++ < 3) {
-			read_world(c, (uint32_t)tag - 1);
-			return;
-		}
-		read_records(c);
-		return;
-	}
-	if (rdzv_world_decode(v[0].bytes.data, v[0].bytes.len, RDZV_NODES_MAX, &w) == 0) {
-		c->snap.world_round = w.round;
-		c->snap.nodes = calloc(w.size ? w.size : 1, sizeof(*c->snap.nodes));
-		for (uint32_t i = 0; c->snap.nodes && i < w.size; i++) {
-			snprintf(c->snap.nodes[i].id, sizeof(c->snap.nodes[i].id), "%s",
-				 w.members[i].id);
-			snprintf(c->snap.nodes[i].addr, sizeof(c->snap.nodes[i].addr), "%s",
-				 w.members[i].addr);
-			c->snap.nodes[i].nproc = w.members[i].nproc;
-		}
-		c->snap.nnodes = c->snap.nodes ? w.size : 0;
-	}
-	rdzv_world_data_release(&w);
-	read_records(c);
-}
-
-static void read_world(struct status_cmd *c, uint32_t round)
-{
-	struct byteview k;
-	int rc;
-
-	snprintf(c->key, sizeof(c->key), "ddprdzv/%s/w/%" PRIu64 ".%" PRIu32, c->run_id,
-		 c->snap.st.gen, round);
-	k = (struct byteview){(const uint8_t *)c->key, strlen(c->key)};
-	rc = store_session_get(c->s, &k, 1, on_world, c, round);
-	if (rc < 0) {
-		log_error("cannot ask %s: %s", c->endpoint, strerror(-rc));
-		status_end(c, 1);
-	}
-}
-
-static void on_state(void *arg, uint64_t tag, int status, const struct store_session_value *v,
-		     size_t n)
-{
-	struct status_cmd *c = arg;
-
-	if (status < 0 || n != 1) {
-		log_error("cannot read the job's state from %s: %s", c->endpoint,
-			  strerror(status < 0 ? -status : EPROTO));
-		status_end(c, 1);
-		return;
-	}
-	if (!v[0].present) {
-		log_error("no job with run id '%s' at %s (check --rdzv_id and --rdzv_endpoint)",
-			  c->run_id, c->endpoint);
-		status_end(c, 1);
-		return;
-	}
-	if (rdzv_state_decode(v[0].bytes.data, v[0].bytes.len, &c->snap.st) < 0) {
-		log_error("the state of run id '%s' at %s is not one this ddplaunch reads",
-			  c->run_id, c->endpoint);
-		status_end(c, 1);
-		return;
-	}
-	c->world_tries = 0;
-	read_world(c, c->snap.st.round);
-}
-
-static void status_read(struct status_cmd *c)
-{
-	struct byteview k;
-	int rc;
-
-	memset(&c->snap.st, 0, sizeof(c->snap.st));
-	snprintf(c->key, sizeof(c->key), "ddprdzv/%s/state", c->run_id);
-	k = (struct byteview){(const uint8_t *)c->key, strlen(c->key)};
-	rc = store_session_get(c->s, &k, 1, on_state, c, 0);
-	if (rc < 0) {
-		log_error("cannot ask %s: %s", c->endpoint, strerror(-rc));
-		status_end(c, 1);
-	}
-}
-
-static void on_connect(struct store_session *s, void *arg, int status, const char *msg)
-{
-	struct status_cmd *c = arg;
-
-	if (status < 0) {
-		c->s = NULL; /* freed by the session */
-		log_error("%s", msg);
-		status_end(c, 1);
-		return;
-	}
-	status_read(c);
-}
-
-static void on_lost(struct store_session *s, void *arg, int status, const char *msg)
-{
-	struct status_cmd *c = arg;
-
-	c->s = NULL;
-	log_error("%s", msg);
-	status_end(c, 1);
-}
-
-static void on_sigint(uv_signal_t *h, int sig)
-{
-	struct status_cmd *c = h->data;
-
-	status_snap_release(&c->snap);
-	status_end(c, 0);
-}
+#include "rdzv_codec.h"
+#include "status_read.h"
 
 static const char status_help[] =
-    "usage: ddplaunch status --rdzv_endpoint=HOST[:PORT] [--rdzv_id=ID] [--watch[=S]] "
-    "[--json]\n"
+    "usage: ddplaunch status [--rdzv_backend=c10d|etcd] --rdzv_endpoint=ENDPOINT\n"
+    "                        [--rdzv_id=ID] [--rdzv_conf=K=V,...] [--config JOB.ini]\n"
+    "                        [--watch[=S]] [--json]\n"
     "\n"
     "Shows a running multi-node job as its rendezvous store knows it: the nodes and\n"
     "their addresses, their ranks, the round and why it was opened, each node's\n"
     "step and step rate, the time lost to failures, the last re-formations and why.\n"
-    "Run it from any machine that reaches the store (our store: an agent's or a\n"
-    "ddp-rdzvd; not etcd). The token comes from $DDP_RDZV_TOKEN (or --rdzv_token),\n"
-    "as for the agents.\n"
+    "Run it from any machine that reaches the store, with the flags the agents were\n"
+    "given: our store (c10d or static: an agent's or a ddp-rdzvd) with the token\n"
+    "from $DDP_RDZV_TOKEN (or --rdzv_token), or etcd (it only reads there: no\n"
+    "lease, no key written) with etcd's TLS files and user from --rdzv_conf and the\n"
+    "password from $DDP_ETCD_PASSWORD. A job file's [launch] keys (--config) and\n"
+    "PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_RDZV_ID, PET_RDZV_CONF give what the\n"
+    "flags leave out, as for the agents.\n"
     "\n"
-    "  --rdzv_endpoint H[:P]  the job's store (default port 29400)\n"
+    "  --rdzv_backend B       c10d (default), static, etcd (or etcd-v2)\n"
+    "  --rdzv_endpoint E      our store: H[:P] (default port 29400; static 29500)\n"
+    "                         etcd: [http[s]://]H[:P],... (default port 2379)\n"
     "  --rdzv_id ID           the job's run id (default 'none')\n"
+    "  --rdzv_conf K=V,...    etcd: protocol, cacert, cert, key, user, read_timeout\n"
+    "                         (each read's deadline, 5 s); the others are ignored\n"
     "  --watch[=S]            read again every S seconds (default 2) and redraw\n"
     "  --json                 print one JSON object per read, for scripts\n"
-    "  --rdzv_token T         the job's token (better: $DDP_RDZV_TOKEN)\n";
+    "  --rdzv_token T         the job's token (better: $DDP_RDZV_TOKEN)\n"
+    "  --config JOB.ini       the agents' job file: its rdzv_* keys\n";
 
-static int parse_endpoint(struct status_cmd *c, const char *ep)
+static const char *or_null(const char *s)
 {
-	const char *colon = strrchr(ep, ':');
-	size_t hl = colon ? (size_t)(colon - ep) : strlen(ep);
-	char *end;
-	long port = OPTS_C10D_PORT;
+	return s && *s ? s : NULL;
+}
 
-	if (colon) {
-		port = strtol(colon + 1, &end, 10);
-		if (end == colon + 1 || *end || port < 1 || port > 65535)
-			return -EINVAL;
+/* The reader's config for our store or etcd; r's strings stay in r. */
+static void reader_config(struct status_read_opts *ro, const struct opts_rdzv *r, const char *token)
+{
+	const char *pw = getenv(OPTS_ETCD_PASSWORD_ENV);
+
+	memset(&ro->cfg, 0, sizeof(ro->cfg));
+	if (r->mode != OPTS_RDZV_ETCD) {
+		ro->ops = &rdzv_prims_session;
+		ro->cfg.host = r->host;
+		ro->cfg.port = (uint16_t)r->port;
+		ro->cfg.token = token && *token ? token : NULL;
+		ro->cfg.token_len = ro->cfg.token ? strlen(token) : 0;
+		ro->cfg.connect_timeout_ms = 5000;
+		return;
 	}
-	if (hl >= 2 && ep[0] == '[' && ep[hl - 1] == ']') {
-		ep++;
-		hl -= 2;
+	ro->ops = &rdzv_prims_etcd;
+	ro->backend = "etcd";
+	ro->cfg.endpoints = r->endpoints;
+	ro->cfg.ca_file = or_null(r->conf.cacert);
+	ro->cfg.cert_file = or_null(r->conf.cert);
+	ro->cfg.key_file = or_null(r->conf.key);
+	ro->cfg.user = or_null(r->conf.user);
+	ro->cfg.password = r->conf.password[0] ? r->conf.password
+			   : ro->cfg.user      ? or_null(pw)
+					       : NULL;
+	ro->cfg.request_timeout_ms = (int64_t)(r->conf.read_timeout * 1000);
+}
+
+/* Flags that name the store, as the agents take them. */
+static const char *const store_keys[] = {"rdzv_backend", "rdzv_endpoint", "rdzv_id",
+					 "rdzv_conf",	 "rdzv_token",	  "config"};
+
+/* The store as the agents take it, value by value: the flags (given[],
+ * store_keys' order), then the job file (--config), then PET_*. Returns 0,
+ * or a negative errno with err naming the value and the fix. */
+static int store_opts(struct launch_opts *o, const char *const given[], char **envp, char *err,
+		      size_t errlen)
+{
+	int rc = 0;
+
+	for (size_t k = 0; rc == 0 && k < sizeof(store_keys) / sizeof(store_keys[0]); k++)
+		if (given[k])
+			rc = opts_set(o, store_keys[k], given[k], OPTS_SRC_CLI, err, errlen);
+	if (rc == 0 && o->config)
+		rc = jobfile_load(o, o->config, err, errlen);
+	if (rc == 0)
+		rc = opts_pet_apply(o, envp, err, errlen);
+	return rc;
+}
+
+/* The reader of the store o names; exit status 2 for a usage error. */
+static int status_run(struct status_read_opts *ro, const struct launch_opts *o)
+{
+	bool backend_given =
+	    opts_source_of(o, (size_t)settings_find(&opts_settings, "rdzv_backend")) !=
+	    OPTS_SRC_DEFAULT;
+	const char *token = o->rdzv_token ? o->rdzv_token : getenv(OPTS_RDZV_TOKEN_ENV);
+	char err[512], where[OPTS_RDZV_ENDPOINTS_MAX + 16];
+	struct opts_rdzv r;
+
+	if (!o->rdzv_endpoint) {
+		log_error("status: give the job's store as --rdzv_endpoint=HOST[:PORT] (etcd: "
+			  "--rdzv_backend=etcd --rdzv_endpoint=HOST[:PORT][,HOST[:PORT]...])");
+		return 2;
 	}
-	if (!hl || hl >= sizeof(c->host))
-		return -EINVAL;
-	memcpy(c->host, ep, hl);
-	c->host[hl] = '\0';
-	c->port = (int)port;
-	snprintf(c->endpoint, sizeof(c->endpoint), "%s:%d", c->host, c->port);
-	return 0;
+	/* The agents' default backend is static; a reader's is c10d. */
+	if (opts_rdzv_resolve_reader(backend_given ? o->rdzv_backend : NULL, o->rdzv_endpoint,
+				     o->rdzv_conf, &r, err, sizeof(err)) < 0) {
+		log_error("status: %s", err);
+		return 2;
+	}
+	if (strlen(o->rdzv_id) > RDZV_RUN_ID_MAX) {
+		log_error("status: --rdzv_id is over %d bytes", RDZV_RUN_ID_MAX);
+		return 2;
+	}
+	ro->run_id = o->rdzv_id;
+	if (r.mode == OPTS_RDZV_ETCD)
+		snprintf(where, sizeof(where), "%s", r.endpoints);
+	else
+		snprintf(where, sizeof(where), strchr(r.host, ':') ? "[%s]:%d" : "%s:%d", r.host,
+			 r.port);
+	ro->endpoint = where;
+	reader_config(ro, &r, token);
+	return status_read_run(ro);
 }
 
 int status_main(int argc, char **argv, char **envp)
 {
 	static const struct option longs[] = {
-	    {"rdzv_endpoint", required_argument, NULL, 'e'},
-	    {"rdzv-endpoint", required_argument, NULL, 'e'},
-	    {"rdzv_id", required_argument, NULL, 'i'},
-	    {"rdzv-id", required_argument, NULL, 'i'},
-	    {"run_id", required_argument, NULL, 'i'},
-	    {"run-id", required_argument, NULL, 'i'},
-	    {"rdzv_token", required_argument, NULL, 't'},
-	    {"rdzv-token", required_argument, NULL, 't'},
+	    {"rdzv_backend", required_argument, NULL, 0},
+	    {"rdzv-backend", required_argument, NULL, 0},
+	    {"rdzv_endpoint", required_argument, NULL, 1},
+	    {"rdzv-endpoint", required_argument, NULL, 1},
+	    {"rdzv_id", required_argument, NULL, 2},
+	    {"rdzv-id", required_argument, NULL, 2},
+	    {"run_id", required_argument, NULL, 2},
+	    {"run-id", required_argument, NULL, 2},
+	    {"rdzv_conf", required_argument, NULL, 3},
+	    {"rdzv-conf", required_argument, NULL, 3},
+	    {"rdzv_token", required_argument, NULL, 4},
+	    {"rdzv-token", required_argument, NULL, 4},
+	    {"config", required_argument, NULL, 5},
 	    {"watch", optional_argument, NULL, 'w'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct status_cmd c = {.run_id = "none"};
-	struct store_session_opts so;
-	const char *endpoint = NULL, *token = getenv(OPTS_RDZV_TOKEN_ENV);
+	const char *given[sizeof(store_keys) / sizeof(store_keys[0])] = {NULL};
+	struct status_read_opts ro = {0};
+	struct launch_opts o;
+	char err[4 * OPTS_ERR_LEN];
 	int opt, rc;
 
-	(void)envp;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (opt) {
-		case 'e':
-			endpoint = optarg;
-			break;
-		case 'i':
-			c.run_id = optarg;
-			break;
-		case 't':
-			token = optarg;
+		case 0 ... 5:
+			given[opt] = optarg;
 			break;
 		case 'w':
-			c.watch = optarg ? atof(optarg) : 2.0;
-			if (c.watch <= 0) {
+			ro.watch = optarg ? atof(optarg) : 2.0;
+			if (ro.watch <= 0) {
 				log_error("--watch: '%s' is not a positive number of seconds",
 					  optarg);
 				return 2;
 			}
 			break;
 		case 'j':
-			c.json = true;
+			ro.json = true;
 			break;
 		case 'h':
 			fputs(status_help, stdout);
@@ -355,34 +199,18 @@ int status_main(int argc, char **argv, char **envp)
 			  argv[optind]);
 		return 2;
 	}
-	if (!endpoint || parse_endpoint(&c, endpoint)) {
-		log_error("status: give the job's store as --rdzv_endpoint=HOST[:PORT]");
-		return 2;
+	if (opts_init(&o)) {
+		log_error("out of memory");
+		return 1;
 	}
-	if (strlen(c.run_id) > RDZV_RUN_ID_MAX) {
-		log_error("status: --rdzv_id is over %d bytes", RDZV_RUN_ID_MAX);
-		return 2;
-	}
-	c.snap.run_id = c.run_id;
-	c.snap.endpoint = c.endpoint;
-	uv_loop_init(&c.loop);
-	store_session_opts_default(&so);
-	so.host = c.host;
-	so.port = (uint16_t)c.port;
-	so.token = token && *token ? token : NULL;
-	so.token_len = so.token ? strlen(token) : 0;
-	so.connect_timeout_ms = 5000;
-	uv_timer_init(&c.loop, &c.again);
-	uv_signal_init(&c.loop, &c.sigint);
-	c.again.data = c.sigint.data = &c;
-	uv_signal_start(&c.sigint, on_sigint, SIGINT);
-	rc = store_session_connect(&c.loop, &so, on_connect, on_lost, &c, &c.s);
+	rc = store_opts(&o, given, envp, err, sizeof(err));
 	if (rc < 0) {
-		log_error("status: cannot reach %s: %s", c.endpoint, strerror(-rc));
-		c.s = NULL;
-		status_end(&c, 1);
+		opts_pet_explain(&o, envp, err, sizeof(err));
+		log_error("status: %s", err);
+		rc = 2;
+	} else {
+		rc = status_run(&ro, &o);
 	}
-	uv_run(&c.loop, UV_RUN_DEFAULT);
-	uv_loop_close(&c.loop);
-	return c.exit_status;
+	opts_release(&o);
+	return rc;
 }

@@ -217,10 +217,10 @@ int status_render_text(FILE *f, const struct status_snap *s, time_t now)
 
 	for (size_t i = 0; i < s->nnodes; i++)
 		live += s->nodes[i].rec != NULL;
-	fprintf(f, "job '%s' at %s: %s, round %u (opened because %s%s%s%s)\n", s->run_id,
-		s->endpoint, status_phase_word(st->phase), st->round,
-		status_reason_text(st->reason), st->subject[0] ? ": '" : "", st->subject,
-		st->subject[0] ? "'" : "");
+	fprintf(f, "job '%s' at %s%s%s: %s, round %u (opened because %s%s%s%s)\n", s->run_id,
+		s->backend ? s->backend : "", s->backend ? " " : "", s->endpoint,
+		status_phase_word(st->phase), st->round, status_reason_text(st->reason),
+		st->subject[0] ? ": '" : "", st->subject, st->subject[0] ? "'" : "");
 	fprintf(f, "nodes %zu live of %zu in round %u (wants %u", live, s->nnodes, s->world_round,
 		st->min_nodes);
 	if (st->max_nodes != st->min_nodes)
@@ -259,6 +259,7 @@ int status_render_json(FILE *f, const struct status_snap *s)
 						       n->addr, "nproc", (int)n->nproc, "record",
 						       n->rec ? n->rec : json_null()));
 	}
+	json_object_set_new(o, "backend", json_string(s->backend ? s->backend : "store"));
 	json_object_set(o, "nodes", nodes);
 	if (json_dumpf(o, f, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) == 0 && fputc('\n', f) != EOF)
 		rc = 0;

@@ -24,6 +24,7 @@ struct status_node {
 
 struct status_snap {
 	const char *run_id, *endpoint;
+	const char *backend; /* "etcd" (its endpoint list), or NULL: our store */
 	struct rdzv_state st;
 	unsigned world_round; /* the round the nodes are of (0: none formed yet) */
 	struct status_node *nodes;
@@ -33,7 +34,7 @@ struct status_snap {
 /* Frees the records and the nodes. */
 void status_snap_release(struct status_snap *s);
 
-/* The screen: a line for the job, a table of the nodes (rank, id,
+/* The screen: a line for the job (at "etcd ENDPOINTS" for etcd), a table of the nodes (rank, id,
  * address, state, ranks, step, steps per second, step and wait times, time
  * lost, when its record was written), the last re-formations and why.
  * `now`: wall clock seconds, for the records' ages. Returns 0 or -EIO. */
@@ -41,7 +42,8 @@ int status_render_text(FILE *f, const struct status_snap *s, time_t now);
 
 /* The same as one JSON object, for scripts: {"run_id", "endpoint",
  * "phase", "round", "reason", "subject", "nodes_min", "nodes_max",
- * "restarts", "max_restarts", "message", "world_round", "nodes":[{"id",
+ * "restarts", "max_restarts", "message", "world_round", "backend" ("store"
+ * or "etcd"), "nodes":[{"id",
  * "addr", "nproc", "record": {...} or null}]}. Returns 0 or -EIO. */
 int status_render_json(FILE *f, const struct status_snap *s);
 

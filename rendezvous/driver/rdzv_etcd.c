@@ -10,6 +10,7 @@
  * answers come in it; a request starts from a loop timer, so its answer is
  * never given inside the call that made it.
  *
+ * A reader (read_only: ddplaunch status) has no lease and writes nothing.
  * Session: a lease of LEASE_TTL_S, granted at open (tried again until the
  * connect deadline while no endpoint answers), renewed by a loop timer every
  * third of its TTL (the renewal runs beside the requests), revoked at close so
@@ -325,12 +326,25 @@ static void be_start(struct etcd_be *be)
 		pe_open_failed(be, rc, "cannot look up the endpoints' names");
 }
 
+/* A reader's session: no lease; the first request asks etcd. */
+static void be_open_read_only(struct etcd_be *be)
+{
+	uv_timer_stop(&be->kick);
+	be->state = BE_OPEN;
+	log_debug("etcd at %s: reading only (no lease)", be->peer);
+	be->sink->connected(be->drv, 0, NULL);
+}
+
 void pe_names_ok(struct etcd_be *be)
 {
 	int rc;
 
 	if (be->closed)
 		return;
+	if (be->read_only) {
+		be_open_read_only(be);
+		return;
+	}
 	if ((rc = be_grant(be)) < 0)
 		pe_open_failed(be, rc, etcd_error());
 }
@@ -504,6 +518,7 @@ static int pe_open(const struct rdzv_prims_config *cfg, const struct rdzv_prims_
 	be->drv = drv;
 	be->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 0;
 	be->connect_deadline_ms = (int64_t)time_now_ms() + be->connect_timeout_ms;
+	be->read_only = cfg->read_only;
 	rc = be_options(be, cfg);
 	if (rc == 0 && !be->opt.endpoints)
 		rc = -EINVAL;
@@ -579,6 +594,8 @@ static int pe_cas(void *p, uint64_t tag, struct byteview key, bool has_expected,
 
 	if (be_usable(be))
 		return -ENOTCONN;
+	if (be->read_only)
+		return -EROFS;
 	if (!(j = pe_job_new(J_CAS, tag, &key, 1)))
 		return -ENOMEM;
 	j->has_expected = has_expected;
@@ -601,6 +618,8 @@ static int pe_add(void *p, uint64_t tag, struct byteview key, int64_t delta)
 
 	if (be_usable(be))
 		return -ENOTCONN;
+	if (be->read_only)
+		return -EROFS;
 	if (!(j = pe_job_new(J_ADD, tag, &key, 1)))
 		return -ENOMEM;
 	j->delta = delta;
@@ -615,6 +634,8 @@ static int pe_set(void *p, uint64_t tag, struct byteview key, struct byteview va
 
 	if (be_usable(be))
 		return -ENOTCONN;
+	if (be->read_only)
+		return -EROFS;
 	if (!(j = pe_job_new(J_SET, tag, &key, 1)))
 		return -ENOMEM;
 	j->session = session;

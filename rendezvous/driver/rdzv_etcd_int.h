@@ -72,8 +72,9 @@ struct etcd_be {
 	uv_timer_t kick; /* the next step, from the loop */
 	int64_t ttl_ms;	 /* the lease's, as granted */
 	bool ka_busy, closed, lost;
-	int handles; /* initialised handles (and the client, and each name's
-			look-up) not yet closed */
+	bool read_only; /* no lease; reads only (rdzv_prims_config's) */
+	int handles;	/* initialised handles (and the client, and each name's
+			   look-up) not yet closed */
 	/* the endpoints' names, looked up before the first request
 	 * (rdzv_etcd_names.c) */
 	size_t names_pending, names_total;

@@ -68,6 +68,14 @@ struct rdzv_prims_config {
 	const char *endpoints;
 	const char *ca_file, *cert_file, *key_file, *user, *password;
 	int64_t request_timeout_ms;
+	/* The caller only reads (get; ddplaunch status): etcd grants no lease
+	 * and writes nothing, connected(0) follows the endpoints' names'
+	 * look-up without asking etcd (the first request tells whether it
+	 * answers: when none does, that request and the session fail, and
+	 * lost() names each endpoint with its error), and cas, add and set are
+	 * refused (-EROFS). Our store: a session as any other (opening one
+	 * writes nothing). */
+	bool read_only;
 };
 
 /* Every request returns 0 (the sink will be called) or a negative errno

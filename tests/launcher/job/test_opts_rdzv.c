@@ -647,6 +647,54 @@ static void test_jobfile_token_not_printed(void **state)
 	opts_release(&o);
 }
 
+/* ddplaunch status: where a job's store is, in the agents' spellings. */
+static void test_reader(void **state)
+{
+	struct opts_rdzv r;
+
+	(void)state;
+	assert_int_equal(opts_rdzv_resolve_reader(NULL, "h", NULL, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.mode, OPTS_RDZV_C10D);
+	assert_string_equal(r.host, "h");
+	assert_int_equal(r.port, OPTS_C10D_PORT);
+	assert_int_equal(opts_rdzv_resolve_reader("static", "[::1]", "", &r, err, sizeof(err)), 0);
+	assert_int_equal(r.mode, OPTS_RDZV_STATIC);
+	assert_string_equal(r.host, "::1");
+	assert_int_equal(r.port, OPTS_STATIC_PORT);
+	assert_int_equal(opts_rdzv_resolve_reader("etcd-v2", "e1, http://e2:1,[::1]",
+						  "read_timeout=2,user=u,join_timeout=9", &r, err,
+						  sizeof(err)),
+			 0);
+	assert_int_equal(r.mode, OPTS_RDZV_ETCD);
+	assert_string_equal(r.endpoints, "e1:2379,http://e2:1,[::1]:2379");
+	assert_string_equal(r.conf.user, "u");
+	assert_true(r.conf.read_timeout == 2.0);
+	assert_int_equal(opts_rdzv_resolve_reader("etcd", "e1,e2:1",
+						  "protocol=https,cacert=/ca,cert=/c,key=/k", &r,
+						  err, sizeof(err)),
+			 0);
+	assert_string_equal(r.endpoints, "https://e1:2379,https://e2:1");
+	assert_string_equal(r.conf.cacert, "/ca");
+	/* refused as for the agents, in their words */
+	assert_int_equal(opts_rdzv_resolve_reader("etcd3", "h", NULL, &r, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "unknown --rdzv_backend 'etcd3'"));
+	assert_int_equal(opts_rdzv_resolve_reader("c10d", "a:1,b:2", NULL, &r, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "is for --rdzv_backend=etcd"));
+	assert_int_equal(opts_rdzv_resolve_reader(NULL, "h", "user=u", &r, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "'user' is for --rdzv_backend=etcd"));
+	assert_int_equal(opts_rdzv_resolve_reader("etcd", "ftp://h", NULL, &r, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(opts_rdzv_resolve_reader("etcd", "h", "cert=/c", &r, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "cert needs key"));
+	assert_int_equal(opts_rdzv_resolve_reader("etcd", NULL, NULL, &r, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "--rdzv_backend=etcd needs --rdzv_endpoint"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -664,6 +712,7 @@ int main(void)
 	    cmocka_unit_test(test_token_sources),
 	    cmocka_unit_test(test_refused_inputs),
 	    cmocka_unit_test(test_jobfile_token_not_printed),
+	    cmocka_unit_test(test_reader),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -94,6 +94,7 @@ static void test_json(void **state)
 	assert_string_equal(json_string_value(json_object_get(o, "phase")), "running");
 	assert_int_equal(json_integer_value(json_object_get(o, "round")), 2);
 	assert_string_equal(json_string_value(json_object_get(o, "subject")), "c");
+	assert_string_equal(json_string_value(json_object_get(o, "backend")), "store");
 	nodes = json_object_get(o, "nodes");
 	assert_int_equal(json_array_size(nodes), 2);
 	assert_int_equal(json_integer_value(json_object_get(
@@ -105,11 +106,39 @@ static void test_json(void **state)
 	status_snap_release(&s);
 }
 
+/* etcd: the endpoint list, said to be etcd's, on the screen and in JSON */
+static void test_etcd(void **state)
+{
+	struct status_snap s;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	json_t *o;
+
+	(void)state;
+	snap_fill(&s);
+	s.backend = "etcd";
+	s.endpoint = "e1:2379,https://e2:2379";
+	assert_int_equal(status_render_text(f, &s, 1003), 0);
+	assert_int_equal(status_render_json(f, &s), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "job 'job' at etcd e1:2379,https://e2:2379: running, round 2"));
+	o = json_loads(strchr(buf, '{'), JSON_DISABLE_EOF_CHECK, NULL);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "backend")), "etcd");
+	assert_string_equal(json_string_value(json_object_get(o, "endpoint")),
+			    "e1:2379,https://e2:2379");
+	json_decref(o);
+	free(buf);
+	status_snap_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_json),
+	    cmocka_unit_test(test_etcd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
