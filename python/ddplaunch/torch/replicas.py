@@ -1,0 +1,176 @@
+"""The replica check: after a committed step every rank holds bitwise the
+same parameters and optimizer state (the exact sum gives every rank the
+same gradient, and a step is deterministic), so a replica that differs went
+wrong (a flipped bit in memory, a bad core: silent data corruption).
+
+Every rank digests its parameters and optimizer state (BLAKE2b, 8 bytes a
+tensor, from hashlib: no dependency; zero-copy over a CPU tensor's memory)
+and one all-reduce of two integers (MAX of h and of -h) tells whether all
+agree. Only when they do not: every rank's digest is gathered (one
+all-reduce of a world-sized vector), the ranks that hold the most common
+digest form the majority when they are more than half, the lowest of them
+(or rank 0 when there is no majority) sends its per-tensor digests, and
+each rank's first differing tensor is gathered, so that every rank names
+every bad rank and the tensor. Elastic heals the minority from a majority
+rank's memory (the hand-over) or, with no strict majority (2 replicas, a
+tie), stops on every rank (ReplicaMismatch).
+
+DDP_TEST_FLIP=RANK:STEP (tests only): rank RANK flips one bit of its first
+parameter right after step STEP's update (parse_flip, flip).
+"""
+import ctypes
+import hashlib
+
+import torch
+import torch.distributed as dist
+
+DIGEST_BYTES = 8
+
+
+def named_tensors(model, optimizer):
+    """[(name, tensor)]: the model's parameters, then the optimizer's
+    per-parameter state tensors (in the optimizer's parameter order, keys
+    sorted); every rank lists them in the same order."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    out = [("param " + n, p) for n, p in model.named_parameters()]
+    i = 0
+    for g in optimizer.param_groups:
+        for p in g["params"]:
+            st = optimizer.state.get(p, {})
+            for k in sorted(st):
+                if torch.is_tensor(st[k]):
+                    out.append(("optimizer state[%s].%s" % (names.get(id(p), i), k), st[k]))
+            i += 1
+    return out
+
+
+def _bytes_of(t):
+    """A buffer over t's bytes: the memory itself for a contiguous CPU
+    tensor, else a copy."""
+    t = t.detach()
+    if t.device.type != "cpu" or not t.is_contiguous():
+        t = t.cpu().contiguous()
+    n = t.numel() * t.element_size()
+    if n == 0:
+        return b"", t
+    return (ctypes.c_char * n).from_address(t.data_ptr()), t
+
+
+def tensor_digests(pairs):
+    """One 8-byte BLAKE2b digest per tensor (its dtype and shape included)."""
+    out = []
+    for _, t in pairs:
+        h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+        h.update(("%s%s" % (t.dtype, tuple(t.shape))).encode())
+        buf, keep = _bytes_of(t)
+        h.update(buf)
+        del buf, keep
+        out.append(h.digest())
+    return out
+
+
+def whole(digests):
+    """The state's digest, a 62-bit integer, from the tensors' digests."""
+    h = hashlib.blake2b(b"".join(digests), digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 2
+
+
+def majority(values):
+    """(value, ranks) of the most common value when more than half of the
+    ranks hold it, else None. values: one per rank."""
+    counts = {}
+    for r, v in enumerate(values):
+        counts.setdefault(v, []).append(r)
+    best = max(counts.values(), key=lambda rs: (len(rs), -rs[0]))
+    if 2 * len(best) <= len(values):
+        return None
+    return values[best[0]], best
+
+
+def first_difference(mine, ref):
+    """The index of the first tensor digest that differs, len(ref) when
+    this rank has more tensors, or -1 when none differs."""
+    for i, (a, b) in enumerate(zip(mine, ref)):
+        if a != b:
+            return i
+    return -1 if len(mine) == len(ref) else min(len(mine), len(ref))
+
+
+class Verdict:
+    """What a mismatch found, the same on every rank: step, digests (one per
+    rank), majority (its ranks, or None), source (the rank to heal from,
+    or None), bad: [(rank, tensor name)] of the ranks outside the majority
+    (outside rank 0's digest when there is none)."""
+
+    def __init__(self, step, digests, majority_ranks, bad):
+        self.step, self.digests, self.majority, self.bad = step, digests, majority_ranks, bad
+        self.source = majority_ranks[0] if majority_ranks else None
+
+    def line(self):
+        who = "; ".join("rank %d first in %s" % rb for rb in self.bad)
+        if self.majority:
+            return ("replica check at step %d: %s differ%s from the majority (ranks %s)"
+                    % (self.step, who, "s" if len(self.bad) == 1 else "",
+                       ", ".join(map(str, self.majority))))
+        return ("replica check at step %d: %s differ%s from rank 0, and no strict majority "
+                "of the %d replicas agrees" % (self.step, who, "s" if len(self.bad) == 1
+                                               else "", len(self.digests)))
+
+
+def check(group, step, pairs, exchange):
+    """None when every rank of the group holds the same digest of pairs
+    (named_tensors), else a Verdict (the same on every rank). exchange:
+    (group, source, state) -> the source's state on every rank (the
+    hand-over's transport). A collective: every rank calls it."""
+    digs = tensor_digests(pairs)
+    h = whole(digs)
+    t = torch.tensor([h, -h], dtype=torch.int64, device=group.device)
+    group.allreduce(t, dist.ReduceOp.MAX)
+    if int(t[0]) == -int(t[1]):
+        return None
+    every = torch.zeros(group.world, dtype=torch.int64, device=group.device)
+    every[group.rank] = h
+    group.allreduce(every)
+    values = [int(v) for v in every.cpu()]
+    maj = majority(values)
+    ref = maj[1][0] if maj else 0
+    names = [n for n, _ in pairs]
+    blob = exchange(group, ref, {"names": names, "digests": [d.hex() for d in digs]})
+    ref_names, ref_digs = blob["names"], [bytes.fromhex(d) for d in blob["digests"]]
+    firsts = torch.zeros(group.world, dtype=torch.int64, device=group.device)
+    firsts[group.rank] = first_difference(digs, ref_digs) + 1
+    group.allreduce(firsts)
+    good = set(maj[1]) if maj else {r for r, v in enumerate(values) if v == values[0]}
+    bad = []
+    for r, f in enumerate(int(x) for x in firsts.cpu()):
+        if r in good:
+            continue
+        i = f - 1
+        bad.append((r, ref_names[i] if 0 <= i < len(ref_names) else "the list of tensors"))
+    return Verdict(step, values, maj[1] if maj else None, bad)
+
+
+def parse_flip(text):
+    """(rank, step) from DDP_TEST_FLIP's "RANK:STEP", or None when unset.
+    Raises ValueError naming the variable for anything else."""
+    if not text:
+        return None
+    try:
+        rank, step = (int(x) for x in text.split(":"))
+        if rank < 0 or step < 0:
+            raise ValueError
+    except ValueError:
+        raise ValueError("DDP_TEST_FLIP=%r: write RANK:STEP (two integers >= 0), or unset it"
+                         % text) from None
+    return rank, step
+
+
+def flip(pairs):
+    """Flips the lowest bit of the first byte of the first tensor (a
+    parameter): a change of one ulp, the smallest corruption there is."""
+    for _, t in pairs:
+        if t.numel():
+            with torch.no_grad():
+                b = t.detach().view(-1).view(torch.uint8)
+                b[0] ^= 1
+            return
