@@ -60,7 +60,7 @@ class Elastic:
     digest; a rank that differs is named on every rank and healed from a
     majority rank's memory (3 or more replicas), or every rank raises
     ReplicaMismatch (no strict majority, e.g. 2 replicas). self.replica_events
-    lists what was found.
+    lists what was found, self.check_seconds the checks' time so far.
 
     A membership change is re-joined in place (_rejoin); what ends it is one
     of errors.py's classes: NotResizable, AgentGone, RoundTimeout,
@@ -88,6 +88,8 @@ class Elastic:
         self._check_every = int(check_every)
         self._flip = replicas.parse_flip(os.environ.get("DDP_TEST_FLIP"))
         self.replica_events = []
+        self.check_seconds = 0.0  # the replica checks' time so far (digest and collective)
+        self._pending = None  # a replica check started and not yet waited for
         self._backend = backend or ("nccl" if self._device.type == "cuda" else "gloo")
         self._timeout = timeout or grp.default_timeout()
         self._round_timeout = round_timeout
@@ -192,6 +194,7 @@ class Elastic:
         if self._chan is None:
             raise NotResizable("step %d: %s (not under ddplaunch, so no re-formation in "
                                "place: restart the job)" % (self.ledger.step, cause)) from cause
+        self._pending = None  # its group is gone; the hand-over makes the replicas one
         while True:
             self._group.retire()
             r = self._take_round()
@@ -250,6 +253,10 @@ class Elastic:
         total = int(epochs) * self.ledger.steps_per_epoch
         while self.ledger.step < total:
             yield self.ledger.step
+        try:
+            self._settle_check()  # the last step's
+        except MembershipChanged:
+            self._pending = None  # the state is committed; the group is gone
 
     def step(self, closure):
         """One committed step: closure(indices) once per virtual shard this
@@ -299,6 +306,8 @@ class Elastic:
         # x + 0 is exact)
         slots = torch.zeros(v, 1 + len(self._params), dtype=torch.float32, device=self._device)
         rows = self._shards(closure, step, slots)
+        if self._settle_check():
+            return self._try_step(closure)  # a replica was healed: its shards are redone
         self._group.allreduce(slots)
         maxima = slots[:, 1:].max(dim=0).values
         if self._carry.scaler is not None and not bool(torch.isfinite(maxima).all()):
@@ -338,10 +347,28 @@ class Elastic:
                   % (self.rank, pairs[0][0], step), file=sys.stderr, flush=True)
         if not self._check_every or (step + 1) % self._check_every or self.world_size == 1:
             return
+        t0 = time.perf_counter()
         pairs = pairs or replicas.named_tensors(self.model, self.optimizer)
-        verdict = replicas.check(self._group, step, pairs, handover.share)
-        if verdict is not None:
-            self._heal(verdict)
+        # digested now; compared while the next step's shards compute
+        # (_settle_check, before that step's first all-reduce): forward and
+        # backward change neither the parameters nor the optimizer's state
+        self._pending = replicas.Pending(self._group, step, pairs)
+        self.check_seconds += time.perf_counter() - t0
+
+    def _settle_check(self):
+        """Finishes the pending replica check: True when a bad replica was
+        healed (the caller redoes the step's shards); raises ReplicaMismatch
+        when it cannot be."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return False
+        t0 = time.perf_counter()
+        verdict = pending.finish(handover.share)
+        self.check_seconds += time.perf_counter() - t0
+        if verdict is None:
+            return False
+        self._heal(verdict)
+        return True
 
     def _heal(self, verdict):
         """Every rank names the bad ranks; the majority's lowest rank hands

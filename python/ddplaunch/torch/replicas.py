@@ -117,17 +117,40 @@ class Verdict:
                                                else "", len(self.digests)))
 
 
+class Pending:
+    """One check's first half: this rank's digests of pairs and the
+    all-reduce (MAX of h and -h) that compares them, started (start) and
+    not yet waited for, so that it overlaps the next step's compute."""
+
+    def __init__(self, group, step, pairs):
+        self.group, self.step, self.pairs = group, step, pairs
+        self.digests = tensor_digests(pairs)
+        self.h = whole(self.digests)
+        self.t = torch.tensor([self.h, -self.h], dtype=torch.int64, device=group.device)
+        self.work = group.allreduce_start(self.t, dist.ReduceOp.MAX)
+
+    def finish(self, exchange):
+        """Waits for the comparison: None when every rank holds the same
+        digest, else the Verdict (examine). A collective."""
+        self.group.allreduce_finish(self.work, "the replica check")
+        self.work = None
+        if int(self.t[0]) == -int(self.t[1]):
+            return None
+        return examine(self.group, self.step, self.pairs, self.digests, self.h, exchange)
+
+
 def check(group, step, pairs, exchange):
     """None when every rank of the group holds the same digest of pairs
     (named_tensors), else a Verdict (the same on every rank). exchange:
     (group, source, state) -> the source's state on every rank (the
     hand-over's transport). A collective: every rank calls it."""
-    digs = tensor_digests(pairs)
-    h = whole(digs)
-    t = torch.tensor([h, -h], dtype=torch.int64, device=group.device)
-    group.allreduce(t, dist.ReduceOp.MAX)
-    if int(t[0]) == -int(t[1]):
-        return None
+    return Pending(group, step, pairs).finish(exchange)
+
+
+def examine(group, step, pairs, digs, h, exchange):
+    """The slow half, once the digests differ: every rank's digest, the
+    majority, each bad rank's first differing tensor (a Verdict, the same on
+    every rank). A collective."""
     every = torch.zeros(group.world, dtype=torch.int64, device=group.device)
     every[group.rank] = h
     group.allreduce(every)
