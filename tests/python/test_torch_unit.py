@@ -707,6 +707,28 @@ class Replicas(unittest.TestCase):
         opt.step()
         return replicas.named_tensors(m, opt)
 
+    def test_either_digest_sees_one_ulp(self):
+        # XXH3 (libxxhash through ctypes) where it loads, else BLAKE2b: both
+        # see the test flip's one bit, and the identity names which is used
+        self.assertEqual(numerics.identity(torch.device("cpu"))["replica_digest"],
+                         replicas.ALGORITHM)
+        saved = replicas._XXH3
+        try:
+            for fn in [saved, None]:
+                replicas._XXH3 = fn
+                a, b = self.pairs(), self.pairs()
+                before = replicas.tensor_digests(a)
+                self.assertEqual(before, replicas.tensor_digests(b))
+                replicas.flip(a)
+                after = replicas.tensor_digests(a)
+                self.assertNotEqual(after[0], before[0], fn)
+                self.assertEqual(after[1:], before[1:], fn)
+                empty = [("e", torch.zeros(0)), ("f", torch.zeros(0, 2))]
+                d = replicas.tensor_digests(empty)
+                self.assertNotEqual(d[0], d[1])  # the shape is part of it
+        finally:
+            replicas._XXH3 = saved
+
     def test_a_flip_in_one_tensor_is_named(self):
         a, b = self.pairs(), self.pairs()
         self.assertEqual(replicas.tensor_digests(a), replicas.tensor_digests(b))

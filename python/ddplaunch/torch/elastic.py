@@ -60,7 +60,8 @@ class Elastic:
     digest; a rank that differs is named on every rank and healed from a
     majority rank's memory (3 or more replicas), or every rank raises
     ReplicaMismatch (no strict majority, e.g. 2 replicas). self.replica_events
-    lists what was found, self.check_seconds the checks' time so far.
+    lists what was found; self.check_seconds and self.check_wait_seconds
+    the checks' time so far (the digests; the waits for the comparison).
 
     A membership change is re-joined in place (_rejoin); what ends it is one
     of errors.py's classes: NotResizable, AgentGone, RoundTimeout,
@@ -88,7 +89,10 @@ class Elastic:
         self._check_every = int(check_every)
         self._flip = replicas.parse_flip(os.environ.get("DDP_TEST_FLIP"))
         self.replica_events = []
-        self.check_seconds = 0.0  # the replica checks' time so far (digest and collective)
+        # the replica checks' time so far: digesting and starting the
+        # comparison, and waiting for it after the next step's compute (the
+        # wait is mostly for the slowest peer, which the step waits for anyway)
+        self.check_seconds = self.check_wait_seconds = 0.0
         self._pending = None  # a replica check started and not yet waited for
         self._backend = backend or ("nccl" if self._device.type == "cuda" else "gloo")
         self._timeout = timeout or grp.default_timeout()
@@ -364,7 +368,7 @@ class Elastic:
             return False
         t0 = time.perf_counter()
         verdict = pending.finish(handover.share)
-        self.check_seconds += time.perf_counter() - t0
+        self.check_wait_seconds += time.perf_counter() - t0
         if verdict is None:
             return False
         self._heal(verdict)

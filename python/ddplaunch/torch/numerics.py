@@ -21,6 +21,7 @@ import re
 import torch
 import torch.distributed as dist
 
+from . import replicas
 from .errors import NumericMismatch
 
 # what to set, per key: the tail of the refusal's sentence
@@ -43,6 +44,8 @@ HINTS = {
     "cudnn": "install the same torch build (its cuDNN) on every node",
     "nccl": "install the same torch build (its NCCL) on every node",
     "cublas_workspace": "set CUBLAS_WORKSPACE_CONFIG=:4096:8 on every node",
+    "replica_digest": "install libxxhash0 on every node (the replica check's digest must be "
+                      "one kind)",
 }
 
 
@@ -111,6 +114,7 @@ def identity(device):
         "blas": "%s %s" % (_show_field(show, r"BLAS_INFO=([^,]*)"),
                            _show_field(show, r"(Intel\(R\) [^\n]*Math Kernel Library[^\n]*)")),
     }
+    out["replica_digest"] = replicas.ALGORITHM
     ob = _openblas()
     if ob is not None:
         out["openblas_core"] = ob[0]
