@@ -1,13 +1,14 @@
 """The cost of ddplaunch.torch's replica check (issue 25): the digest of the
-parameters and optimizer state after every committed step and its one
-all-reduce, which overlaps the next step's compute.
+parameters and optimizer state after every committed step, compared in the
+next step's first all-reduce (8 more float64 numbers in it).
 
   step      configs/elastic_digits.py under ddplaunch, 2 ranks on one node,
             --check_every 1 and 0 run in turn (ROUNDS times each): the time
             per step (the best run of each), and the check's own time in the
-            process (Elastic.check_seconds per step: the digest, starting
-            the all-reduce, and what is left of its wait after the compute)
-  digest    the digest alone (replicas.tensor_digests, BLAKE2b) over the
+            process (Elastic.check_seconds per step: listing the tensors,
+            the digest, reading the comparison)
+  digest    the digest alone (replicas.tensor_digests: XXH3, or BLAKE2b
+            without libxxhash; the line says which) over the
             parameters and SGD momenta of MLPs of 10^4 to 10^7 parameters:
             ms per step and GB/s, to scale the figure to a model
 
@@ -58,15 +59,15 @@ for width in (64, 512, 2048):
         t0 = time.perf_counter()
         replicas.whole(replicas.tensor_digests(replicas.named_tensors(m, opt)))
         best = min(best, time.perf_counter() - t0)
-    print("DIGEST %d %d %.6f" % (n, nbytes, best))
+    print("DIGEST %d %d %.6f %s" % (n, nbytes, best, replicas.ALGORITHM))
 """
 
 
 def digest_rows(args):
     out = subprocess.run([args.python, "-c", DIGEST_CODE, os.path.join(args.source, "python")],
                          stdout=subprocess.PIPE, text=True, check=True, timeout=600).stdout
-    return [tuple(float(x) for x in line.split()[1:]) for line in out.splitlines()
-            if line.startswith("DIGEST ")]
+    return [tuple(float(x) for x in line.split()[1:4]) + (line.split()[4],)
+            for line in out.splitlines() if line.startswith("DIGEST ")]
 
 
 def main():
@@ -92,10 +93,11 @@ def main():
              "| --check_every 1 (every step) | %.3f |" % step_on,
              "| the check's own time in the process | %.3f (%.1f%% of the step) |" %
              (check, 100.0 * check / step_on), "",
-             "| parameters | state bytes (params + momenta) | digest ms | GB/s |",
-             "|---:|---:|---:|---:|"]
-    for n, nbytes, sec in digest_rows(args):
-        lines.append("| %d | %d | %.3f | %.2f |" % (n, nbytes, sec * 1e3, nbytes / sec / 1e9))
+             "| parameters | state bytes (params + momenta) | digest | ms | GB/s |",
+             "|---:|---:|---|---:|---:|"]
+    for n, nbytes, sec, algo in digest_rows(args):
+        lines.append("| %d | %d | %s | %.3f | %.2f |" % (n, nbytes, algo, sec * 1e3,
+                                                         nbytes / sec / 1e9))
     print("\n".join(lines))
     if args.out:
         with open(args.out, "w") as f:

@@ -692,6 +692,19 @@ class Replicas(unittest.TestCase):
         self.assertIsNone(replicas.majority([1, 2, 3]))
         self.assertEqual(replicas.majority([4, 4, 4]), (4, [0, 1, 2]))
 
+    def test_blocks_summed_agree_only_when_every_digest_is_one(self):
+        rng = random.Random(5)
+        for world in (2, 3, 7, 1000):
+            h = rng.getrandbits(62)
+            same = sum(replicas.block(h, "cpu") for _ in range(world))
+            self.assertTrue(replicas.agree(same, world))
+            for other in (h ^ 1, h ^ (1 << 61), rng.getrandbits(62)):
+                blocks = [replicas.block(h, "cpu")] * (world - 1) + [replicas.block(other, "cpu")]
+                self.assertFalse(replicas.agree(sum(blocks), world), (world, h, other))
+        # 1 and 3 sum to 2 + 2 in every piece, but not in the squares
+        self.assertFalse(replicas.agree(replicas.block(1, "cpu") + replicas.block(3, "cpu"), 2))
+        self.assertTrue(replicas.agree(replicas.block(2, "cpu") * 2, 2))
+
     def test_flip_parse(self):
         self.assertEqual(replicas.parse_flip("2:17"), (2, 17))
         self.assertIsNone(replicas.parse_flip(""))

@@ -60,8 +60,7 @@ class Elastic:
     digest; a rank that differs is named on every rank and healed from a
     majority rank's memory (3 or more replicas), or every rank raises
     ReplicaMismatch (no strict majority, e.g. 2 replicas). self.replica_events
-    lists what was found; self.check_seconds and self.check_wait_seconds
-    the checks' time so far (the digests; the waits for the comparison).
+    lists what was found, self.check_seconds the checks' own time so far.
 
     A membership change is re-joined in place (_rejoin); what ends it is one
     of errors.py's classes: NotResizable, AgentGone, RoundTimeout,
@@ -89,11 +88,8 @@ class Elastic:
         self._check_every = int(check_every)
         self._flip = replicas.parse_flip(os.environ.get("DDP_TEST_FLIP"))
         self.replica_events = []
-        # the replica checks' time so far: digesting and starting the
-        # comparison, and waiting for it after the next step's compute (the
-        # wait is mostly for the slowest peer, which the step waits for anyway)
-        self.check_seconds = self.check_wait_seconds = 0.0
-        self._pending = None  # a replica check started and not yet waited for
+        self.check_seconds = 0.0  # the replica checks' own time so far
+        self._pending = None  # a replica check digested and not yet compared
         self._backend = backend or ("nccl" if self._device.type == "cuda" else "gloo")
         self._timeout = timeout or grp.default_timeout()
         self._round_timeout = round_timeout
@@ -257,10 +253,12 @@ class Elastic:
         total = int(epochs) * self.ledger.steps_per_epoch
         while self.ledger.step < total:
             yield self.ledger.step
-        try:
-            self._settle_check()  # the last step's
-        except MembershipChanged:
-            self._pending = None  # the state is committed; the group is gone
+        pending, self._pending = self._pending, None
+        if pending is not None:  # the last step's check: no next step carries it
+            try:
+                self._settle(pending, None)
+            except MembershipChanged:
+                pass  # the state is committed; the group is gone
 
     def step(self, closure):
         """One committed step: closure(indices) once per virtual shard this
@@ -310,9 +308,16 @@ class Elastic:
         # x + 0 is exact)
         slots = torch.zeros(v, 1 + len(self._params), dtype=torch.float32, device=self._device)
         rows = self._shards(closure, step, slots)
-        if self._settle_check():
-            return self._try_step(closure)  # a replica was healed: its shards are redone
-        self._group.allreduce(slots)
+        # the pending replica check rides on this all-reduce (replicas.block;
+        # the float32 slots are exact in float64, and x + 0 there too)
+        pending, self._pending = self._pending, None
+        both = torch.cat([slots.reshape(-1).to(torch.float64),
+                          pending.block() if pending is not None else
+                          torch.zeros(replicas.BLOCK, dtype=torch.float64, device=self._device)])
+        self._group.allreduce(both)
+        slots = both[:slots.numel()].view(slots.shape).to(torch.float32)
+        if pending is not None and self._settle(pending, both[slots.numel():]):
+            return self._try_step(closure)  # a replica was healed: the shards are redone
         maxima = slots[:, 1:].max(dim=0).values
         if self._carry.scaler is not None and not bool(torch.isfinite(maxima).all()):
             # every rank sees the same maxima, so every rank skips the sum:
@@ -353,22 +358,21 @@ class Elastic:
             return
         t0 = time.perf_counter()
         pairs = pairs or replicas.named_tensors(self.model, self.optimizer)
-        # digested now; compared while the next step's shards compute
-        # (_settle_check, before that step's first all-reduce): forward and
-        # backward change neither the parameters nor the optimizer's state
+        # digested now, compared in the next step's first all-reduce
         self._pending = replicas.Pending(self._group, step, pairs)
         self.check_seconds += time.perf_counter() - t0
 
-    def _settle_check(self):
-        """Finishes the pending replica check: True when a bad replica was
-        healed (the caller redoes the step's shards); raises ReplicaMismatch
-        when it cannot be."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return False
+    def _settle(self, pending, summed):
+        """The pending check's outcome from the summed blocks (None: in an
+        all-reduce of its own): True when a bad replica was healed (the
+        caller redoes the step's shards); raises ReplicaMismatch when it
+        cannot be."""
         t0 = time.perf_counter()
-        verdict = pending.finish(handover.share)
-        self.check_wait_seconds += time.perf_counter() - t0
+        if summed is None:
+            verdict = pending.finish(handover.share)
+        else:
+            verdict = pending.settle(summed, handover.share)
+        self.check_seconds += time.perf_counter() - t0
         if verdict is None:
             return False
         self._heal(verdict)

@@ -113,39 +113,6 @@ class Group:
         self._wait(self.pg.allreduce([t], opts), "an all-reduce")
         return t
 
-    def allreduce_start(self, t, op=dist.ReduceOp.SUM):
-        """Starts t's all-reduce and returns its work for allreduce_finish
-        (None in a world of one). The work is held with the group's
-        abandoned ones until it is finished (a group retired first releases
-        it with the rest)."""
-        if self.pg is None or self.world == 1:
-            return None
-        opts = dist.AllreduceOptions()
-        opts.reduceOp = op
-        self.abandoned.append(self.pg.allreduce([t], opts))
-        return self.abandoned[-1]
-
-    def allreduce_finish(self, work, what):
-        """Waits for allreduce_start's work, as a blocking collective does
-        (a failure is MembershipChanged, a new round Superseded)."""
-        if work is None:
-            return
-        if self.retired:
-            raise MembershipChanged("%s: its group was retired" % what)
-        i = next(i for i, w in enumerate(self.abandoned) if w is work)
-        del work  # a failure's traceback must not hold the work (see _wait)
-        try:
-            if self.chan is not None:
-                fut = self.abandoned[i].get_future()
-                _wait_or_round(self.chan, lambda ev: fut.add_done_callback(lambda _: ev.set()),
-                               fut.done, what)
-            self.abandoned[i].wait()
-        except Superseded:
-            raise
-        except RuntimeError as e:
-            raise MembershipChanged("%s failed: %s" % (what, e)) from e
-        del self.abandoned[i]
-
     def broadcast(self, t, root):
         if self.pg is None or self.world == 1:
             return t

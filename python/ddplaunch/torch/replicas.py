@@ -8,9 +8,17 @@ zero-copy over a CPU tensor's memory: XXH3-64 from libxxhash.so.0 (the
 library ddplaunch's C side builds with; called through ctypes, no Python
 package) where the process can load it, else BLAKE2b from hashlib (about
 8 times slower). The algorithm is part of the numeric identity
-(numerics.py), so two ranks never compare digests of different kinds. One
-all-reduce of two integers (MAX of h and of -h) tells whether all
-agree. Only when they do not: every rank's digest is gathered (one
+(numerics.py), so two ranks never compare digests of different kinds.
+
+The comparison rides on the next step's first all-reduce (a SUM, of the
+shards' losses and maxima): each rank adds block(h), the 16-bit pieces x of
+its digest and their squares, and per piece W * sum(x^2) == sum(x)^2 holds
+exactly when every rank's x is the same (Cauchy-Schwarz; the sums are
+integers below 2^53, exact in float64, for W below 2^21). Forward and
+backward change neither the parameters nor the optimizer's state, so the
+state compared is still the committed one, and the check costs no
+collective of its own (the last step's check, with no next step, one
+all-reduce of 8 numbers). Only when they do not agree: every rank's digest is gathered (one
 all-reduce of a world-sized vector), the ranks that hold the most common
 digest form the majority when they are more than half, the lowest of them
 (or rank 0 when there is no majority) sends its per-tensor digests, and
@@ -27,7 +35,6 @@ import hashlib
 import struct
 
 import torch
-import torch.distributed as dist
 
 DIGEST_BYTES = 8
 
@@ -143,26 +150,48 @@ class Verdict:
                                                else "", len(self.digests)))
 
 
+PIECE_BITS, PIECES = 16, 4  # the 62-bit digest in 16-bit pieces
+BLOCK = 2 * PIECES
+
+
+def block(h, device):
+    """float64 [BLOCK]: the pieces x of h, then their squares; summed over
+    the ranks, agree() tells whether every rank had the same h."""
+    xs = [(h >> (PIECE_BITS * i)) & ((1 << PIECE_BITS) - 1) for i in range(PIECES)]
+    return torch.tensor(xs + [x * x for x in xs], dtype=torch.float64, device=device)
+
+
+def agree(summed, world):
+    """True when the sum over `world` ranks of their blocks came from one
+    digest: W * sum(x^2) == sum(x)^2 for every piece (integer arithmetic)."""
+    v = [int(x) for x in summed.tolist()]
+    return all(world * v[PIECES + i] == v[i] * v[i] for i in range(PIECES))
+
+
 class Pending:
-    """One check's first half: this rank's digests of pairs and the
-    all-reduce (MAX of h and -h) that compares them, started (start) and
-    not yet waited for, so that it overlaps the next step's compute."""
+    """A check whose digests are taken (after step `step`) and whose
+    comparison is still to come: block() rides on the next step's first
+    all-reduce and settle() reads the sum, or finish() compares alone."""
 
     def __init__(self, group, step, pairs):
         self.group, self.step, self.pairs = group, step, pairs
         self.digests = tensor_digests(pairs)
         self.h = whole(self.digests)
-        self.t = torch.tensor([self.h, -self.h], dtype=torch.int64, device=group.device)
-        self.work = group.allreduce_start(self.t, dist.ReduceOp.MAX)
 
-    def finish(self, exchange):
-        """Waits for the comparison: None when every rank holds the same
-        digest, else the Verdict (examine). A collective."""
-        self.group.allreduce_finish(self.work, "the replica check")
-        self.work = None
-        if int(self.t[0]) == -int(self.t[1]):
+    def block(self):
+        return block(self.h, self.group.device)
+
+    def settle(self, summed, exchange):
+        """None when the summed blocks agree, else the Verdict (examine, a
+        collective, which every rank then enters alike)."""
+        if agree(summed, self.group.world):
             return None
         return examine(self.group, self.step, self.pairs, self.digests, self.h, exchange)
+
+    def finish(self, exchange):
+        """The comparison in an all-reduce of its own. A collective."""
+        t = self.group.allreduce(self.block())
+        return self.settle(t, exchange)
 
 
 def check(group, step, pairs, exchange):
