@@ -71,35 +71,31 @@ def named_tensors(model, optimizer):
     return out
 
 
-def _bytes_of(t):
-    """A buffer over t's bytes: the memory itself for a contiguous CPU
-    tensor, else a copy."""
+def _host(t):
+    """t itself when it is a contiguous CPU tensor (its memory is read in
+    place), else a contiguous CPU copy."""
     t = t.detach()
     if t.device.type != "cpu" or not t.is_contiguous():
         t = t.cpu().contiguous()
+    return t
+
+
+def _digest(t, head):
     n = t.numel() * t.element_size()
-    if n == 0:
-        return b"", t
-    return (ctypes.c_char * n).from_address(t.data_ptr()), t
+    if _XXH3 is not None:
+        seed = _XXH3(head, len(head), 0)
+        return struct.pack("<Q", _XXH3(t.data_ptr() if n else None, n, seed))
+    h = hashlib.blake2b(head, digest_size=DIGEST_BYTES)
+    if n:
+        h.update((ctypes.c_char * n).from_address(t.data_ptr()))
+    return h.digest()
 
 
 def tensor_digests(pairs):
     """One 8-byte digest (ALGORITHM) per tensor, its dtype and shape
     included."""
-    out = []
-    for _, t in pairs:
-        head = ("%s%s" % (t.dtype, tuple(t.shape))).encode()
-        buf, keep = _bytes_of(t)
-        if _XXH3 is not None:
-            seed = _XXH3(head, len(head), 0)
-            n = len(buf)
-            out.append(struct.pack("<Q", _XXH3(ctypes.addressof(buf) if n else None, n, seed)))
-        else:
-            h = hashlib.blake2b(head, digest_size=DIGEST_BYTES)
-            h.update(buf)
-            out.append(h.digest())
-        del buf, keep
-    return out
+    return [_digest(_host(t), ("%s%s" % (t.dtype, tuple(t.shape))).encode())
+            for _, t in pairs]
 
 
 def whole(digests):
