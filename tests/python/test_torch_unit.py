@@ -705,6 +705,14 @@ class Replicas(unittest.TestCase):
         self.assertFalse(replicas.agree(replicas.block(1, "cpu") + replicas.block(3, "cpu"), 2))
         self.assertTrue(replicas.agree(replicas.block(2, "cpu") * 2, 2))
 
+    def test_a_large_state_digested_beside_the_compute_gives_the_same_block(self):
+        big = [("w", torch.randn(1 << 19)), ("m", torch.randn(300))]  # 2 MiB
+        p = replicas.Pending(grp.Group(None, 0, 1, torch.device("cpu"), None), 4, big)
+        self.assertEqual(p._future is not None, replicas.ALGORITHM == "xxh3")
+        self.assertTrue(torch.equal(p.block(), replicas.block(
+            replicas.whole(replicas.tensor_digests(big)), "cpu")))
+        self.assertEqual(p.digests, replicas.tensor_digests(big))
+
     def test_flip_parse(self):
         self.assertEqual(replicas.parse_flip("2:17"), (2, 17))
         self.assertIsNone(replicas.parse_flip(""))

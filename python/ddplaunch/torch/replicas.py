@@ -30,9 +30,11 @@ tie), stops on every rank (ReplicaMismatch).
 DDP_TEST_FLIP=RANK:STEP (tests only): rank RANK flips one bit of its first
 parameter right after step STEP's update (parse_flip, flip).
 """
+import concurrent.futures
 import ctypes
 import hashlib
 import struct
+import threading
 
 import torch
 
@@ -164,22 +166,53 @@ def agree(summed, world):
     return all(world * v[PIECES + i] == v[i] * v[i] for i in range(PIECES))
 
 
+BACKGROUND_BYTES = 1 << 20  # a state this large is digested beside the next compute
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _background():
+    """The process's one digest thread (made on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(1, "ddplaunch-digest")
+        return _pool
+
+
 class Pending:
     """A check whose digests are taken (after step `step`) and whose
     comparison is still to come: block() rides on the next step's first
-    all-reduce and settle() reads the sum, or finish() compares alone."""
+    all-reduce and settle() reads the sum, or finish() compares alone.
+
+    A CPU state of BACKGROUND_BYTES or more with XXH3 is digested in the
+    process's digest thread while the next step's forward and backward run
+    (they only read the parameters and the optimizer's state, and XXH3 runs
+    in C without the GIL); block() waits for it."""
 
     def __init__(self, group, step, pairs):
         self.group, self.step, self.pairs = group, step, pairs
-        self.digests = tensor_digests(pairs)
-        self.h = whole(self.digests)
+        self._future, self.digests, self.h = None, None, None
+        big = sum(t.numel() * t.element_size() for _, t in pairs) >= BACKGROUND_BYTES
+        if big and _XXH3 is not None and all(t.device.type == "cpu" for _, t in pairs):
+            self._future = _background().submit(tensor_digests, pairs)
+        else:
+            self._take(tensor_digests(pairs))
+
+    def _take(self, digests):
+        self.digests, self.h = digests, whole(digests)
 
     def block(self):
+        if self._future is not None:
+            self._take(self._future.result())
+            self._future = None
         return block(self.h, self.group.device)
 
     def settle(self, summed, exchange):
         """None when the summed blocks agree, else the Verdict (examine, a
         collective, which every rank then enters alike)."""
+        if self._future is not None:
+            self.block()
         if agree(summed, self.group.world):
             return None
         return examine(self.group, self.step, self.pairs, self.digests, self.h, exchange)
