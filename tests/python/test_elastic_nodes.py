@@ -235,7 +235,8 @@ class ElasticBits(ElasticCase):
                              r"0.weight differs from the majority \(ranks 0, 2\); healed from "
                              r"rank 0's memory in (\S+) s" % r)
         heal = max(float(x) for x in re.findall(r"healed from rank 0's memory in (\S+) s", out))
-        print("heal (3 ranks: one hand-over of the whole state, 874 parameters and momenta): %.4f s" % heal)
+        print("heal (3 ranks: one hand-over of the whole state, 874 parameters and momenta): "
+              "%.4f s" % heal)
         done = [dict(kv.split("=", 1) for kv in m.split())
                 for m in re.findall(r"ELASTIC done (.*)", out)]
         self.assertEqual(len(done), 3, out)
