@@ -19,7 +19,7 @@ kernel's count, C++ ones included) and its Python threads.
 --sched_step K: a StepLR (every K steps, gamma 0.5) that Elastic steps and
 carries. --check_every P: Elastic's replica check period (0: off).
 ELASTIC_SKEW=RANK:WHAT (tests of the numeric identity): that rank alone
-runs with 2 threads (WHAT=threads) or with TF32 matmuls allowed
+(RANK "*": this process, whatever its rank) runs with 2 threads (WHAT=threads) or with TF32 matmuls allowed
 (WHAT=tf32); --allow_mismatch accepts it. A ReformError ends the worker
 with "ELASTIC error kind=CLASS rank=R: MESSAGE" and exit status 3.
 """
@@ -80,7 +80,7 @@ def main():
 def skew():
     """ELASTIC_SKEW=RANK:WHAT: this rank's numeric setting made to differ."""
     rank, _, what = os.environ.get("ELASTIC_SKEW", "").partition(":")
-    if not rank or int(rank) != int(os.environ.get("RANK", "0")):
+    if not rank or (rank != "*" and int(rank) != int(os.environ.get("RANK", "0"))):
         return 1
     if what == "tf32":
         torch.backends.cuda.matmul.allow_tf32 = True

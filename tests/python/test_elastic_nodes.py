@@ -271,6 +271,25 @@ class ElasticBits(ElasticCase):
             self.assertIn("allow_numeric_mismatch=True", out)
             self.assertNotIn("ELASTIC step", out)
 
+    def test_numeric_identity_mismatch_refused_at_a_join(self):
+        # a node that joins a running job with another thread count: the
+        # join's comparison refuses it on every rank, naming both sides
+        nodes = self.start_job(2, 1, self.SHORT + ["--pace_ms", "10", "--epochs", "3"],
+                               max_nodes=3)
+        nodes[0].wait_line(r"ELASTIC step step=25 ", timeout=120)
+        base = ["--nproc_per_node=1", "--nnodes=2:3", "--rdzv_backend=c10d", "--rdzv_id=job",
+                fast_conf(), "--max_restarts=0", "--rdzv_endpoint=127.0.0.2:%d" % self.port]
+        nodes.append(self.cluster.agent(2, base + [WORKER] + self.SHORT + ["--epochs", "3"],
+                                        worker=None,
+                                        env=dict(worker_env(), ELASTIC_SKEW="*:threads")))
+        for p in nodes:
+            _, m = p.wait_line(r"ELASTIC error kind=NumericMismatch rank=\d+: numeric identity "
+                               r"differs: rank 0 has threads=1, rank (\d) has threads=2: ",
+                               timeout=120)
+        self.assertTrue(elastic_lines(nodes[0], "step"))  # it had trained before the join
+        for p in nodes:
+            self.assertNotIn("ELASTIC done", p.text())
+
     def test_numeric_identity_mismatch_accepted(self):
         out = self.standalone(2, self.SHORT + ["--allow_mismatch"], {"ELASTIC_SKEW": "1:threads"})
         self.assertIn("numeric identity differs: rank 0 has threads=1, rank 1 has threads=2", out)
