@@ -45,10 +45,10 @@ class Elastic:
     else with state_dict()/load_state_dict(). What cannot travel is refused
     here with the reason (TypeError).
 
-    threads: torch.set_num_threads(threads) now, and OpenBLAS's threads where
-    torch uses it (default 1: a shard's bits
-    must not depend on the machine's cores, and a 1-rank run by hand then
-    gives the job's bits; None leaves the process's setting). The ranks'
+    threads: torch.set_num_threads(threads) now, and OpenBLAS's threads
+    where torch uses it (default 1: a shard's bits must not depend on the
+    machine's cores, and a 1-rank run by hand then gives the job's bits;
+    None leaves the process's setting). The ranks'
     numeric identities (numerics.py: torch build, threads, deterministic
     algorithms, TF32, BLAS, CPU kernels, GPU and CUDA/cuDNN/NCCL) are
     compared at the start and at every join: a difference raises
@@ -345,9 +345,9 @@ class Elastic:
 
     def _after_commit(self, step):
         """The test flip (DDP_TEST_FLIP), then the replica check of the step
-        just committed (every check_every steps). A collective that fails
-        here is a membership change after the commit: step() re-forms and
-        the step counts as done."""
+        just committed (every check_every steps): its digests now, its
+        comparison in the next step's first all-reduce (_try_step) or, after
+        the last step, in one of its own (steps)."""
         pairs = None
         if self._flip is not None and self._flip == (self.rank, step):
             pairs = replicas.named_tensors(self.model, self.optimizer)
