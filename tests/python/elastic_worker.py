@@ -19,8 +19,9 @@ kernel's count, C++ ones included) and its Python threads.
 --sched_step K: a StepLR (every K steps, gamma 0.5) that Elastic steps and
 carries. --check_every P: Elastic's replica check period (0: off).
 ELASTIC_SKEW=RANK:WHAT (tests of the numeric identity): that rank alone
-(RANK "*": this process, whatever its rank) runs with 2 threads (WHAT=threads) or with TF32 matmuls allowed
-(WHAT=tf32); --allow_mismatch accepts it. A ReformError ends the worker
+(RANK "*": this process, whatever its rank) runs with 2 threads
+(WHAT=threads) or with TF32 matmuls allowed (WHAT=tf32); --allow_mismatch
+accepts it. A ReformError ends the worker
 with "ELASTIC error kind=CLASS rank=R: MESSAGE" and exit status 3.
 """
 import argparse
