@@ -6,6 +6,7 @@ shard's bits do not depend on the machine's load.
                     [--features F --hidden H --every K]
                     [--out FILE] [--digits PATH]
                     [--save FILE --stop_after S] [--resume FILE] [--report_res]
+                    [--sched_step K] [--check_every P] [--allow_mismatch]
 
 Lines: "ELASTIC start ...", "ELASTIC step step=S world=W rank=R pid=P
 t=UNIX" after every step whose world differs from the last one printed
@@ -16,6 +17,13 @@ after its last disk checkpoint); --resume: every rank loads that file first.
 --report_res: 5 steps after each re-formation, "ELASTIC res reforms=K
 fds=F tasks=T threads=P pid=P": the process's open fds, its threads (the
 kernel's count, C++ ones included) and its Python threads.
+--sched_step K: a StepLR (every K steps, gamma 0.5) that Elastic steps and
+carries. --check_every P: Elastic's replica check period (0: off).
+ELASTIC_SKEW=RANK:WHAT (tests of the numeric identity): that rank alone
+(RANK "*": this process, whatever its rank) runs with 2 threads
+(WHAT=threads) or with TF32 matmuls allowed (WHAT=tf32); --allow_mismatch
+accepts it. A ReformError ends the worker
+with "ELASTIC error kind=CLASS rank=R: MESSAGE" and exit status 3.
 """
 import argparse
 import gzip
@@ -26,7 +34,7 @@ import time
 
 import torch
 
-from ddplaunch.torch import Elastic, state_digest
+from ddplaunch.torch import Elastic, ReformError, state_digest
 
 
 def data(args):
@@ -61,15 +69,42 @@ def main():
     p.add_argument("--report_res", action="store_true")
     p.add_argument("--init_by_rank", action="store_true",
                    help="each rank's own initial weights (rank 0's must win)")
+    p.add_argument("--sched_step", type=int, default=0)
+    p.add_argument("--check_every", type=int, default=1)
+    p.add_argument("--allow_mismatch", action="store_true")
     args = p.parse_args()
+    try:
+        train(args)
+    except ReformError as e:
+        print("ELASTIC error kind=%s rank=%s: %s" % (type(e).__name__,
+                                                     os.environ.get("RANK", "0"), e), flush=True)
+        sys.stdout.flush()
+        os._exit(3)
+
+
+def skew():
+    """ELASTIC_SKEW=RANK:WHAT: this rank's numeric setting made to differ."""
+    rank, _, what = os.environ.get("ELASTIC_SKEW", "").partition(":")
+    if not rank or (rank != "*" and int(rank) != int(os.environ.get("RANK", "0"))):
+        return 1
+    if what == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        return 1
+    return 2  # threads
+
+
+def train(args):
     torch.set_num_threads(1)
     torch.manual_seed(int(os.environ.get("RANK", "0")) if args.init_by_rank else 0)
     x, y = data(args)
     model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], args.hidden), torch.nn.Tanh(),
                                 torch.nn.Linear(args.hidden, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = (torch.optim.lr_scheduler.StepLR(opt, args.sched_step, 0.5)
+             if args.sched_step else None)
     el = Elastic(model, opt, dataset_size=len(x), global_batch_size=args.g,
-                 virtual_shards=args.v, seed=args.seed)
+                 virtual_shards=args.v, seed=args.seed, scheduler=sched, threads=skew(),
+                 check_every=args.check_every, allow_numeric_mismatch=args.allow_mismatch)
     if args.resume:
         el.load_state_dict(torch.load(args.resume))
 
@@ -106,9 +141,12 @@ def main():
                 os.replace(args.save + ".tmp", args.save)
             break
     sha = state_digest(el.state_dict())
-    print("ELASTIC done steps=%d world=%d rank=%d pid=%d reforms=%d stragglers=%d sha=%s" %
-          (el.ledger.step, el.world_size, el.rank, pid, el.reformations, len(el.stragglers),
-           sha), flush=True)
+    print("ELASTIC done steps=%d world=%d rank=%d pid=%d reforms=%d stragglers=%d healed=%d "
+          "promise=%d lr=%r sha=%s" % (el.ledger.step, el.world_size, el.rank, pid,
+                                       el.reformations, len(el.stragglers),
+                                       sum(e["healed"] for e in el.replica_events),
+                                       el.numerics["promise"], opt.param_groups[0]["lr"], sha),
+          flush=True)
     if args.out and el.rank == 0:
         with open(args.out + ".tmp", "w") as f:
             f.write(sha + "\n")

@@ -3,7 +3,10 @@
 bits independent of order and of how the shards are spread), the agent
 channel as a process's (the test plays the agent on a socket pair), the
 hand-over's bytes; and the hand-over's refusals between two ranks of a real
-gloo group in this process (threads, a TCPStore on port 0). No launcher."""
+gloo group in this process (threads, a TCPStore on port 0). Issue 25: the
+carried states (scheduler, scaler, RNG, registered), the numeric identity
+and the replica check (their pure parts, and their collectives between two
+ranks). No launcher."""
 import datetime
 import itertools
 import json
@@ -32,6 +35,7 @@ from ddplaunch.torch import group as grp  # noqa: E402
 from ddplaunch.torch import handover  # noqa: E402
 from ddplaunch.torch import errors, state_codec  # noqa: E402
 from ddplaunch.torch import straggler  # noqa: E402
+from ddplaunch.torch import numerics, replicas  # noqa: E402
 from ddplaunch.torch.errors import HandoverRefused  # noqa: E402
 
 
@@ -492,7 +496,8 @@ class Rejoin(unittest.TestCase):
 class Errors(unittest.TestCase):
     def test_one_base_and_distinct_classes(self):
         import ddplaunch.torch as pkg
-        names = ("NotResizable", "AgentGone", "RoundTimeout", "Superseded", "HandoverRefused")
+        names = ("NotResizable", "AgentGone", "RoundTimeout", "Superseded", "HandoverRefused",
+                 "NumericMismatch", "ReplicaMismatch")
         classes = [getattr(pkg, n) for n in names]
         self.assertEqual(len(set(classes)), len(names))
         for c in classes:
@@ -581,6 +586,256 @@ class Straggler(unittest.TestCase):
         vals = [0.0] * straggler.ROW
         straggler.pack(vals, None, -1, long)
         self.assertEqual(straggler.unpack(vals)[1:], (-1, "n" * straggler.HOST_MAX))
+
+
+class Counter:
+    """A state the script registers: a count and a tensor."""
+
+    def __init__(self):
+        self.n, self.t = 0, torch.zeros(2)
+
+    def state_dict(self):
+        return {"n": self.n, "t": self.t.clone()}
+
+    def load_state_dict(self, sd):
+        self.n, self.t = sd["n"], sd["t"].clone()
+
+
+def small_job(**kw):
+    """A 1-rank Elastic (no launcher) on a linear model, its closure."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+    kw = dict(kw)
+    sched = kw.pop("sched", None)
+    el = Elastic(model, opt, dataset_size=32, global_batch_size=8, virtual_shards=2,
+                 scheduler=sched(opt) if sched else None, **kw)
+
+    def closure(idx):
+        loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+        loss.backward()
+        return loss
+    return el, closure
+
+
+class Carry(unittest.TestCase):
+    def test_scheduler_rng_and_extra_travel_and_resume(self):
+        import random as pyrandom
+        step_lr = (lambda opt: torch.optim.lr_scheduler.StepLR(opt, 3, 0.5))
+        el, closure = small_job(sched=step_lr, extra={"counter": Counter()})
+        for _ in el.steps(epochs=2):  # 8 steps: Elastic steps the scheduler
+            el.step(closure)
+        self.assertEqual(el.optimizer.param_groups[0]["lr"], 0.1 * 0.5 ** 2)
+        el._carry.extra["counter"].n = 5
+        _, sd = state_codec.decode(state_codec.encode(el.state_dict(), 8))
+        ahead = (torch.rand(3), pyrandom.random())
+        other, _ = small_job(sched=step_lr, extra={"counter": Counter()})
+        other.load_state_dict(sd)
+        self.assertEqual(other._carry.scheduler.state_dict(), el._carry.scheduler.state_dict())
+        self.assertEqual(other.optimizer.param_groups[0]["lr"], 0.1 * 0.5 ** 2)
+        self.assertEqual(other._carry.extra["counter"].n, 5)
+        self.assertEqual(other.ledger.step, 8)
+        # the generators are where the sender's were
+        self.assertTrue(torch.equal(torch.rand(3), ahead[0]))
+        self.assertEqual(pyrandom.random(), ahead[1])
+
+    def test_what_cannot_be_carried_is_refused_at_construction(self):
+        with self.assertRaisesRegex(TypeError, r"extra\['x'\] is a object without "
+                                    r"state_dict\(\)"):
+            small_job(extra={"x": object()})
+
+        class Code(Counter):
+            def state_dict(self):
+                return {"fn": len}
+        with self.assertRaisesRegex(TypeError, r"extra\['c'\].state_dict\(\)\['fn'\] is a "
+                                    r"builtin_function_or_method; only tensors"):
+            small_job(extra={"c": Code()})
+        with self.assertRaisesRegex(TypeError, r"scheduler is a int without"):
+            small_job(sched=lambda opt: 3)
+        el, closure = small_job()
+        el.register("late", Counter())
+        for _ in el.steps(epochs=1):
+            el.step(closure)
+        with self.assertRaisesRegex(RuntimeError, "after the first step"):
+            el.register("later", Counter())
+        # a checkpoint without the scheduler's state
+        sd = small_job()[0].state_dict()
+        el, _ = small_job(sched=lambda opt: torch.optim.lr_scheduler.StepLR(opt, 3))
+        with self.assertRaisesRegex(ValueError, "no scheduler"):
+            el.load_state_dict(sd)
+
+    def test_scaler_carried_and_a_non_finite_step_skipped(self):
+        amp = getattr(torch, "amp", None)
+        if amp is None or not hasattr(amp, "GradScaler"):
+            self.skipTest("torch %s has no CPU GradScaler" % torch.__version__)
+        try:
+            scaler = amp.GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1)
+        except (TypeError, RuntimeError) as e:
+            self.skipTest("no CPU GradScaler: %s" % e)
+        el, closure = small_job(scaler=scaler)
+        w0 = el.model.weight.detach().clone()
+        model = el.model
+        x, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+
+        def closure2(idx):
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            scaler.scale(loss * 4).backward()  # float32 overflows at 2^128
+            return loss
+        el.step(closure2)
+        self.assertTrue(torch.equal(el.model.weight, w0))  # skipped on every rank alike
+        self.assertEqual(scaler.get_scale(), 2.0 ** 126)
+        self.assertEqual(el.state_dict()["scaler"]["scale"], 2.0 ** 126)
+        self.assertEqual(el.ledger.step, 1)
+        # a finite step goes through the scaler (unscaled: the weights move)
+        scaler.update(2.0 ** 4)
+
+        def closure3(idx):
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            scaler.scale(loss).backward()
+            return loss
+        el.step(closure3)
+        self.assertFalse(torch.equal(el.model.weight, w0))
+        other, _ = small_job(scaler=amp.GradScaler("cpu"))
+        other.load_state_dict(el.state_dict())
+        self.assertEqual(other._carry.scaler.get_scale(), scaler.get_scale())
+
+
+class Numerics(unittest.TestCase):
+    A = {"torch": "2.15.0", "threads": "1", "matmul_tf32": "False"}
+
+    def test_differences_and_the_line_name_both_sides_and_the_fix(self):
+        b = dict(self.A, threads="4", matmul_tf32="True")
+        self.assertEqual(numerics.differences(self.A, b), ["threads", "matmul_tf32"])
+        line = numerics.message(0, self.A, 3, b)
+        self.assertIn("rank 0 has threads=1, rank 3 has threads=4: pass the same threads=", line)
+        self.assertIn("rank 0 has matmul_tf32=False, rank 3 has matmul_tf32=True: set "
+                      "torch.backends.cuda.matmul.allow_tf32", line)
+        self.assertEqual(numerics.fingerprint(dict(self.A)), numerics.fingerprint(self.A))
+        self.assertNotEqual(numerics.fingerprint(b), numerics.fingerprint(self.A))
+
+    def test_identity_holds_what_changes_bits(self):
+        ident = numerics.identity(torch.device("cpu"))
+        for k in ("torch", "torch_build", "threads", "deterministic", "matmul_tf32",
+                  "cudnn_tf32", "float32_matmul_precision", "cpu_capability", "blas"):
+            self.assertIn(k, ident)
+        self.assertEqual(ident["threads"], str(torch.get_num_threads()))
+
+    def test_openblas_core_is_part_of_it(self):
+        # where torch calls OpenBLAS (Debian's), its kernel is named
+        code = ("import sys, torch; sys.path.insert(0, sys.argv[1]); from ddplaunch.torch "
+                "import numerics; print(numerics.identity(torch.device('cpu'))"
+                ".get('openblas_core'))")
+        cores = []
+        for core in ("Haswell", "Sandybridge"):
+            env = dict(os.environ, OPENBLAS_CORETYPE=core)
+            cores.append(subprocess.run([sys.executable, "-c", code,
+                                         os.path.join(HERE, "..", "..", "python")], env=env,
+                                        stdout=subprocess.PIPE, text=True, check=True,
+                                        timeout=120).stdout.strip())
+        if cores[0] == "None":
+            self.skipTest("this torch does not use OpenBLAS")
+        self.assertEqual(cores, ["Haswell", "Sandybridge"])
+
+    def test_compare_between_two_ranks(self):
+        b = dict(self.A, threads="2")
+        out = two_ranks(lambda g: numerics.compare(g, self.A, handover.share),
+                        lambda g: numerics.compare(g, b, handover.share))
+        self.assertEqual(out[0], ("ok", (0, self.A, 1, b)))
+        self.assertEqual(out[1], out[0])
+        with self.assertRaises(errors.NumericMismatch) as cm:
+            numerics.refuse_or_accept(out[0][1], False)
+        self.assertEqual((cm.exception.key, cm.exception.ranks, cm.exception.values),
+                         ("threads", (0, 1), ("1", "2")))
+        self.assertIn("accepted", numerics.refuse_or_accept(out[0][1], True))
+        same = two_ranks(lambda g: numerics.compare(g, self.A, handover.share),
+                         lambda g: numerics.compare(g, dict(self.A), handover.share))
+        self.assertEqual([same[0], same[1]], [("ok", None)] * 2)
+
+
+class Replicas(unittest.TestCase):
+    def test_majority(self):
+        self.assertEqual(replicas.majority([5, 5, 7]), (5, [0, 1]))
+        self.assertEqual(replicas.majority([7, 5, 5]), (5, [1, 2]))
+        self.assertIsNone(replicas.majority([5, 7]))
+        self.assertIsNone(replicas.majority([5, 5, 7, 7]))
+        self.assertIsNone(replicas.majority([1, 2, 3]))
+        self.assertEqual(replicas.majority([4, 4, 4]), (4, [0, 1, 2]))
+
+    def test_blocks_summed_agree_only_when_every_digest_is_one(self):
+        rng = random.Random(5)
+        for world in (2, 3, 7, 1000):
+            h = rng.getrandbits(62)
+            same = sum(replicas.block(h, "cpu") for _ in range(world))
+            self.assertTrue(replicas.agree(same, world))
+            for other in (h ^ 1, h ^ (1 << 61), rng.getrandbits(62)):
+                blocks = [replicas.block(h, "cpu")] * (world - 1) + [replicas.block(other, "cpu")]
+                self.assertFalse(replicas.agree(sum(blocks), world), (world, h, other))
+        # 1 and 3 sum to 2 + 2 in every piece, but not in the squares
+        self.assertFalse(replicas.agree(replicas.block(1, "cpu") + replicas.block(3, "cpu"), 2))
+        self.assertTrue(replicas.agree(replicas.block(2, "cpu") * 2, 2))
+
+    def test_a_large_state_digested_beside_the_compute_gives_the_same_block(self):
+        big = [("w", torch.randn(1 << 19)), ("m", torch.randn(300))]  # 2 MiB
+        p = replicas.Pending(grp.Group(None, 0, 1, torch.device("cpu"), None), 4, big)
+        self.assertEqual(p._future is not None, replicas.ALGORITHM == "xxh3")
+        self.assertTrue(torch.equal(p.block(), replicas.block(
+            replicas.whole(replicas.tensor_digests(big)), "cpu")))
+        self.assertEqual(p.digests, replicas.tensor_digests(big))
+
+    def test_flip_parse(self):
+        self.assertEqual(replicas.parse_flip("2:17"), (2, 17))
+        self.assertIsNone(replicas.parse_flip(""))
+        for bad in ("2", "a:1", "1:-1", "1:2:3"):
+            with self.assertRaisesRegex(ValueError, "DDP_TEST_FLIP"):
+                replicas.parse_flip(bad)
+
+    def pairs(self):
+        torch.manual_seed(1)
+        m = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        m(torch.randn(2, 3)).sum().backward()
+        opt.step()
+        return replicas.named_tensors(m, opt)
+
+    def test_either_digest_sees_one_ulp(self):
+        # XXH3 (libxxhash through ctypes) where it loads, else BLAKE2b: both
+        # see the test flip's one bit, and the identity names which is used
+        self.assertEqual(numerics.identity(torch.device("cpu"))["replica_digest"],
+                         replicas.ALGORITHM)
+        saved = replicas._XXH3
+        try:
+            for fn in [saved, None]:
+                replicas._XXH3 = fn
+                a, b = self.pairs(), self.pairs()
+                before = replicas.tensor_digests(a)
+                self.assertEqual(before, replicas.tensor_digests(b))
+                replicas.flip(a)
+                after = replicas.tensor_digests(a)
+                self.assertNotEqual(after[0], before[0], fn)
+                self.assertEqual(after[1:], before[1:], fn)
+                empty = [("e", torch.zeros(0)), ("f", torch.zeros(0, 2))]
+                d = replicas.tensor_digests(empty)
+                self.assertNotEqual(d[0], d[1])  # the shape is part of it
+        finally:
+            replicas._XXH3 = saved
+
+    def test_a_flip_in_one_tensor_is_named(self):
+        a, b = self.pairs(), self.pairs()
+        self.assertEqual(replicas.tensor_digests(a), replicas.tensor_digests(b))
+        b[6][1].view(-1)[1] += 1.0  # the momentum of the second layer's weight
+        out = two_ranks(lambda g: replicas.check(g, 9, a, handover.share),
+                        lambda g: replicas.check(g, 9, b, handover.share))
+        for r in (0, 1):
+            self.assertEqual(out[r][0], "ok", out)
+            v = out[r][1]
+            self.assertEqual((v.step, v.majority, v.source), (9, None, None))
+            self.assertEqual(v.bad, [(1, "optimizer state[1.weight].momentum_buffer")])
+        same = two_ranks(lambda g: replicas.check(g, 9, a, handover.share),
+                         lambda g: replicas.check(g, 9, self.pairs(), handover.share))
+        self.assertEqual([same[0], same[1]], [("ok", None)] * 2)
+        replicas.flip(a)
+        self.assertNotEqual(replicas.tensor_digests(a)[0], replicas.tensor_digests(b)[0])
 
 
 if __name__ == "__main__":

@@ -15,9 +15,14 @@ from . import handover
 from . import channel
 from . import progress as prog
 from . import straggler
-from .errors import AgentGone, MembershipChanged, NotResizable, RoundTimeout, Superseded
+from . import numerics
+from . import replicas
+from .carry import Carried
+from .errors import (AgentGone, MembershipChanged, NotResizable, ReplicaMismatch, RoundTimeout,
+                     Superseded)
 from .exact import ExactSum
 from .plan import Ledger
+from . import state_codec
 
 
 def _close_view(view):
@@ -34,17 +39,60 @@ class Elastic:
     a group's formation. round_timeout: how long a survivor waits for the
     launcher's next round after a failure, in seconds.
 
+    Every state that changes the next step travels in the hand-over and
+    sits in state_dict() (carry.py): scheduler (an LR scheduler, stepped by
+    Elastic once per committed step: do not step it yourself), scaler (a
+    GradScaler: Elastic calls scaler.step(optimizer) and scaler.update()),
+    the RNG states (torch's CPU generator, the CUDA ones on a GPU, Python's
+    random), and extra={"name": obj} or register(name, obj) for anything
+    else with state_dict()/load_state_dict(). What cannot travel is refused
+    here with the reason (TypeError).
+
+    threads: torch.set_num_threads(threads) now, and OpenBLAS's threads
+    where torch uses it (default 1: a shard's bits must not depend on the
+    machine's cores, and a 1-rank run by hand then gives the job's bits;
+    None leaves the process's setting). The ranks'
+    numeric identities (numerics.py: torch build, threads, deterministic
+    algorithms, TF32, BLAS, CPU kernels, GPU and CUDA/cuDNN/NCCL) are
+    compared at the start and at every join: a difference raises
+    NumericMismatch naming both sides, unless allow_numeric_mismatch=True
+    (then it is printed and self.numerics says the promise is dropped).
+
+    check_every: the replica check's period in committed steps (0: off;
+    replicas.py): the ranks' parameters and optimizer state are compared by
+    digest; a rank that differs is named on every rank and healed from a
+    majority rank's memory (3 or more replicas), or every rank raises
+    ReplicaMismatch (no strict majority, e.g. 2 replicas). self.replica_events
+    lists what was found, self.check_seconds the checks' own time so far.
+
     A membership change is re-joined in place (_rejoin); what ends it is one
     of errors.py's classes: NotResizable, AgentGone, RoundTimeout,
-    HandoverRefused, all ReformError."""
+    HandoverRefused, NumericMismatch, ReplicaMismatch, all ReformError."""
 
     def __init__(self, model, optimizer, dataset_size, global_batch_size, virtual_shards,
-                 seed=0, backend=None, timeout=None, round_timeout=300.0):
+                 seed=0, backend=None, timeout=None, round_timeout=300.0, scheduler=None,
+                 scaler=None, extra=None, threads=1, allow_numeric_mismatch=False,
+                 check_every=1):
         self.model, self.optimizer = model, optimizer
         self.ledger = Ledger(dataset_size, global_batch_size, virtual_shards, seed)
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._exact = ExactSum(self._params)
         self._device = grp.device_of(self._params)
+        state_codec.check(model.state_dict(), "model.state_dict()")
+        state_codec.check(optimizer.state_dict(), "optimizer.state_dict()")
+        self._carry = Carried(self._device, scheduler, scaler, extra)
+        if threads is not None:
+            numerics.set_threads(threads)
+        self._allow_numeric = bool(allow_numeric_mismatch)
+        self.numerics = {"promise": True, "why": None}
+        if int(check_every) < 0:
+            raise ValueError("check_every=%s: give a period in steps, or 0 for no replica "
+                             "check" % check_every)
+        self._check_every = int(check_every)
+        self._flip = replicas.parse_flip(os.environ.get("DDP_TEST_FLIP"))
+        self.replica_events = []
+        self.check_seconds = 0.0  # the replica checks' own time so far
+        self._pending = None  # a replica check digested and not yet compared
         self._backend = backend or ("nccl" if self._device.type == "cuda" else "gloo")
         self._timeout = timeout or grp.default_timeout()
         self._round_timeout = round_timeout
@@ -69,6 +117,15 @@ class Elastic:
             self._group = self._first_group()
         except MembershipChanged as e:
             self._rejoin(e)
+
+    def register(self, name, obj):
+        """Carries obj's state (state_dict()/load_state_dict()) under name,
+        as extra={name: obj} does; before the first step only (every rank
+        registers the same names). Raises TypeError when it cannot travel."""
+        if self._synced:
+            raise RuntimeError("register(%r) after the first step: register every state "
+                               "before training, on every rank" % name)
+        self._carry.register(name, obj)
 
     def close(self):
         """Lets this object's view of the launcher's channel go (it is let go
@@ -181,6 +238,7 @@ class Elastic:
         if self._chan is None:
             raise NotResizable("step %d: %s (not under ddplaunch, so no re-formation in "
                                "place: restart the job)" % (self.ledger.step, cause)) from cause
+        self._pending = None  # its group is gone; the hand-over makes the replicas one
         while True:
             self._set_phase(prog.PHASE_REFORM)
             self._group.retire()
@@ -204,6 +262,7 @@ class Elastic:
     def _sync(self):
         """At the start and after each re-formation: every rank at the
         highest step held, with that step's state (handover.py)."""
+        self._check_numerics()
         step = self.ledger.step if self._has_state else -1
         self._set_phase(prog.PHASE_HANDOVER)
         _, hi, src = handover.agree(self._group, step, self._trained)
@@ -217,6 +276,18 @@ class Elastic:
         self._has_state = self._trained = True
         self._synced = True
         self._set_phase(prog.PHASE_COMPUTE)
+
+    def _check_numerics(self):
+        """The ranks' numeric identities compared (numerics.py): refused
+        unless allowed, and then said once per difference."""
+        found = numerics.compare(self._group, numerics.identity(self._device),
+                                 handover.share)
+        line = numerics.refuse_or_accept(found, self._allow_numeric)
+        if line is not None:
+            if line != self.numerics["why"]:
+                print("ddplaunch.torch: rank %d: %s" % (self.rank, line), file=sys.stderr,
+                      flush=True)
+            self.numerics = {"promise": False, "why": line}
 
     def _start(self):
         while not self._synced:
@@ -234,6 +305,12 @@ class Elastic:
         total = int(epochs) * self.ledger.steps_per_epoch
         while self.ledger.step < total:
             yield self.ledger.step
+        pending, self._pending = self._pending, None
+        if pending is not None:  # the last step's check: no next step carries it
+            try:
+                self._settle(pending, None)
+            except MembershipChanged:
+                pass  # the state is committed; the group is gone
 
     def step(self, closure):
         """One committed step: closure(indices) once per virtual shard this
@@ -317,24 +394,42 @@ class Elastic:
         rows = self._shards(closure, step, slots)
         t1 = time.monotonic()
         timing[self.rank] = self._timings_row().to(self._device)
-        self._group.allreduce(flat)
+        # the pending replica check rides on this all-reduce too
+        # (replicas.block; the float32 slots and timings are exact in
+        # float64, and x + 0 there too)
+        pending, self._pending = self._pending, None
+        both = torch.cat([flat.to(torch.float64),
+                          pending.block() if pending is not None else
+                          torch.zeros(replicas.BLOCK, dtype=torch.float64, device=self._device)])
+        self._group.allreduce(both)
         t2 = time.monotonic()
-        self._stragglers(timing, step)
+        slots = both[:nslot].view(slots.shape).to(torch.float32)
+        if pending is not None and self._settle(pending, both[flat.numel():]):
+            return self._try_step(closure)  # a replica was healed: the shards are redone
+        self._stragglers(both[nslot:flat.numel()].view(timing.shape), step)
         maxima = slots[:, 1:].max(dim=0).values
-        exps = self._exact.exponents(maxima.cpu(), v)
-        if rows is None:
-            q = torch.zeros(self._exact.total, dtype=torch.int64, device=self._device)
+        wait = t2 - t1
+        if self._carry.scaler is not None and not bool(torch.isfinite(maxima).all()):
+            # every rank sees the same maxima, so every rank skips the sum:
+            # gradients of inf make the scaler skip the step and back off
+            grads = [torch.full_like(p, float("inf")) for p in self._params]
         else:
-            q = self._exact.quantize_sum(rows, exps)
-        t3 = time.monotonic()
-        self._group.allreduce(q)
-        wait = (t2 - t1) + (time.monotonic() - t3)
-        for p, g in zip(self._params, self._exact.dequantize(q, exps, v)):
+            exps = self._exact.exponents(maxima.cpu(), v)
+            if rows is None:
+                q = torch.zeros(self._exact.total, dtype=torch.int64, device=self._device)
+            else:
+                q = self._exact.quantize_sum(rows, exps)
+            t3 = time.monotonic()
+            self._group.allreduce(q)
+            wait += time.monotonic() - t3
+            grads = self._exact.dequantize(q, exps, v)
+        for p, g in zip(self._params, grads):
             p.grad = g
-        self.optimizer.step()
+        self._carry.optimizer_step(self.optimizer)
         for p in self._params:
             p.grad = None
         self.last_loss = float(slots[:, 0].to(torch.float64).sum()) / v
+        self._carry.scheduler_step(self.last_loss)
         self.ledger.step += 1
         self._has_state = True
         self._last_timing = (t1 - t0, wait, len(self.ledger.plan(self.rank, self.world_size)))
@@ -343,20 +438,87 @@ class Elastic:
             wait_ns = min(self._group.wait_ns - wait0, step_ns)
             self._page.step(self.ledger.step, step_ns, step_ns - wait_ns, wait_ns,
                             len(self.ledger.plan(self.rank, self.world_size)))
+        self._after_commit(step)
         return self.last_loss
+
+    def _after_commit(self, step):
+        """The test flip (DDP_TEST_FLIP), then the replica check of the step
+        just committed (every check_every steps): its digests now, its
+        comparison in the next step's first all-reduce (_try_step) or, after
+        the last step, in one of its own (steps)."""
+        pairs = None
+        if self._flip is not None and self._flip == (self.rank, step):
+            pairs = replicas.named_tensors(self.model, self.optimizer)
+            replicas.flip(pairs)
+            print("ddplaunch.torch: rank %d: DDP_TEST_FLIP flipped one bit of %s after step %d"
+                  % (self.rank, pairs[0][0], step), file=sys.stderr, flush=True)
+        if not self._check_every or (step + 1) % self._check_every or self.world_size == 1:
+            return
+        t0 = time.perf_counter()
+        pairs = pairs or replicas.named_tensors(self.model, self.optimizer)
+        # digested now, compared in the next step's first all-reduce
+        self._pending = replicas.Pending(self._group, step, pairs)
+        self.check_seconds += time.perf_counter() - t0
+
+    def _settle(self, pending, summed):
+        """The pending check's outcome from the summed blocks (None: in an
+        all-reduce of its own): True when a bad replica was healed (the
+        caller redoes the step's shards); raises ReplicaMismatch when it
+        cannot be."""
+        t0 = time.perf_counter()
+        if summed is None:
+            verdict = pending.finish(handover.share)
+        else:
+            verdict = pending.settle(summed, handover.share)
+        self.check_seconds += time.perf_counter() - t0
+        if verdict is None:
+            return False
+        self._heal(verdict)
+        return True
+
+    def _heal(self, verdict):
+        """Every rank names the bad ranks; the majority's lowest rank hands
+        its state to all (the bad ranks take it), or, with no strict
+        majority, every rank raises ReplicaMismatch."""
+        event = {"step": verdict.step, "bad": verdict.bad, "source": verdict.source,
+                 "healed": False}
+        self.replica_events.append(event)
+        line = verdict.line()
+        if verdict.source is None:
+            print("ddplaunch.torch: rank %d: %s; stopping" % (self.rank, line),
+                  file=sys.stderr, flush=True)
+            raise ReplicaMismatch(
+                "%s: with %d replicas no state can be trusted over another; restart the job "
+                "from its last checkpoint (and check the named rank's machine)"
+                % (line, self.world_size), step=verdict.step,
+                ranks=[r for r, _ in verdict.bad], tensor=verdict.bad[0][1])
+        t0 = time.monotonic()
+        step = self.ledger.step
+        got = handover.hand_over(self._group, verdict.source, self.state_dict, step)
+        if self.rank in {r for r, _ in verdict.bad} and got is not None:
+            self._load(got)
+        event["healed"] = True
+        event["heal_s"] = time.monotonic() - t0
+        print("ddplaunch.torch: rank %d: %s; healed from rank %d's memory in %.3f s"
+              % (self.rank, line, verdict.source, event["heal_s"]), file=sys.stderr, flush=True)
 
     # -- state -----------------------------------------------------------
 
     def state_dict(self):
-        """The model, the optimizer state and the ledger (epoch, step, seed):
-        what a disk checkpoint holds to resume into the same bits."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "ledger": self.ledger.state_dict(), "loss": self.last_loss}
+        """The model, the optimizer state, the ledger (epoch, step, seed) and
+        the carried states (carry.py: "rng", and "scheduler", "scaler",
+        "extra" where given): what a disk checkpoint holds to resume into
+        the same bits, and what a hand-over sends."""
+        sd = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+              "ledger": self.ledger.state_dict(), "loss": self.last_loss}
+        sd.update(self._carry.state_dict())
+        return sd
 
     def _load(self, sd):
         self.model.load_state_dict(sd["model"])
         self.optimizer.load_state_dict(sd["optimizer"])
         self.ledger.load_state_dict(sd["ledger"])
+        self._carry.load_state_dict(sd)
         self.last_loss = sd.get("loss")
 
     def load_state_dict(self, sd):

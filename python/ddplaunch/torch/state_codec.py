@@ -82,6 +82,12 @@ def _tree(obj, tensors, path):
                     "tuples and dicts travel" % (path, type(obj).__name__))
 
 
+def check(state, path="state"):
+    """Raises TypeError naming the first value of state that encode would
+    refuse; copies nothing (the tensors are only looked at)."""
+    _tree(state, [], path)
+
+
 def encode(state, step):
     """The bytes of state (see the module's text) as a 1-D uint8 tensor.
     Raises TypeError naming the first value that cannot travel."""
