@@ -55,6 +55,8 @@ def main():
     p.add_argument("--stop_after", type=int, default=-1)
     p.add_argument("--resume")
     p.add_argument("--report_res", action="store_true")
+    p.add_argument("--print_every", type=int, default=25,
+                   help="a step line every this many steps (and at each new world)")
     p.add_argument("--init_by_rank", action="store_true",
                    help="each rank's own initial weights (rank 0's must win)")
     args = p.parse_args()
@@ -92,7 +94,7 @@ def main():
                       (reforms, len(os.listdir("/proc/self/fd")),
                        len(os.listdir("/proc/self/task")), threading.active_count(), pid),
                       flush=True)
-        if el.world_size != shown or step % 25 == 0:
+        if el.world_size != shown or step % args.print_every == 0:
             shown = el.world_size
             print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f" %
                   (step, el.world_size, el.rank, pid, time.time(), loss), flush=True)

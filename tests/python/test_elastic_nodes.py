@@ -21,6 +21,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
+sys.path.insert(0, os.path.join(SRC, "python"))
 from mnlib import MultiNodeCase, fast_conf  # noqa: E402
 
 WORKER = os.path.join(HERE, "elastic_worker.py")
@@ -226,6 +227,100 @@ class ElasticLeaks(ElasticCase):
             self.assertNotIn("Traceback", p.text())
         for p in nodes:
             self.kill_node(p)
+
+
+HANG_RE = re.compile(r"hang: node (\d+) rank (\d+) pid (\d+) (has not (?:entered|left) "
+                     r"(\w+) #(\d+)): ([\d.]+) s past its deadline of ([\d.]+) s.*"
+                     r"its process is ([^;]+)")
+
+
+def page_of(pid):
+    """The progress page's path in a worker's environment."""
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        for kv in f.read().split(b"\0"):
+            if kv.startswith(b"DDP_PROGRESS_FILE="):
+                return kv.split(b"=", 1)[1].decode()
+    return None
+
+
+class ElasticHangs(ElasticCase):
+    """Issue 24 with ddplaunch.torch: one worker of an Elastic job
+    SIGSTOPped inside an all-reduce (its progress page says so, read as the
+    agent reads it) is named on every node in the same line, cut out and
+    replaced alone; the first step committed after the stop within 3 s
+    (the issue's target; asserted with slack: the machine is shared) and
+    the final weights are the 1-rank run's bits."""
+    SLACK_S = 6.0
+
+    def stop_inside_allreduce(self, pid, timeout=30):
+        from ddplaunch.torch import progress as prog
+        path = page_of(pid)
+        self.assertTrue(path, "no DDP_PROGRESS_FILE for pid %d" % pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pg = prog.read_file(path)
+            if (pg and pg["op"] == prog.OP_ALLREDUCE and pg["phase"] == prog.PHASE_COLLECTIVE
+                    and pg["entered_ns"] > pg["left_ns"]):
+                t = time.monotonic()
+                os.kill(pid, signal.SIGSTOP)
+                return t, time.time(), pg
+        self.fail("pid %d never seen inside an all-reduce" % pid)
+
+    def test_worker_stopped_in_allreduce_named_cut_out_same_bits(self):
+        ref = reference(self.dir)
+        nodes = self.start_job(3, 2, JOB + ["--pace_ms", "10", "--print_every", "1"],
+                               restarts=1)
+        nodes[0].wait_line(r"ELASTIC step step=100 ", timeout=120)
+        for p in nodes:
+            p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=60)
+        before = {p.name: {d["pid"] for d in elastic_lines(p, "start")} for p in nodes}
+        victim = int(sorted(before[nodes[1].name])[0])
+        t_mono, t_stop, pg = self.stop_inside_allreduce(victim)
+        got = []
+        for p in nodes:
+            t, m = p.wait_line(r"hang: node \d+ rank \d+ pid %d " % victim, timeout=60,
+                               after=t_mono)
+            got.append((t, HANG_RE.search(m.string)))
+        lines = {m.group(0) for _, m in got}
+        self.assertEqual(len(lines), 1, "not the same line on every node: %s" % lines)
+        m = got[0][1]
+        self.assertEqual(m.group(9).strip(), "stopped", m.group(0))
+        self.assertEqual(m.group(5), "allreduce", m.group(0))
+        self.assertEqual(int(m.group(6)), pg["seq"], m.group(0))
+        named = max(t for t, _ in got) - t_mono
+        self.assertLess(named, float(m.group(8)) + 1.0 + self.SLACK_S)
+        self.assert_all_exit(nodes, timeout=240)
+        text = "\n".join(p.text() for p in nodes)
+        if os.environ.get("ELASTIC_HANG_DUMP"):  # the nodes' lines, timed from the stop
+            with open(os.environ["ELASTIC_HANG_DUMP"], "w") as f:
+                for p in nodes:
+                    with p.cond:
+                        f.writelines("%s %+.3f %s\n" % (p.name, t - t_mono, line)
+                                     for t, line in p.lines if t >= t_mono - 0.5)
+        self.assertIn("replacing it alone", text)
+        self.assertNotIn("stopping this node's workers", text)
+        # the first step a survivor commits after the stop
+        firsts = []
+        for p in (nodes[0], nodes[2]):
+            after = [float(d["t"]) for d in elastic_lines(p, "step") if float(d["t"]) > t_stop]
+            self.assertTrue(after, p.text())
+            firsts.append(min(after) - t_stop)
+        first = max(firsts)
+        sys.stderr.write("ddplaunch.torch, a worker stopped inside allreduce #%d: named %.2f s "
+                         "after the stop (deadline %s s), first step committed without it "
+                         "%.2f s after the stop: %s\n" % (pg["seq"], named, m.group(8), first,
+                                                           m.group(0)))
+        self.assertLess(first, 3.0 + self.SLACK_S)
+        # the survivors kept their processes, the culprit alone was replaced
+        for p in nodes:
+            done = {d["pid"] for d in elastic_lines(p, "done")}
+            if p is nodes[1]:
+                self.assertEqual(len(done), 2, p.text())
+                self.assertEqual(done & before[p.name], before[p.name] - {str(victim)})
+            else:
+                self.assertEqual(done, before[p.name], p.text())
+        shas = {d["sha"] for p in nodes for d in elastic_lines(p, "done")}
+        self.assertEqual(shas, {ref})
 
 
 class Example(unittest.TestCase):
