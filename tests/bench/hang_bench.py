@@ -48,7 +48,8 @@ from mnlib import addr, descendants, fast_conf, free_port  # noqa: E402
 TORCHRUN = os.environ.get("TORCHRUN", os.path.expanduser(
     "~/.cache/ddplaunch/venv-torch2/bin/torchrun"))
 GLOO_STEPS = os.path.join(HERE, "gloo_steps.py")
-NAMED_RE = re.compile(r"(?i)hang|timed? ?out|timeout|error|fail|exception|did not report")
+# a word, not a path's part (the worktree may be named wt-hang2)
+NAMED_RE = re.compile(r"(?i)\bhang\b|timed? ?out|timeout|error\b|fail|exception|did not report")
 
 
 class Bench(test_hangs.HangCase):
@@ -171,7 +172,16 @@ def side_torchrun(cap, timeout_s):
                     victim = int(m.group(1)) if m else victim
         t0 = time.monotonic()
         os.kill(victim, signal.SIGSTOP)
-        return first_named(nodes, t0, cap)
+        got = first_named(nodes, t0, cap)
+        if got[0] is not None:  # what follows: which rank each line blames
+            time.sleep(15.0)
+            for p in nodes:
+                with p.cond:
+                    for t, line in p.lines:
+                        if t >= t0 and (NAMED_RE.search(line) or "rank" in line.lower()):
+                            sys.stderr.write("%s +%.2f %s\n" % (p.name, t - t0, line[:400]))
+        sys.stderr.write("stopped: rank 3, pid %d\n" % victim)
+        return got
     finally:
         kill_tree(nodes)
         b.tearDown()
