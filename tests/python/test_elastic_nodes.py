@@ -8,6 +8,7 @@ Run under the torch to test (with_torch.sh MAJOR PYTHON this-file CLASS);
 the workers run under the same interpreter (PYTHON_EXEC) and find the
 package through PYTHONPATH (python/ of the source tree).
 """
+import ctypes
 import os
 import re
 import shutil
@@ -69,12 +70,13 @@ class ElasticCase(MultiNodeCase):
                 "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(),
                 "--max_restarts=%d" % restarts]
         prog = (prog or [WORKER]) + args
+        env = dict(worker_env(), **getattr(self, "extra_env", {}))
         first = self.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
-                                   worker=None, env=worker_env())
+                                   worker=None, env=env)
         self.port = self.host_port(first)
         ep = ["--rdzv_endpoint=127.0.0.2:%d" % self.port]
         return [first] + [self.cluster.agent(i, base + ep + prog, worker=None,
-                                             env=worker_env()) for i in range(1, n)]
+                                             env=env) for i in range(1, n)]
 
     def kill_node(self, node):
         pids = [int(d["pid"]) for d in elastic_lines(node, "start")]
@@ -265,6 +267,69 @@ class ElasticHangs(ElasticCase):
                 os.kill(pid, signal.SIGSTOP)
                 return t, time.time(), pg
         self.fail("pid %d never seen inside an all-reduce" % pid)
+
+    def wait_phase(self, pid, phase, timeout=30):
+        from ddplaunch.torch import progress as prog
+        path = page_of(pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pg = prog.read_file(path)
+            if pg and pg["phase"] == phase:
+                return pg
+        self.fail("pid %d never seen in phase %d" % (pid, phase))
+
+    @unittest.skipUnless(os.environ.get("MN_SPIN"), "MN_SPIN (the spinning fault) is not built")
+    def test_worker_spinning_before_allreduce_named_cut_out_same_bits(self):
+        # the main thread of one worker caught in a busy loop (mn_spin's
+        # SIGUSR2 handler, armed in Python's processes by MN_SPIN_COMM)
+        # between two all-reduces: named "running on a CPU", has not entered
+        # the next one, cut out and replaced alone, the 1-rank bits
+        from ddplaunch.torch import progress as prog
+        ref = reference(self.dir)
+        self.extra_env = {"LD_PRELOAD": os.environ["MN_SPIN"], "MN_SPIN_COMM": "python"}
+        nodes = self.start_job(3, 2, JOB + ["--pace_ms", "10", "--print_every", "1"],
+                               restarts=1)
+        nodes[0].wait_line(r"ELASTIC step step=100 ", timeout=120)
+        for p in nodes:
+            p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=60)
+        before = {p.name: {d["pid"] for d in elastic_lines(p, "start")} for p in nodes}
+        victim = int(sorted(before[nodes[2].name])[1])
+        self.wait_phase(victim, prog.PHASE_COMPUTE)
+        t_mono, t_wall = time.monotonic(), time.time()
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.assertEqual(libc.syscall(234, victim, victim, signal.SIGUSR2), 0)  # tgkill
+        got = []
+        for p in nodes:
+            t, m = p.wait_line(r"hang: node \d+ rank \d+ pid %d " % victim, timeout=60,
+                               after=t_mono)
+            got.append((t, HANG_RE.search(m.string)))
+        self.assertEqual(len({m.group(0) for _, m in got}), 1, [m.group(0) for _, m in got])
+        m = got[0][1]
+        self.assertIn("has not entered", m.group(4))
+        self.assertIn("running on a CPU", m.group(9))
+        named = max(t for t, _ in got) - t_mono
+        self.assertLess(named, float(m.group(8)) + 1.0 + self.SLACK_S)
+        self.assert_all_exit(nodes, timeout=240)
+        text = "\n".join(p.text() for p in nodes)
+        self.assertIn("replacing it alone", text)
+        firsts = []
+        for p in (nodes[0], nodes[1]):
+            after = [float(d["t"]) for d in elastic_lines(p, "step") if float(d["t"]) > t_wall]
+            self.assertTrue(after, p.text())
+            firsts.append(min(after) - t_wall)
+        sys.stderr.write("ddplaunch.torch, a worker spinning before allreduce #%s: named %.2f s "
+                         "after the signal (deadline %s s), first step committed without it "
+                         "%.2f s after: %s\n" % (m.group(6), named, m.group(8), max(firsts),
+                                                  m.group(0)))
+        self.assertLess(max(firsts), 3.0 + self.SLACK_S)
+        for p in nodes:
+            done = {d["pid"] for d in elastic_lines(p, "done")}
+            if p is nodes[2]:
+                self.assertEqual(done & before[p.name], before[p.name] - {str(victim)})
+            else:
+                self.assertEqual(done, before[p.name], p.text())
+        shas = {d["sha"] for p in nodes for d in elastic_lines(p, "done")}
+        self.assertEqual(shas, {ref})
 
     def test_worker_stopped_in_allreduce_named_cut_out_same_bits(self):
         ref = reference(self.dir)
