@@ -48,6 +48,12 @@ static void view_of(struct agent *ag, int i, uint64_t now, struct hang_view *v)
 	v->age_ns = since(now, from);
 	v->deadline_ns = hang_deadline_get(&ag->hang.dl, (enum ddp_progress_phase)p->phase,
 					   (enum ddp_progress_op)p->op);
+	for (int k = 0; k < ag->nproc && p->phase == DDP_PHASE_COLLECTIVE; k++) {
+		const struct ddp_progress *o = &ag->hang.t[k].page;
+
+		if (k != i && ag->hang.t[k].have && o->round == p->round && o->seq > p->seq)
+			v->behind = true;
+	}
 }
 
 static void read_proc(struct hang_view *v)
