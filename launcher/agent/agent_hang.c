@@ -48,6 +48,12 @@ static void view_of(struct agent *ag, int i, uint64_t now, struct hang_view *v)
 	v->age_ns = since(now, from);
 	v->deadline_ns = hang_deadline_get(&ag->hang.dl, (enum ddp_progress_phase)p->phase,
 					   (enum ddp_progress_op)p->op);
+	for (int k = 0; k < ag->nproc && p->phase == DDP_PHASE_COLLECTIVE; k++) {
+		const struct ddp_progress *o = &ag->hang.t[k].page;
+
+		if (k != i && ag->hang.t[k].have && o->round == p->round && o->seq > p->seq)
+			v->behind = true;
+	}
 }
 
 static void read_proc(struct hang_view *v)
@@ -103,10 +109,11 @@ static void publish(struct agent *ag, const struct summary_hang *sh)
 	log_error("%s", sh->line);
 	if (summary_add_hang(&ag->summary, sh))
 		log_error("out of memory while recording a hang");
-	snprintf(notice, sizeof(notice), "hang1 %d %d %d %d %" PRIu64 " %lld %lld\t%s", sh->round,
-		 sh->node, sh->rank, sh->pid, sh->seq, (long long)(sh->late_s * 1000),
-		 (long long)(sh->deadline_s * 1000), sh->line);
+	snprintf(notice, sizeof(notice), "hang1 %d %d %d %d %" PRIu64 " %lld %lld %s %s %s\t%s",
+		 sh->round, sh->node, sh->rank, sh->pid, sh->seq, (long long)(sh->late_s * 1000),
+		 (long long)(sh->deadline_s * 1000), sh->phase, sh->op, sh->state, sh->line);
 	rdzv_post(ag->rdzv, notice); /* one node: no one else to tell */
+	agent_status_publish(ag);
 }
 
 /* What the local workers inside a collective wait on, appended to line. */
@@ -166,6 +173,16 @@ static void name_local(struct agent *ag, int i, const struct hang_view *v,
 	    .cut = true,
 	};
 
+	uint32_t op = v->page.phase == DDP_PHASE_COLLECTIVE ? v->page.op : next_op(ag, v->page.seq);
+
+	if (v->page.phase == DDP_PHASE_COMPUTE && op == DDP_OP_NONE)
+		op = v->page.op; /* the others are in none yet: its last op, as the line */
+	snprintf(sh.phase, sizeof(sh.phase), "%s", agent_phase_word(v->page.phase));
+	snprintf(sh.op, sizeof(sh.op), "%s",
+		 v->page.phase == DDP_PHASE_COLLECTIVE || v->page.phase == DDP_PHASE_COMPUTE
+		     ? hang_op_name(op)
+		     : "none");
+	hang_pstate_words(v->ps, v->wchan, sh.state, sizeof(sh.state));
 	hang_line(v, j, next_op(ag, v->page.seq), sh.line, sizeof(sh.line));
 	append_waiters(ag, now, i, sh.line, sizeof(sh.line));
 	publish(ag, &sh);
@@ -194,6 +211,9 @@ static void name_remote(struct agent *ag, int i, const struct hang_view *v,
 	    .named_here = true,
 	};
 
+	snprintf(sh.phase, sizeof(sh.phase), "%s", agent_phase_word(DDP_PHASE_COLLECTIVE));
+	snprintf(sh.op, sizeof(sh.op), "%s", hang_op_name(v->page.op));
+	snprintf(sh.state, sizeof(sh.state), "silent (its node is frozen or cut off)");
 	snprintf(sh.line, sizeof(sh.line),
 		 "hang: node %d rank %d has not answered %s #%" PRIu64
 		 ": %.2f s past its deadline of %.2f s; no word from its node (its agent is "
@@ -452,6 +472,29 @@ bool agent_hang_thawed(struct agent *ag)
 	return thawed;
 }
 
+/* The words after the notice's seven numbers: "PHASE OP STATE..." up to
+ * the tab (a notice of an older agent has none: left empty). */
+static void notice_words(const char *text, const char *tab, struct summary_hang *sh)
+{
+	const char *p = text + 6;
+	int len;
+
+	for (int k = 0; k < 7 && p < tab; k++) { /* past the numbers */
+		p = strchr(p, ' ');
+		if (!p || p > tab)
+			return;
+		p++;
+	}
+	if (sscanf(p, "%15[^ \t] %15[^ \t] ", sh->phase, sh->op) != 2)
+		return;
+	for (int k = 0; k < 2 && p; k++) {
+		p = strchr(p, ' ');
+		p = p && p < tab ? p + 1 : NULL;
+	}
+	len = p ? (int)(tab - p) : 0;
+	snprintf(sh->state, sizeof(sh->state), "%.*s", len, p ? p : "");
+}
+
 void agent_hang_notice(struct agent *ag, const char *text)
 {
 	struct summary_hang sh = {.time_ms = wall_ms()};
@@ -469,10 +512,12 @@ void agent_hang_notice(struct agent *ag, const char *text)
 	mark_seen(&ag->hang, id);
 	sh.late_s = late_ms / 1000.0;
 	sh.deadline_s = dl_ms / 1000.0;
+	notice_words(text, tab, &sh);
 	snprintf(sh.line, sizeof(sh.line), "%s", tab + 1);
 	log_error("%s", sh.line);
 	if (summary_add_hang(&ag->summary, &sh))
 		log_error("out of memory while recording a hang");
+	agent_status_publish(ag);
 	for (int k = 0; k < ag->nproc && ag->hang.t; k++)
 		ag->hang.t[k].skip_step = true;
 }

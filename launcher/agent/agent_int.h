@@ -228,6 +228,10 @@ const char *agent_phase_word(uint32_t phase);
  * `ddplaunch status`: at each event agent_metrics hears, and every 2 s.
  * Nothing for one node. */
 void agent_status_publish(struct agent *ag);
+/* The hangs' families on /metrics (agent_metrics_hang.c): counted from
+ * ag->summary.hangs, the deadlines from ag->hang. */
+struct metrics_out;
+void agent_metrics_hangs(struct agent *ag, struct metrics_out *o);
 
 /* Metrics (agent_metrics.c): /metrics when --metrics_port is given, and
  * the counts events add to. agent_metrics_start (before agent_setup: only

@@ -14,8 +14,12 @@
  *    "ranks":[{"local","rank","pid","step","steps_per_s","step_s","wait_s",
  *              "phase","age_s"}...],
  *    "reformations":[{"time","round","nodes","why","waited_s"}...],
- *    "rounds":[{"time","round","nodes","reason","subject","in_place"}...]}
- * (the last three rounds joined, in place or by a new group: a restart)
+ *    "rounds":[{"time","round","nodes","reason","subject","in_place"}...],
+ *    "hangs_total",
+ *    "hangs":[{"time","round","node","rank","pid","phase","op","seq","late_s",
+ *              "deadline_s","state","cut"}...]}
+ * (the last three rounds joined, in place or by a new group: a restart; the
+ * last AGENT_STATUS_HANGS hangs this node printed, its own or heard)
  */
 #include "agent_int.h"
 #include "rdzv.h"
@@ -31,6 +35,7 @@
 
 #define AGENT_STATUS_RANKS   16
 #define AGENT_STATUS_REFORMS 3
+#define AGENT_STATUS_HANGS   3
 
 static const char *const state_words[] = {
     [AGENT_JOINING] = "joining",     [AGENT_RUNNING] = "running",   [AGENT_REPLACING] = "replacing",
@@ -103,6 +108,25 @@ static json_t *status_rounds(const struct agent *ag)
 	return a;
 }
 
+/* The last hangs this node printed, oldest first. */
+static json_t *status_hangs(const struct agent *ag, size_t keep)
+{
+	json_t *a = json_array();
+	size_t n = ag->summary.nhangs;
+
+	for (size_t i = n > keep ? n - keep : 0; a && i < n; i++) {
+		const struct summary_hang *h = &ag->summary.hangs[i];
+
+		json_array_append_new(
+		    a, json_pack("{s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:f, s:f, s:s, s:b}",
+				 "time", (json_int_t)(h->time_ms / 1000), "round", h->round, "node",
+				 h->node, "rank", h->rank, "pid", h->pid, "phase", h->phase, "op",
+				 h->op, "seq", (json_int_t)h->seq, "late_s", h->late_s,
+				 "deadline_s", h->deadline_s, "state", h->state, "cut", h->cut));
+	}
+	return a;
+}
+
 /* The record, or NULL (out of memory). */
 static char *status_record(struct agent *ag, size_t *len)
 {
@@ -130,8 +154,16 @@ static char *status_record(struct agent *ag, size_t *len)
 	json_object_set(o, "ranks", ranks);
 	json_object_set_new(o, "reformations", status_reforms(ag));
 	json_object_set_new(o, "rounds", status_rounds(ag));
+	json_object_set_new(o, "hangs_total", json_integer((json_int_t)ag->summary.nhangs));
+	json_object_set_new(o, "hangs", status_hangs(ag, AGENT_STATUS_HANGS));
 	text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
-	/* Within the bound: fewer ranks, then no re-formations. */
+	/* Within the bound: fewer hangs (their lines are long), fewer ranks,
+	 * then no re-formations. */
+	for (size_t keep = AGENT_STATUS_HANGS; text && strlen(text) > RDZV_PUBLISH_MAX && keep;) {
+		free(text);
+		json_object_set_new(o, "hangs", status_hangs(ag, --keep));
+		text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+	}
 	while (text && strlen(text) > RDZV_PUBLISH_MAX && json_array_size(ranks) > 1) {
 		free(text);
 		json_array_remove(ranks, json_array_size(ranks) - 1);

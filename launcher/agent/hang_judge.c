@@ -10,7 +10,11 @@ struct hang_judgement hang_judge(const struct hang_view *v)
 	if (v->page.magic != DDP_PROGRESS_MAGIC || !v->deadline_ns || v->age_ns <= v->deadline_ns)
 		return j;
 	j.late_ns = v->age_ns - v->deadline_ns;
-	if (v->page.phase != DDP_PHASE_COLLECTIVE || v->ps == HANG_PS_STOPPED) {
+	/* Inside a collective: stopped; or running on a CPU, not waiting on a
+	 * rank the transport names, while a rank of its node has left it (the
+	 * op is done: gloo's threads finished it, its main thread spins). */
+	if (v->page.phase != DDP_PHASE_COLLECTIVE || v->ps == HANG_PS_STOPPED ||
+	    (v->behind && v->ps == HANG_PS_RUNNING && v->page.waiting_on < 0)) {
 		j.verdict = HANG_CULPRIT;
 		return j;
 	}

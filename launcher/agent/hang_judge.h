@@ -41,6 +41,8 @@ struct hang_view {
 	uint64_t deadline_ns;	  /* hang_deadline_get for that place, 0: none */
 	enum hang_pstate ps;
 	char wchan[32]; /* the main thread's wait channel, or "" */
+	bool behind;	/* another rank of its node in the same round has left
+			   this collective (it is in a later one) */
 };
 
 enum hang_verdict {

@@ -69,6 +69,9 @@ struct summary_hang {
 	bool named_here;   /* this node's agent named it (its worker, or one
 			      its workers wait on whose node was silent) */
 	bool cut;	   /* this node's agent ended the worker */
+	char phase[16];	   /* the culprit's phase (agent_phase_word) */
+	char op[16];	   /* the collective not entered or left (hang_op_name) */
+	char state[64];	   /* what its process did (hang_pstate_words) */
 	char line[512];	   /* the line every node printed */
 };
 
@@ -136,8 +139,8 @@ int summary_add_hang(struct summary *s, const struct summary_hang *h);
 /* Prints one log_info line per hang, if any. */
 void summary_print_hangs(const struct summary *s);
 
-/* Adds "hangs": [{"time", "round", "node", "rank", "pid", "seq", "late_s",
- * "deadline_s", "named_here", "cut", "line"}...] to root (always, [] for
+/* Adds "hangs": [{"time", "round", "node", "rank", "pid", "phase", "op",
+ * "seq", "late_s", "deadline_s", "state", "named_here", "cut", "line"}...] to root (always, [] for
  * none). Returns 0 or -ENOMEM. */
 struct json_t;
 int summary_hangs_json(const struct summary *s, struct json_t *root);

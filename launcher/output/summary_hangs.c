@@ -27,11 +27,12 @@ void summary_print_hangs(const struct summary *s)
 
 static json_t *hang_json(const struct summary_hang *h)
 {
-	return json_pack("{s:f, s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:b, s:b, s:s}", "time",
-			 h->time_ms / 1000.0, "round", h->round, "node", h->node, "rank", h->rank,
-			 "pid", h->pid, "seq", (json_int_t)h->seq, "late_s", h->late_s,
-			 "deadline_s", h->deadline_s, "named_here", h->named_here, "cut", h->cut,
-			 "line", h->line);
+	return json_pack("{s:f, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:f, s:f, s:s, s:b, s:b, s:s}",
+			 "time", h->time_ms / 1000.0, "round", h->round, "node", h->node, "rank",
+			 h->rank, "pid", h->pid, "phase", h->phase, "op", h->op, "seq",
+			 (json_int_t)h->seq, "late_s", h->late_s, "deadline_s", h->deadline_s,
+			 "state", h->state, "named_here", h->named_here, "cut", h->cut, "line",
+			 h->line);
 }
 
 int summary_hangs_json(const struct summary *s, json_t *root)

@@ -210,6 +210,89 @@ static void render_reforms(FILE *f, const struct status_snap *s)
 	}
 }
 
+/* The hangs the nodes' records list, each once (by round, rank and
+ * collective), oldest first; the last 5 shown, and how many nodes say so. */
+struct seen_hang {
+	const json_t *h;
+	int round, rank;
+	double seq, time;
+	size_t nodes;
+	bool cut;
+};
+
+static void render_hangs(FILE *f, const struct status_snap *s)
+{
+	struct seen_hang seen[64];
+	size_t n = 0, total = 0;
+
+	for (size_t i = 0; i < s->nnodes; i++) {
+		const json_t *a = json_object_get(s->nodes[i].rec, "hangs"), *h;
+		double t = num(s->nodes[i].rec, "hangs_total", 0);
+		size_t j;
+
+		total = t > total ? (size_t)t : total;
+		json_array_foreach(a, j, h)
+		{
+			int round = (int)num(h, "round", -1), rank = (int)num(h, "rank", -1);
+			double seq = num(h, "seq", -1);
+			size_t k;
+
+			for (k = 0; k < n; k++)
+				if (seen[k].round == round && seen[k].rank == rank &&
+				    seen[k].seq == seq)
+					break;
+			if (k < n) {
+				seen[k].nodes++;
+				seen[k].cut |= json_is_true(json_object_get(h, "cut"));
+				continue;
+			}
+			if (n == sizeof(seen) / sizeof(seen[0]))
+				continue;
+			seen[n++] = (struct seen_hang){h,
+						       round,
+						       rank,
+						       seq,
+						       num(h, "time", 0),
+						       1,
+						       json_is_true(json_object_get(h, "cut"))};
+		}
+	}
+	for (size_t i = 1; i < n; i++) /* by time */
+		for (size_t k = i; k > 0 && seen[k - 1].time > seen[k].time; k--) {
+			struct seen_hang t = seen[k];
+
+			seen[k] = seen[k - 1];
+			seen[k - 1] = t;
+		}
+	if (!n) {
+		fprintf(f, "hangs named: none\n");
+		return;
+	}
+	fprintf(f, "hangs named: %zu (the last %zu)\n", total > n ? total : n, n > 5 ? 5 : n);
+	for (size_t i = n > 5 ? n - 5 : 0; i < n; i++) {
+		const json_t *h = seen[i].h;
+		char when[32] = "?";
+		time_t t = (time_t)seen[i].time;
+		struct tm tm;
+		const char *phase = str(h, "phase");
+		bool in = !strcmp(phase, "collective");
+
+		if (localtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%H:%M:%S", &tm);
+		fprintf(f, "  %s  round %d: node %d rank %d pid %d ", when, seen[i].round,
+			(int)num(h, "node", -1), seen[i].rank, (int)num(h, "pid", 0));
+		if (in || !strcmp(phase, "compute"))
+			fprintf(f, "has not %s %s #%.0f", in ? "left" : "entered", str(h, "op"),
+				seen[i].seq);
+		else
+			fprintf(f, "stuck in %s", phase);
+		fprintf(
+		    f, ", %.2f s past its deadline of %.2f s; its process is %s%s (%zu node%s)\n",
+		    num(h, "late_s", 0), num(h, "deadline_s", 0), str(h, "state"),
+		    seen[i].cut ? "; cut out" : "", seen[i].nodes, seen[i].nodes == 1 ? "" : "s");
+	}
+}
+
 int status_render_text(FILE *f, const struct status_snap *s, time_t now)
 {
 	const struct rdzv_state *st = &s->st;
@@ -235,6 +318,7 @@ int status_render_text(FILE *f, const struct status_snap *s, time_t now)
 		render_node(f, &s->nodes[i], now);
 	fprintf(f, "\n");
 	render_reforms(f, s);
+	render_hangs(f, s);
 	return ferror(f) ? -EIO : 0;
 }
 

@@ -15,10 +15,25 @@ culprit (rank 0's --metrics record with --log_every 1). Then the false alarms:
 
   hang_bench.py [--trials 3] [--steps 10000] [--out FILE]
   (DDPLAUNCH, DDP_TRAIN, MN_SPIN as for the multinode tests)
+
+--side [--cap 120] runs instead, side by side in one run, one worker
+SIGSTOPped (after step 100; a rank other than 0) under:
+
+  torchrun 2.15 (TORCHRUN, default the torch2 venv's) with gloo, 3 nodes x 2
+          ranks on 127.0.0.2-4 (c10d rendezvous), a plain DDP script
+          (gloo_steps.py): once with torch's default timeout (30 min for
+          gloo), once with init_process_group(timeout=60 s)
+  ddplaunch with --hang_timeout off (PET_HANG_TIMEOUT=off: the behaviour
+          before issue 24; DDP_TIMEOUT_MS is 300 s), ddp-train as above
+  ddplaunch as it is (the learned deadline), the same job
+
+For each: when, after the stop, the first line of any node's output names a
+hang, a timeout or a failure (bounded by --cap: "> cap"), and that line.
 """
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -28,7 +43,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "multinode"))
 import test_hangs  # noqa: E402
-from mnlib import descendants, fast_conf  # noqa: E402
+from mnlib import addr, descendants, fast_conf, free_port  # noqa: E402
+
+TORCHRUN = os.environ.get("TORCHRUN", os.path.expanduser(
+    "~/.cache/ddplaunch/venv-torch2/bin/torchrun"))
+GLOO_STEPS = os.path.join(HERE, "gloo_steps.py")
+# a word, not a path's part (the worktree may be named wt-hang2)
+NAMED_RE = re.compile(r"(?i)\bhang\b|timed? ?out|timeout|error\b|fail|exception|did not report")
 
 
 class Bench(test_hangs.HangCase):
@@ -102,12 +123,118 @@ def false_alarms(steps):
         b.tearDown()
 
 
+def first_named(nodes, t0, cap):
+    """(seconds after t0, line) of the first output line after t0 that names
+    a hang, a timeout or a failure, waiting up to cap s; (None, None)."""
+    end = t0 + cap
+    while time.monotonic() < end:
+        found = []
+        for p in nodes:
+            with p.cond:
+                found += [(t, line) for t, line in p.lines if t >= t0 and NAMED_RE.search(line)]
+        if found:
+            t, line = min(found)
+            return t - t0, line.strip()
+        time.sleep(0.1)
+    return None, None
+
+
+def kill_tree(nodes):
+    for p in nodes:
+        for pid in descendants(p.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def side_torchrun(cap, timeout_s):
+    b = Bench()
+    b.setUp()
+    nodes = []
+    try:
+        port = free_port(addr(0))
+        env = {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+        if timeout_s:
+            env["GLOO_BENCH_TIMEOUT_S"] = str(timeout_s)
+        for i in range(3):
+            nodes.append(b.cluster.start("torchrun%d" % i, [
+                TORCHRUN, "--nnodes=3", "--nproc_per_node=2", "--rdzv_backend=c10d",
+                "--rdzv_endpoint=%s:%d" % (addr(0), port), "--rdzv_id=bench",
+                "--rdzv_conf=is_host=%d" % (i == 0), "--local-addr=" + addr(i),
+                "--max_restarts=0", GLOO_STEPS], env))
+        nodes[0].wait_line(r"BENCH step 100 ", 240)
+        victim = None
+        for p in nodes:
+            with p.cond:
+                for _, line in p.lines:
+                    m = re.search(r"BENCH start rank=3 pid=(\d+)", line)
+                    victim = int(m.group(1)) if m else victim
+        t0 = time.monotonic()
+        os.kill(victim, signal.SIGSTOP)
+        got = first_named(nodes, t0, cap)
+        if got[0] is not None:  # what follows: which rank each line blames
+            time.sleep(15.0)
+            for p in nodes:
+                with p.cond:
+                    for t, line in p.lines:
+                        if t >= t0 and (NAMED_RE.search(line) or "rank" in line.lower()):
+                            sys.stderr.write("%s +%.2f %s\n" % (p.name, t - t0, line[:400]))
+        sys.stderr.write("stopped: rank 3, pid %d\n" % victim)
+        return got
+    finally:
+        kill_tree(nodes)
+        b.tearDown()
+
+
+def side_ddplaunch(cap, off):
+    b = Bench()
+    b.setUp()
+    try:
+        env = {"PET_HANG_TIMEOUT": "off"} if off else None
+        ref, run, nodes = b.start_train(20000, restarts=1, env=env, learned=not off)
+        victim = b.workers_of(nodes[1])[0]
+        t0 = time.monotonic()
+        os.kill(victim, signal.SIGSTOP)
+        return first_named(nodes, t0, cap)
+    finally:
+        b.tearDown()
+
+
+def side(cap):
+    rows = ["| one rank SIGSTOPped (3 nodes x 2 ranks, gloo or libddp's TCP/shm) | first line "
+            "naming it, after the stop | the line |", "|---|---|---|"]
+    runs = [("torchrun 2.15, gloo, torch's default timeout (1800 s)",
+             lambda: side_torchrun(cap, 0)),
+            ("torchrun 2.15, gloo, init_process_group(timeout=60 s)",
+             lambda: side_torchrun(cap, 60)),
+            ("ddplaunch, --hang_timeout off (before issue 24; DDP_TIMEOUT_MS 300 s)",
+             lambda: side_ddplaunch(cap, True)),
+            ("ddplaunch, the learned deadline", lambda: side_ddplaunch(cap, False))]
+    for what, fn in runs:
+        secs, line = fn()
+        rows.append("| %s | %s | %s |" % (what, "%.2f s" % secs if secs is not None else
+                                           "> %d s (nothing)" % cap,
+                                           (line or "-")[:300].replace("|", "\\|")))
+        print(rows[-1], flush=True)
+    return "\n".join(rows) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10000)
     ap.add_argument("--out")
+    ap.add_argument("--side", action="store_true")
+    ap.add_argument("--cap", type=float, default=120)
     a = ap.parse_args()
+    if a.side:
+        text = side(a.cap)
+        print(text)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text)
+        return
     rows = ["| fault | trials | detected after (median, max) | learned deadline | first "
             "step committed without it (median) |", "|---|---|---|---|---|"]
     for kind in ("stop", "spin", "node"):

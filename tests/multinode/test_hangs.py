@@ -22,14 +22,15 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import test_inplace  # noqa: E402
 import train_it  # noqa: E402
-from mnlib import (DDPLAUNCH, MultiNodeCase, children, descendants, fast_conf,  # noqa: E402
-                   wait_for)
+from mnlib import (DDPLAUNCH, MultiNodeCase, addr, children, descendants,  # noqa: E402
+                   fast_conf, wait_for)
 
 MN_SPIN = os.environ.get("MN_SPIN", "")
 HANG_RE = re.compile(r"hang: node (\d+) rank (\d+) pid (\d+) (has not (?:entered|left) "
@@ -49,22 +50,24 @@ class HangCase(MultiNodeCase):
     summary = test_inplace.InPlace.summary
     assert_same_bits = test_inplace.InPlace.assert_same_bits
 
-    def start_job(self, prog, n=3, nproc=2, env=None, restarts=0, conf=None):
+    def start_job(self, prog, n=3, nproc=2, env=None, restarts=0, conf=None, metrics=False):
         """The job on n nodes, node 0 hosting the store (test_inplace's,
-        with a --rdzv_conf of the test's choosing)."""
+        with a --rdzv_conf of the test's choosing; metrics: each agent
+        serves /metrics on its own address)."""
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % n, "--rdzv_backend=c10d",
                 "--rdzv_id=job", conf or fast_conf(), "--max_restarts=%d" % restarts]
 
         def logs(i):
-            return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)]
+            return ["--log_dir=" + os.path.join(self.dir, "logs%d" % i)] + (
+                ["--metrics_port=%s:0" % addr(i)] if metrics else [])
         first = self.cluster.agent(0, base + logs(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=env)
-        port = self.host_port(first)
+        port = self.port = self.host_port(first)
         return [first] + [
             self.cluster.agent(i, base + logs(i) + ["--rdzv_endpoint=127.0.0.2:%d" % port] +
                                prog, worker=None, env=env) for i in range(1, n)]
 
-    def start_train(self, steps, restarts=0, env=None, conf=None, log_every=25):
+    def start_train(self, steps, restarts=0, env=None, conf=None, log_every=25, learned=True):
         """ddp-train with a fixed global batch run by 1 rank undisturbed, then
         on 3 nodes x 2 ranks (env added to the workers'), waited for until
         step 100: (reference dir, run dir, nodes)."""
@@ -94,7 +97,7 @@ class HangCase(MultiNodeCase):
             return any(r.get("kind") == "train" and r.get("step", 0) >= 100 for r in recs)
 
         wait_for(step_reached, 120, "step 100 of the 6-rank run")
-        for p in nodes:
+        for p in nodes if learned else ():  # learned=False: --hang_timeout off says nothing
             p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=60)
         return ref, run, nodes
 
@@ -221,6 +224,93 @@ class PlainHangs(HangCase):
         text = "\n".join(p.text() for p in nodes)
         self.assertNotIn("re-form in place", text)
         self.assertRegex(text, r"restart")
+
+
+def scrape(target):
+    """{series with its labels: value} of one agent's /metrics."""
+    with urllib.request.urlopen("http://%s/metrics" % target, timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+class HangsSeen(HangCase):
+    """A hang on each agent's /metrics (ddp_hangs_total by phase and op,
+    ddp_hang_cuts_total, ddp_last_hang_timestamp_seconds, the learned
+    ddp_hang_deadline_seconds) and in `ddplaunch status` (each node's
+    record lists it; the screen names it once, with how late and what its
+    process did)."""
+
+    def status(self, *args):
+        p = subprocess.run([DDPLAUNCH, "status", "--rdzv_endpoint=127.0.0.2:%d" % self.port,
+                            "--rdzv_id=job"] + list(args), capture_output=True, text=True, timeout=30,
+                           env=self.cluster.env(None))
+        return p.stdout if p.returncode == 0 else "(exit %d) %s" % (p.returncode, p.stderr)
+
+    def test_hang_on_metrics_and_status(self):
+        prog = [test_inplace.INPLACE, "6000", "5"]
+        nodes = self.start_job(prog, nproc=2, restarts=1, metrics=True)
+        targets = [p.wait_line(r"serving metrics at http://(\S+?)/metrics")[1].group(1)
+                   for p in nodes]
+        for p in nodes:
+            p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=120)
+        # before: the deadline learned, no hang
+        for t in targets:
+            m = scrape(t)
+            self.assertGreaterEqual(
+                m.get('ddp_hang_deadline_seconds{phase="collective",op="allreduce"}', 0), 0.5, m)
+            self.assertFalse([k for k in m if k.startswith("ddp_hangs_total")], m)
+            self.assertEqual(m["ddp_hang_cuts_total"], 0)
+            self.assertNotIn("ddp_last_hang_timestamp_seconds", m)
+        self.assertIn("hangs named: none", self.status())
+        victim = self.workers_of(nodes[1])[0]
+        t_fault, t_wall = time.monotonic(), time.time()
+        os.kill(victim, signal.SIGSTOP)
+        m = self.wait_named(nodes, victim, t_fault)[0][1]
+        phase = "collective" if "has not left" in m.group(4) else "compute"
+        series = 'ddp_hangs_total{phase="%s",op="%s"}' % (phase, m.group(5))
+        for i, t in enumerate(targets):
+            got = wait_for(lambda: (lambda s: s if s.get(series) == 1 else None)(scrape(t)), 10,
+                           "%s 1 on node %d" % (series, i))
+            self.assertEqual(sum(v for k, v in got.items() if k.startswith("ddp_hangs_total")), 1)
+            self.assertEqual(got["ddp_hang_cuts_total"], 1 if i == 1 else 0)
+            self.assertLessEqual(abs(got["ddp_last_hang_timestamp_seconds"] - t_wall), 30)
+        # the status record of every node lists it; the screen names it once
+        rank, pid = int(m.group(2)), int(m.group(3))
+
+        def listed():
+            try:
+                st = json.loads(self.status("--json"))
+            except ValueError:
+                return None
+            recs = [n["record"] for n in st["nodes"] if n["record"]]
+            hangs = [h for r in recs for h in r.get("hangs", [])]
+            return st if len(recs) == 3 and len(hangs) == 3 else None
+        st = wait_for(listed, 20, "the hang in every node's status record")
+        for n in st["nodes"]:
+            h = n["record"]["hangs"][0]
+            self.assertEqual((h["rank"], h["pid"], h["node"], h["op"], h["seq"], h["phase"]),
+                             (rank, pid, int(m.group(1)), m.group(5), int(m.group(6)), phase))
+            self.assertEqual(h["state"], "stopped")
+            self.assertGreaterEqual(h["late_s"], 0)
+            self.assertEqual(n["record"]["hangs_total"], 1)
+        text = self.status()
+        self.assertIn("hangs named: 1 ", text)
+        self.assertRegex(text, r"round \d+: node %s rank %d pid %d has not %s %s #%s, [\d.]+ s "
+                         r"past its deadline of [\d.]+ s; its process is stopped; cut out "
+                         r"\(3 nodes\)" % (m.group(1), rank, pid,
+                                            "left" if phase == "collective" else "entered",
+                                            m.group(5), m.group(6)))
+        sys.stderr.write(text)
+        self.assert_all_exit(nodes, timeout=300)
+        for i in range(3):  # summary.json says the same
+            h = self.summary(i)["hangs"][0]
+            self.assertEqual((h["phase"], h["op"], h["state"], h["cut"]),
+                             (phase, m.group(5), "stopped", i == 1))
 
 
 class FrozenNode(HangCase):

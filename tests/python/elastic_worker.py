@@ -60,7 +60,8 @@ def main():
     p.add_argument("--pace_ms", type=float, default=0.0)
     p.add_argument("--features", type=int, default=16)
     p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--every", type=int, default=25, help="a step line every this many steps")
+    p.add_argument("--every", type=int, default=25,
+                   help="a step line every this many steps (and at each new world)")
     p.add_argument("--out")
     p.add_argument("--digits")
     p.add_argument("--save")

@@ -20,6 +20,7 @@ struct row {
 	enum hang_pstate ps;
 	enum hang_verdict want;
 	int want_waits_on;
+	bool behind; /* a rank of its node has left this collective */
 };
 
 static const struct row rows[] = {
@@ -46,13 +47,21 @@ static const struct row rows[] = {
      HANG_VICTIM, -1},
     {"a checkpoint past its own measure", true, DDP_PHASE_CHECKPOINT, -1, 30000, 16000,
      HANG_PS_BLOCKED, HANG_CULPRIT, -1},
+    {"spins inside a collective its node's other rank left", true, DDP_PHASE_COLLECTIVE, -1, 700,
+     500, HANG_PS_RUNNING, HANG_CULPRIT, -1, true},
+    {"spins inside one, the others still in it too", true, DDP_PHASE_COLLECTIVE, -1, 700, 500,
+     HANG_PS_RUNNING, HANG_VICTIM, -1, false},
+    {"behind but blocked: waits", true, DDP_PHASE_COLLECTIVE, -1, 700, 500, HANG_PS_BLOCKED,
+     HANG_VICTIM, -1, true},
+    {"behind, spinning, waits on a named rank (shm)", true, DDP_PHASE_COLLECTIVE, 3, 700, 500,
+     HANG_PS_RUNNING, HANG_VICTIM, 3, true},
 };
 
 static void test_rows(void **state)
 {
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		const struct row *r = &rows[i];
-		struct hang_view v = {.rank = 1, .pid = 100, .ps = r->ps};
+		struct hang_view v = {.rank = 1, .pid = 100, .ps = r->ps, .behind = r->behind};
 		struct hang_judgement j;
 
 		if (r->page) {

@@ -77,6 +77,53 @@ static void test_text(void **state)
 	status_snap_release(&s);
 }
 
+/* Two nodes list the same hang (the culprit's cut it out), one lists
+ * another in compute: each named once, oldest first, with how many say so. */
+static const char rec_hang0[] =
+    "{\"v\":1,\"state\":\"running\",\"round\":3,\"rank_base\":0,\"nproc\":2,\"time\":1000,"
+    "\"hangs_total\":2,\"hangs\":["
+    "{\"time\":0,\"round\":2,\"node\":1,\"rank\":3,\"pid\":77,\"phase\":\"collective\","
+    "\"op\":\"allreduce\",\"seq\":812,\"late_s\":0.05,\"deadline_s\":0.5,"
+    "\"state\":\"stopped\",\"cut\":false},"
+    "{\"time\":5,\"round\":3,\"node\":0,\"rank\":1,\"pid\":66,\"phase\":\"compute\","
+    "\"op\":\"broadcast\",\"seq\":9,\"late_s\":1.25,\"deadline_s\":0.75,"
+    "\"state\":\"running on a CPU\",\"cut\":true}]}";
+static const char rec_hang1[] =
+    "{\"v\":1,\"state\":\"running\",\"round\":3,\"rank_base\":2,\"nproc\":2,\"time\":1000,"
+    "\"hangs_total\":1,\"hangs\":["
+    "{\"time\":0,\"round\":2,\"node\":1,\"rank\":3,\"pid\":77,\"phase\":\"collective\","
+    "\"op\":\"allreduce\",\"seq\":812,\"late_s\":0.05,\"deadline_s\":0.5,"
+    "\"state\":\"stopped\",\"cut\":true}]}";
+
+static void test_hangs(void **state)
+{
+	struct status_snap s;
+	char *buf = NULL, *a, *b;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	(void)state;
+	snap_fill(&s);
+	json_decref(s.nodes[0].rec);
+	s.nodes[0].rec = json_loads(rec_hang0, 0, NULL);
+	s.nodes[1].rec = json_loads(rec_hang1, 0, NULL);
+	assert_non_null(s.nodes[0].rec);
+	assert_non_null(s.nodes[1].rec);
+	assert_int_equal(status_render_text(f, &s, 1003), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "hangs named: 2 (the last 2)\n"));
+	a = strstr(buf, "round 2: node 1 rank 3 pid 77 has not left allreduce #812, 0.05 s past "
+			"its deadline of 0.50 s; its process is stopped; cut out (2 nodes)\n");
+	b = strstr(buf,
+		   "round 3: node 0 rank 1 pid 66 has not entered broadcast #9, 1.25 s past "
+		   "its deadline of 0.75 s; its process is running on a CPU; cut out (1 node)\n");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(a < b);
+	free(buf);
+	status_snap_release(&s);
+}
+
 static void test_json(void **state)
 {
 	struct status_snap s;
@@ -139,6 +186,7 @@ int main(void)
 	    cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_json),
 	    cmocka_unit_test(test_etcd),
+	    cmocka_unit_test(test_hangs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

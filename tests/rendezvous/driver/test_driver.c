@@ -34,6 +34,7 @@ struct node {
 	char msg[1024];
 	int notices; /* heard on the job's notice board */
 	char notice[RDZV_NOTICE_MAX + 1];
+	char heard[8192]; /* every line heard, each ended by '\n' */
 };
 
 static uv_loop_t loop;
@@ -79,8 +80,11 @@ static void on_notice(void *arg, const char *text)
 {
 	struct node *n = arg;
 
+	size_t len = strlen(n->heard);
+
 	n->notices++;
 	snprintf(n->notice, sizeof(n->notice), "%s", text);
+	snprintf(n->heard + len, sizeof(n->heard) - len, "%s\n", text);
 }
 
 static const struct rdzv_driver_events events = {on_round_over, on_ended, on_notice};
@@ -384,6 +388,39 @@ static void test_notice_board(void **state)
 	assert_int_equal(nodes[3].notices, 0);
 }
 
+/* Lines posted at once (two nodes in one turn of the loop, then five from
+ * one: within a store round trip) are each heard by every node, once; none
+ * is lost to a later one. */
+static void test_notice_board_at_once(void **state)
+{
+	static const char *const lines[] = {"hang1 1 1 2 40 7 10 500\tfirst",
+					    "hang1 1 2 4 41 7 20 500\tsecond",
+					    "third",
+					    "fourth",
+					    "fifth",
+					    "sixth",
+					    "seventh"};
+	int want = 7;
+
+	(void)state;
+	start_nodes(3, 3, 4, 0);
+	check_round(0, 2, 1, 3);
+	assert_int_equal(rdzv_driver_post(nodes[1].d, lines[0]), 0);
+	assert_int_equal(rdzv_driver_post(nodes[2].d, lines[1]), 0);
+	for (int k = 2; k < 7; k++)
+		assert_int_equal(rdzv_driver_post(nodes[0].d, lines[k]), 0);
+	run_until(all_heard, &want);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(nodes[i].notices, 7);
+		for (int k = 0; k < 7; k++) {
+			char line[64];
+
+			snprintf(line, sizeof(line), "%s\n", lines[k]);
+			assert_non_null(strstr(nodes[i].heard, line));
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -393,6 +430,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_leave, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_notice_board, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_notice_board_at_once, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
