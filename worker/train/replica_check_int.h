@@ -32,9 +32,15 @@ struct replica_check {
 	pthread_t th;
 	uint64_t digest, hash_ns; /* hash_ns: the helper thread's CPU time */
 	/* Totals for the closing line and the benchmark: the main thread's
-	 * wait for the helper (join_ns) and in the all-gather (gather_ns). */
-	uint64_t checks, mismatches, healed;
+	 * wait for the helper (join_ns) and in the comparison (gather_ns: the
+	 * last step's all-gather; the others ride in the step's all-reduce). */
+	uint64_t checks, mismatches, healed, skipped;
 	uint64_t join_ns, gather_ns, hash_total_ns, heal_ns;
+	/* replica_check_put wrote a digest into this step's exchange. */
+	bool sent;
+	/* Every rank's digest, read from the exchange (capacity all_cap). */
+	uint64_t *all;
+	int all_cap;
 };
 
 /* XXH3_64 of rc's header and segments, in the layout's order. */
