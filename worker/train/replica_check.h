@@ -39,7 +39,7 @@
 #define REPLICA_FLOATS 3
 
 /* Sets up t->replica (NULL when --replica_check_every is 0 and no flip is
- * asked) after the model and optimizer exist. Returns 0, -ENOMEM, or
+ * asked) after the model and optimizer exist (trainer_run's start). Returns 0, -ENOMEM, or
  * -EINVAL when DDP_TEST_FLIP is not RANK:STEP (said). */
 int replica_check_init(struct trainer *t);
 /* Waits for a running digest and frees everything. NULL-safe. */
