@@ -73,9 +73,9 @@ void replica_check_cancel(struct trainer *t)
 
 	if (!rc || (!rc->pending && !rc->sent))
 		return;
-	if (rc->pending)
+	if (rc->pending && rc->threaded)
 		pthread_join(rc->th, NULL);
-	rc->pending = rc->sent = false;
+	rc->pending = rc->sent = rc->threaded = false;
 	rc->skipped++;
 }
 
@@ -91,6 +91,18 @@ void replica_check_release(struct trainer *t)
 	free(rc->all);
 	free(rc);
 	t->replica = NULL;
+}
+
+/* A failure that skips a check, said once per run (only a mismatch stops
+ * the run). */
+static void replica_warn_once(struct replica_check *rc, uint64_t step, const char *what, int err)
+{
+	if (rc->warned)
+		return;
+	rc->warned = true;
+	log_warn("replica check at step %" PRIu64 ": %s: %s; training goes on "
+		 "(--replica_check_every 0 turns the check off)",
+		 step, what, strerror(-err));
 }
 
 /* XXH3_64 of the header and the segments, in the layout's order. */
@@ -192,10 +204,29 @@ int replica_check_after_step(struct trainer *t)
 		return ret;
 	replica_check_cancel(t);
 	ret = replica_view(t, rc);
-	if (ret == 0)
+	if (ret < 0) {
+		/* Only a mismatch stops the run: this check is skipped. */
+		replica_warn_once(rc, t->step, "cannot copy the state out to digest it", ret);
+		rc->skipped++;
+		return 0;
+	}
+	rc->pending = true;
+	rc->threaded = false;
+	/* A small state costs less to digest here than a thread's start and
+	 * its wake-up on a busy machine (ddplaunch.torch's replicas.py does
+	 * the same). */
+	if (train_state_floats(&t->model) * sizeof(float) >= REPLICA_THREAD_BYTES) {
 		ret = -pthread_create(&rc->th, NULL, replica_thread, rc);
-	rc->pending = ret == 0;
-	return ret;
+		rc->threaded = ret == 0;
+		if (ret < 0)
+			replica_warn_once(rc, t->step,
+					  "cannot start its helper thread (digesting on the "
+					  "training thread instead)",
+					  ret);
+	}
+	if (!rc->threaded)
+		replica_thread(rc);
+	return 0;
 }
 
 /* n words of every rank into all (world x n), in rank order; the words are
@@ -224,8 +255,9 @@ static void replica_join(struct replica_check *rc)
 {
 	uint64_t t0 = time_now_ns();
 
-	pthread_join(rc->th, NULL);
-	rc->pending = false;
+	if (rc->threaded)
+		pthread_join(rc->th, NULL);
+	rc->pending = rc->threaded = false;
 	rc->hash_total_ns += rc->hash_ns;
 	rc->join_ns += time_now_ns() - t0;
 }

@@ -14,7 +14,7 @@
  * the majority's state from the lowest majority rank's memory (the hand-over's broadcast) and
  * training goes on; without one (2 ranks, a tie) the run stops.
  *
- * The digest of step s's state runs on a helper thread while step s+1's
+ * The digest of step s's state (1 MiB or more) runs on a helper thread while step s+1's
  * shards compute (they only read the state); replica_check_finish waits for
  * it before step s+1 writes anything, so a corrupted replica is caught
  * before its state goes further, and step s+1 is redone after a heal.
@@ -47,8 +47,10 @@ void replica_check_release(struct trainer *t);
 
 /* After step t->step was committed: the test flip, then, when the period
  * says so and there are ranks to compare with, the digest starts on the
- * helper thread. Returns 0, or a negative errno (the kernels' copy, or
- * the thread's creation). */
+ * helper thread (a state under 1 MiB: made here at once). A check that
+ * cannot run (the state's copy to the host fails) is skipped and a thread
+ * that cannot start is done without: said once, the run goes on. Returns 0,
+ * or the test flip's copy error. */
 int replica_check_after_step(struct trainer *t);
 
 /* Before the step in progress's first all-reduce: waits for the pending
