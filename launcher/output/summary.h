@@ -72,6 +72,10 @@ struct summary_hang {
 	char line[512];	   /* the line every node printed */
 };
 
+/* jansson's object, for the *_json functions (the file that calls them
+ * includes jansson.h). */
+struct json_t;
+
 /* The replicas kept in the summary: the first SUMMARY_REPLICAS_MAX, then
  * a count (a flaky core healed at every step must not grow the agent's
  * memory or its log without bound). */
@@ -148,7 +152,7 @@ int summary_add_replica(struct summary *s, const struct summary_replica *r);
  * "stopped"}...] (empty when none differed; the first
  * SUMMARY_REPLICAS_MAX) and "replicas_more": the count past them. Returns
  * 0 or -ENOMEM. */
-int summary_replicas_json(const struct summary *s, void *root);
+int summary_replicas_json(const struct summary *s, struct json_t *root);
 
 /* Records a hang. Returns 0 or -ENOMEM. */
 int summary_add_hang(struct summary *s, const struct summary_hang *h);
@@ -159,7 +163,6 @@ void summary_print_hangs(const struct summary *s);
 /* Adds "hangs": [{"time", "round", "node", "rank", "pid", "seq", "late_s",
  * "deadline_s", "named_here", "cut", "line"}...] to root (always, [] for
  * none). Returns 0 or -ENOMEM. */
-struct json_t;
 int summary_hangs_json(const struct summary *s, struct json_t *root);
 
 /* Prints the end-of-run summary for `attempt` through log_error/log_info. */
@@ -182,7 +185,6 @@ void summary_note_numerics(struct summary *s, int rank, enum summary_promise pro
 /* Sets root's "numerics": {"promise": "kept", "rank", "identity"} or
  * {"promise": "dropped" | "refused", "rank", "why"}, or null when no
  * worker said. Returns 0 or -ENOMEM. (json_t: jansson's.) */
-struct json_t;
 int summary_numerics_json(const struct summary *s, struct json_t *root);
 
 /* Reads a PyTorch error file ({"message": {"message": "...", "extraInfo":

@@ -60,7 +60,7 @@ int summary_add_replica(struct summary *s, const struct summary_replica *r)
 	return 1;
 }
 
-int summary_replicas_json(const struct summary *s, void *root)
+int summary_replicas_json(const struct summary *s, json_t *root)
 {
 	json_t *a = json_array();
 
