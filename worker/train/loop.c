@@ -457,11 +457,11 @@ static int loop_run(struct trainer *t)
 			 steps ? 1e3 * cpu / (double)steps : 0.0);
 		replica_check_report(t, steps ? dt / (double)steps : 0.0);
 	}
-	if (ret == 0)
-		if (ret == 0) {
-			trainer_numerics_report(t);
-			trainer_balance_report(t);
-		}
+	if (ret == 0) {
+		trainer_numerics_report(t);
+		trainer_balance_report(t);
+		replica_check_report_skipped(t);
+	}
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
 		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,
 			  ddp_error(t->ddp));

@@ -369,6 +369,17 @@ int replica_check_finish(struct trainer *t)
 	return ret;
 }
 
+void replica_check_report_skipped(const struct trainer *t)
+{
+	const struct replica_check *rc = t->replica;
+
+	if (rc && rc->skipped)
+		log_warn("replica check: rank %d skipped %" PRIu64 " check(s): a re-formation "
+			 "dropped the digest (the hand-over gave every rank one state; the next "
+			 "check compares it)",
+			 t->rank, rc->skipped);
+}
+
 void replica_check_report(const struct trainer *t, double step_s)
 {
 	const struct replica_check *rc = t->replica;
@@ -376,11 +387,6 @@ void replica_check_report(const struct trainer *t, double step_s)
 
 	if (!rc || t->rank != 0)
 		return;
-	if (rc->skipped)
-		log_warn("replica check: %" PRIu64 " check(s) skipped: a re-formation dropped the "
-			 "digest on some ranks (the hand-over gave them one state; the next check "
-			 "compares it)",
-			 rc->skipped);
 	if (!rc->checks) {
 		if (rc->every > 0 && t->shards && t->world > 1)
 			log_info("replica check: none ran (every %" PRId64 " steps)", rc->every);

@@ -82,5 +82,8 @@ void replica_check_cancel(struct trainer *t);
 /* Rank 0's closing line: checks run, mismatches caught and healed, the
  * digest's cost per check (main thread's wait and the helper's hashing). */
 void replica_check_report(const struct trainer *t, double step_s);
+/* Any rank's line, when a re-formation (or a failed copy of the state)
+ * made it skip checks: how many. */
+void replica_check_report_skipped(const struct trainer *t);
 
 #endif
