@@ -36,6 +36,12 @@
 #define DDP_PROGRESS_SIZE    4096
 #define DDP_PROGRESS_ENV     "DDP_PROGRESS_FILE"
 
+/* The phases' count, outside the guard: whichever header's enum a file
+ * got, worker/core/progress_writer.c (ddp.h's) and
+ * launcher/agent/hang_deadline.c (this one's) assert it has this many, so
+ * the two copies cannot drift apart in length. */
+#define DDP_PROGRESS_PHASES 10
+
 /* What the worker is doing (worker/ddp.h repeats it, for programs that
  * include only that header: whichever comes first defines it). */
 #ifndef DDP_PROGRESS_PHASE_DEFINED

@@ -4,6 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* progress.h's enum (ddp.h's copy: progress_writer.c). */
+_Static_assert(DDP_PHASE_COUNT == DDP_PROGRESS_PHASES &&
+		   DDP_PHASE_SHUTDOWN == DDP_PROGRESS_PHASES - 1,
+	       "common/progress.h's phases and its DDP_PROGRESS_PHASES disagree");
+
 void hang_deadline_cfg_defaults(struct hang_deadline_cfg *c)
 {
 	*c = (struct hang_deadline_cfg){

@@ -75,13 +75,33 @@ struct summary_hang {
 	char line[512];	   /* the line every node printed */
 };
 
+/* jansson's object, for the *_json functions (the file that calls them
+ * includes jansson.h). */
+struct json_t;
+
+/* The replicas kept in the summary: the first SUMMARY_REPLICAS_MAX, then
+ * a count (a flaky core healed at every step must not grow the agent's
+ * memory or its log without bound). */
+#define SUMMARY_REPLICAS_MAX 100
+/* The last reports remembered to drop repeats: every worker tells each
+ * one, in step order, so repeats come close together. */
+#define SUMMARY_REPLICAS_RECENT 64
+
+struct summary_replica_key {
+	int step, rank;
+	bool healed;
+};
+
 struct summary {
 	struct summary_rec *recs;
 	size_t n, cap;
 	struct summary_reform *reforms;
 	size_t nreforms;
-	struct summary_replica *replicas; /* summary_replicas.c */
+	struct summary_replica *replicas; /* summary_replicas.c: the first kept */
 	size_t nreplicas;
+	uint64_t replicas_more; /* differed past the first SUMMARY_REPLICAS_MAX */
+	struct summary_replica_key replicas_recent[SUMMARY_REPLICAS_RECENT]; /* a ring */
+	size_t nrecent;							     /* written */
 	struct summary_hang *hangs;
 	size_t nhangs;
 	char *interpreter;	    /* the Python the workers ran under, or NULL */
@@ -125,13 +145,17 @@ int summary_add_reform(struct summary *s, const struct summary_reform *r);
 void summary_print_reforms(const struct summary *s);
 
 /* Records a replica that differed, once per (step, rank, healed): every
- * worker of every node tells it. Returns 1 when new (then said in one
- * line), 0 when known, -ENOMEM. */
+ * worker of every node tells it (a repeat among the last
+ * SUMMARY_REPLICAS_RECENT reports is dropped). The first
+ * SUMMARY_REPLICAS_MAX are kept and each said in one line; later ones are
+ * counted (said once). Returns 1 when new, 0 when a repeat, -ENOMEM. */
 int summary_add_replica(struct summary *s, const struct summary_replica *r);
 
 /* Sets root's "replicas": [{"step", "rank", "tensor", "action": "healed" |
- * "stopped"}...] (empty when none differed). Returns 0 or -ENOMEM. */
-int summary_replicas_json(const struct summary *s, void *root);
+ * "stopped"}...] (empty when none differed; the first
+ * SUMMARY_REPLICAS_MAX) and "replicas_more": the count past them. Returns
+ * 0 or -ENOMEM. */
+int summary_replicas_json(const struct summary *s, struct json_t *root);
 
 /* Records a hang. Returns 0 or -ENOMEM. */
 int summary_add_hang(struct summary *s, const struct summary_hang *h);
@@ -142,7 +166,6 @@ void summary_print_hangs(const struct summary *s);
 /* Adds "hangs": [{"time", "round", "node", "rank", "pid", "phase", "op",
  * "seq", "late_s", "deadline_s", "state", "named_here", "cut", "line"}...] to root (always, [] for
  * none). Returns 0 or -ENOMEM. */
-struct json_t;
 int summary_hangs_json(const struct summary *s, struct json_t *root);
 
 /* Prints the end-of-run summary for `attempt` through log_error/log_info. */
@@ -165,7 +188,6 @@ void summary_note_numerics(struct summary *s, int rank, enum summary_promise pro
 /* Sets root's "numerics": {"promise": "kept", "rank", "identity"} or
  * {"promise": "dropped" | "refused", "rank", "why"}, or null when no
  * worker said. Returns 0 or -ENOMEM. (json_t: jansson's.) */
-struct json_t;
 int summary_numerics_json(const struct summary *s, struct json_t *root);
 
 /* Reads a PyTorch error file ({"message": {"message": "...", "extraInfo":

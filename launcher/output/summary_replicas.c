@@ -11,14 +11,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether k is among the last reports; if not, it is remembered. */
+static bool replica_repeat(struct summary *s, const struct summary_replica_key *k)
+{
+	size_t n = s->nrecent < SUMMARY_REPLICAS_RECENT ? s->nrecent : SUMMARY_REPLICAS_RECENT;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct summary_replica_key *o = &s->replicas_recent[i];
+
+		if (o->step == k->step && o->rank == k->rank && o->healed == k->healed)
+			return true;
+	}
+	s->replicas_recent[s->nrecent++ % SUMMARY_REPLICAS_RECENT] = *k;
+	return false;
+}
+
 int summary_add_replica(struct summary *s, const struct summary_replica *r)
 {
+	struct summary_replica_key k = {.step = r->step, .rank = r->rank, .healed = r->healed};
 	struct summary_replica *v;
 
-	for (size_t i = 0; i < s->nreplicas; i++)
-		if (s->replicas[i].step == r->step && s->replicas[i].rank == r->rank &&
-		    s->replicas[i].healed == r->healed)
-			return 0;
+	if (replica_repeat(s, &k))
+		return 0;
+	if (s->nreplicas >= SUMMARY_REPLICAS_MAX) {
+		if (s->replicas_more++ == 0)
+			log_warn(
+			    "more replicas differed than the %d listed: the rest are counted in "
+			    "summary.json's replicas_more (each is in rank 0's --metrics_file); "
+			    "a replica that differs again and again points at that node's memory "
+			    "or CPU",
+			    SUMMARY_REPLICAS_MAX);
+		return 1;
+	}
 	v = realloc(s->replicas, (s->nreplicas + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -36,7 +60,7 @@ int summary_add_replica(struct summary *s, const struct summary_replica *r)
 	return 1;
 }
 
-int summary_replicas_json(const struct summary *s, void *root)
+int summary_replicas_json(const struct summary *s, json_t *root)
 {
 	json_t *a = json_array();
 
@@ -53,5 +77,10 @@ int summary_replicas_json(const struct summary *s, void *root)
 			return -ENOMEM;
 		}
 	}
-	return json_object_set_new(root, "replicas", a) ? -ENOMEM : 0;
+	if (json_object_set_new(root, "replicas", a))
+		return -ENOMEM;
+	return json_object_set_new(root, "replicas_more",
+				   json_integer((json_int_t)s->replicas_more))
+		   ? -ENOMEM
+		   : 0;
 }

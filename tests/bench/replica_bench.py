@@ -12,8 +12,9 @@ Cost: W ranks with --replica_check_every 1 against 0 (off), --reps runs
 each, interleaved (on, off, on, off...) so that other load falls on both
 alike; the best run of each is kept. Per check, from ddp-train's closing
 line: the digest's CPU time on the helper thread, the time the step waited
-for the helper, the all-gather's time (which also absorbs the ranks' skew
-that the step's next all-reduce would otherwise wait for). ms/step from the
+for the helper, the comparison's time (the digests ride in the step's first
+all-reduce: no collective of the check's own, only the last step's
+all-gather). The A/B cost: wall ms/step on against off. ms/step from the
 `done:` line: wall (samples/s) and rank 0's CPU.
 
 Heal: 3 ranks, DDP_TEST_FLIP=1:5: the time from the broadcast's start to
@@ -49,8 +50,8 @@ JOBS = {
 
 DONE = re.compile(r"done: (\d+) steps in ([\d.]+) s \((\d+) samples/s.*cpu ([\d.]+) ms/step\)")
 CHECK = re.compile(r"replica check: (\d+) check\(s\).*per check: digest ([\d.]+) ms of the helper "
-                   r"thread's CPU .*the step waited ([\d.]+) ms for it and ([\d.]+) ms in the "
-                   r"all-gather")
+                   r"thread's CPU .*the step waited ([\d.]+) ms for it and ([\d.]+) ms "
+                   r"comparing")
 HEALED = re.compile(r"healed 1 replica\(s\) from rank 0's memory in ([\d.]+) s")
 TOOK = re.compile(r"took the training state from rank 0's memory: (\d+) bytes in ([\d.]+) s")
 
@@ -111,19 +112,23 @@ def main():
     ap.add_argument("--out")
     args = ap.parse_args()
     lines = ["| job | ranks | ms/step off (wall / cpu) | ms/step on (wall / cpu) | digest cpu "
-             "ms/check | share of step | step waited for it ms | all-gather ms | heal s "
-             "(bytes) |", "|---|---|---|---|---|---|---|---|---|"]
+             "ms/check | share of step | A/B wall | step waited for it ms | compare ms | "
+             "heal s (bytes) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name in args.configs.split(","):
         m = measure(args, name)
         hs, nbytes, _ = heal(args, name)
         share = m["digest"] / m["wall_off"]
-        lines.append("| %s | %d | %.2f / %.2f | %.2f / %.2f | %.3f | %.2f%% | %.3f | %.3f | "
-                     "%.4f (%d) |" % (JOBS[name]["label"], args.ranks, m["wall_off"],
-                                      m["cpu_off"], m["wall_on"], m["cpu_on"], m["digest"],
-                                      100 * share, m["join"], m["gather"], hs, nbytes))
+        ab = (m["wall_on"] - m["wall_off"]) / m["wall_off"]
+        lines.append("| %s | %d | %.2f / %.2f | %.2f / %.2f | %.3f | %.2f%% | %+.1f%% | %.3f | "
+                     "%.3f | %.4f (%d) |" % (JOBS[name]["label"], args.ranks, m["wall_off"],
+                                            m["cpu_off"], m["wall_on"], m["cpu_on"],
+                                            m["digest"], 100 * share, 100 * ab, m["join"],
+                                            m["gather"], hs, nbytes))
         print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n\n(target: digest <= %.0f%% of the step; share = digest CPU " \
-        "time / wall ms/step with the check off)\n" % (100 * TARGET)
+    text = "\n".join(lines) + ("\n\n(target: digest <= %.0f%% of the step; share = digest CPU "
+                               "time / wall ms/step with the check off; A/B wall = the best "
+                               "run on against the best run off, which the shared machine's "
+                               "noise also moves)\n" % (100 * TARGET))
     print(text)
     if args.out:
         with open(args.out, "w") as f:

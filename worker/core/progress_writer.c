@@ -2,7 +2,12 @@
  * progress_writer.c - the writer of the process's progress page
  * (progress_writer.h): a shared mapping of DDP_PROGRESS_FILE, written under
  * the page's sequence lock by whichever of the process's threads reports,
- * one at a time (a spin lock: the holders only store a few fields).
+ * one at a time (a spin lock: the holders only store a few fields; a
+ * waiter yields after PG_SPINS spins).
+ *
+ * After fork() the child writes nothing (pthread_atfork, progress_child):
+ * the page is its parent's (MAP_SHARED, the parent's pid on it), and the
+ * lock may have been held by a parent's thread that the child lacks.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +22,20 @@
 #include "log.h"
 #include "progress_writer.h"
 #include "timeutil.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+/* ddp.h came first: its copy of the phases is the one defined here
+ * (progress.h's: launcher/agent/hang_deadline.c). */
+_Static_assert(DDP_PHASE_COUNT == DDP_PROGRESS_PHASES &&
+		   DDP_PHASE_SHUTDOWN == DDP_PROGRESS_PHASES - 1,
+	       "worker/ddp.h's phases and common/progress.h's DDP_PROGRESS_PHASES disagree");
+
+/* Spins before the writers' lock yields the CPU: a holder preempted on a
+ * busy machine (more threads than cores) would otherwise cost the waiter
+ * its whole time slice. */
+#define PG_SPINS 100
 
 static struct {
 	struct ddp_progress *page; /* NULL: nothing is written */
@@ -41,8 +60,13 @@ static struct ddp_progress *pg_begin(void)
 {
 	struct ddp_progress *p = pg.page;
 
-	while (atomic_flag_test_and_set_explicit(&pg.lock, memory_order_acquire))
-		pg_relax();
+	for (int spins = 0; atomic_flag_test_and_set_explicit(&pg.lock, memory_order_acquire);)
+		if (++spins < PG_SPINS) {
+			pg_relax();
+		} else {
+			spins = 0;
+			sched_yield();
+		}
 	ddp_progress_write_begin(p);
 	return p;
 }
@@ -130,6 +154,13 @@ static void pg_first_write(struct ddp_progress *p)
 	ddp_progress_write_end(p);
 }
 
+/* A forked child (a data loader): the parent's page is not its own. */
+static void progress_child(void)
+{
+	pg.page = NULL;
+	atomic_flag_clear(&pg.lock);
+}
+
 void progress_open(void)
 {
 	const char *name;
@@ -137,6 +168,7 @@ void progress_open(void)
 	if (pg.opened)
 		return;
 	pg.opened = true;
+	pthread_atfork(NULL, NULL, progress_child);
 	name = getenv(DDP_PROGRESS_ENV);
 	if (!name || !name[0])
 		return;

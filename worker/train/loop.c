@@ -394,7 +394,8 @@ static int loop_replica_last(struct trainer *t)
 	return loop_reform(t, ret);
 }
 
-int trainer_run(struct trainer *t)
+/* The steps to the end, the final save and the closing lines. */
+static int loop_run(struct trainer *t)
 {
 	uint64_t t0 = time_now_ns(), first = t->step;
 	double comm0 = t->comm_wait_s, cpu0 = time_cpu_s();
@@ -456,14 +457,28 @@ int trainer_run(struct trainer *t)
 			 steps ? 1e3 * cpu / (double)steps : 0.0);
 		replica_check_report(t, steps ? dt / (double)steps : 0.0);
 	}
-	if (ret == 0)
-		if (ret == 0) {
-			trainer_numerics_report(t);
-			trainer_balance_report(t);
-		}
+	if (ret == 0) {
+		trainer_numerics_report(t);
+		trainer_balance_report(t);
+		replica_check_report_skipped(t);
+	}
 	if (ret < 0 && t->ddp && ddp_error(t->ddp)[0])
 		log_error("training stopped at step %llu: %s", (unsigned long long)t->step,
 			  ddp_error(t->ddp));
 	oret = loop_close_outputs(t);
 	return ret < 0 ? ret : oret;
+}
+
+/* The replica check lives as long as the loop: here rather than in
+ * trainer_init, so that trainer.c does not include replica_check.h (whose
+ * parts include train_state.h and trainer.h: a module circle). */
+int trainer_run(struct trainer *t)
+{
+	int ret = replica_check_init(t);
+
+	if (ret == 0)
+		ret = loop_run(t);
+	/* Its helper thread reads the model's state. */
+	replica_check_release(t);
+	return ret;
 }

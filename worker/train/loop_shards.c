@@ -24,7 +24,9 @@
  *      TRAINER_BALANCE_FLOATS per rank, the same way: its step timings,
  *      from which every rank names stragglers and takes the same shard plan
  *      (loop_balance.c: which run of shards a rank computes changes, the
- *      bits do not);
+ *      bits do not); then a run of REPLICA_FLOATS per rank, the same way:
+ *      the digest of its state after the last step (replica_check.h), so
+ *      the replicas are compared with no collective of their own;
  *   2. the fixed-point gradient sums, as integer-valued doubles (exact).
  */
 #include "replica_check.h"
@@ -48,18 +50,19 @@ struct trainer_shards {
 	int ntensors;	  /* parameter tensors (those with a gradient) */
 	size_t slot_len;  /* floats per shard in the exchange */
 	bool host;	  /* the kernels work on host memory (CPU) */
-	float *slots;	  /* v x slot_len, then world x TRAINER_BALANCE_FLOATS */
+	float *slots;	  /* v x slot_len, world x TRAINER_BALANCE_FLOATS, world x
+			     REPLICA_FLOATS */
 	float *grads;	  /* max(count, 1) x nparams, host */
 	double *q;	  /* nparams: the fixed-point sum */
 	int *scale;	  /* per model tensor: the exponent of its fixed point */
 };
 
 /* Floats in the step's first all-reduce: the shards' slots, then every
- * rank's timings. */
+ * rank's timings, then every rank's replica digest. */
 static size_t shards_xchg_len(const struct trainer *t)
 {
 	return (size_t)t->shards->v * t->shards->slot_len +
-	       (size_t)t->world * TRAINER_BALANCE_FLOATS;
+	       (size_t)t->world * (TRAINER_BALANCE_FLOATS + REPLICA_FLOATS);
 }
 
 /* Offsets in a slot. */
@@ -303,6 +306,7 @@ int trainer_shards_step(struct trainer *t, float out[2])
 	struct trainer_shards *s = t->shards;
 	double wait0 = t->comm_wait_s;
 	float *xchg = s->slots + (size_t)s->v * s->slot_len;
+	float *digests = xchg + (size_t)t->world * TRAINER_BALANCE_FLOATS;
 	uint64_t t0;
 	double compute_s = 0.0;
 	int ret = shards_take_plan(t);
@@ -312,15 +316,18 @@ int trainer_shards_step(struct trainer *t, float out[2])
 	for (int k = 0; ret == 0 && k < s->count; k++)
 		ret = shards_compute(t, s->first + k, k);
 	compute_s = (double)(time_now_ns() - t0) * 1e-9;
-	/* The last step's replicas compared before this one writes the state
-	 * (REPLICA_HEALED: redo it). */
-	if (ret == 0)
-		ret = replica_check_finish(t);
-	if (ret == REPLICA_HEALED)
-		return ret;
+	/* The last step's digest rides in this all-reduce, and the replicas
+	 * are compared before this step writes the state (REPLICA_HEALED:
+	 * redo it). */
 	trainer_balance_put(t, xchg);
 	if (ret == 0)
+		replica_check_put(t, digests);
+	if (ret == 0)
 		ret = shards_allreduce(t, s->slots, shards_xchg_len(t), DDP_FLOAT32);
+	if (ret == 0)
+		ret = replica_check_take(t, digests);
+	if (ret == REPLICA_HEALED)
+		return ret;
 	if (ret == 0)
 		trainer_balance_take(t, xchg);
 	if (ret == 0)

@@ -4,6 +4,7 @@
  * that names a difference and its fix.
  */
 #include "numerics.h"
+#include "train_build_flags.h"
 
 #include <cblas.h>
 #include <stdint.h>
@@ -34,9 +35,24 @@ const char *numerics_field_name(int field)
 	return field >= 0 && field < NUMERICS_NFIELDS ? numerics_names[field] : "?";
 }
 
+uint32_t numerics_flags_hash(const char *flags)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (const unsigned char *p = (const unsigned char *)flags; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+const char *numerics_build_flags(void)
+{
+	return DDP_BUILD_FLAGS;
+}
+
 void numerics_build(char *buf, size_t len)
 {
-	snprintf(buf, len, "ddp-train %s, cc %s", DDP_VERSION, __VERSION__);
+	snprintf(buf, len, "ddp-train %s, cc %s, flags %08x", DDP_VERSION, __VERSION__,
+		 numerics_flags_hash(DDP_BUILD_FLAGS));
 }
 
 int numerics_blas_threads(long long threads, long long global_batch_size)
@@ -227,7 +243,10 @@ static void numerics_fix(int f, const char *v, char *buf, size_t len)
 		snprintf(buf, len, "set DDP_MATMUL_PRECISION=%s on every node", v);
 		break;
 	case NUMERICS_BUILD:
-		snprintf(buf, len, "run the same ddp-train build (%s) on every node", v);
+		snprintf(buf, len,
+			 "run the same ddp-train build (%s: one version, compiler and compile "
+			 "flags; 'flags' hashes them) on every node",
+			 v);
 		break;
 	case NUMERICS_GPU:
 		snprintf(buf, len, "run on one GPU model (%s) on every node", v);

@@ -30,7 +30,7 @@ enum numerics_field {
 	NUMERICS_CORE,	  /* OpenBLAS's kernel (openblas_get_corename) */
 	NUMERICS_THREADS, /* BLAS threads */
 	NUMERICS_BLAS,	  /* the library and its build (openblas_get_config, core removed) */
-	NUMERICS_BUILD,	  /* ddp-train's version and compiler */
+	NUMERICS_BUILD,	  /* ddp-train's version, compiler, compile flags' hash */
 	NUMERICS_GPU,	  /* the device model */
 	NUMERICS_DRIVER,  /* the CUDA driver version */
 	NUMERICS_CUBLAS,  /* the cuBLAS version */
@@ -64,8 +64,14 @@ void numerics_of_cpu(struct numerics_identity *id);
  * BLAS fields "". Returns 0, or -EIO when the runtime cannot say. */
 int numerics_of_gpu(struct numerics_identity *id);
 
-/* The build field: ddp-train's version and the compiler. */
+/* The build field: ddp-train's version, the compiler and the hash of the
+ * compile flags (numerics_build_flags): two builds of one version with
+ * other flags (-march=native's FMA, another -O) give other bits. */
 void numerics_build(char *buf, size_t len);
+/* The compile flags this build was made with (worker/train/meson.build). */
+const char *numerics_build_flags(void);
+/* FNV-1a of flags: the build field's "flags %08x". */
+uint32_t numerics_flags_hash(const char *flags);
 
 /* BLAS threads for the settings: threads when set (> 0); else 1 with a
  * fixed global batch (the job's bits must not depend on the machine's

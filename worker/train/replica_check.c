@@ -1,7 +1,8 @@
 /*
  * replica_check.c - every replica's state compared after committed steps
- * (replica_check.h): the digest on a helper thread, the all-gather and the
- * vote, the closing line, and the test flip. A mismatch: replica_heal.c.
+ * (replica_check.h): the digest on a helper thread, its words in the
+ * step's all-reduce (the last step's in an all-gather) and the vote, the
+ * closing line, and the test flip. A mismatch: replica_heal.c.
  */
 #include "replica_check_int.h"
 
@@ -70,10 +71,12 @@ void replica_check_cancel(struct trainer *t)
 {
 	struct replica_check *rc = t->replica;
 
-	if (!rc || !rc->pending)
+	if (!rc || (!rc->pending && !rc->sent))
 		return;
-	pthread_join(rc->th, NULL);
-	rc->pending = false;
+	if (rc->pending && rc->threaded)
+		pthread_join(rc->th, NULL);
+	rc->pending = rc->sent = rc->threaded = false;
+	rc->skipped++;
 }
 
 void replica_check_release(struct trainer *t)
@@ -85,8 +88,21 @@ void replica_check_release(struct trainer *t)
 	replica_check_cancel(t);
 	XXH3_freeState(rc->xs);
 	free(rc->host);
+	free(rc->all);
 	free(rc);
 	t->replica = NULL;
+}
+
+/* A failure that skips a check, said once per run (only a mismatch stops
+ * the run). */
+static void replica_warn_once(struct replica_check *rc, uint64_t step, const char *what, int err)
+{
+	if (rc->warned)
+		return;
+	rc->warned = true;
+	log_warn("replica check at step %" PRIu64 ": %s: %s; training goes on "
+		 "(--replica_check_every 0 turns the check off)",
+		 step, what, strerror(-err));
 }
 
 /* XXH3_64 of the header and the segments, in the layout's order. */
@@ -188,10 +204,29 @@ int replica_check_after_step(struct trainer *t)
 		return ret;
 	replica_check_cancel(t);
 	ret = replica_view(t, rc);
-	if (ret == 0)
+	if (ret < 0) {
+		/* Only a mismatch stops the run: this check is skipped. */
+		replica_warn_once(rc, t->step, "cannot copy the state out to digest it", ret);
+		rc->skipped++;
+		return 0;
+	}
+	rc->pending = true;
+	rc->threaded = false;
+	/* A small state costs less to digest here than a thread's start and
+	 * its wake-up on a busy machine (ddplaunch.torch's replicas.py does
+	 * the same). */
+	if (train_state_floats(&t->model) * sizeof(float) >= REPLICA_THREAD_BYTES) {
 		ret = -pthread_create(&rc->th, NULL, replica_thread, rc);
-	rc->pending = ret == 0;
-	return ret;
+		rc->threaded = ret == 0;
+		if (ret < 0)
+			replica_warn_once(rc, t->step,
+					  "cannot start its helper thread (digesting on the "
+					  "training thread instead)",
+					  ret);
+	}
+	if (!rc->threaded)
+		replica_thread(rc);
+	return 0;
 }
 
 /* n words of every rank into all (world x n), in rank order; the words are
@@ -215,37 +250,140 @@ int replica_compare(struct trainer *t, uint64_t digest, uint64_t *all, struct re
 	return ret;
 }
 
+/* Waits for the pending digest (its cost counted). */
+static void replica_join(struct replica_check *rc)
+{
+	uint64_t t0 = time_now_ns();
+
+	if (rc->threaded)
+		pthread_join(rc->th, NULL);
+	rc->pending = rc->threaded = false;
+	rc->hash_total_ns += rc->hash_ns;
+	rc->join_ns += time_now_ns() - t0;
+}
+
+/* The digest's words: bits 0-21, 22-43, 44-63 with the "sent" bit 20. */
+#define REPLICA_WORD_BITS 22
+#define REPLICA_SENT	  (1u << 20)
+_Static_assert(REPLICA_FLOATS == 3, "three words of a 64-bit digest");
+
+static void replica_encode(uint64_t d, float w[REPLICA_FLOATS])
+{
+	uint32_t mask = (1u << REPLICA_WORD_BITS) - 1;
+
+	w[0] = (float)(uint32_t)(d & mask);
+	w[1] = (float)(uint32_t)((d >> REPLICA_WORD_BITS) & mask);
+	w[2] = (float)((uint32_t)(d >> (2 * REPLICA_WORD_BITS)) | REPLICA_SENT);
+}
+
+/* Returns 1 and the digest when the run holds one, else 0. */
+static int replica_decode(const float w[REPLICA_FLOATS], uint64_t *d)
+{
+	uint32_t w2 = (uint32_t)w[2];
+
+	if (!(w2 & REPLICA_SENT))
+		return 0;
+	*d = (uint64_t)(uint32_t)w[0] | (uint64_t)(uint32_t)w[1] << REPLICA_WORD_BITS |
+	     (uint64_t)(w2 & ~REPLICA_SENT) << (2 * REPLICA_WORD_BITS);
+	return 1;
+}
+
+void replica_check_put(struct trainer *t, float *x)
+{
+	struct replica_check *rc = t->replica;
+
+	if (!rc || !rc->pending)
+		return;
+	rc->sent = true;
+	replica_join(rc);
+	replica_encode(rc->digest, x + (size_t)t->rank * REPLICA_FLOATS);
+}
+
+/* rc->all for the current world. */
+static int replica_all(struct trainer *t, struct replica_check *rc)
+{
+	uint64_t *a;
+
+	if (rc->all_cap >= t->world)
+		return 0;
+	a = realloc(rc->all, (size_t)t->world * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	rc->all = a;
+	rc->all_cap = t->world;
+	return 0;
+}
+
+/* The vote over rc->all; a mismatch named and healed (or the run stops). */
+static int replica_judge(struct trainer *t, struct replica_check *rc)
+{
+	struct replica_vote v;
+
+	rc->checks++;
+	replica_vote(rc->all, t->world, &v);
+	return v.agree ? 0 : replica_mismatch(t, rc, rc->all, &v);
+}
+
+int replica_check_take(struct trainer *t, const float *x)
+{
+	struct replica_check *rc = t->replica;
+	uint64_t t0 = time_now_ns();
+	int sent = 0, ret;
+
+	/* Every rank decides from the same sums, so all take the same path
+	 * (replica_mismatch's collectives included). */
+	if (!rc)
+		return 0;
+	rc->sent = false;
+	ret = replica_all(t, rc);
+	for (int r = 0; ret == 0 && r < t->world; r++)
+		sent += replica_decode(x + (size_t)r * REPLICA_FLOATS, &rc->all[r]);
+	if (ret < 0 || sent == 0)
+		return ret;
+	if (sent < t->world) {
+		rc->skipped++;
+		return 0;
+	}
+	ret = replica_judge(t, rc);
+	rc->gather_ns += time_now_ns() - t0;
+	return ret;
+}
+
 int replica_check_finish(struct trainer *t)
 {
 	struct replica_check *rc = t->replica;
-	struct replica_vote v;
-	uint64_t t0, *all;
+	uint64_t t0;
 	int ret;
 
 	if (!rc || !rc->pending)
 		return 0;
+	replica_join(rc);
+	ret = replica_all(t, rc);
+	if (ret < 0)
+		return ret;
 	t0 = time_now_ns();
-	pthread_join(rc->th, NULL);
-	rc->pending = false;
-	rc->checks++;
-	rc->hash_total_ns += rc->hash_ns;
-	rc->join_ns += time_now_ns() - t0;
-	all = calloc((size_t)t->world, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	t0 = time_now_ns();
-	ret = replica_compare(t, rc->digest, all, &v);
+	ret = replica_gather(t, &rc->digest, rc->all, 1);
+	if (ret == 0)
+		ret = replica_judge(t, rc);
 	rc->gather_ns += time_now_ns() - t0;
-	if (ret == 0 && !v.agree)
-		ret = replica_mismatch(t, rc, all, &v);
-	free(all);
 	return ret;
+}
+
+void replica_check_report_skipped(const struct trainer *t)
+{
+	const struct replica_check *rc = t->replica;
+
+	if (rc && rc->skipped)
+		log_warn("replica check: rank %d skipped %" PRIu64 " check(s): a re-formation "
+			 "dropped the digest (the hand-over gave every rank one state; the next "
+			 "check compares it)",
+			 t->rank, rc->skipped);
 }
 
 void replica_check_report(const struct trainer *t, double step_s)
 {
 	const struct replica_check *rc = t->replica;
-	double n, join, gather, hash;
+	double n, join, cmp, hash;
 
 	if (!rc || t->rank != 0)
 		return;
@@ -256,14 +394,14 @@ void replica_check_report(const struct trainer *t, double step_s)
 	}
 	n = (double)rc->checks;
 	join = (double)rc->join_ns * 1e-6 / n;
-	gather = (double)rc->gather_ns * 1e-6 / n;
+	cmp = (double)rc->gather_ns * 1e-6 / n;
 	hash = (double)rc->hash_total_ns * 1e-6 / n;
 	log_info("replica check: %" PRIu64 " check(s) (every %" PRId64 " steps), %" PRIu64
 		 " mismatch(es), %" PRIu64 " replica(s) healed; per check: digest %.3f ms of "
 		 "the helper thread's CPU (%.2f%% of a %.2f ms step), the step waited %.3f ms "
-		 "for it and %.3f ms in the all-gather",
+		 "for it and %.3f ms comparing (the digests ride in the step's all-reduce)",
 		 rc->checks, rc->every, rc->mismatches, rc->healed, hash,
-		 step_s > 0 ? 100.0 * hash * 1e-3 / step_s : 0.0, step_s * 1e3, join, gather);
+		 step_s > 0 ? 100.0 * hash * 1e-3 / step_s : 0.0, step_s * 1e3, join, cmp);
 	if (rc->heal_ns)
 		log_info("replica check: healing took %.3f s in all", (double)rc->heal_ns * 1e-9);
 }

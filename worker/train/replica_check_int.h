@@ -15,6 +15,10 @@
 #include <stdint.h>
 #include <xxhash.h>
 
+/* A state this large is digested on the helper thread beside the next
+ * step's compute; a smaller one right after its step. */
+#define REPLICA_THREAD_BYTES (1u << 20)
+
 struct replica_check {
 	int64_t every;
 	/* DDP_TEST_FLIP: rank and step; flip_step 0: none */
@@ -27,14 +31,22 @@ struct replica_check {
 	size_t n[TRAIN_STATE_NSEGS];
 	float *host; /* staging when the kernels' memory is not the host's */
 	XXH3_state_t *xs;
-	/* The pending digest: the helper thread's result. */
-	bool pending;
+	/* The pending digest: the helper thread's result (threaded) or made
+	 * on the training thread (a state under REPLICA_THREAD_BYTES, or no
+	 * thread could start). */
+	bool pending, threaded, warned;
 	pthread_t th;
 	uint64_t digest, hash_ns; /* hash_ns: the helper thread's CPU time */
 	/* Totals for the closing line and the benchmark: the main thread's
-	 * wait for the helper (join_ns) and in the all-gather (gather_ns). */
-	uint64_t checks, mismatches, healed;
+	 * wait for the helper (join_ns) and in the comparison (gather_ns: the
+	 * last step's all-gather; the others ride in the step's all-reduce). */
+	uint64_t checks, mismatches, healed, skipped;
 	uint64_t join_ns, gather_ns, hash_total_ns, heal_ns;
+	/* replica_check_put wrote a digest into this step's exchange. */
+	bool sent;
+	/* Every rank's digest, read from the exchange (capacity all_cap). */
+	uint64_t *all;
+	int all_cap;
 };
 
 /* XXH3_64 of rc's header and segments, in the layout's order. */

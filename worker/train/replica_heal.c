@@ -168,8 +168,9 @@ int replica_mismatch(struct trainer *t, struct replica_check *rc, const uint64_t
 			  "place)",
 			  rc->hdr.step, t->world);
 		/* Every rank has said it before any exits (the launcher stops
-		 * the others at the first exit). */
-		ddp_barrier(t->ddp);
+		 * the others at the first exit). The run stops with -EIO either
+		 * way: a failed barrier only means a peer left first. */
+		(void)ddp_barrier(t->ddp);
 		ret = -EIO;
 	} else if (ret == 0) {
 		t0 = time_now_ns();

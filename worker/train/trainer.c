@@ -2,7 +2,6 @@
  * trainer.c - setting up and tearing down ddp-train's job.
  */
 #include "trainer.h"
-#include "replica_check.h"
 
 #include "fileutil.h"
 #include "log.h"
@@ -624,7 +623,6 @@ int trainer_init(struct trainer *t, const struct train_config *cfg)
 	ret = ret ? ret : trainer_init_batch(t);
 	if (ret == 0 && cfg->global_batch_size > 0)
 		ret = trainer_shards_init(t);
-	ret = ret ? ret : replica_check_init(t);
 	if (ret == 0)
 		rng_seed(&t->rng, (uint64_t)cfg->seed ^ 0x5eed5eed5eedull);
 	ret = ret ? ret : trainer_start_state(t);
@@ -635,8 +633,6 @@ void trainer_release(struct trainer *t)
 {
 	if (t->rank0_duties)
 		metrics_close(&t->metrics);
-	/* Its helper thread reads the model's state. */
-	replica_check_release(t);
 	/* First: its buckets are ranges of the model's gradients. */
 	if (t->reducer)
 		ddp_reducer_free(t->reducer);

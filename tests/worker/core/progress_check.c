@@ -20,6 +20,7 @@
  *   - the reducer's bucket all-reduces name their bucket and its bytes;
  *   - ddp_progress_phase (CHECKPOINT kept through a barrier, -EINVAL for
  *     COLLECTIVE and NONE) and ddp_progress_step;
+ *   - a forked child's reports leave its parent's page alone;
  *   - ddp_reform: a new round, seq from 0 again; ddp_free: SHUTDOWN.
  * "missing": DDP_PROGRESS_FILE names no file: training goes on, nothing
  * is written anywhere.
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -280,6 +282,26 @@ static void check_phases(struct ddp_ctx *ctx)
 	      (unsigned long long)p.gen, (unsigned long long)q.gen);
 }
 
+/* A forked child (a data loader) reports nothing on its parent's page. */
+static void check_fork(struct ddp_ctx *ctx)
+{
+	struct ddp_progress p = read_page(rank_), q;
+	int status = 0;
+	pid_t pid = fork();
+
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		ddp_progress_step(ctx, 999, 1, 1, 0, 1);
+		ddp_progress_phase(ctx, DDP_PHASE_EVAL);
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "child");
+	q = read_page(rank_);
+	CHECK(q.step == p.step && q.phase == p.phase && q.gen == p.gen && q.pid == p.pid,
+	      "a forked child wrote its parent's page: step %llu phase %u pid %d",
+	      (unsigned long long)q.step, q.phase, (int)q.pid);
+}
+
 static void check_reform(struct ddp_ctx *ctx)
 {
 	struct ddp_options o;
@@ -335,6 +357,7 @@ static int run(void)
 	stuck_rank(ctx, buf);
 	check_reducer(ctx);
 	check_phases(ctx);
+	check_fork(ctx);
 	check_reform(ctx);
 
 	ddp_free(ctx);

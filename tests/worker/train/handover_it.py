@@ -26,6 +26,9 @@ alone. Checks:
     BatchNorm buffers, momentum), is byte-identical to the undisturbed
     run's.
 
+  - the survivor says the replica check that the re-formation dropped
+    (its digest of the step before the kill);
+
   - the progress pages (common/progress.h, one per process, named in
     DDP_PROGRESS_FILE as the agent names them, read through the Python
     mirror): the survivor's says REFORM once its collective failed (the
@@ -272,6 +275,11 @@ def check_case(name, survivor, joiner, dead, final, reference):
         if word in out:
             raise Fail("%s: the fresh process touched the checkpoints (%r):\n%s" % (
                 name, word, out[-2000:]))
+    # The survivor's digest of the step before the kill was dropped by the
+    # re-formation: counted and said, not skipped without a word.
+    if not re.search(r"replica check: rank \d+ skipped 1 check\(s\): a re-formation", sout):
+        raise Fail("%s: the survivor did not say the replica check it skipped:\n%s" % (
+            name, sout[-2000:]))
     if "re-forming for round" in sout:
         raise Fail("%s: the survivor logged a failed re-formation:\n%s" % (name, sout[-2000:]))
     got = sha256(final)

@@ -17,6 +17,9 @@ collectives' numbers never go backwards in a round, the phases seen include
 STARTUP or HANDOVER, COMPUTE, COLLECTIVE, CHECKPOINT and FINAL (rank 0 also
 EVAL), the step count rises to the last step with each committed step's
 duration = compute + wait and 2 shards, and the last page says SHUTDOWN.
+With --pages test the job runs again with --replica_check_every 0, and the
+check (on by default, every step) must add exactly one collective: the last
+step's all-gather (the others' digests ride in the step's all-reduce).
 Exit 0 pass, 1 fail.
 """
 import argparse
@@ -75,19 +78,28 @@ def main():
     pr = load_mirror()
     tmp = tempfile.mkdtemp(prefix="ddp-progress-it-")
     try:
-        run(args, pr, tmp)
+        on = run(args, pr, os.path.join(tmp, "on"))
+        if args.pages == "test":
+            off = run(args, pr, os.path.join(tmp, "off"), ["--replica_check_every", "0"])
+            for r in (0, 1):
+                if on[r] - off[r] != 1:
+                    fail("rank %d: %d collectives with the replica check, %d without: the "
+                         "check must add only the last step's all-gather" % (r, on[r], off[r]))
+            print("replica check: %d collectives on, %d off (rank 0)" % (on[0], off[0]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(args, pr, tmp):
+def run(args, pr, tmp, extra=()):
+    """One job; returns each rank's collectives (its last page's seq)."""
+    os.makedirs(tmp)
     wrap = ["/bin/sh", "-c", WRAPPER] if args.pages == "test" else []
     cmd = [args.ddplaunch, "--standalone", "--nproc_per_node=2", "--max_restarts=0"] + wrap + [
            args.ddp_train, "--device", "cpu", "--data", "synthetic",
            "--synthetic_samples", "1536", "--hidden", "1024,1024", "--global_batch_size", "64",
            "--virtual_shards", "4", "--max_steps", str(STEPS), "--epochs", "3",
            "--checkpoint_dir", os.path.join(tmp, "ckpt"), "--checkpoint_every", "4",
-           "--threads", "1", "--progress_bar", "false"]
+           "--threads", "1", "--progress_bar", "false"] + list(extra)
     env = dict(os.environ, PROGRESS_DIR=tmp, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -111,14 +123,17 @@ def run(args, pr, tmp):
         fail("the job failed (%d)" % proc.returncode)
     if len(maps) < 2:
         fail("found the pages of ranks %s only" % sorted(maps))
+    seqs = {}
     for r in (0, 1):
         p = pr.read(maps[r])
         if p is None:
             fail("rank %d's page cannot be read after the job" % r)
         seen[r].add(pr, p)
         check_rank(pr, r, seen[r])
+        seqs[r] = p["seq"]
         print("rank %d: phases seen %s, %d collectives, %d steps seen" %
               (r, sorted(seen[r].phases), p["seq"], len(seen[r].steps)))
+    return seqs
 
 
 def map_page(path):

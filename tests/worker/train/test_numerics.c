@@ -151,6 +151,22 @@ static void test_first_field_named(void **state)
 	assert_int_equal(m.field, NUMERICS_BUILD);
 	numerics_describe(ids, &m, line, sizeof(line));
 	assert_non_null(strstr(line, ": run the same ddp-train build (ddp-train "));
+	assert_non_null(strstr(line, "compile flags"));
+}
+
+/* The build field names the compile flags' hash: a build with other flags
+ * (-march=native, another -O) is another build. */
+static void test_build_flags(void **state)
+{
+	char buf[NUMERICS_VALUE_MAX], want[32];
+
+	(void)state;
+	numerics_build(buf, sizeof(buf));
+	assert_non_null(strstr(numerics_build_flags(), "-O3"));
+	snprintf(want, sizeof(want), ", flags %08x", numerics_flags_hash(numerics_build_flags()));
+	assert_non_null(strstr(buf, want));
+	assert_int_not_equal(numerics_flags_hash("gcc 12.2.0 release 3 -O3"),
+			     numerics_flags_hash("gcc 12.2.0 release 3 -march=native -O3"));
 }
 
 static void test_gpu_fields(void **state)
@@ -195,6 +211,7 @@ int main(void)
 	    cmocka_unit_test(test_join_refuses_the_joiner),
 	    cmocka_unit_test(test_first_field_named),
 	    cmocka_unit_test(test_gpu_fields),
+	    cmocka_unit_test(test_build_flags),
 	    cmocka_unit_test(test_blas_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
