@@ -16,7 +16,8 @@ half millisecond until the job ends. Passes when, for each rank: the
 collectives' numbers never go backwards in a round, the phases seen include
 STARTUP or HANDOVER, COMPUTE, COLLECTIVE, CHECKPOINT and FINAL (rank 0 also
 EVAL), the step count rises to the last step with each committed step's
-duration = compute + wait and 2 shards, and the last page says SHUTDOWN.
+duration = compute + wait and 1 to 3 of the 4 shards (2 each, or a
+weighted plan's share when a rank was named slow), and the last page says SHUTDOWN.
 With --pages test the job runs again with --replica_check_every 0, and the
 check (on by default, every step) must add exactly one collective: the last
 step's all-gather (the others' digests ride in the step's all-reduce).
@@ -207,7 +208,7 @@ def check_rank(pr, r, s):
     if len(s.steps) < STEPS // 4 or [x[0] for x in s.steps] != sorted(x[0] for x in s.steps):
         fail("rank %d: steps seen %s" % (r, [x[0] for x in s.steps]))
     for step, step_ns, compute_ns, wait_ns, shards in s.steps:
-        if step_ns <= 0 or compute_ns + wait_ns != step_ns or shards != 2:
+        if step_ns <= 0 or compute_ns + wait_ns != step_ns or not 1 <= shards <= 3:
             fail("rank %d step %d: step_ns %d compute %d wait %d shards %d"
                  % (r, step, step_ns, compute_ns, wait_ns, shards))
 
