@@ -30,6 +30,7 @@ struct status_reader {
 	uv_timer_t again;
 	uv_signal_t sigint;
 	int exit_status;
+	bool ended; /* status_end ran: what the backend's close cancels is quiet */
 	struct status_snap snap;
 	uint32_t world_round; /* the round whose world is being read */
 	int world_tries;
@@ -37,24 +38,29 @@ struct status_reader {
 
 static void status_read(struct status_reader *c);
 
+/* Once: the backend's close runs a pending request's callback with
+ * -ECANCELED from inside the call, which ends up here again. */
 static void status_end(struct status_reader *c, int exit_status)
 {
+	void *be = c->be;
+
+	if (c->ended)
+		return;
+	c->ended = true;
 	c->exit_status = exit_status;
-	status_snap_release(&c->snap);
-	if (c->be)
-		c->o->ops->close(c->be);
 	c->be = NULL;
-	if (!uv_is_closing((uv_handle_t *)&c->again)) {
-		uv_close((uv_handle_t *)&c->again, NULL);
-		uv_close((uv_handle_t *)&c->sigint, NULL);
-	}
+	if (be)
+		c->o->ops->close(be);
+	status_snap_release(&c->snap); /* after the cancelled callbacks ran */
+	uv_close((uv_handle_t *)&c->again, NULL);
+	uv_close((uv_handle_t *)&c->sigint, NULL);
 }
 
 /* A request the backend did not take, or one that failed: a failure the
  * session's loss explains is said by lost(), which follows. */
 static void status_failed(struct status_reader *c, const char *what, int status)
 {
-	if (status == -ECONNRESET && c->be)
+	if (c->ended || (status == -ECONNRESET && c->be))
 		return;
 	log_error("cannot read %s from %s%s%s: %s", what, c->o->backend ? c->o->backend : "",
 		  c->o->backend ? " at " : "", c->o->endpoint, strerror(-status));
@@ -198,6 +204,8 @@ static void on_got(void *drv, uint64_t tag, int status, const struct rdzv_value 
 	static const char *what[] = {"", "the job's state", "the job's nodes", "the nodes' status"};
 	struct status_reader *c = drv;
 
+	if (c->ended)
+		return;
 	if (status < 0 || (tag != TAG_RECORDS && n != 1)) {
 		status_failed(c, what[tag <= TAG_RECORDS ? tag : 0], status < 0 ? status : -EPROTO);
 		return;
@@ -227,6 +235,8 @@ static void on_connected(void *drv, int status, const char *msg)
 {
 	struct status_reader *c = drv;
 
+	if (c->ended)
+		return;
 	if (status < 0) {
 		c->be = NULL; /* it is gone */
 		log_error("%s", msg && *msg ? msg : strerror(-status));
@@ -255,6 +265,8 @@ static void on_lost(void *drv, int status, const char *msg)
 	struct status_reader *c = drv;
 
 	c->be = NULL;
+	if (c->ended)
+		return;
 	log_error("%s%s", msg && *msg ? msg : strerror(-status),
 		  c->o->backend ? etcd_hint(status) : "");
 	status_end(c, 1);

@@ -21,8 +21,10 @@ import json
 import os
 import shutil
 import signal
+import select
 import subprocess
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,6 +83,40 @@ class TmuxCase(MultiNodeCase):
 
 
 class Status(TmuxCase):
+    def interrupt_while_the_store_is_stopped(self, rdzvd):
+        """^C to `status --watch` while its read waits on a stopped store: it
+        ends with 0, quietly, never on a signal (the backend's close cancels
+        the read, whose callback ended the reader again: a second close,
+        libuv's assertion once, "Operation canceled" and exit 1)."""
+        env = self.cluster.env({"DDP_RDZV_TOKEN": TOKEN})
+        st = subprocess.Popen([DDPLAUNCH, "status", "--rdzv_endpoint=%s:%d" % (addr(0), self.port),
+                               "--rdzv_id=job", "--watch=0.2", "--json"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertTrue(st.stdout.readline(), "status --watch printed nothing")
+            rdzvd.p.send_signal(signal.SIGSTOP)
+            try:
+                # the next read starts within 0.2 s and cannot be answered
+                # while the store is stopped: ^C once status has been silent
+                # (stuck in that read) for 0.6 s, three periods
+                quiet_since = time.monotonic()
+                end = quiet_since + 10
+                while time.monotonic() - quiet_since < 0.6:
+                    self.assertLess(time.monotonic(), end, "status kept printing")
+                    if select.select([st.stdout], [], [], 0.1)[0]:
+                        if not os.read(st.stdout.fileno(), 65536):
+                            self.fail("status ended before ^C: %s" % st.stderr.read())
+                        quiet_since = time.monotonic()
+                st.send_signal(signal.SIGINT)
+                _, err = st.communicate(timeout=10)
+            finally:
+                rdzvd.p.send_signal(signal.SIGCONT)
+            self.assertEqual((st.returncode, err), (0, ""), "status on ^C")
+        finally:
+            if st.poll() is None:
+                st.kill()
+                st.communicate()
+
     def status(self, *args, token=TOKEN):
         env = self.cluster.env({"DDP_RDZV_TOKEN": token} if token else None)
         return subprocess.run([DDPLAUNCH, "status", "--rdzv_endpoint=%s:%d" % (addr(0), self.port)]
@@ -149,6 +185,14 @@ class Status(TmuxCase):
         self.assertEqual(r.returncode, 1)
         self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
         self.assertIn("token", r.stderr)
+        # a token too short: the agents' reason and fix, not "Invalid argument"
+        r = self.status("--rdzv_id=job", token="short")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("the token from DDP_RDZV_TOKEN is 5 bytes; it must be at least 16",
+                      r.stderr)
+        self.assertIn("head -c 32 /dev/urandom | base64", r.stderr)
+        self.interrupt_while_the_store_is_stopped(rdzvd)
         for n in nodes[:2]:
             n.signal(signal.SIGTERM)
         for n in nodes[:2]:
