@@ -358,32 +358,13 @@ int agent_metrics_init(struct agent *ag)
 int agent_metrics_start(struct agent *ag)
 {
 	const struct opts_metrics *m = &ag->o->metrics;
-	int rc;
 
 	if (m->port < 0)
 		return 0;
-	rc = metrics_http_start(ag->loop, m->addr, m->port, render, ag, &ag->stats.http);
-	if (rc == -ENOTSUP) {
-		log_error("--metrics_port: this ddplaunch was built without metrics "
-			  "(libmicrohttpd); build it with -Dmetrics=enabled, or leave "
-			  "--metrics_port out");
-		return 2;
-	}
-	if (rc == -EADDRINUSE) {
-		log_error("--metrics_port: port %d%s%s is in use by another process; choose "
-			  "another, or 0 for a free one",
-			  m->port, m->addr[0] ? " on " : "", m->addr);
-		return 2;
-	}
-	if (rc) {
-		log_error("--metrics_port: cannot serve metrics on %s%s%d: %s", m->addr,
-			  m->addr[0] ? ":" : "port ", m->port, strerror(-rc));
-		return 2;
-	}
-	log_info("serving metrics at http://%s%s%s:%d/metrics", strchr(m->addr, ':') ? "[" : "",
-		 m->addr[0] ? m->addr : "0.0.0.0", strchr(m->addr, ':') ? "]" : "",
-		 metrics_http_port(ag->stats.http));
-	return 0;
+	return metrics_http_start_said(ag->loop, "ddplaunch", "--metrics_port", m->addr, m->port,
+				       render, ag, &ag->stats.http)
+		   ? 2
+		   : 0;
 }
 
 static void noop_close(uv_handle_t *h)
