@@ -7,8 +7,8 @@
 
 static const char args_help[] =
     "usage: ddplaunch [options] [--config JOB.ini] [--] PROGRAM [ARGS...]\n"
-    "       ddplaunch status [--rdzv_backend=etcd] --rdzv_endpoint=ENDPOINT --rdzv_id=ID\n"
-    "                        [--watch] [--json]   (ddplaunch status --help)\n"
+    "       ddplaunch status [--rdzv_backend=c10d|etcd] --rdzv_endpoint=ENDPOINT\n"
+    "                        [--rdzv_id=ID] [--watch[=S]] [--json]   (status --help)\n"
     "\n"
     "Starts nproc_per_node copies of PROGRAM with torchrun's environment (RANK,\n"
     "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), hosts their store,\n"

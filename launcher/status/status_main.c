@@ -202,8 +202,22 @@ int status_main(int argc, char **argv, char **envp)
 		}
 	}
 	if (optind < argc) {
-		log_error("status: unexpected argument '%s' (run 'ddplaunch status --help')",
-			  argv[optind]);
+		/* --watch takes its period only after '=': "--watch 5" leaves "5"
+		 * (getopt may have moved it after the other flags) */
+		bool period = strspn(argv[optind], "0123456789.") == strlen(argv[optind]);
+		bool watch = false;
+
+		for (int i = 1; i < argc; i++)
+			watch = watch || !strcmp(argv[i], "--watch");
+		period = period && watch;
+		if (period)
+			log_error("status: unexpected argument '%s' (the period goes after '=': "
+				  "--watch=%s)",
+				  argv[optind], argv[optind]);
+		else
+			log_error(
+			    "status: unexpected argument '%s' (run 'ddplaunch status --help')",
+			    argv[optind]);
 		return 2;
 	}
 	if (opts_init(&o)) {

@@ -2,8 +2,8 @@
  * status_read.c - `ddplaunch status`'s reading (status_read.h): the job
  * state (ddprdzv/ID/state), the world of its last formed round (w/GEN.ROUND,
  * or the round before while one forms) and each member's status record
- * (RDZV_STATUS_KEY_FMT), one get after the other through the rendezvous
- * primitives, whichever the backend. A job that is not there is said in one
+ * (RDZV_STATUS_KEY_FMT, STATUS_BATCH keys per get), one get after the other
+ * through the rendezvous primitives, whichever the backend. A job that is not there is said in one
  * line; so is a store that cannot be reached or read (a failed request is
  * followed by lost(), which says why: the request's own failure is not said
  * again).
@@ -32,7 +32,8 @@ struct status_reader {
 	int exit_status;
 	bool ended; /* status_end ran: what the backend's close cancels is quiet */
 	struct status_snap snap;
-	uint32_t world_round; /* the round whose world is being read */
+	size_t rec_next, rec_n; /* the records' batch being read: first node, count */
+	uint32_t world_round;	/* the round whose world is being read */
 	int world_tries;
 };
 
@@ -109,33 +110,50 @@ static void get(struct status_reader *c, uint64_t tag, const struct byteview *k,
 		status_failed(c, what, rc);
 }
 
+/* The nodes' records, STATUS_BATCH keys per get: one reply stays small
+ * (a record is up to 4 KiB) however many nodes the job has. */
+#define STATUS_BATCH 256
+
 static void read_records(struct status_reader *c)
 {
-	size_t n = c->snap.nnodes;
-	struct byteview keys[n ? n : 1];
-	char(*names)[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32] = calloc(n ? n : 1, sizeof(*names));
+	size_t n = c->snap.nnodes - c->rec_next;
+	struct byteview *keys;
+	char(*names)[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32];
 
-	if (!n || !names) {
-		free(names);
+	if (n > STATUS_BATCH)
+		n = STATUS_BATCH;
+	if (!n) {
 		status_show(c);
+		return;
+	}
+	keys = calloc(n, sizeof(*keys));
+	names = calloc(n, sizeof(*names));
+	if (!keys || !names) {
+		free(keys);
+		free(names);
+		status_show(c); /* what was read so far */
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
 		snprintf(names[i], sizeof(names[i]), RDZV_STATUS_KEY_FMT, c->o->run_id,
-			 c->snap.nodes[i].id);
+			 c->snap.nodes[c->rec_next + i].id);
 		keys[i] = (struct byteview){(const uint8_t *)names[i], strlen(names[i])};
 	}
+	c->rec_n = n;
 	get(c, TAG_RECORDS, keys, n, "the nodes' status");
 	free(names); /* the request copied the keys */
+	free(keys);
 }
 
 static void on_records(struct status_reader *c, const struct rdzv_value *v, size_t n)
 {
-	for (size_t i = 0; i < n && i < c->snap.nnodes; i++)
+	for (size_t i = 0; i < n && i < c->rec_n; i++)
 		if (v[i].present)
-			c->snap.nodes[i].rec =
+			c->snap.nodes[c->rec_next + i].rec =
 			    json_loadb((const char *)v[i].bytes.data, v[i].bytes.len, 0, NULL);
-	status_show(c);
+	c->rec_next += c->rec_n;
+	c->rec_n = 0;
+	read_records(c);
 }
 
 static void read_world(struct status_reader *c, uint32_t round)
@@ -226,6 +244,7 @@ static void status_read(struct status_reader *c)
 	status_snap_release(&c->snap);
 	memset(&c->snap.st, 0, sizeof(c->snap.st));
 	c->snap.world_round = 0;
+	c->rec_next = c->rec_n = 0;
 	snprintf(key, sizeof(key), "ddprdzv/%s/state", c->o->run_id);
 	k = (struct byteview){(const uint8_t *)key, strlen(key)};
 	get(c, TAG_STATE, &k, 1, "the job's state");

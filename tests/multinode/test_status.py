@@ -192,6 +192,11 @@ class Status(TmuxCase):
         self.assertIn("the token from DDP_RDZV_TOKEN is 5 bytes; it must be at least 16",
                       r.stderr)
         self.assertIn("head -c 32 /dev/urandom | base64", r.stderr)
+        # --watch's period after a space: the fix named
+        r = self.status("--watch", "5", "--json", "--rdzv_id=job")
+        self.assertEqual((r.returncode, r.stderr), (2, "ddplaunch: status: unexpected argument "
+                                                       "'5' (the period goes after '=': "
+                                                       "--watch=5)\n"))
         self.interrupt_while_the_store_is_stopped(rdzvd)
         for n in nodes[:2]:
             n.signal(signal.SIGTERM)
