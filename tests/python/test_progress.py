@@ -23,7 +23,8 @@
       agent must not loop on them, so ddplaunch forwards the worker's last
       line and ends, within 60 s. "metrics": with --metrics_port=0, the
       step histogram's _count and _sum after three steps of 10, 20 and 24
-      ms are exactly 3 and 0.054, scraped while the worker waits.
+      ms are exactly 3 and 0.054, and before its first step the page
+      shows its phase but no ddp_worker_step, scraped while the worker waits.
 Exit 0 pass, 1 fail.
 """
 import importlib.util
@@ -301,6 +302,15 @@ def scrape(url, want, limit):
     fail("/metrics never showed what was expected; last:\n%s" % text)
 
 
+def wait_path(proc, path, end):
+    """Until path exists (the worker made it), failing when the job ended or
+    at end."""
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > end:
+            fail("the worker never made %s" % os.path.basename(path))
+        time.sleep(0.05)
+
+
 def check_huge(ddplaunch, metrics):
     tmp = tempfile.mkdtemp(prefix="ddp-progress-huge-")
     proc = None
@@ -314,10 +324,8 @@ def check_huge(ddplaunch, metrics):
         lines = []
         url = None
         end = time.monotonic() + 60
-        while time.monotonic() < end and not os.path.exists(os.path.join(tmp, "steps")):
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
+        wait_for_file = lambda name: wait_path(proc, os.path.join(tmp, name), end)  # noqa: E731
+        wait_for_file("page")
         if metrics:
             # the agent says where it serves before the worker starts
             import selectors
@@ -333,6 +341,14 @@ def check_huge(ddplaunch, metrics):
                     url = m.group(1)
             if url is None:
                 fail("no 'serving metrics at' line:\n" + "".join(lines))
+            # a page with no step: its phase, but no ddp_worker_step
+            m = scrape(url, lambda m: any(k.startswith("ddp_worker_phase{") for k in m), 20)
+            if any(k.startswith("ddp_worker_step{") for k in m):
+                fail("ddp_worker_step shown for a worker that reported no step: %s" %
+                     [k for k in m if k.startswith("ddp_worker_step{")])
+        open(os.path.join(tmp, "scraped0"), "w").close()
+        wait_for_file("steps")
+        if metrics:
             h = "ddp_worker_step_seconds"
             lab = 'local_rank="0",rank="0"'
             scrape(url, lambda m: (m.get(h + "_count{%s}" % lab) == 3 and
