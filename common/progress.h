@@ -98,6 +98,9 @@ struct ddp_progress {
 	uint64_t written_ns; /* the last write: a heartbeat */
 	uint32_t shards;     /* of that step: virtual shards it computed (0: not shard mode) */
 	uint32_t reserved0;
+	/* Appended (version 1 still: a page of an older writer has them 0). */
+	uint64_t steps_total; /* steps this process (pid) reported, counted by the writer */
+	uint64_t step_ns_sum; /* the sum of their step_ns: a reader's exact _sum/_count */
 };
 
 _Static_assert(sizeof(struct ddp_progress) <= DDP_PROGRESS_SIZE, "progress fits its page");

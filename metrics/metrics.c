@@ -211,15 +211,37 @@ int metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t nboun
 	return 0;
 }
 
-void metrics_hist_observe(struct metrics_hist *h, double v)
+int metrics_single(struct metrics_out *o, const char *name, enum metrics_type type,
+		   const char *help, double value)
+{
+	int rc = metrics_family(o, name, type, help);
+
+	return rc ? rc : metrics_sample(o, NULL, 0, value);
+}
+
+static size_t hist_bucket(const struct metrics_hist *h, double v)
 {
 	size_t i = 0;
 
 	while (i < h->nbounds && v > h->bounds[i])
 		i++;
-	h->counts[i]++;
+	return i;
+}
+
+void metrics_hist_observe(struct metrics_hist *h, double v)
+{
+	h->counts[hist_bucket(h, v)]++;
 	h->sum += v;
 	h->count++;
+}
+
+void metrics_hist_observe_n(struct metrics_hist *h, double sum, uint64_t n)
+{
+	if (!n)
+		return;
+	h->counts[hist_bucket(h, sum / (double)n)] += n;
+	h->sum += sum;
+	h->count += n;
 }
 
 int metrics_hist_write(struct metrics_out *o, const struct metrics_label *labels, size_t nlabels,

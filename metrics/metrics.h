@@ -66,6 +66,11 @@ int metrics_family(struct metrics_out *o, const char *name, enum metrics_type ty
 int metrics_sample(struct metrics_out *o, const struct metrics_label *labels, size_t nlabels,
 		   double value);
 
+/* A family of one unlabelled sample: metrics_family() then
+ * metrics_sample(o, NULL, 0, value). */
+int metrics_single(struct metrics_out *o, const char *name, enum metrics_type type,
+		   const char *help, double value);
+
 /* A histogram's buckets: upper bounds in increasing order (the +Inf bucket
  * is implied) and a count per bucket (not cumulative; counts[nbounds] is
  * the +Inf bucket's), their sum and count. */
@@ -84,6 +89,11 @@ int metrics_hist_init(struct metrics_hist *h, const double *bounds, size_t nboun
 
 /* Counts one observation. */
 void metrics_hist_observe(struct metrics_hist *h, double v);
+
+/* Counts n observations (n >= 1) whose values sum to `sum` when only the
+ * sum is known: _sum and _count stay exact, and all n fall in the bucket
+ * of their mean. O(1) whatever n is. */
+void metrics_hist_observe_n(struct metrics_hist *h, double sum, uint64_t n);
 
 /* The current family's (METRICS_HISTOGRAM) samples for h with `labels`:
  * name_bucket{labels,le="B"} (cumulative), name_sum, name_count. */

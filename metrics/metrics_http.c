@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@ struct metrics_http {
 	uv_loop_t *loop;
 	struct MHD_Daemon *mhd;
 	int port;
-	int nopen; /* handles not yet closed */
+	char host[INET6_ADDRSTRLEN]; /* the address bound, as getsockname says */
+	int nopen;		     /* handles not yet closed */
 	unsigned long scrapes;
 	metrics_render_fn render;
 	void *arg;
@@ -100,8 +102,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
-/* A listening TCP socket on addr:port; its fd or a negative errno. */
-static int http_listen(const char *addr, int port, int *bound)
+/* A listening TCP socket on addr:port; its fd or a negative errno; the
+ * port and address bound into *bound and host. */
+static int http_listen(const char *addr, int port, int *bound, char *host, size_t hostlen)
 {
 	struct sockaddr_storage ss = {0};
 	socklen_t sl;
@@ -146,6 +149,11 @@ static int http_listen(const char *addr, int port, int *bound)
 		goto fail;
 	*bound = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
 					       : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	if (!inet_ntop(ss.ss_family,
+		       ss.ss_family == AF_INET ? (void *)&((struct sockaddr_in *)&ss)->sin_addr
+					       : (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+		       host, (socklen_t)hostlen))
+		snprintf(host, hostlen, "?");
 	return fd;
 fail:
 	rc = -errno;
@@ -168,7 +176,7 @@ int metrics_http_start(uv_loop_t *loop, const char *addr, int port, metrics_rend
 	h->loop = loop;
 	h->render = render;
 	h->arg = arg;
-	fd = http_listen(addr, port, &h->port);
+	fd = http_listen(addr, port, &h->port, h->host, sizeof(h->host));
 	if (fd < 0) {
 		free(h);
 		return fd;
@@ -203,6 +211,11 @@ fail:
 int metrics_http_port(const struct metrics_http *h)
 {
 	return h->port;
+}
+
+const char *metrics_http_host(const struct metrics_http *h)
+{
+	return h->host;
 }
 
 unsigned long metrics_http_scrapes(const struct metrics_http *h)
@@ -250,6 +263,11 @@ int metrics_http_start(uv_loop_t *loop, const char *addr, int port, metrics_rend
 int metrics_http_port(const struct metrics_http *h)
 {
 	return h->port;
+}
+
+const char *metrics_http_host(const struct metrics_http *h)
+{
+	return "";
 }
 
 unsigned long metrics_http_scrapes(const struct metrics_http *h)

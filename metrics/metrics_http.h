@@ -50,6 +50,19 @@ int metrics_http_start(uv_loop_t *loop, const char *addr, int port, metrics_rend
 /* The port it listens on. */
 int metrics_http_port(const struct metrics_http *h);
 
+/* The address it is bound to, as the kernel says (:: for every interface
+ * of a dual-stack host, 0.0.0.0 where there is no IPv6). */
+const char *metrics_http_host(const struct metrics_http *h);
+
+/* metrics_http_start, then says what came of it for the option `opt`
+ * (--metrics_port, --metrics-port) of `prog` (ddplaunch, ddp-rdzvd): on
+ * success "serving metrics at http://HOST:PORT/metrics" (info) with the
+ * address and port bound; otherwise (error) a taken port, a build without
+ * metrics or another failure, each with its fix. Returns its rc. */
+int metrics_http_start_said(uv_loop_t *loop, const char *prog, const char *opt, const char *addr,
+			    int port, metrics_render_fn render, void *arg,
+			    struct metrics_http **out);
+
 /* How many scrapes of /metrics it answered. */
 unsigned long metrics_http_scrapes(const struct metrics_http *h);
 

@@ -102,7 +102,13 @@ run_suites() { # DIR meson-test-arguments...
 }
 
 setup_torch2
-configure build -Dcuda=auto -Dtorch2_python="$torch2_python" || exit 1
+# /metrics is optional (-Dmetrics=auto), but CI tests it (multinode_Metrics):
+# there a build without libmicrohttpd fails at configure, not quietly.
+metrics=auto
+if [ -n "${CI:-}" ]; then
+	metrics=enabled
+fi
+configure build -Dcuda=auto -Dmetrics=$metrics -Dtorch2_python="$torch2_python" || exit 1
 ninja -C build || exit 1
 run_suites build --no-suite bench --no-suite fuzz
 

@@ -33,9 +33,11 @@ struct metrics_http;
 
 /* Per local rank, what the metrics keep between scrapes (agent_metrics.c). */
 struct agent_rank_stats {
-	uint64_t step;		   /* the step seen last */
-	uint64_t pub_step, pub_ns; /* the step at the last status record, and when */
-	struct metrics_hist times; /* step times, one per committed step seen */
+	int32_t pid;			   /* the page's writer seen last, 0: none */
+	uint64_t steps_total, step_ns_sum; /* its page's counts then */
+	uint64_t rate_steps, rate_ns; /* its steps_total at the rate window's start, and when */
+	double steps_per_s;	      /* over the last window; < 0: none yet */
+	struct metrics_hist times;    /* step times, one per step the writers counted */
 };
 
 /* A round this node joined, for the status record. */
@@ -232,25 +234,6 @@ void agent_status_publish(struct agent *ag);
  * ag->summary.hangs, the deadlines from ag->hang. */
 struct metrics_out;
 void agent_metrics_hangs(struct agent *ag, struct metrics_out *o);
-
-/* Metrics (agent_metrics.c): /metrics when --metrics_port is given, and
- * the counts events add to. agent_metrics_start (before agent_setup: only
- * ag->loop and ag->o are read) serves when the option is given; it returns
- * 0, or ddplaunch's exit status (2: the port is taken, or the build has no
- * metrics) after saying why. agent_metrics_init (after agent_init_handles)
- * makes the per-rank counts and starts reading the progress pages: 0 or 1
- * (out of memory, said). agent_metrics_close stops both, whatever was
- * started. */
-int agent_metrics_start(struct agent *ag);
-int agent_metrics_init(struct agent *ag);
-void agent_metrics_close(struct agent *ag);
-/* A round was joined: a new group's (in_place false) or handed to the
- * running workers. */
-void agent_metrics_round(struct agent *ag, const struct rdzv_round *r, bool in_place);
-/* A loss begins (a failure, a round over, a worker replaced): counted from
- * now until agent_metrics_resumed, unless one is being counted. */
-void agent_metrics_lost(struct agent *ag);
-void agent_metrics_resumed(struct agent *ag);
 
 /* In place (agent_inplace.c): the bookkeeping of re-formations; it calls
  * only agent_workers.c, and the machine (agent.c) decides and moves. */

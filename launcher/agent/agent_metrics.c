@@ -6,10 +6,13 @@
  * the last collective's wait). The server is metrics_http's, on the agent's
  * loop: the render reads struct agent between two of its events.
  *
- * Step times: the agent reads each page every AGENT_SAMPLE_MS; each step
- * committed since the last read is counted once in the histogram, with the
- * duration of the last one (the page keeps only that one), so a histogram
- * over many steps per read shows their last's time for each.
+ * Step times: the agent reads each page every AGENT_SAMPLE_MS. The writer
+ * counts its own steps and sums their durations (steps_total, step_ns_sum:
+ * per process, from 0); the histogram takes the difference since the last
+ * read, so its _sum and _count are exact, and the steps of one read fall in
+ * the bucket of their mean. Nothing read from the page is looped on: a
+ * page is the worker's to write, and a bogus value must not stall the
+ * agent's loop. A new writer (pid) is a new baseline.
  */
 #include "agent_int.h"
 #include "metrics_http.h"
@@ -98,37 +101,59 @@ void agent_metrics_resumed(struct agent *ag)
 	agent_status_publish(ag);
 }
 
-/* Each step committed since the last read, into the histogram; every
- * AGENT_STATUS_EVERY reads, the status record. */
+/* One rank's page read: the steps its writer counted since the last read,
+ * into the histogram. */
+static void sample_rank(struct agent_rank_stats *rs, const struct ddp_progress *p, uint64_t now)
+{
+	if (p->pid != rs->pid) { /* a new process: its counts start at 0 */
+		*rs = (struct agent_rank_stats){
+		    .pid = p->pid, .rate_ns = now, .steps_per_s = -1, .times = rs->times};
+	} else if (p->steps_total < rs->steps_total) { /* not a counter: a new baseline */
+		rs->steps_total = rs->rate_steps = p->steps_total;
+		rs->step_ns_sum = p->step_ns_sum;
+		rs->rate_ns = now;
+		rs->steps_per_s = -1;
+		return;
+	}
+	metrics_hist_observe_n(&rs->times, (double)(p->step_ns_sum - rs->step_ns_sum) / 1e9,
+			       p->steps_total - rs->steps_total);
+	rs->steps_total = p->steps_total;
+	rs->step_ns_sum = p->step_ns_sum;
+}
+
+/* The step rate over the last window, for the status record. */
+static void rate_rank(struct agent_rank_stats *rs, uint64_t now)
+{
+	if (rs->pid && rs->steps_total && now > rs->rate_ns && rs->steps_total >= rs->rate_steps)
+		rs->steps_per_s =
+		    (double)(rs->steps_total - rs->rate_steps) * 1e9 / (double)(now - rs->rate_ns);
+	rs->rate_steps = rs->steps_total;
+	rs->rate_ns = now;
+}
+
+/* Every page, into the histograms; every AGENT_STATUS_EVERY reads, the
+ * rates and the status record. */
 #define AGENT_STATUS_EVERY 10
 static void on_sample(uv_timer_t *t)
 {
 	struct agent *ag = t->data;
+	uint64_t now = time_now_ns();
+	bool publish = ++ag->stats.ticks % AGENT_STATUS_EVERY == 0;
 
-	if (++ag->stats.ticks % AGENT_STATUS_EVERY == 0)
-		agent_status_publish(ag);
 	for (int i = 0; i < ag->nproc; i++) {
 		struct agent_rank_stats *rs = &ag->stats.ranks[i];
 		struct ddp_progress p;
 
-		if (worker_proc_progress(&ag->w[i].proc, &p))
-			continue;
-		if (p.step < rs->step)
-			rs->step = p.step; /* a new process resumed from an older step */
-		for (uint64_t s = rs->step; s < p.step && p.step_ns; s++)
-			metrics_hist_observe(&rs->times, p.step_ns / 1e9);
-		rs->step = p.step;
+		if (!worker_proc_progress(&ag->w[i].proc, &p))
+			sample_rank(rs, &p, now);
+		if (publish)
+			rate_rank(rs, now);
 	}
+	if (publish)
+		agent_status_publish(ag);
 }
 
 /* ---- the exposition ---- */
-
-static void fam(struct metrics_out *o, const char *name, enum metrics_type t, const char *help,
-		double v)
-{
-	metrics_family(o, name, t, help);
-	metrics_sample(o, NULL, 0, v);
-}
 
 static void render_job(struct agent *ag, struct metrics_out *o)
 {
@@ -147,22 +172,26 @@ static void render_job(struct agent *ag, struct metrics_out *o)
 		l[0] = (struct metrics_label){"state", agent_state_word(i)};
 		metrics_sample(o, l, 1, (int)ag->state == (int)i);
 	}
-	fam(o, "ddp_round", METRICS_GAUGE,
-	    "The rendezvous round the workers run in (-1: none yet).",
-	    round || ag->attempt ? ag->round.round : -1);
-	fam(o, "ddp_nodes", METRICS_GAUGE, "Nodes in the round.", ag->round.group_world_size);
-	fam(o, "ddp_node_rank", METRICS_GAUGE, "This node's rank among them.",
-	    ag->round.group_rank);
-	fam(o, "ddp_world_size", METRICS_GAUGE, "Workers in the whole job.", ag->round.world_size);
-	fam(o, "ddp_local_workers", METRICS_GAUGE, "Workers on this node (--nproc_per_node).",
-	    ag->nproc);
-	fam(o, "ddp_workers_running", METRICS_GAUGE, "This node's worker processes running now.",
-	    ag->nrunning);
-	fam(o, "ddp_job_restarts", METRICS_GAUGE,
+	metrics_single(o, "ddp_round", METRICS_GAUGE,
+		       "The rendezvous round the workers run in (-1: none yet).",
+		       round || ag->attempt ? ag->round.round : -1);
+	metrics_single(o, "ddp_nodes", METRICS_GAUGE, "Nodes in the round.",
+		       ag->round.group_world_size);
+	metrics_single(o, "ddp_node_rank", METRICS_GAUGE, "This node's rank among them.",
+		       ag->round.group_rank);
+	metrics_single(o, "ddp_world_size", METRICS_GAUGE, "Workers in the whole job.",
+		       ag->round.world_size);
+	metrics_single(o, "ddp_local_workers", METRICS_GAUGE,
+		       "Workers on this node (--nproc_per_node).", ag->nproc);
+	metrics_single(o, "ddp_workers_running", METRICS_GAUGE,
+		       "This node's worker processes running now.", ag->nrunning);
+	metrics_single(
+	    o, "ddp_job_restarts_total", METRICS_COUNTER,
 	    "Restarts of the worker group the job has used (all nodes; --max_restarts bounds "
 	    "them).",
 	    ag->round.restart_count);
-	fam(o, "ddp_max_restarts", METRICS_GAUGE, "The job's --max_restarts.", ag->o->max_restarts);
+	metrics_single(o, "ddp_max_restarts", METRICS_GAUGE, "The job's --max_restarts.",
+		       ag->o->max_restarts);
 }
 
 static void render_counts(struct agent *ag, struct metrics_out *o)
@@ -183,23 +212,24 @@ static void render_counts(struct agent *ag, struct metrics_out *o)
 		l = (struct metrics_label){"reason", rdzv_reasons[i]};
 		metrics_sample(o, &l, 1, (double)ag->stats.reforms[i]);
 	}
-	fam(o, "ddp_group_starts_total", METRICS_COUNTER,
+	metrics_single(
+	    o, "ddp_group_starts_total", METRICS_COUNTER,
 	    "This node's worker groups started after its first (a restart, or a round that "
 	    "could not be joined in place).",
 	    ag->attempt);
-	fam(o, "ddp_worker_replacements_total", METRICS_COUNTER,
-	    "This node's workers replaced alone while the others re-formed in place.",
-	    ag->nreplaced);
+	metrics_single(o, "ddp_worker_replacements_total", METRICS_COUNTER,
+		       "This node's workers replaced alone while the others re-formed in place.",
+		       ag->nreplaced);
 	metrics_family(o, "ddp_worker_failures_total", METRICS_COUNTER,
 		       "This node's workers that failed on their own, by how they ended.");
 	l = (struct metrics_label){"how", "exit"};
 	metrics_sample(o, &l, 1, (double)ag->stats.failures_exit);
 	l = (struct metrics_label){"how", "signal"};
 	metrics_sample(o, &l, 1, (double)ag->stats.failures_signal);
-	fam(o, "ddp_failure_lost_seconds_total", METRICS_COUNTER,
-	    "Time this node's workers did not train because of a failure or a change of "
-	    "membership: from when the agent heard of it to the workers running again.",
-	    agent_metrics_lost_s(ag));
+	metrics_single(o, "ddp_failure_lost_seconds_total", METRICS_COUNTER,
+		       "Time this node's workers did not train because of a failure or a change of "
+		       "membership: from when the agent heard of it to the workers running again.",
+		       agent_metrics_lost_s(ag));
 }
 
 static void render_ranks(struct agent *ag, struct metrics_out *o)
@@ -224,15 +254,16 @@ static void render_ranks(struct agent *ag, struct metrics_out *o)
 	l[0] = (struct metrics_label){"local_rank", lr[i]};                                        \
 	l[1] = (struct metrics_label){"rank", rk[i]}
 	metrics_family(o, "ddp_worker_step", METRICS_GAUGE,
-		       "Training steps the worker committed (its progress page).");
+		       "Training steps the worker committed (its progress page; absent for a "
+		       "program that reports none).");
 	for (int i = 0; i < ag->nproc; i++)
-		if (have[i]) {
+		if (have[i] && (p[i].step || p[i].steps_total)) {
 			RANK_LABELS(i);
 			metrics_sample(o, l, 2, (double)p[i].step);
 		}
 	metrics_family(o, "ddp_worker_step_seconds", METRICS_HISTOGRAM,
-		       "Duration of the worker's steps (read every 0.2 s: the steps committed "
-		       "between two reads count with the last one's duration).");
+		       "Duration of the worker's steps: _sum and _count exact; the page is read "
+		       "every 0.2 s, and the steps of one read fall in their mean's bucket.");
 	for (int i = 0; i < ag->nproc; i++)
 		if (ag->stats.ranks[i].times.count) {
 			RANK_LABELS(i);
@@ -328,32 +359,13 @@ int agent_metrics_init(struct agent *ag)
 int agent_metrics_start(struct agent *ag)
 {
 	const struct opts_metrics *m = &ag->o->metrics;
-	int rc;
 
 	if (m->port < 0)
 		return 0;
-	rc = metrics_http_start(ag->loop, m->addr, m->port, render, ag, &ag->stats.http);
-	if (rc == -ENOTSUP) {
-		log_error("--metrics_port: this ddplaunch was built without metrics "
-			  "(libmicrohttpd); build it with -Dmetrics=enabled, or leave "
-			  "--metrics_port out");
-		return 2;
-	}
-	if (rc == -EADDRINUSE) {
-		log_error("--metrics_port: port %d%s%s is in use by another process; choose "
-			  "another, or 0 for a free one",
-			  m->port, m->addr[0] ? " on " : "", m->addr);
-		return 2;
-	}
-	if (rc) {
-		log_error("--metrics_port: cannot serve metrics on %s%s%d: %s", m->addr,
-			  m->addr[0] ? ":" : "port ", m->port, strerror(-rc));
-		return 2;
-	}
-	log_info("serving metrics at http://%s%s%s:%d/metrics", strchr(m->addr, ':') ? "[" : "",
-		 m->addr[0] ? m->addr : "0.0.0.0", strchr(m->addr, ':') ? "]" : "",
-		 metrics_http_port(ag->stats.http));
-	return 0;
+	return metrics_http_start_said(ag->loop, "ddplaunch", "--metrics_port", m->addr, m->port,
+				       render, ag, &ag->stats.http)
+		   ? 2
+		   : 0;
 }
 
 static void noop_close(uv_handle_t *h)

@@ -51,7 +51,7 @@ const char *agent_state_word(enum agent_state s)
 static json_t *status_rank(struct agent *ag, int i, uint64_t now)
 {
 	struct agent_worker *w = &ag->w[i];
-	struct agent_rank_stats *rs = &ag->stats.ranks[i];
+	const struct agent_rank_stats *rs = &ag->stats.ranks[i];
 	struct ddp_progress p;
 	json_t *o = json_pack("{s:i, s:i, s:i}", "local", i, "rank", w->rank, "pid",
 			      w->proc.running ? w->proc.pid : 0);
@@ -63,12 +63,8 @@ static json_t *status_rank(struct agent *ag, int i, uint64_t now)
 		json_object_set_new(o, "age_s", json_real((now - p.written_ns) / 1e9));
 	if (!p.step)
 		return o; /* a program that does not report steps (or none yet) */
-	if (rs->pub_ns && now > rs->pub_ns && p.step >= rs->pub_step)
-		json_object_set_new(
-		    o, "steps_per_s",
-		    json_real((double)(p.step - rs->pub_step) * 1e9 / (double)(now - rs->pub_ns)));
-	rs->pub_step = p.step;
-	rs->pub_ns = now;
+	if (rs->steps_per_s >= 0 && rs->pid == p.pid) /* agent_metrics' window (2 s) */
+		json_object_set_new(o, "steps_per_s", json_real(rs->steps_per_s));
 	json_object_set_new(o, "step", json_integer((json_int_t)p.step));
 	json_object_set_new(o, "step_s", json_real(p.step_ns / 1e9));
 	json_object_set_new(o, "wait_s", json_real(p.wait_ns / 1e9));

@@ -7,8 +7,8 @@
 
 static const char args_help[] =
     "usage: ddplaunch [options] [--config JOB.ini] [--] PROGRAM [ARGS...]\n"
-    "       ddplaunch status [--rdzv_backend=etcd] --rdzv_endpoint=ENDPOINT --rdzv_id=ID\n"
-    "                        [--watch] [--json]   (ddplaunch status --help)\n"
+    "       ddplaunch status [--rdzv_backend=c10d|etcd] --rdzv_endpoint=ENDPOINT\n"
+    "                        [--rdzv_id=ID] [--watch[=S]] [--json]   (status --help)\n"
     "\n"
     "Starts nproc_per_node copies of PROGRAM with torchrun's environment (RANK,\n"
     "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), hosts their store,\n"
@@ -89,8 +89,8 @@ static const char args_help[] =
     "  --slurm_port_range LO-HI where a Slurm job's port comes from (29500-29999)\n"
     "  --no_slurm               take nothing from Slurm (also DDPLAUNCH_SLURM=0)\n"
     "  --metrics_port [ADDR:]P  serve /metrics for Prometheus on port P (0: a free\n"
-    "                           port, printed; ADDR: one address, else all); off\n"
-    "                           by default\n"
+    "                           port, printed; ADDR: one literal address, as\n"
+    "                           127.0.0.1 or [::1], else all); off by default\n"
     "  -h, --help               this text;  --version  the version\n"
     "\n"
     "Across nodes, one ddplaunch per node. Static (node 0 hosts the store):\n"

@@ -590,6 +590,24 @@ static int resolve_etcd(const struct launch_opts *o, struct opts_rdzv *r, char *
 	return 0;
 }
 
+int opts_rdzv_token_check(const char *token, const char *from, char *err, size_t errlen)
+{
+	if (strlen(token) < OPTS_RDZV_TOKEN_MIN) {
+		snprintf(err, errlen,
+			 "the token from %s is %zu bytes; it must be at least %d, because whoever "
+			 "records one handshake can test guesses of a short token offline (use a "
+			 "random one: head -c 32 /dev/urandom | base64)",
+			 from, strlen(token), OPTS_RDZV_TOKEN_MIN);
+		return -EINVAL;
+	}
+	if (strlen(token) > OPTS_RDZV_TOKEN_MAX) {
+		snprintf(err, errlen, "the token from %s is longer than %d bytes", from,
+			 OPTS_RDZV_TOKEN_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int resolve_token(const struct launch_opts *o, const char *env_token, struct opts_rdzv *r,
 			 char *err, size_t errlen)
 {
@@ -604,20 +622,7 @@ static int resolve_token(const struct launch_opts *o, const char *env_token, str
 		r->token_from = NULL;
 		return 0;
 	}
-	if (strlen(r->token) < OPTS_RDZV_TOKEN_MIN) {
-		snprintf(err, errlen,
-			 "the token from %s is %zu bytes; it must be at least %d, because whoever "
-			 "records one handshake can test guesses of a short token offline (use a "
-			 "random one: head -c 32 /dev/urandom | base64)",
-			 r->token_from, strlen(r->token), OPTS_RDZV_TOKEN_MIN);
-		return -EINVAL;
-	}
-	if (strlen(r->token) > OPTS_RDZV_TOKEN_MAX) {
-		snprintf(err, errlen, "the token from %s is longer than %d bytes", r->token_from,
-			 OPTS_RDZV_TOKEN_MAX);
-		return -EINVAL;
-	}
-	return 0;
+	return opts_rdzv_token_check(r->token, r->token_from, err, errlen);
 }
 
 /* Across nodes: a DDP_RDZV_TOKEN set to "" ran without a token and said

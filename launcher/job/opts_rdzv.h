@@ -140,6 +140,11 @@ int opts_rdzv_conf_parse(const char *text, struct opts_rdzv_conf *c, char *err, 
 int opts_endpoint_parse(const char *text, int default_port, char *host, size_t hostlen, int *port,
 			char *err, size_t errlen);
 
+/* The job's token's length (OPTS_RDZV_TOKEN_MIN..MAX): 0, or -EINVAL with
+ * err naming `from` (--rdzv_token, DDP_RDZV_TOKEN) and the fix. The agents
+ * (opts_rdzv_resolve) and `ddplaunch status` say the same. */
+int opts_rdzv_token_check(const char *token, const char *from, char *err, size_t errlen);
+
 /* Resolves o's rendezvous options; `env_token` is DDP_RDZV_TOKEN from the
  * launcher's environment (NULL when unset). Strings in *r point into o or
  * env_token. Returns 0, or -EINVAL/-ENOTSUP with err naming the option and

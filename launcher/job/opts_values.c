@@ -5,6 +5,7 @@
  * count. Each custom parser gets the struct launch_opts as `obj` and
  * returns 0, -EINVAL (leaving it untouched) or -ENOMEM.
  */
+#include "metrics_spec.h"
 #include "opts.h"
 #include "signames.h"
 #include "slurm_env.h"
@@ -252,15 +253,12 @@ static int optval_port_range(void *obj, const struct settings_def *def, const ch
 	return 0;
 }
 
-/* --metrics_port [ADDR:]PORT: ADDR a literal (an IPv6 one in brackets),
- * PORT 0..65535; "" or "none": off. */
+/* --metrics_port [ADDR:]PORT (metrics_spec.h's grammar); "" or "none": off. */
 static int optval_metrics(void *obj, const struct settings_def *def, const char *s)
 {
 	struct opts_metrics *m = (struct opts_metrics *)((char *)obj + def->offset);
-	const char *addr = s, *port = s;
-	size_t alen = 0;
-	char *end;
-	long v;
+	char addr[sizeof(m->addr)];
+	int port;
 
 	if (!s)
 		return -EINVAL;
@@ -269,29 +267,10 @@ static int optval_metrics(void *obj, const struct settings_def *def, const char 
 		m->addr[0] = '\0';
 		return 0;
 	}
-	if (s[0] == '[') { /* [IPv6]:PORT */
-		const char *close = strchr(s, ']');
-
-		if (!close || close[1] != ':')
-			return -EINVAL;
-		addr = s + 1;
-		alen = (size_t)(close - addr);
-		port = close + 2;
-	} else if (strchr(s, ':')) { /* IPv4:PORT */
-		port = strchr(s, ':') + 1;
-		alen = (size_t)(port - 1 - s);
-		if (strchr(port, ':'))
-			return -EINVAL;
-	}
-	if ((port != s && !alen) || alen >= sizeof(m->addr))
+	if (metrics_spec_parse(s, addr, sizeof(addr), &port, NULL, 0))
 		return -EINVAL;
-	errno = 0;
-	v = strtol(port, &end, 10);
-	if (errno || end == port || *end || v < 0 || v > 65535)
-		return -EINVAL;
-	memcpy(m->addr, addr, alen);
-	m->addr[alen] = '\0';
-	m->port = (int)v;
+	memcpy(m->addr, addr, sizeof(addr));
+	m->port = port;
 	return 0;
 }
 
@@ -411,7 +390,8 @@ static const struct settings_def opts_defs[] = {
     OPT_CUSTOM("slurm_port_range", NULL, slurm_port_range, optval_port_range,
 	       "LO-HI or PORT with 1 <= LO <= HI <= 65535"),
     OPT_CUSTOM("metrics_port", NULL, metrics, optval_metrics,
-	       "[ADDR:]PORT with 0 <= PORT <= 65535 (0: a free port), or none"),
+	       "[ADDR:]PORT or none; PORT 0-65535, ADDR a literal (127.0.0.1, [::1]), no host "
+	       "name"),
 };
 
 #define OPTS_COUNT (sizeof(opts_defs) / sizeof(opts_defs[0]))

@@ -113,6 +113,7 @@ static int status_run(struct status_read_opts *ro, const struct launch_opts *o)
 	    opts_source_of(o, (size_t)settings_find(&opts_settings, "rdzv_backend")) !=
 	    OPTS_SRC_DEFAULT;
 	const char *token = o->rdzv_token ? o->rdzv_token : getenv(OPTS_RDZV_TOKEN_ENV);
+	const char *token_from = o->rdzv_token ? "--rdzv_token" : OPTS_RDZV_TOKEN_ENV;
 	char err[512], where[OPTS_RDZV_ENDPOINTS_MAX + 16];
 	struct opts_rdzv r;
 
@@ -129,6 +130,12 @@ static int status_run(struct status_read_opts *ro, const struct launch_opts *o)
 	}
 	if (strlen(o->rdzv_id) > RDZV_RUN_ID_MAX) {
 		log_error("status: --rdzv_id is over %d bytes", RDZV_RUN_ID_MAX);
+		return 2;
+	}
+	/* The session refuses a short token with a bare -EINVAL: say why first. */
+	if (r.mode != OPTS_RDZV_ETCD && token && *token &&
+	    opts_rdzv_token_check(token, token_from, err, sizeof(err)) < 0) {
+		log_error("status: %s", err);
 		return 2;
 	}
 	ro->run_id = o->rdzv_id;
@@ -195,8 +202,22 @@ int status_main(int argc, char **argv, char **envp)
 		}
 	}
 	if (optind < argc) {
-		log_error("status: unexpected argument '%s' (run 'ddplaunch status --help')",
-			  argv[optind]);
+		/* --watch takes its period only after '=': "--watch 5" leaves "5"
+		 * (getopt may have moved it after the other flags) */
+		bool period = strspn(argv[optind], "0123456789.") == strlen(argv[optind]);
+		bool watch = false;
+
+		for (int i = 1; i < argc; i++)
+			watch = watch || !strcmp(argv[i], "--watch");
+		period = period && watch;
+		if (period)
+			log_error("status: unexpected argument '%s' (the period goes after '=': "
+				  "--watch=%s)",
+				  argv[optind], argv[optind]);
+		else
+			log_error(
+			    "status: unexpected argument '%s' (run 'ddplaunch status --help')",
+			    argv[optind]);
 		return 2;
 	}
 	if (opts_init(&o)) {

@@ -2,8 +2,8 @@
  * status_read.c - `ddplaunch status`'s reading (status_read.h): the job
  * state (ddprdzv/ID/state), the world of its last formed round (w/GEN.ROUND,
  * or the round before while one forms) and each member's status record
- * (RDZV_STATUS_KEY_FMT), one get after the other through the rendezvous
- * primitives, whichever the backend. A job that is not there is said in one
+ * (RDZV_STATUS_KEY_FMT, STATUS_BATCH keys per get), one get after the other
+ * through the rendezvous primitives, whichever the backend. A job that is not there is said in one
  * line; so is a store that cannot be reached or read (a failed request is
  * followed by lost(), which says why: the request's own failure is not said
  * again).
@@ -30,31 +30,38 @@ struct status_reader {
 	uv_timer_t again;
 	uv_signal_t sigint;
 	int exit_status;
+	bool ended; /* status_end ran: what the backend's close cancels is quiet */
 	struct status_snap snap;
-	uint32_t world_round; /* the round whose world is being read */
+	size_t rec_next, rec_n; /* the records' batch being read: first node, count */
+	uint32_t world_round;	/* the round whose world is being read */
 	int world_tries;
 };
 
 static void status_read(struct status_reader *c);
 
+/* Once: the backend's close runs a pending request's callback with
+ * -ECANCELED from inside the call, which ends up here again. */
 static void status_end(struct status_reader *c, int exit_status)
 {
+	void *be = c->be;
+
+	if (c->ended)
+		return;
+	c->ended = true;
 	c->exit_status = exit_status;
-	status_snap_release(&c->snap);
-	if (c->be)
-		c->o->ops->close(c->be);
 	c->be = NULL;
-	if (!uv_is_closing((uv_handle_t *)&c->again)) {
-		uv_close((uv_handle_t *)&c->again, NULL);
-		uv_close((uv_handle_t *)&c->sigint, NULL);
-	}
+	if (be)
+		c->o->ops->close(be);
+	status_snap_release(&c->snap); /* after the cancelled callbacks ran */
+	uv_close((uv_handle_t *)&c->again, NULL);
+	uv_close((uv_handle_t *)&c->sigint, NULL);
 }
 
 /* A request the backend did not take, or one that failed: a failure the
  * session's loss explains is said by lost(), which follows. */
 static void status_failed(struct status_reader *c, const char *what, int status)
 {
-	if (status == -ECONNRESET && c->be)
+	if (c->ended || (status == -ECONNRESET && c->be))
 		return;
 	log_error("cannot read %s from %s%s%s: %s", what, c->o->backend ? c->o->backend : "",
 		  c->o->backend ? " at " : "", c->o->endpoint, strerror(-status));
@@ -103,33 +110,50 @@ static void get(struct status_reader *c, uint64_t tag, const struct byteview *k,
 		status_failed(c, what, rc);
 }
 
+/* The nodes' records, STATUS_BATCH keys per get: one reply stays small
+ * (a record is up to 4 KiB) however many nodes the job has. */
+#define STATUS_BATCH 256
+
 static void read_records(struct status_reader *c)
 {
-	size_t n = c->snap.nnodes;
-	struct byteview keys[n ? n : 1];
-	char(*names)[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32] = calloc(n ? n : 1, sizeof(*names));
+	size_t n = c->snap.nnodes - c->rec_next;
+	struct byteview *keys;
+	char(*names)[RDZV_RUN_ID_MAX + RDZV_ID_MAX + 32];
 
-	if (!n || !names) {
-		free(names);
+	if (n > STATUS_BATCH)
+		n = STATUS_BATCH;
+	if (!n) {
 		status_show(c);
+		return;
+	}
+	keys = calloc(n, sizeof(*keys));
+	names = calloc(n, sizeof(*names));
+	if (!keys || !names) {
+		free(keys);
+		free(names);
+		status_show(c); /* what was read so far */
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
 		snprintf(names[i], sizeof(names[i]), RDZV_STATUS_KEY_FMT, c->o->run_id,
-			 c->snap.nodes[i].id);
+			 c->snap.nodes[c->rec_next + i].id);
 		keys[i] = (struct byteview){(const uint8_t *)names[i], strlen(names[i])};
 	}
+	c->rec_n = n;
 	get(c, TAG_RECORDS, keys, n, "the nodes' status");
 	free(names); /* the request copied the keys */
+	free(keys);
 }
 
 static void on_records(struct status_reader *c, const struct rdzv_value *v, size_t n)
 {
-	for (size_t i = 0; i < n && i < c->snap.nnodes; i++)
+	for (size_t i = 0; i < n && i < c->rec_n; i++)
 		if (v[i].present)
-			c->snap.nodes[i].rec =
+			c->snap.nodes[c->rec_next + i].rec =
 			    json_loadb((const char *)v[i].bytes.data, v[i].bytes.len, 0, NULL);
-	status_show(c);
+	c->rec_next += c->rec_n;
+	c->rec_n = 0;
+	read_records(c);
 }
 
 static void read_world(struct status_reader *c, uint32_t round)
@@ -198,6 +222,8 @@ static void on_got(void *drv, uint64_t tag, int status, const struct rdzv_value 
 	static const char *what[] = {"", "the job's state", "the job's nodes", "the nodes' status"};
 	struct status_reader *c = drv;
 
+	if (c->ended)
+		return;
 	if (status < 0 || (tag != TAG_RECORDS && n != 1)) {
 		status_failed(c, what[tag <= TAG_RECORDS ? tag : 0], status < 0 ? status : -EPROTO);
 		return;
@@ -218,6 +244,7 @@ static void status_read(struct status_reader *c)
 	status_snap_release(&c->snap);
 	memset(&c->snap.st, 0, sizeof(c->snap.st));
 	c->snap.world_round = 0;
+	c->rec_next = c->rec_n = 0;
 	snprintf(key, sizeof(key), "ddprdzv/%s/state", c->o->run_id);
 	k = (struct byteview){(const uint8_t *)key, strlen(key)};
 	get(c, TAG_STATE, &k, 1, "the job's state");
@@ -227,6 +254,8 @@ static void on_connected(void *drv, int status, const char *msg)
 {
 	struct status_reader *c = drv;
 
+	if (c->ended)
+		return;
 	if (status < 0) {
 		c->be = NULL; /* it is gone */
 		log_error("%s", msg && *msg ? msg : strerror(-status));
@@ -255,6 +284,8 @@ static void on_lost(void *drv, int status, const char *msg)
 	struct status_reader *c = drv;
 
 	c->be = NULL;
+	if (c->ended)
+		return;
 	log_error("%s%s", msg && *msg ? msg : strerror(-status),
 		  c->o->backend ? etcd_hint(status) : "");
 	status_end(c, 1);

@@ -57,6 +57,9 @@ def main():
             "clone or wheel\n" % Path(__file__).resolve().parent
         )
         return 127
+    # .py workers run under this interpreter (as python -m torch.distributed.run's
+    # do), not the first python3 on PATH: a venv's python need not be on PATH
+    os.environ.setdefault("PYTHON_EXEC", sys.executable)
     os.execv(path, [path] + sys.argv[1:])
     return 127  # not reached
 

@@ -151,6 +151,32 @@ static void test_histogram(void **state)
 	metrics_out_release(&o);
 }
 
+/* Many steps between two reads: exact _sum and _count, in their mean's
+ * bucket, at O(1) whatever their number (2^62 here). */
+static void test_histogram_many(void **state)
+{
+	struct metrics_out o;
+	struct metrics_hist h;
+	const double b[] = {0.01, 0.1, 1};
+
+	(void)state;
+	assert_int_equal(metrics_hist_init(&h, b, 3), 0);
+	metrics_hist_observe_n(&h, 0.6, 3); /* mean 0.2 */
+	metrics_hist_observe_n(&h, 1, 0);   /* nothing */
+	assert_int_equal(h.count, 3);
+	assert_int_equal(h.counts[2], 3);
+	metrics_hist_observe_n(&h, 0, 1ull << 62);
+	assert_true(h.counts[0] == 1ull << 62);
+	assert_true(h.count == (1ull << 62) + 3);
+	metrics_out_init(&o);
+	assert_int_equal(metrics_single(&o, "ddp_x_total", METRICS_COUNTER, "X.", 7), 0);
+	assert_string_equal(text(&o), "# HELP ddp_x_total X.\n"
+				      "# TYPE ddp_x_total counter\n"
+				      "ddp_x_total 7\n");
+	assert_int_equal(metrics_single(&o, "ddp_bad", METRICS_COUNTER, "X.", 7), -EINVAL);
+	metrics_out_release(&o);
+}
+
 static void test_grows(void **state)
 {
 	struct metrics_out o;
@@ -172,9 +198,13 @@ static void test_grows(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_gauge_and_counter), cmocka_unit_test(test_values),
-	    cmocka_unit_test(test_escapes),	      cmocka_unit_test(test_bad_names),
-	    cmocka_unit_test(test_histogram),	      cmocka_unit_test(test_grows),
+	    cmocka_unit_test(test_gauge_and_counter),
+	    cmocka_unit_test(test_values),
+	    cmocka_unit_test(test_escapes),
+	    cmocka_unit_test(test_bad_names),
+	    cmocka_unit_test(test_histogram),
+	    cmocka_unit_test(test_histogram_many),
+	    cmocka_unit_test(test_grows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

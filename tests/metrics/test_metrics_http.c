@@ -128,6 +128,12 @@ static void test_taken_port(void **state)
 	    -EADDRINUSE);
 	assert_int_equal(metrics_http_start(&loop, "no.such.literal", 0, render, NULL, &b),
 			 -EINVAL);
+	/* the address bound, as the start message prints it */
+	assert_string_equal(metrics_http_host(a), "127.0.0.1");
+	assert_int_equal(metrics_http_start(&loop, "", 0, render, NULL, &b), 0);
+	assert_true(!strcmp(metrics_http_host(b), "::") ||
+		    !strcmp(metrics_http_host(b), "0.0.0.0"));
+	metrics_http_close(b);
 	metrics_http_close(a);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(uv_loop_close(&loop), 0);

@@ -85,6 +85,8 @@ static int steps(double secs)
 		p->step_ns = step_ns;
 		p->wait_ns = step_ns / 2;
 		p->compute_ns = step_ns - step_ns / 2;
+		p->steps_total = step; /* this process's steps, from 1 */
+		p->step_ns_sum = step * step_ns;
 		p->written_ns = mono_ns();
 		p->magic = DDP_PROGRESS_MAGIC;
 		p->version = DDP_PROGRESS_VERSION;

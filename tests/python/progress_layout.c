@@ -38,7 +38,9 @@
 	X(wait_ns)                                                                                 \
 	X(written_ns)                                                                              \
 	X(shards)                                                                                  \
-	X(reserved0)
+	X(reserved0)                                                                               \
+	X(steps_total)                                                                             \
+	X(step_ns_sum)
 
 #define PRINT_FIELD(f)                                                                             \
 	printf("field %s %zu %zu\n", #f, offsetof(struct ddp_progress, f),                         \

@@ -17,6 +17,14 @@
       each worker checks its own page at the end. "agent": the pages
       ddplaunch's agent made (named in each worker's environment as it
       started, /proc/PID/environ), no late rank.
+  test_progress.py huge DDPLAUNCH [metrics]
+      a 1-rank ddplaunch job whose worker (progress_huge_worker.py) writes a
+      step of 2^63, then a step of 2^64-1 and a steps_total far ahead: the
+      agent must not loop on them, so ddplaunch forwards the worker's last
+      line and ends, within 60 s. "metrics": with --metrics_port=0, the
+      step histogram's _count and _sum after three steps of 10, 20 and 24
+      ms are exactly 3 and 0.054, and before its first step the page
+      shows its phase but no ddp_worker_step, scraped while the worker waits.
 Exit 0 pass, 1 fail.
 """
 import importlib.util
@@ -268,11 +276,113 @@ def watch(pr, tmp, proc, limit):
     return seen
 
 
+def scrape(url, want, limit):
+    """/metrics at url until want(samples) holds, samples being {"name{labels}": value}
+    (or fail after limit s)."""
+    import urllib.request
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback
+    end = time.monotonic() + limit
+    text = ""
+    while time.monotonic() < end:
+        try:
+            with opener.open(url, timeout=5) as r:
+                text = r.read().decode()
+        except OSError as e:
+            text = "(%s: %s)" % (url, e)
+            time.sleep(0.1)
+            continue
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                samples[k] = float(v)
+        if want(samples):
+            return samples
+        time.sleep(0.1)
+    fail("/metrics never showed what was expected; last:\n%s" % text)
+
+
+def wait_path(proc, path, end):
+    """Until path exists (the worker made it), failing when the job ended or
+    at end."""
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > end:
+            fail("the worker never made %s" % os.path.basename(path))
+        time.sleep(0.05)
+
+
+def check_huge(ddplaunch, metrics):
+    tmp = tempfile.mkdtemp(prefix="ddp-progress-huge-")
+    proc = None
+    try:
+        cmd = [ddplaunch, "--standalone", "--nproc_per_node=1", "--max_restarts=0"]
+        if metrics:
+            cmd.append("--metrics_port=0")
+        cmd += [sys.executable, os.path.join(HERE, "progress_huge_worker.py"), PKG, tmp]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        lines = []
+        url = None
+        end = time.monotonic() + 60
+        wait_for_file = lambda name: wait_path(proc, os.path.join(tmp, name), end)  # noqa: E731
+        wait_for_file("page")
+        if metrics:
+            # the agent says where it serves before the worker starts
+            import selectors
+            sel = selectors.DefaultSelector()
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            while url is None and time.monotonic() < end and sel.select(end - time.monotonic()):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
+                m = re.search(r"serving metrics at (http://\S+/metrics)", line)
+                if m:
+                    url = m.group(1)
+            if url is None:
+                fail("no 'serving metrics at' line:\n" + "".join(lines))
+            # a page with no step: its phase, but no ddp_worker_step
+            m = scrape(url, lambda m: any(k.startswith("ddp_worker_phase{") for k in m), 20)
+            if any(k.startswith("ddp_worker_step{") for k in m):
+                fail("ddp_worker_step shown for a worker that reported no step: %s" %
+                     [k for k in m if k.startswith("ddp_worker_step{")])
+        open(os.path.join(tmp, "scraped0"), "w").close()
+        wait_for_file("steps")
+        if metrics:
+            h = "ddp_worker_step_seconds"
+            lab = 'local_rank="0",rank="0"'
+            scrape(url, lambda m: (m.get(h + "_count{%s}" % lab) == 3 and
+                                   abs(m.get(h + "_sum{%s}" % lab, 0) - 0.054) < 1e-9 and
+                                   m.get(h + '_bucket{%s,le="0.005"}' % lab) == 0 and
+                                   m.get(h + '_bucket{%s,le="0.025"}' % lab) == 3), 20)
+        open(os.path.join(tmp, "scraped"), "w").close()
+        try:
+            out = proc.communicate(timeout=max(1, end - time.monotonic()))[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0]
+            fail("ddplaunch did not end within 60 s after the worker wrote a step of 2^63 "
+                 "(its agent loops on the page?):\n" + "".join(lines) + out)
+        out = "".join(lines) + out
+        sys.stdout.write(out)
+        if proc.returncode != 0 or "huge worker: done" not in out:
+            fail("the job failed (%d) or its last line was not forwarded" % proc.returncode)
+        print("ddplaunch ended (rc 0) after steps of 2^63 and 2^64-1%s" %
+              (": histogram exact (3 steps, 0.054 s)" if metrics else ""))
+    finally:
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "layout":
         check_layout(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 3 and sys.argv[1] == "job":
         check_job(sys.argv[2], sys.argv[3:] == ["agent"])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "huge":
+        check_huge(sys.argv[2], sys.argv[3:] == ["metrics"])
     else:
         fail(__doc__)
 

@@ -148,6 +148,7 @@ static void pg_first_write(struct ddp_progress *p)
 	p->phase_ns = now;
 	p->step = p->step_ns = p->compute_ns = p->wait_ns = 0;
 	p->shards = 0;
+	p->steps_total = p->step_ns_sum = 0;
 	p->written_ns = now;
 	p->magic = DDP_PROGRESS_MAGIC;
 	p->version = DDP_PROGRESS_VERSION;
@@ -288,6 +289,8 @@ void progress_step(uint64_t step, uint64_t step_ns, uint64_t compute_ns, uint64_
 	p->compute_ns = compute_ns;
 	p->wait_ns = wait_ns;
 	p->shards = shards;
+	p->steps_total++;
+	p->step_ns_sum += step_ns;
 	pg_end(p, now);
 }
 

@@ -42,6 +42,7 @@ LAYOUT = (
     ("entered_ns", "Q"), ("left_ns", "Q"), ("phase_ns", "Q"),
     ("step", "Q"), ("step_ns", "Q"), ("compute_ns", "Q"), ("wait_ns", "Q"),
     ("written_ns", "Q"), ("shards", "I"), ("reserved0", "I"),
+    ("steps_total", "Q"), ("step_ns_sum", "Q"),
 )
 FORMAT = "<" + "".join(f for _, f in LAYOUT)
 STRUCT_SIZE = struct.calcsize(FORMAT)
@@ -118,7 +119,7 @@ class Page:
         self._store(now, pid=os.getpid(), round=-1, rank=-1, world=-1, phase=PHASE_NONE,
                     op=OP_NONE, seq=0, bytes=0, bucket=-1, waiting_on=-1, entered_ns=0,
                     left_ns=0, phase_ns=now, step=0, step_ns=0, compute_ns=0, wait_ns=0,
-                    shards=0, magic=MAGIC, version=VERSION)
+                    shards=0, steps_total=0, step_ns_sum=0, magic=MAGIC, version=VERSION)
 
     def _shown(self):
         if self._inside and self._base == PHASE_COMPUTE:
@@ -212,8 +213,11 @@ class Page:
         """A committed step: the steps so far, its duration, its time
         outside and inside collectives, the shards this rank computed."""
         with self._lock:
+            f = self._fields
             self._store(time.monotonic_ns(), step=int(step), step_ns=int(step_ns),
-                        compute_ns=int(compute_ns), wait_ns=int(wait_ns), shards=int(shards))
+                        compute_ns=int(compute_ns), wait_ns=int(wait_ns), shards=int(shards),
+                        steps_total=(f["steps_total"] + 1) & _U64,
+                        step_ns_sum=(f["step_ns_sum"] + int(step_ns)) & _U64)
 
 
 _PACK = {n: struct.Struct("<" + f).pack_into for n, f in LAYOUT}
@@ -222,6 +226,7 @@ _PACK = {n: struct.Struct("<" + f).pack_into for n, f in LAYOUT}
 _ENTER = struct.Struct("<IIQQiiQ")
 assert OFFSETS["entered_ns"] + 8 - OFFSETS["phase"] == _ENTER.size
 _U32, _I32 = struct.Struct("<I"), struct.Struct("<i")
+_U64 = (1 << 64) - 1  # the C writer's counters wrap
 _OFF_GEN, _OFF_PHASE, _OFF_PHASE_NS = OFFSETS["gen"], OFFSETS["phase"], OFFSETS["phase_ns"]
 _OFF_WAITING, _OFF_LEFT, _OFF_WRITTEN = (OFFSETS["waiting_on"], OFFSETS["left_ns"],
                                          OFFSETS["written_ns"])

@@ -318,7 +318,12 @@ static void test_metrics_port(void **state)
 	char *kebab[] = {"ddplaunch", "--metrics-port", "127.0.0.3:9400", "x"};
 	char *v6[] = {"ddplaunch", "--metrics-port=[::1]:9401", "x"};
 	char *none[] = {"ddplaunch", "x"};
-	const char *bad[] = {"65536", "-1", "a", ":9400", "1.2.3.4:", "::1:9400", "[::1]9400", ""};
+	const char *bad[] = {"65536",	  "-1",
+			     "a",	  ":9400",
+			     "1.2.3.4:",  "::1:9400",
+			     "[::1]9400", "localhost:9400",
+			     "[h]:9400",  "[1.2.3.4]:9400",
+			     ""};
 	char *envp[] = {"PET_METRICS_PORT=127.0.0.4:9402", NULL};
 	struct launch_opts o;
 	char ini[] = "[launch]\nmetrics_port = 9403\n";
@@ -358,8 +363,9 @@ static void test_metrics_port(void **state)
 		snprintf(arg, sizeof(arg), "--metrics_port=%s", bad[i]);
 		assert_int_equal(parse(&o, 3, argv), bad[i][0] ? -EINVAL : 0);
 		if (bad[i][0])
-			assert_non_null(
-			    strstr(err, "(expected [ADDR:]PORT with 0 <= PORT <= 65535"));
+			assert_non_null(strstr(err, "(expected [ADDR:]PORT or none; PORT 0-65535, "
+						    "ADDR a literal (127.0.0.1, [::1]), no host "
+						    "name)"));
 		else
 			assert_int_equal(o.metrics.port, -1); /* "" is off */
 		opts_release(&o);

@@ -239,6 +239,34 @@ def torch_import(v):
         fail("ddplaunch.torch imported from %s, not the venv" % out)
 
 
+def python_worker(v):
+    """`VENV/bin/python -m ddplaunch worker.py` with PATH=/usr/bin:/bin (the
+    venv not activated): the worker runs under the venv's python, which
+    imports ddplaunch.torch, not under the python3 on PATH."""
+    w = os.path.join(tmp, "py_worker.py")
+    with open(w, "w") as f:
+        f.write("import sys\n"
+                "import ddplaunch\n"
+                "try:\n"
+                "    import ddplaunch.torch\n"
+                "    what = 'ddplaunch.torch'\n"
+                "except ImportError as e:\n"
+                "    if 'torch' not in str(e) or 'ddplaunch' in str(e):\n"
+                "        raise\n"
+                "    what = 'ddplaunch (no torch for this python)'\n"
+                "print('py worker under', sys.executable, 'imported', what, flush=True)\n")
+    env = dict(clean_env(v), PATH="/usr/bin:/bin")
+    r = run([v + "/bin/python", "-m", "ddplaunch", "--standalone", "--nproc_per_node=1", w],
+            env, check=False, timeout=120)
+    print(r.stdout[-1500:])
+    m = re.search(r"py worker under (\S+) imported (.*)", r.stdout)
+    if r.returncode or not m:
+        fail("a .py worker under `python -m ddplaunch` with the venv off PATH failed (%d)"
+             % r.returncode)
+    if m.group(1) != v + "/bin/python":
+        fail("the .py worker ran under %s, not the venv's python" % m.group(1))
+
+
 def main_source():
     v = venv("venv", system_site=True)
     skip_without_index(v)
@@ -250,6 +278,7 @@ def main_source():
     pkgconfig_program(v, env)
     digits_job(v, env)
     torch_import(v)
+    python_worker(v)
     pip(v, "uninstall", "--yes", "ddplaunch")
     left = [p for p in PROGRAMS + ("../lib/libddp.so.0", "../libexec/ddplaunch/ddp-exec")
             if os.path.exists(os.path.join(v, "bin", p))]
