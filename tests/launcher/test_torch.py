@@ -102,6 +102,8 @@ ALLOWED = {
     "DDP_AGENT_FD": "ddplaunch's own: the agent channel on which a worker re-forms in place",
     "DDP_AGENT_PID": "ddplaunch's own: the agent channel's peer (ddplaunch's pid), which a "
                      "worker checks before it takes the fd",
+    "DDP_PROGRESS_FILE": "ddplaunch's own: the worker's progress page (common/progress.h), "
+                         "which the agent reads to name a hang",
     "TORCHELASTIC_SIGNALS_TO_HANDLE": "torchrun 2.x's setting for its own agent process "
                                       "(the signals it handles); workers inherit it but do "
                                       "not read it",
