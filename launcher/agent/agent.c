@@ -209,7 +209,7 @@ static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool kee
 	w->exit_seq = 0;
 	w->stopped = false;
 	w->state = AGENT_W_RUNNING;
-	agent_hang_reset(ag, w->local_rank);
+	agent_hang_reset(&ag->hang, w->local_rank);
 	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed);
 	if (rc == 0)
 		return 0;
@@ -558,7 +558,7 @@ static void on_round_over(void *arg, const char *why)
 
 	/* A node that was stopped whole and cut out meanwhile: its workers'
 	 * state is rounds old; they start again and take the others'. */
-	bool stale = agent_hang_thawed(ag);
+	bool stale = agent_hang_thawed(&ag->hang);
 
 	if (stale)
 		log_warn("this node was stopped and the others went on without it: its workers "
@@ -614,7 +614,9 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 
 static void on_notice(void *arg, const char *text)
 {
-	agent_hang_notice(arg, text);
+	struct agent *ag = arg;
+
+	agent_hang_notice(&ag->hang, text);
 }
 
 static const struct rdzv_events agent_rdzv_events = {

@@ -1,9 +1,12 @@
 /* The agent's watch for hangs (see agent_hang.h). */
 #include "agent_hang.h"
 
-#include "agent_int.h"
+#include "opts.h"
 #include "proc_state.h"
+#include "rdzv.h"
+#include "summary.h"
 #include "timeutil.h"
+#include "worker_proc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,20 +26,29 @@ static int64_t wall_ms(void)
 
 /* ---- judging ---- */
 
+/* Local worker i as the host shows it now. */
+static struct agent_hang_worker worker_of(const struct agent_hang *h, int i)
+{
+	struct agent_hang_worker w = {0};
+
+	h->host.worker(h->host.arg, i, &w);
+	return w;
+}
+
 static uint64_t since(uint64_t now, uint64_t then)
 {
 	return then && now > then ? now - then : 0;
 }
 
-static void view_of(struct agent *ag, int i, uint64_t now, struct hang_view *v)
+static void view_of(struct agent_hang *h, int i, uint64_t now, struct hang_view *v)
 {
-	const struct agent_hang_track *t = &ag->hang.t[i];
+	const struct agent_hang_track *t = &h->t[i];
 	const struct ddp_progress *p = &t->page;
 	uint64_t from;
 
 	memset(v, 0, sizeof(*v));
-	v->node = ag->round.group_rank;
-	v->rank = ag->w[i].rank;
+	v->node = h->host.round->group_rank;
+	v->rank = worker_of(h, i).rank;
 	v->pid = t->pid;
 	v->page = *p;
 	if (p->phase == DDP_PHASE_COLLECTIVE)
@@ -46,12 +58,12 @@ static void view_of(struct agent *ag, int i, uint64_t now, struct hang_view *v)
 	else
 		from = p->phase_ns;
 	v->age_ns = since(now, from);
-	v->deadline_ns = hang_deadline_get(&ag->hang.dl, (enum ddp_progress_phase)p->phase,
+	v->deadline_ns = hang_deadline_get(&h->dl, (enum ddp_progress_phase)p->phase,
 					   (enum ddp_progress_op)p->op);
-	for (int k = 0; k < ag->nproc && p->phase == DDP_PHASE_COLLECTIVE; k++) {
-		const struct ddp_progress *o = &ag->hang.t[k].page;
+	for (int k = 0; k < h->host.nproc && p->phase == DDP_PHASE_COLLECTIVE; k++) {
+		const struct ddp_progress *o = &h->t[k].page;
 
-		if (k != i && ag->hang.t[k].have && o->round == p->round && o->seq > p->seq)
+		if (k != i && h->t[k].have && o->round == p->round && o->seq > p->seq)
 			v->behind = true;
 	}
 }
@@ -100,29 +112,29 @@ static void hang_id(char *buf, size_t len, int round, int rank, uint64_t seq)
 }
 
 /* Prints, records and posts a hang this node named. */
-static void publish(struct agent *ag, const struct summary_hang *sh)
+static void publish(struct agent_hang *h, const struct summary_hang *sh)
 {
 	char id[48], notice[RDZV_POST_MAX + 1];
 
 	hang_id(id, sizeof(id), sh->round, sh->rank, sh->seq);
-	mark_seen(&ag->hang, id);
+	mark_seen(h, id);
 	log_error("%s", sh->line);
-	if (summary_add_hang(&ag->summary, sh))
+	if (summary_add_hang(h->host.summary, sh))
 		log_error("out of memory while recording a hang");
 	snprintf(notice, sizeof(notice), "hang1 %d %d %d %d %" PRIu64 " %lld %lld %s %s %s\t%s",
 		 sh->round, sh->node, sh->rank, sh->pid, sh->seq, (long long)(sh->late_s * 1000),
 		 (long long)(sh->deadline_s * 1000), sh->phase, sh->op, sh->state, sh->line);
-	rdzv_post(ag->rdzv, notice); /* one node: no one else to tell */
-	agent_status_publish(ag);
+	rdzv_post(h->host.rdzv, notice); /* one node: no one else to tell */
+	h->host.recorded(h->host.arg);
 }
 
 /* What the local workers inside a collective wait on, appended to line. */
-static void append_waiters(struct agent *ag, uint64_t now, int except, char *line, size_t len)
+static void append_waiters(struct agent_hang *h, uint64_t now, int except, char *line, size_t len)
 {
 	size_t n = strlen(line);
 
-	for (int i = 0; i < ag->nproc && n < len; i++) {
-		const struct agent_hang_track *t = &ag->hang.t[i];
+	for (int i = 0; i < h->host.nproc && n < len; i++) {
+		const struct agent_hang_track *t = &h->t[i];
 		int k;
 
 		if (i == except || !t->have || t->page.phase != DDP_PHASE_COLLECTIVE)
@@ -130,12 +142,13 @@ static void append_waiters(struct agent *ag, uint64_t now, int except, char *lin
 		if (t->page.waiting_on >= 0)
 			k = snprintf(line + n, len - n,
 				     "; rank %d waits on rank %d in %s #%" PRIu64 " for %.2f s",
-				     ag->w[i].rank, t->page.waiting_on, hang_op_name(t->page.op),
-				     t->page.seq, since(now, t->page.entered_ns) / 1e9);
+				     worker_of(h, i).rank, t->page.waiting_on,
+				     hang_op_name(t->page.op), t->page.seq,
+				     since(now, t->page.entered_ns) / 1e9);
 		else
 			k = snprintf(line + n, len - n,
-				     "; rank %d waits in %s #%" PRIu64 " for %.2f s", ag->w[i].rank,
-				     hang_op_name(t->page.op), t->page.seq,
+				     "; rank %d waits in %s #%" PRIu64 " for %.2f s",
+				     worker_of(h, i).rank, hang_op_name(t->page.op), t->page.seq,
 				     since(now, t->page.entered_ns) / 1e9);
 		if (k < 0)
 			break;
@@ -144,10 +157,10 @@ static void append_waiters(struct agent *ag, uint64_t now, int except, char *lin
 }
 
 /* The op the other local workers are in after `seq`, or NONE. */
-static uint32_t next_op(struct agent *ag, uint64_t seq)
+static uint32_t next_op(struct agent_hang *h, uint64_t seq)
 {
-	for (int i = 0; i < ag->nproc; i++) {
-		const struct agent_hang_track *t = &ag->hang.t[i];
+	for (int i = 0; i < h->host.nproc; i++) {
+		const struct agent_hang_track *t = &h->t[i];
 
 		if (t->have && t->page.phase == DDP_PHASE_COLLECTIVE && t->page.seq == seq + 1)
 			return t->page.op;
@@ -156,10 +169,10 @@ static uint32_t next_op(struct agent *ag, uint64_t seq)
 }
 
 /* Worker i is the culprit: named everywhere, then cut out. */
-static void name_local(struct agent *ag, int i, const struct hang_view *v,
+static void name_local(struct agent_hang *h, int i, const struct hang_view *v,
 		       const struct hang_judgement *j, uint64_t now)
 {
-	struct agent_worker *w = &ag->w[i];
+	struct agent_hang_worker w = worker_of(h, i);
 	struct summary_hang sh = {
 	    .time_ms = wall_ms(),
 	    .round = v->page.round,
@@ -173,32 +186,32 @@ static void name_local(struct agent *ag, int i, const struct hang_view *v,
 	    .cut = true,
 	};
 
-	uint32_t op = v->page.phase == DDP_PHASE_COLLECTIVE ? v->page.op : next_op(ag, v->page.seq);
+	uint32_t op = v->page.phase == DDP_PHASE_COLLECTIVE ? v->page.op : next_op(h, v->page.seq);
 
 	if (v->page.phase == DDP_PHASE_COMPUTE && op == DDP_OP_NONE)
 		op = v->page.op; /* the others are in none yet: its last op, as the line */
-	snprintf(sh.phase, sizeof(sh.phase), "%s", agent_phase_word(v->page.phase));
+	snprintf(sh.phase, sizeof(sh.phase), "%s", h->host.phase_word(v->page.phase));
 	snprintf(sh.op, sizeof(sh.op), "%s",
 		 v->page.phase == DDP_PHASE_COLLECTIVE || v->page.phase == DDP_PHASE_COMPUTE
 		     ? hang_op_name(op)
 		     : "none");
 	hang_pstate_words(v->ps, v->wchan, sh.state, sizeof(sh.state));
-	hang_line(v, j, next_op(ag, v->page.seq), sh.line, sizeof(sh.line));
-	append_waiters(ag, now, i, sh.line, sizeof(sh.line));
-	publish(ag, &sh);
-	log_warn("cutting rank %d (local rank %d, pid %d) out: ending its process", w->rank,
-		 w->local_rank, v->pid);
-	for (int k = 0; k < ag->nproc; k++)
-		ag->hang.t[k].skip_step = true;
-	worker_proc_kill_group(&w->proc);
+	hang_line(v, j, next_op(h, v->page.seq), sh.line, sizeof(sh.line));
+	append_waiters(h, now, i, sh.line, sizeof(sh.line));
+	publish(h, &sh);
+	log_warn("cutting rank %d (local rank %d, pid %d) out: ending its process", w.rank,
+		 w.local_rank, v->pid);
+	for (int k = 0; k < h->host.nproc; k++)
+		h->t[k].skip_step = true;
+	worker_proc_kill_group(w.proc);
 }
 
 /* Worker i waits on rank `on` of another node that said nothing: named for
  * its silent node. */
-static void name_remote(struct agent *ag, int i, const struct hang_view *v,
+static void name_remote(struct agent_hang *h, int i, const struct hang_view *v,
 			const struct hang_judgement *j, int on)
 {
-	int per_node = ag->nproc > 0 ? ag->nproc : 1;
+	int per_node = h->host.nproc > 0 ? h->host.nproc : 1;
 	struct summary_hang sh = {
 	    .time_ms = wall_ms(),
 	    .round = v->page.round,
@@ -211,7 +224,7 @@ static void name_remote(struct agent *ag, int i, const struct hang_view *v,
 	    .named_here = true,
 	};
 
-	snprintf(sh.phase, sizeof(sh.phase), "%s", agent_phase_word(DDP_PHASE_COLLECTIVE));
+	snprintf(sh.phase, sizeof(sh.phase), "%s", h->host.phase_word(DDP_PHASE_COLLECTIVE));
 	snprintf(sh.op, sizeof(sh.op), "%s", hang_op_name(v->page.op));
 	snprintf(sh.state, sizeof(sh.state), "silent (its node is frozen or cut off)");
 	snprintf(sh.line, sizeof(sh.line),
@@ -221,30 +234,33 @@ static void name_remote(struct agent *ag, int i, const struct hang_view *v,
 		 sh.node, on, hang_op_name(v->page.op), v->page.seq, sh.late_s, sh.deadline_s,
 		 v->rank, v->node, v->pid);
 	(void)i;
-	publish(ag, &sh);
+	publish(h, &sh);
 }
 
 /* This node's workers wait past their deadline in collective seq: said
  * once per place under this node's name, for other agents asking whether
  * it is alive. */
-static void say_waiting(struct agent *ag, const struct hang_view *v)
+static void say_waiting(struct agent_hang *h, const struct hang_view *v)
 {
 	char name[32], value[64];
 	uint64_t key = agent_hang_place(&v->page);
 
-	if (ag->hang.waits_said == key)
+	if (h->waits_said == key)
 		return;
-	ag->hang.waits_said = key;
-	snprintf(name, sizeof(name), "waits%d", ag->round.group_rank);
+	h->waits_said = key;
+	snprintf(name, sizeof(name), "waits%d", h->host.round->group_rank);
 	snprintf(value, sizeof(value), "%d %" PRIu64, v->page.round, v->page.seq);
-	rdzv_put(ag->rdzv, name, value);
+	rdzv_put(h->host.rdzv, name, value);
 }
 
-static bool all_resizable(const struct agent *ag)
+static bool all_resizable(const struct agent_hang *h)
 {
-	for (int i = 0; i < ag->nproc; i++)
-		if (ag->w[i].proc.running && !ag->w[i].proc.resizable)
+	for (int i = 0; i < h->host.nproc; i++) {
+		const struct worker_proc *p = worker_of(h, i).proc;
+
+		if (p->running && !p->resizable)
 			return false;
+	}
 	return true;
 }
 
@@ -252,15 +268,14 @@ static bool all_resizable(const struct agent *ag)
  * this round, near this collective) or silent. */
 static void on_waits_got(void *arg, const char *value)
 {
-	struct agent *ag = arg;
-	struct agent_hang *h = &ag->hang;
+	struct agent_hang *h = arg;
 	const struct hang_view *v = &h->q_view;
-	int per_node = ag->nproc > 0 ? ag->nproc : 1, round = -1;
+	int per_node = h->host.nproc > 0 ? h->host.nproc : 1, round = -1;
 	uint64_t seq = 0;
 	char id[48];
 
 	h->asking = false;
-	if (ag->state == AGENT_DONE || !h->t)
+	if (h->host.done(h->host.arg) || !h->t)
 		return;
 	if (value && sscanf(value, "%d %" SCNu64, &round, &seq) == 2 && round == v->page.round &&
 	    seq + 1 >= v->page.seq) {
@@ -270,21 +285,20 @@ static void on_waits_got(void *arg, const char *value)
 	hang_id(id, sizeof(id), v->page.round, h->q_rank, v->page.seq);
 	if (seen(h, id))
 		return;
-	name_remote(ag, 0, v, &h->q_j, h->q_rank);
-	if (all_resizable(ag)) {
+	name_remote(h, 0, v, &h->q_j, h->q_rank);
+	if (all_resizable(h)) {
 		log_warn("re-forming without node %d now (its workers are cut out; it joins again "
 			 "when it thaws)",
 			 h->q_rank / per_node);
-		rdzv_evict(ag->rdzv, h->q_rank / per_node);
+		rdzv_evict(h->host.rdzv, h->q_rank / per_node);
 	}
 }
 
 /* Asks whether the node of rank `on` is alive (see agent_hang.h). */
-static void ask_alive(struct agent *ag, const struct hang_view *v, const struct hang_judgement *j,
-		      int on)
+static void ask_alive(struct agent_hang *h, const struct hang_view *v,
+		      const struct hang_judgement *j, int on)
 {
-	struct agent_hang *h = &ag->hang;
-	int per_node = ag->nproc > 0 ? ag->nproc : 1;
+	int per_node = h->host.nproc > 0 ? h->host.nproc : 1;
 	char name[32];
 
 	if (h->asking || h->asked_key == (agent_hang_place(&v->page) ^ ((uint64_t)on << 32)))
@@ -293,28 +307,28 @@ static void ask_alive(struct agent *ag, const struct hang_view *v, const struct 
 	h->q_view = *v;
 	h->q_j = *j;
 	h->q_rank = on;
-	if (rdzv_get(ag->rdzv, name, on_waits_got, ag) == 0)
+	if (rdzv_get(h->host.rdzv, name, on_waits_got, h) == 0)
 		h->asking = true;
 	else
-		on_waits_got(ag, NULL); /* one node: never here (every rank is local) */
+		on_waits_got(h, NULL); /* one node: never here (every rank is local) */
 }
 
-static bool rank_is_local(const struct agent *ag, int rank)
+static bool rank_is_local(const struct agent_hang *h, int rank)
 {
-	for (int i = 0; i < ag->nproc; i++)
-		if (ag->w[i].rank == rank)
+	for (int i = 0; i < h->host.nproc; i++)
+		if (worker_of(h, i).rank == rank)
 			return true;
 	return false;
 }
 
-static void judge_one(struct agent *ag, int i, uint64_t now)
+static void judge_one(struct agent_hang *h, int i, uint64_t now)
 {
-	struct agent_hang_track *t = &ag->hang.t[i];
+	struct agent_hang_track *t = &h->t[i];
 	struct hang_view v;
 	struct hang_judgement j;
 	char id[48];
 
-	view_of(ag, i, now, &v);
+	view_of(h, i, now, &v);
 	j = hang_judge(&v);
 	log_debug("hang watch: rank %d phase %u op %u seq %llu age %.3f deadline %.3f step %llu",
 		  v.rank, v.page.phase, v.page.op, (unsigned long long)v.page.seq, v.age_ns / 1e9,
@@ -329,35 +343,35 @@ static void judge_one(struct agent *ag, int i, uint64_t now)
 		return; /* named already */
 	t->late_key = agent_hang_place(&v.page);
 	if (j.verdict == HANG_CULPRIT) {
-		name_local(ag, i, &v, &j, now);
+		name_local(h, i, &v, &j, now);
 		return;
 	}
 	if (!t->late_since_ns)
 		t->late_since_ns = now;
-	say_waiting(ag, &v);
-	if (j.waits_on < 0 || rank_is_local(ag, j.waits_on) ||
+	say_waiting(h, &v);
+	if (j.waits_on < 0 || rank_is_local(h, j.waits_on) ||
 	    now - t->late_since_ns < (uint64_t)AGENT_HANG_SILENT_MS * 1000000u)
 		return;
 	hang_id(id, sizeof(id), v.page.round, j.waits_on, v.page.seq);
-	if (seen(&ag->hang, id))
+	if (seen(h, id))
 		return;
 	/* Someone of this node named nothing about it, and neither did its
 	 * node within the grace: a node frozen whole. */
 	hang_id(id, sizeof(id), v.page.round, j.waits_on, v.page.seq - 1);
-	if (seen(&ag->hang, id))
+	if (seen(h, id))
 		return; /* named as "has not entered" it, from its own node */
-	ask_alive(ag, &v, &j, j.waits_on);
+	ask_alive(h, &v, &j, j.waits_on);
 }
 
 /* Says once when the deadlines are learned (and what they are). */
-static void say_learned(struct agent *ag)
+static void say_learned(struct agent_hang *h)
 {
-	uint64_t out = hang_deadline_get(&ag->hang.dl, DDP_PHASE_COMPUTE, DDP_OP_NONE);
-	uint64_t in = hang_deadline_get(&ag->hang.dl, DDP_PHASE_COLLECTIVE, DDP_OP_NONE);
+	uint64_t out = hang_deadline_get(&h->dl, DDP_PHASE_COMPUTE, DDP_OP_NONE);
+	uint64_t in = hang_deadline_get(&h->dl, DDP_PHASE_COLLECTIVE, DDP_OP_NONE);
 
-	if (ag->hang.said || !out || !in)
+	if (h->said || !out || !in)
 		return;
-	ag->hang.said = true;
+	h->said = true;
 	log_info("hang deadlines learned from the job: %.2f s outside a collective, %.2f s "
 		 "inside one (they follow the job; --hang_timeout fixes them)",
 		 out / 1e9, in / 1e9);
@@ -365,8 +379,7 @@ static void say_learned(struct agent *ag)
 
 static void on_tick(uv_timer_t *timer)
 {
-	struct agent *ag = timer->data;
-	struct agent_hang *h = &ag->hang;
+	struct agent_hang *h = timer->data;
 	uint64_t now = time_now_ns();
 
 	if (h->last_tick_ns && now - h->last_tick_ns > 1000000000ull) {
@@ -378,7 +391,7 @@ static void on_tick(uv_timer_t *timer)
 		h->quiet_until = now + 2ull * AGENT_HANG_SILENT_MS * 1000000u;
 		h->thawed_ns = now;
 		h->stopped_from = h->last_tick_ns;
-		for (int i = 0; i < ag->nproc; i++) {
+		for (int i = 0; i < h->host.nproc; i++) {
 			h->t[i].in_seq = 0;
 			h->t[i].late_since_ns = 0;
 			h->t[i].skip_step = true;
@@ -387,39 +400,39 @@ static void on_tick(uv_timer_t *timer)
 	h->last_tick_ns = now;
 	if (now < h->quiet_until)
 		return;
-	for (int i = 0; i < ag->nproc; i++) {
-		struct agent_worker *w = &ag->w[i];
-		struct agent_hang_track *t = &ag->hang.t[i];
+	for (int i = 0; i < h->host.nproc; i++) {
+		struct agent_hang_worker w = worker_of(h, i);
+		struct agent_hang_track *t = &h->t[i];
 		struct ddp_progress p;
 		int rc;
 
-		if (!w->proc.running || w->state != AGENT_W_RUNNING || w->proc.pid <= 0)
+		if (!w.proc->running || !w.started || w.proc->pid <= 0)
 			continue;
-		rc = worker_proc_progress(&w->proc, &p);
+		rc = worker_proc_progress(w.proc, &p);
 		if (rc == -ENOENT)
 			t->have = false;
 		if (rc == 0) {
-			t->pid = w->proc.pid;
-			agent_hang_learn(&ag->hang, t, &p);
+			t->pid = w.proc->pid;
+			agent_hang_learn(h, t, &p);
 		}
 		if (t->have)
-			judge_one(ag, i, now);
+			judge_one(h, i, now);
 	}
-	say_learned(ag);
+	say_learned(h);
 }
 
-int agent_hang_start(struct agent *ag)
+int agent_hang_start(struct agent_hang *h, const struct agent_hang_host *host)
 {
-	struct agent_hang *h = &ag->hang;
 	struct hang_deadline_cfg cfg;
 
+	h->host = *host;
 	hang_deadline_cfg_defaults(&cfg);
-	if (ag->o->hang_timeout == OPTS_HANG_OFF)
+	if (h->host.hang_timeout == OPTS_HANG_OFF)
 		cfg.off = true;
-	else if (ag->o->hang_timeout > 0)
-		cfg.fixed_ns = (uint64_t)(ag->o->hang_timeout * 1e9);
+	else if (h->host.hang_timeout > 0)
+		cfg.fixed_ns = (uint64_t)(h->host.hang_timeout * 1e9);
 	hang_deadline_init(&h->dl, &cfg);
-	h->t = calloc((size_t)ag->nproc, sizeof(*h->t));
+	h->t = calloc((size_t)h->host.nproc, sizeof(*h->t));
 	if (!h->t) {
 		log_warn("out of memory: hangs will not be named");
 		return -ENOMEM;
@@ -431,8 +444,8 @@ int agent_hang_start(struct agent *ag)
 			 cfg.fixed_ns / 1e9);
 		h->said = true;
 	}
-	uv_timer_init(ag->loop, &h->timer);
-	h->timer.data = ag;
+	uv_timer_init(h->host.loop, &h->timer);
+	h->timer.data = h;
 	h->on = true;
 	uv_timer_start(&h->timer, on_tick, AGENT_HANG_TICK_MS, AGENT_HANG_TICK_MS);
 	/* The watch never keeps the agent's loop alive. */
@@ -440,24 +453,23 @@ int agent_hang_start(struct agent *ag)
 	return 0;
 }
 
-void agent_hang_stop(struct agent *ag)
+void agent_hang_stop(struct agent_hang *h)
 {
-	if (ag->hang.on)
-		uv_close((uv_handle_t *)&ag->hang.timer, NULL);
-	ag->hang.on = false;
-	free(ag->hang.t);
-	ag->hang.t = NULL;
+	if (h->on)
+		uv_close((uv_handle_t *)&h->timer, NULL);
+	h->on = false;
+	free(h->t);
+	h->t = NULL;
 }
 
-void agent_hang_reset(struct agent *ag, int i)
+void agent_hang_reset(struct agent_hang *h, int i)
 {
-	if (ag->hang.t)
-		memset(&ag->hang.t[i], 0, sizeof(ag->hang.t[i]));
+	if (h->t)
+		memset(&h->t[i], 0, sizeof(h->t[i]));
 }
 
-bool agent_hang_thawed(struct agent *ag)
+bool agent_hang_thawed(struct agent_hang *h)
 {
-	struct agent_hang *h = &ag->hang;
 	uint64_t now = time_now_ns();
 	bool thawed;
 
@@ -495,7 +507,7 @@ static void notice_words(const char *text, const char *tab, struct summary_hang 
 	snprintf(sh->state, sizeof(sh->state), "%.*s", len, p ? p : "");
 }
 
-void agent_hang_notice(struct agent *ag, const char *text)
+void agent_hang_notice(struct agent_hang *h, const char *text)
 {
 	struct summary_hang sh = {.time_ms = wall_ms()};
 	long long late_ms, dl_ms;
@@ -507,17 +519,17 @@ void agent_hang_notice(struct agent *ag, const char *text)
 		   &sh.pid, &sh.seq, &late_ms, &dl_ms) != 7)
 		return; /* another kind of notice */
 	hang_id(id, sizeof(id), sh.round, sh.rank, sh.seq);
-	if (seen(&ag->hang, id))
+	if (seen(h, id))
 		return;
-	mark_seen(&ag->hang, id);
+	mark_seen(h, id);
 	sh.late_s = late_ms / 1000.0;
 	sh.deadline_s = dl_ms / 1000.0;
 	notice_words(text, tab, &sh);
 	snprintf(sh.line, sizeof(sh.line), "%s", tab + 1);
 	log_error("%s", sh.line);
-	if (summary_add_hang(&ag->summary, &sh))
+	if (summary_add_hang(h->host.summary, &sh))
 		log_error("out of memory while recording a hang");
-	agent_status_publish(ag);
-	for (int k = 0; k < ag->nproc && ag->hang.t; k++)
-		ag->hang.t[k].skip_step = true;
+	h->host.recorded(h->host.arg);
+	for (int k = 0; k < h->host.nproc && h->t; k++)
+		h->t[k].skip_step = true;
 }

@@ -24,6 +24,14 @@
  * workers keep the window. An agent whose own tick came more than a
  * second late was itself stopped: it judges nobody for a while.
  *
+ * The watch knows nothing of the agent's state machine (agent.c): the
+ * agent gives it what it needs at start (struct agent_hang_host) and calls
+ * it; it calls back only through the host's functions and moves nothing
+ * of the agent's machine (its state, its workers' states): a hang it names
+ * or hears goes into the host's summary and is said through `recorded`;
+ * a culprit's process group it kills itself (worker_proc), and the agent
+ * hears that exit as any other.
+ *
  * The notice a node posts: "hang1 ROUND NODE RANK PID SEQ LATE_MS
  * DEADLINE_MS\tLINE"; a reader skips lines of any other kind, and prints a
  * hang once per (round, rank, seq).
@@ -42,7 +50,37 @@
 #define AGENT_HANG_SILENT_MS 1000
 #define AGENT_HANG_SEEN	     32 /* hangs remembered as printed */
 
-struct agent;
+struct rdzv;
+struct rdzv_round;
+struct summary;
+struct worker_proc;
+
+/* Local worker i as the host shows it to the watch. */
+struct agent_hang_worker {
+	struct worker_proc *proc; /* its process (progress page, kill) */
+	int rank, local_rank;	  /* its global and local rank now */
+	bool started;		  /* started in this attempt and not yet seen ended */
+};
+
+/* What the watch is given at start (agent_hang_start), kept for its life. */
+struct agent_hang_host {
+	uv_loop_t *loop;
+	int nproc;			/* local workers: i in [0, nproc) */
+	double hang_timeout;		/* launch_opts' --hang_timeout (OPTS_HANG_OFF, 0, > 0) */
+	struct rdzv *rdzv;		/* notices posted, "waitsN" said and asked, evict */
+	const struct rdzv_round *round; /* the agent's round now: its group_rank is this node */
+	struct summary *summary;	/* the hangs are added to it */
+	void *arg;			/* given to every function below */
+	/* Fills *out with local worker i now. */
+	void (*worker)(void *arg, int i, struct agent_hang_worker *out);
+	/* Whether the agent has finished: an answer that comes after is dropped. */
+	bool (*done)(void *arg);
+	/* A hang was added to summary (named here or heard): the agent says so
+	 * (its status record). */
+	void (*recorded)(void *arg);
+	/* The word for a progress phase in the summary's hangs. */
+	const char *(*phase_word)(uint32_t phase);
+};
 
 /* One local worker as the watch follows it. */
 struct agent_hang_track {
@@ -64,6 +102,7 @@ struct agent_hang_track {
 };
 
 struct agent_hang {
+	struct agent_hang_host host;
 	uv_timer_t timer;
 	bool on;   /* the timer is initialised */
 	bool said; /* the learned deadlines were said */
@@ -94,15 +133,16 @@ uint64_t agent_hang_place(const struct ddp_progress *p);
 void agent_hang_learn(struct agent_hang *h, struct agent_hang_track *t,
 		      const struct ddp_progress *p);
 
-/* Starts the watch (after agent_init_handles made the workers' slots).
- * Returns 0 or -ENOMEM (then hangs are not watched; said once). */
-int agent_hang_start(struct agent *ag);
+/* Starts the watch h (zeroed) for host (copied; after the agent made the
+ * workers' slots and the rendezvous). Returns 0 or -ENOMEM (then hangs are
+ * not watched; said once). */
+int agent_hang_start(struct agent_hang *h, const struct agent_hang_host *host);
 
 /* Closes the timer and frees the tracks. */
-void agent_hang_stop(struct agent *ag);
+void agent_hang_stop(struct agent_hang *h);
 
 /* Worker slot i starts a new process: its track starts again. */
-void agent_hang_reset(struct agent *ag, int i);
+void agent_hang_reset(struct agent_hang *h, int i);
 
 /* Whether this agent was stopped (its watch ran more than a second late)
  * in the last AGENT_HANG_THAW_MS: a round over that it hears now went on
@@ -110,9 +150,9 @@ void agent_hang_reset(struct agent *ag, int i);
  * since) hold a state the others have left behind. Once true, false until
  * the next stop. */
 #define AGENT_HANG_THAW_MS 15000
-bool agent_hang_thawed(struct agent *ag);
+bool agent_hang_thawed(struct agent_hang *h);
 
 /* A line another node posted (rdzv_events.notice). */
-void agent_hang_notice(struct agent *ag, const char *text);
+void agent_hang_notice(struct agent_hang *h, const char *text);
 
 #endif

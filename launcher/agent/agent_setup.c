@@ -260,7 +260,7 @@ void agent_teardown(struct agent *ag)
 		worker_proc_drop_progress(&ag->w[i].proc);
 	footprint_close(&ag->fp);
 	agent_metrics_close(ag);
-	agent_hang_stop(ag);
+	agent_hang_stop(&ag->hang);
 	uv_close((uv_handle_t *)&ag->grace, handle_free_noop);
 	uv_close((uv_handle_t *)&ag->drain, handle_free_noop);
 	for (int i = 0; i < ag->nsig; i++)
@@ -277,8 +277,46 @@ static bool agent_has_handler(const struct agent *ag, int sig)
 	return false;
 }
 
+/* The hang watch's view of the agent (agent_hang_host). */
+static void hang_worker(void *arg, int i, struct agent_hang_worker *out)
+{
+	struct agent *ag = arg;
+	struct agent_worker *w = &ag->w[i];
+
+	out->proc = &w->proc;
+	out->rank = w->rank;
+	out->local_rank = w->local_rank;
+	out->started = w->state == AGENT_W_RUNNING;
+}
+
+static bool hang_done(void *arg)
+{
+	const struct agent *ag = arg;
+
+	return ag->state == AGENT_DONE;
+}
+
+static void hang_recorded(void *arg)
+{
+	agent_status_publish(arg);
+}
+
 void agent_init_handles(struct agent *ag, uv_signal_cb on_signal)
 {
+	struct agent_hang_host host = {
+	    .loop = ag->loop,
+	    .nproc = ag->nproc,
+	    .hang_timeout = ag->o->hang_timeout,
+	    .rdzv = ag->rdzv,
+	    .round = &ag->round,
+	    .summary = &ag->summary,
+	    .arg = ag,
+	    .worker = hang_worker,
+	    .done = hang_done,
+	    .recorded = hang_recorded,
+	    .phase_word = agent_phase_word,
+	};
+
 	uv_timer_init(ag->loop, &ag->grace);
 	uv_timer_init(ag->loop, &ag->drain);
 	ag->grace.data = ag->drain.data = ag;
@@ -299,5 +337,5 @@ void agent_init_handles(struct agent *ag, uv_signal_cb on_signal)
 		ag->w[i].log_fd[0] = ag->w[i].log_fd[1] = -1;
 		worker_proc_init(&ag->w[i].proc);
 	}
-	agent_hang_start(ag);
+	agent_hang_start(&ag->hang, &host);
 }
