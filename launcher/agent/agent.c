@@ -591,12 +591,16 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 	if (ag->state == AGENT_DONE)
 		return;
 	ag->end = (int)how;
-	if (msg)
-		log_msg(how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED ||
-				how == RDZV_OUT_PERMANENT
-			    ? LOG_ERROR
-			    : LOG_INFO,
+	if (msg && how == RDZV_OUT_FAILED) {
+		/* the job ends here: the line says in which phase */
+		char where[512];
+
+		agent_phase_words(ag, where, sizeof(where));
+		log_error("%s; this node was in %s", msg, where);
+	} else if (msg) {
+		log_msg(how == RDZV_OUT_REFUSED || how == RDZV_OUT_PERMANENT ? LOG_ERROR : LOG_INFO,
 			"%s", msg);
+	}
 	/* Workers of this node still run: they stop, and the group's end
 	 * finishes the agent. */
 	if (agent_group_runs(ag->state)) {

@@ -89,6 +89,11 @@ TRAIN_ENV = dict(test_inplace.TRAIN_ENV, DDP_TIMEOUT_MS=str(int(DDP_TIMEOUT_S * 
 # lines that name a failure (the culprit is then looked for in them)
 FAIL_RE = re.compile(r"(?i)hang:|lost|died|exited|killed|signal|gone|not answer|unreachable|"
                      r"refused|timed out|no word|silent|re-forming without|failed|cannot reach")
+# a phase named in such a line: the hang line's op and number (a
+# collective) or phase, or the phase an agent that ends the job says its
+# workers were in (agent_phase.c)
+PHASE_WORDS_RE = re.compile(r"has not (?:entered|left|answered) \w+ #\d+|is stuck in |"
+                            r"this node was in ")
 PHASE_OF = {"startup": progress.PHASE_STARTUP, "rendezvous": progress.PHASE_REFORM,
             "collective": progress.PHASE_COLLECTIVE, "handover": progress.PHASE_HANDOVER,
             "checkpoint": progress.PHASE_CHECKPOINT, "final": progress.PHASE_FINAL,
@@ -315,6 +320,10 @@ class NeverSilent(MultiNodeCase):
                  "shutdown": STEPS}.get(phase, 0)
         if phase == "collective":
             after += rng.randrange(0, 150)
+        if phase == "collective":
+            # the deadlines learned: a hang inside a collective is then named
+            for p in agents.values():
+                p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=120)
         pid, page, seen = self.reach(pages, phase, watch, after, time.monotonic() + 180)
         victim = pid if target == "worker" else agents[node].pid
         t0 = time.monotonic()
@@ -363,10 +372,10 @@ class NeverSilent(MultiNodeCase):
                     dl = max(dl, float(m.group(1)))
         return max(WINDOW_S, dl if dl else DDP_TIMEOUT_S)
 
-    def culprit_line(self, res, agents):
+    def culprit_line(self, res, agents, phase=False):
         """The first line after the fault, on any node, that names a
-        failure and the culprit (its pid, its node, its address): (time,
-        node, line) or None."""
+        failure and the culprit (its pid, its node, its address), and with
+        phase the phase too: (time, node, line) or None."""
         names = [" %d" % res["victim"], "node %d " % res["node"],
                  (self.hosts.addr if self.hosts else addr)(res["node"]) + ":"]
         named = None
@@ -374,7 +383,8 @@ class NeverSilent(MultiNodeCase):
             with p.cond:
                 lines = list(p.lines)
             for t, line in lines:
-                if t >= res["t0"] and FAIL_RE.search(line) and any(n in line for n in names):
+                if t >= res["t0"] and FAIL_RE.search(line) and any(
+                        n in line for n in names) and (not phase or PHASE_WORDS_RE.search(line)):
                     if named is None or t < named[0]:
                         named = (t, i, line)
         return named
@@ -393,8 +403,14 @@ class NeverSilent(MultiNodeCase):
         pages.stop = True
         for pid in res["paused"]:
             self._cont(pid)
-        killed = set(res["killed"])
-        finished = all(rc == 0 for i, (rc, _) in ends.items() if i not in killed)
+        # the culprit's node, killed or cut off, may fail; every other
+        # node's agent must end 0 for the job to have finished
+        culprit = set(res["killed"]) | ({res["cut"]} if "cut" in res else set())
+        finished = all(rc == 0 for i, (rc, _) in ends.items() if i not in culprit)
+        for i in culprit:
+            if ends[i][0] not in (0, None, -signal.SIGKILL) and not any(
+                    t >= t0 and FAIL_RE.search(line) for t, line in list(agents[i].lines)):
+                problems.append("node %d (cut off) failed without a line saying why" % i)
         final = os.path.join(self.run_dir, "final.safetensors")
         same = finished and os.path.exists(final) and (
             train_it.sha256(final) == train_it.sha256(os.path.join(self.ref, "final.safetensors")))
@@ -413,6 +429,13 @@ class NeverSilent(MultiNodeCase):
             res["outcome"] = "silent"
         else:
             res["outcome"] = "named"
+            with_phase = self.culprit_line(res, agents, phase=True)
+            if with_phase is None:
+                problems.append("no line names the phase with the culprit")
+            else:
+                named = with_phase
+                res["named_s"] = named[0] - t0
+                res["line"] = "node %d: %s" % (named[1], named[2].strip())
             if named[0] - t0 > allowed:
                 problems.append("named %.1f s after the fault (bound %.1f s)" %
                                 (named[0] - t0, allowed))
@@ -444,10 +467,10 @@ class NeverSilent(MultiNodeCase):
         if problems:
             res["outcome"] = "BROKEN: " + res["outcome"]
         print("  outcome %s%s, every agent ended %.1f s after the fault%s" % (
-            res["outcome"], " (named %.1f s: %s)" % (res["named_s"], res["line"][:160])
+            res["outcome"], " (named %.1f s: %s)" % (res["named_s"], res["line"][:400])
             if "named_s" in res else "", res["end_s"],
             "".join("\n  PROBLEM: " + p for p in problems)), flush=True)
-        if problems:
+        if problems or os.environ.get("NEVER_SILENT_VERBOSE"):
             for i, p in sorted(agents.items()):
                 with p.cond:
                     tail = [line for _, line in p.lines if not re.search(r"step \d+/", line)]
