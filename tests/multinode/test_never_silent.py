@@ -312,7 +312,9 @@ class NeverSilent(MultiNodeCase):
                 self.assertLess(time.monotonic() - t_start, 120, "no step 100")
                 time.sleep(0.01)
             agents[2] = self.start_node(2, port, env)
-        node = 2 if late_join else rng.choice([1, 2])
+        # a hand-over is node 2's (the joiner's workers take the state); a
+        # re-formation node 1's (its running workers re-form)
+        node = {"handover": 2, "rendezvous": 1}.get(phase) or rng.choice([1, 2])
         if target == "host":
             node = 0
         watch = [2] if phase == "handover" else ([node] if target == "worker" else [0, 1, 2])
