@@ -244,6 +244,11 @@ static void agent_show_summary(void *arg)
 /* The job is over for this node: its exit status from the outcome. */
 static void agent_end(struct agent *ag, enum rdzv_outcome how)
 {
+	if (how == RDZV_OUT_FAILED && ag->stop_signal <= 0 && agent_workers_finished(ag)) {
+		log_info("this node's workers had finished the job (each exited 0 after its last "
+			 "step) before the rendezvous store was lost: this node is done");
+		how = RDZV_OUT_FINISHED;
+	}
 	if (how == RDZV_OUT_FAILED && ag->nexited)
 		agent_show_summary(ag);
 	ag->exit_status = rdzv_exit_status(how, ag->stop_signal,

@@ -35,3 +35,20 @@ int agent_phase_words(const struct agent *ag, char *buf, size_t len)
 		snprintf(buf, len, "the rendezvous (no worker of this node had started)");
 	return pages;
 }
+
+bool agent_workers_finished(const struct agent *ag)
+{
+	if (!ag->w || ag->nproc <= 0)
+		return false;
+	for (int i = 0; i < ag->nproc; i++) {
+		const struct agent_worker *w = &ag->w[i];
+		struct ddp_progress p;
+
+		if (w->proc.running || w->state != AGENT_W_EXITED || w->exit_code != 0 ||
+		    w->term_signal > 0)
+			return false;
+		if (worker_proc_progress(&w->proc, &p) < 0 || p.phase != DDP_PHASE_SHUTDOWN)
+			return false;
+	}
+	return true;
+}
