@@ -527,8 +527,9 @@ class NeverSilent(MultiNodeCase):
             try:
                 res = self.trial(seed)
             except AssertionError as e:  # the trial could not be run as drawn
+                f, t, ph = COMBOS[seed % len(COMBOS)]
                 res = {"outcome": "BROKEN: no run", "problems": [str(e)[:3000]],
-                       "fault": "?", "target": "?", "phase": "?", "seen": "?", "end_s": 0.0}
+                       "fault": f, "target": t, "phase": ph, "seen": "-", "end_s": 0.0}
                 print("  PROBLEM: %s" % str(e)[:3000], flush=True)
             res["seed"] = seed
             results.append(res)
