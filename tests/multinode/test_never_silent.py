@@ -36,6 +36,7 @@ NEVER_SILENT_SET=ci (the multinode suite): a few trials that cover each
 fault and each target; =all (the bench): every combination once;
 NEVER_SILENT_TRIALS=N: N drawn at random.
 """
+import errno
 import importlib.util
 import os
 import random
@@ -137,6 +138,11 @@ def gone(pid):
         return True
 
 
+class Missed(Exception):
+    """The phase passed, between two reads of the pages, with the target
+    gone with it (a worker that had exited): the trial did not run."""
+
+
 class Pages(threading.Thread):
     """Watches the job: every process under the agents (kept, to check
     they are gone at the end), each ddp-train's progress page and job tag,
@@ -178,17 +184,15 @@ class Pages(threading.Thread):
                 page = progress.read_file(path) if not gone(pid) else None
                 with self.lock:
                     if page and page["pid"] == pid:
-                        self.pages[pid] = page
-                    elif gone(pid):
-                        self.pages.pop(pid, None)
+                        self.pages[pid] = page  # a gone worker's last page stays
             time.sleep(0.001)
 
-    def find(self, pred, nodes):
-        """A live worker of one of nodes whose last page satisfies pred:
-        (pid, page) or None."""
+    def find(self, pred, nodes, live=True):
+        """A worker of one of nodes (a live one with live) whose last page
+        satisfies pred: (pid, page) or None."""
         with self.lock:
             for pid, page in self.pages.items():
-                if self.files[pid][0] in nodes and pred(page) and not gone(pid):
+                if self.files[pid][0] in nodes and pred(page) and not (live and gone(pid)):
                     return pid, page
         return None
 
@@ -284,7 +288,7 @@ class NeverSilent(MultiNodeCase):
         with pages.lock:
             return max((p["step"] for p in pages.pages.values()), default=0)
 
-    def reach(self, pages, phase, nodes, after_step, deadline):
+    def reach(self, pages, phase, nodes, after_step, deadline, live):
         """Waits for a worker of nodes in the phase (its progress page);
         once past the phase (missed between two reads), the nearest moment
         after it: (pid, page, seen phase name). Fails the trial when every
@@ -292,6 +296,8 @@ class NeverSilent(MultiNodeCase):
         want = PHASE_OF[phase]
         while time.monotonic() < deadline:
             if not any(p.alive() for p in pages.agents.values()):
+                if phase in ("final", "shutdown"):
+                    raise Missed("the job ended before its %s was seen" % phase)
                 raise AssertionError("the job ended before it reached %s:\n%s" % (
                     phase, self.tails(pages.agents)))
             if self.step_of(pages) >= after_step or phase in ("startup", "rendezvous",
@@ -299,13 +305,13 @@ class NeverSilent(MultiNodeCase):
                 hit = pages.find(lambda p: p["phase"] == want, nodes)
                 if hit:
                     return hit[0], hit[1], phase
-                near = self.near(pages, phase, nodes)
+                near = self.near(pages, phase, nodes, live)
                 if near:
                     return near[0], near[1], "after " + phase
             time.sleep(0.0005)
         raise AssertionError("the job never reached %s" % phase)
 
-    def near(self, pages, phase, nodes):
+    def near(self, pages, phase, nodes, live):
         if phase == "startup":
             return pages.find(lambda p: True, nodes)
         if phase == "rendezvous":
@@ -315,8 +321,13 @@ class NeverSilent(MultiNodeCase):
             return pages.find(lambda p: p["world"] == 6 and p["step"] > 0, nodes)
         if phase == "checkpoint":
             return pages.find(lambda p: p["step"] % CKPT_EVERY == 0 and p["step"] > 0, nodes)
-        if phase in ("final", "shutdown"):
+        if phase == "final":
             return pages.find(lambda p: p["step"] >= STEPS, nodes)
+        if phase == "shutdown" and not live:
+            # an agent may be hit after its workers ended (a worker not:
+            # its shutdown is seen, or the trial is missed)
+            return pages.find(lambda p: p["phase"] == progress.PHASE_SHUTDOWN or (
+                p["step"] >= STEPS and gone(p["pid"])), nodes, live=False)
         return None
 
     def inject(self, rng, fault, target, phase, hold, env, agents, pages, port):
@@ -343,12 +354,28 @@ class NeverSilent(MultiNodeCase):
             # the deadlines learned: a hang inside a collective is then named
             for p in agents.values():
                 p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=120)
-        pid, page, seen = self.reach(pages, phase, watch, after, time.monotonic() + 180)
+        pid, page, seen = self.reach(pages, phase, watch, after, time.monotonic() + 180,
+                                     target == "worker")
         victim = pid if target == "worker" else agents[node].pid
         t0 = time.monotonic()
         res = {"fault": fault, "target": target, "phase": phase, "seen": seen,
                "node": node, "victim": victim, "t0": t0, "paused": [], "killed": [],
                "rank": page["rank"] if target == "worker" else -1}
+        try:
+            self.fault(fault, target, node, victim, res)
+        except OSError as e:  # ProcessLookupError, or tgkill's
+            if e.errno != errno.ESRCH:
+                raise
+            raise Missed("the %s had ended when the %s was seen" % (target, seen))
+        print("  injected at %s (page phase %s, step %d, round %d) into %s %d of node %d%s" %
+              (seen, progress.PHASES[page["phase"]], page["step"], page["round"], target, victim,
+               node, " for %.1f s" % hold if res["paused"] or
+               (fault == "spin" and target != "worker") else ""), flush=True)
+        if res["paused"]:
+            threading.Timer(hold, lambda: [self._cont(p) for p in res["paused"]]).start()
+        return res
+
+    def fault(self, fault, target, node, victim, res):
         if fault == "stop":
             os.kill(victim, signal.SIGSTOP)
             if target != "worker":
@@ -365,13 +392,6 @@ class NeverSilent(MultiNodeCase):
         else:
             self.hosts.partition(node)
             res["cut"] = node
-        print("  injected at %s (page phase %s, step %d, round %d) into %s %d of node %d%s" %
-              (seen, progress.PHASES[page["phase"]], page["step"], page["round"], target, victim,
-               node, " for %.1f s" % hold if res["paused"] or
-               (fault == "spin" and target != "worker") else ""), flush=True)
-        if res["paused"]:
-            threading.Timer(hold, lambda: [self._cont(p) for p in res["paused"]]).start()
-        return res
 
     def tails(self, agents, n=25):
         out = []
@@ -533,6 +553,11 @@ class NeverSilent(MultiNodeCase):
             self.cluster = type(self.cluster)(self.dir)
             try:
                 res = self.trial(seed)
+            except Missed as e:
+                f, t, ph = COMBOS[seed % len(COMBOS)]
+                res = {"outcome": "missed", "fault": f, "target": t, "phase": ph, "seen": "-",
+                       "end_s": 0.0}
+                print("  missed: %s" % e, flush=True)
             except AssertionError as e:  # the trial could not be run as drawn
                 f, t, ph = COMBOS[seed % len(COMBOS)]
                 res = {"outcome": "BROKEN: no run", "problems": [str(e)[:3000]],
