@@ -38,6 +38,7 @@ NEVER_SILENT_TRIALS=N: N drawn at random.
 """
 import errno
 import importlib.util
+import mmap
 import os
 import random
 import re
@@ -177,15 +178,42 @@ class Pages(threading.Thread):
                     if env.get(progress.ENV):
                         self.files[pid] = (node, env[progress.ENV])
 
+    def mapped(self, pid, path):
+        """The page of pid mapped once (progress.read on it costs no
+        system call), or None while it cannot be."""
+        m = self.maps.get(pid)
+        if m is None:
+            try:
+                with open(path, "rb") as f:
+                    m = self.maps[pid] = mmap.mmap(f.fileno(), progress.SIZE,
+                                                   prot=mmap.PROT_READ)
+            except (OSError, ValueError):
+                return None
+        return m
+
     def run(self):
+        self.maps = {}
+        n = 0
         while not self.stop:
-            self.scan()
+            if n % 20 == 0:
+                self.scan()
+            n += 1
             for pid, (_, path) in list(self.files.items()):
-                page = progress.read_file(path) if not gone(pid) else None
+                m = self.mapped(pid, path) if pid not in self.pages or not gone(pid) else None
+                page = progress.read(m) if m is not None else None
                 with self.lock:
                     if page and page["pid"] == pid:
                         self.pages[pid] = page  # a gone worker's last page stays
-            time.sleep(0.001)
+            # near the end, every read: a shutdown lasts a few milliseconds
+            if self.last_step < STEPS - 1:
+                time.sleep(0.001)
+        for m in self.maps.values():
+            m.close()
+
+    @property
+    def last_step(self):
+        with self.lock:
+            return max((p["step"] for p in self.pages.values()), default=0)
 
     def find(self, pred, nodes, live=True):
         """A worker of one of nodes (a live one with live) whose last page
