@@ -90,8 +90,9 @@ REGRESSION_SEEDS = [53253319, 58]
 STEPS = 500
 CKPT_EVERY = 150
 STEP_SLEEP_MS = 8
-# a trial where node 2 joins late: slower steps (pacing only: the same bits),
-# so that its start on a loaded machine comes well before the end
+# a trial where node 2 joins late, or that waits for the learned deadlines:
+# slower steps (pacing only: the same bits), so that this comes well
+# before the end on a loaded machine
 LATE_STEP_SLEEP_MS = 25
 KEEPALIVE = (2, 3)  # interval (s), attempts: a 6 s window
 WINDOW_S = KEEPALIVE[0] * KEEPALIVE[1]
@@ -292,7 +293,9 @@ class NeverSilent(MultiNodeCase):
 
     def run_trial(self, rng, fault, target, phase, hold, env):
         late_join = phase in ("rendezvous", "handover")
-        self.sleep_ms = LATE_STEP_SLEEP_MS if late_join else STEP_SLEEP_MS
+        # slower steps where the trial waits for something first (a node's
+        # join, the learned deadlines)
+        self.sleep_ms = LATE_STEP_SLEEP_MS if late_join or phase == "collective" else STEP_SLEEP_MS
         agents = {}
         pages = Pages(agents)
         agents[0] = self.start_node(0, 0, env)
@@ -486,14 +489,16 @@ class NeverSilent(MultiNodeCase):
         pages.stop = True
         for pid in res["paused"]:
             self._cont(pid)
-        # the culprit's node, killed or cut off, may fail; every other
-        # node's agent must end 0 for the job to have finished
-        culprit = set(res["killed"]) | ({res["cut"]} if "cut" in res else set())
+        # the culprit's node (an agent or the store's host hit, a node cut
+        # off: the others may go on without it) may fail, saying why; every
+        # other node's agent must end 0 for the job to have finished
+        culprit = set(res["killed"]) | ({res["cut"]} if "cut" in res else set()) | (
+            {res["node"]} if res["target"] != "worker" else set())
         finished = all(rc == 0 for i, (rc, _) in ends.items() if i not in culprit)
         for i in culprit:
             if ends[i][0] not in (0, None, -signal.SIGKILL) and not any(
                     t >= t0 and FAIL_RE.search(line) for t, line in list(agents[i].lines)):
-                problems.append("node %d (cut off) failed without a line saying why" % i)
+                problems.append("node %d (the culprit's) failed without a line saying why" % i)
         final = os.path.join(self.run_dir, "final.safetensors")
         same = finished and os.path.exists(final) and (
             train_it.sha256(final) == train_it.sha256(os.path.join(self.ref, "final.safetensors")))
