@@ -34,7 +34,8 @@ at the end.
 
 NEVER_SILENT_SET=ci (the multinode suite): a few trials that cover each
 fault and each target; =all (the bench): every combination once;
-NEVER_SILENT_TRIALS=N: N drawn at random.
+NEVER_SILENT_TRIALS=N: N drawn at random; NEVER_SILENT_FAULTS=cut,kill: =all
+for those faults only.
 """
 import errno
 import os
@@ -456,7 +457,8 @@ class NeverSilent(MultiNodeCase):
         if os.environ.get("NEVER_SILENT_TRIALS"):
             rng = random.Random(base)
             return [rng.randrange(1 << 30) for _ in range(int(os.environ["NEVER_SILENT_TRIALS"]))]
-        idx = CI_SET if which == "ci" else range(len(COMBOS))
+        faults = os.environ.get("NEVER_SILENT_FAULTS", ",".join(FAULTS)).split(",")
+        idx = CI_SET if which == "ci" else [i for i, c in enumerate(COMBOS) if c[0] in faults]
         return [i + len(COMBOS) * (base + n) for n, i in enumerate(idx)] + (
             REGRESSION_SEEDS if which == "ci" else [])
 
