@@ -244,6 +244,11 @@ static void agent_show_summary(void *arg)
 /* The job is over for this node: its exit status from the outcome. */
 static void agent_end(struct agent *ag, enum rdzv_outcome how)
 {
+	if (how == RDZV_OUT_FAILED && ag->stop_signal <= 0 && agent_workers_finished(ag)) {
+		log_info("this node's workers had finished the job (each exited 0 after its last "
+			 "step) before the rendezvous store was lost: this node is done");
+		how = RDZV_OUT_FINISHED;
+	}
 	if (how == RDZV_OUT_FAILED && ag->nexited)
 		agent_show_summary(ag);
 	ag->exit_status = rdzv_exit_status(how, ag->stop_signal,
@@ -591,12 +596,16 @@ static void on_ended(void *arg, enum rdzv_outcome how, const char *msg)
 	if (ag->state == AGENT_DONE)
 		return;
 	ag->end = (int)how;
-	if (msg)
-		log_msg(how == RDZV_OUT_FAILED || how == RDZV_OUT_REFUSED ||
-				how == RDZV_OUT_PERMANENT
-			    ? LOG_ERROR
-			    : LOG_INFO,
+	if (msg && how == RDZV_OUT_FAILED) {
+		/* the job ends here: the line says in which phase */
+		char where[512];
+
+		agent_phase_words(ag, where, sizeof(where));
+		log_error("%s; this node was in %s", msg, where);
+	} else if (msg) {
+		log_msg(how == RDZV_OUT_REFUSED || how == RDZV_OUT_PERMANENT ? LOG_ERROR : LOG_INFO,
 			"%s", msg);
+	}
 	/* Workers of this node still run: they stop, and the group's end
 	 * finishes the agent. */
 	if (agent_group_runs(ag->state)) {

@@ -226,6 +226,20 @@ double agent_metrics_lost_s(const struct agent *ag);
 const char *agent_state_word(enum agent_state s);
 const char *agent_phase_word(uint32_t phase);
 
+/* Where this node's workers are or were when they ended (agent_phase.c),
+ * from their progress pages, into buf (always NUL-terminated): "collective
+ * (allreduce #12) at step 40 (rank 2), compute at step 40 (rank 3)", or
+ * "the rendezvous (no worker of this node had started)". For a line that
+ * ends the job: the phase it ended in. Returns how many pages were read. */
+int agent_phase_words(const struct agent *ag, char *buf, size_t len);
+
+/* Whether every worker of this node's last group finished its part of the
+ * job: exited 0 after its progress page said shutdown (past its last step
+ * and final save). A node whose rendezvous fails after that (it was
+ * stopped while its workers finished, and the store went with the job) is
+ * done, not failed. */
+bool agent_workers_finished(const struct agent *ag);
+
 /* This node's status record into the rendezvous store (agent_status.c), for
  * `ddplaunch status`: at each event agent_metrics hears, and every 2 s.
  * Nothing for one node. */

@@ -364,9 +364,9 @@ class HangCampaign(HangCase):
     the job ends with the 1-rank run's bits, that a hang was named on every
     node where one was (not for a death), and that nothing is left.
     CHAOS_SEED replays a campaign, HANG_TRIALS sets its length (2 here; the
-    bench runs more). Not yet: faults at start-up, a hand-over, a checkpoint,
-    the final save or shutdown; an agent stopped alone; the store's host;
-    network cuts."""
+    bench runs more). The campaign over every fault, target and phase of
+    section 4 (start-up to shutdown, an agent alone, the store's host,
+    network cuts) is test_never_silent.py's NeverSilent."""
     TRIALS = int(os.environ.get("HANG_TRIALS", "2"))
 
     def one(self, rng, n):
