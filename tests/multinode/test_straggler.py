@@ -72,8 +72,11 @@ class Straggler(MultiNodeCase):
                    for p in procs]
         self.metrics = []
         for i, t in enumerate(targets):
-            def named(t=t):
-                m = scrape(t)
+            def named(t=t, i=i):
+                try:
+                    m = scrape(t)
+                except OSError as e:  # the job ended before any was counted
+                    self.fail("node %d's /metrics never counted a straggler: %s" % (i, e))
                 ratio = [k for k in m if k.startswith("ddp_straggler_slower_ratio{")]
                 return m if m.get('ddp_stragglers_total{cause="compute"}') == 1 and ratio \
                     else None
@@ -93,6 +96,10 @@ class Straggler(MultiNodeCase):
             if cleared:
                 self.assertIsNotNone(g["cleared_step"], g)
                 self.assertGreater(g["cleared_step"], g["step"], g)
+            # and ddplaunch's end output says it
+            self.assertRegex(run["outputs"][i],
+                             r"ddplaunch: stragglers: (.*; )?rank %d \(node 1, [\d.]+x, "
+                             r"compute, steps %d to " % (slow_rank, g["step"]))
         return slow_rank
 
     def check_named(self, run, tag):
