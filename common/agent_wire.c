@@ -127,6 +127,66 @@ static int parse_replica(struct wire_cur *c, struct agent_wire_replica *r)
 	return parse_addr(c, r->tensor) ?: cur_end(c);
 }
 
+static const char *const cause_words[] = {
+    [AGENT_WIRE_CAUSE_NONE] = "none",
+    [AGENT_WIRE_CAUSE_COMPUTE] = "compute",
+    [AGENT_WIRE_CAUSE_LINK] = "link",
+};
+#define CAUSE_NWORDS (sizeof(cause_words) / sizeof(cause_words[0]))
+
+const char *agent_wire_cause_name(enum agent_wire_cause c)
+{
+	return (unsigned)c < CAUSE_NWORDS ? cause_words[c] : NULL;
+}
+
+/* DIGITS "." two digits, DIGITS canonical: hundredths 0..INT32_MAX. */
+static int cur_ratio(struct wire_cur *c, int *out)
+{
+	const char *f;
+	size_t n;
+	int64_t v = 0;
+	int rc = cur_field(c, &f, &n);
+
+	if (rc < 0)
+		return rc;
+	if (n < 4 || f[n - 3] != '.' || (n > 4 && f[0] == '0'))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (i == n - 3)
+			continue;
+		if (f[i] < '0' || f[i] > '9')
+			return -EINVAL;
+		if (v <= INT32_MAX)
+			v = v * 10 + (f[i] - '0');
+	}
+	if (v > INT32_MAX)
+		return -ERANGE;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_straggler(struct wire_cur *c, struct agent_wire_straggler *s)
+{
+	const char *f;
+	size_t n, i;
+	int rc = 0;
+
+	memset(s, 0, sizeof(*s));
+	rc = rc ?: cur_int(c, &s->step);
+	rc = rc ?: cur_int(c, &s->rank);
+	rc = rc ?: cur_int(c, &s->node);
+	rc = rc ?: cur_field(c, &f, &n);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < CAUSE_NWORDS; i++)
+		if (n == strlen(cause_words[i]) && !memcmp(f, cause_words[i], n))
+			break;
+	if (i == CAUSE_NWORDS)
+		return -EINVAL;
+	s->cause = (enum agent_wire_cause)i;
+	return cur_ratio(c, &s->slower_x100) ?: cur_end(c);
+}
+
 static int parse_round(struct wire_cur *c, struct agent_wire_round *r)
 {
 	int rc = 0;
@@ -276,7 +336,7 @@ int agent_wire_parse(const char *line, size_t len, struct agent_wire_msg *m)
 	/* The kinds of this version; any other well-formed one is skipped. */
 	if (!kind_is(k, n, "hello") && !kind_is(k, n, "resizable") && !kind_is(k, n, "fixed") &&
 	    !kind_is(k, n, "took") && !kind_is(k, n, "round") && !kind_is(k, n, "numerics") &&
-	    !kind_is(k, n, "replica"))
+	    !kind_is(k, n, "replica") && !kind_is(k, n, "straggler"))
 		return 0;
 	if (!printable(line, len))
 		return -EINVAL;
@@ -299,6 +359,10 @@ int agent_wire_parse(const char *line, size_t len, struct agent_wire_msg *m)
 	if (kind_is(k, n, "replica")) {
 		m->kind = AGENT_WIRE_REPLICA;
 		return parse_replica(&c, &m->replica);
+	}
+	if (kind_is(k, n, "straggler")) {
+		m->kind = AGENT_WIRE_STRAGGLER;
+		return parse_straggler(&c, &m->straggler);
 	}
 	m->kind = AGENT_WIRE_ROUND;
 	return parse_round(&c, &m->r);
@@ -341,6 +405,17 @@ static int format_body(const struct agent_wire_msg *m, char *buf, size_t len)
 			return -ERANGE;
 		return snprintf(buf, len, "replica %d %d %s %s\n", m->replica.step, m->replica.rank,
 				m->replica.healed ? "healed" : "stopped", m->replica.tensor);
+	case AGENT_WIRE_STRAGGLER: {
+		const struct agent_wire_straggler *g = &m->straggler;
+
+		if (!agent_wire_cause_name(g->cause))
+			return -EINVAL;
+		if (g->step < 0 || g->rank < 0 || g->node < 0 || g->slower_x100 < 0)
+			return -ERANGE;
+		return snprintf(buf, len, "straggler %d %d %d %s %d.%02d\n", g->step, g->rank,
+				g->node, cause_words[g->cause], g->slower_x100 / 100,
+				g->slower_x100 % 100);
+	}
 	default:
 		return -EINVAL;
 	}

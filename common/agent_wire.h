@@ -13,7 +13,11 @@
  * "took R", "numerics PROMISE TEXT", "replica STEP RANK ACTION TENSOR" (a
  * replica whose state differed from the others' after step STEP: rank
  * RANK, ACTION "healed" or "stopped", TENSOR the first tensor that
- * differed; ddp-train's replica check). Agent to worker: "round R RANK
+ * differed; ddp-train's replica check), "straggler STEP RANK NODE CAUSE
+ * SLOWER" (at step STEP rank RANK of node NODE was named slow, CAUSE
+ * "compute" or "link", or cleared, CAUSE "none"; SLOWER how much slower
+ * than the others it was, a ratio with two decimals; ddp-train's straggler
+ * detector). Agent to worker: "round R RANK
  * WORLD LOCAL_RANK LOCAL_WORLD ADDR PORT GROUP_RANK GROUP_WORLD".
  *
  * New kinds of lines will come (progress, hang notices, shard plans): a
@@ -44,6 +48,22 @@ enum agent_wire_kind {
 	AGENT_WIRE_ROUND,	/* "round ...": r */
 	AGENT_WIRE_NUMERICS,	/* "numerics PROMISE TEXT": numerics, text */
 	AGENT_WIRE_REPLICA,	/* "replica STEP RANK ACTION TENSOR": replica */
+	AGENT_WIRE_STRAGGLER,	/* "straggler STEP RANK NODE CAUSE SLOWER": straggler */
+};
+
+/* Why a rank was named slow; NONE: it was cleared. */
+enum agent_wire_cause {
+	AGENT_WIRE_CAUSE_NONE = 0, /* "none" */
+	AGENT_WIRE_CAUSE_COMPUTE,  /* "compute" */
+	AGENT_WIRE_CAUSE_LINK,	   /* "link" */
+};
+
+/* A rank named slow or cleared (worker to agent). SLOWER on the wire is
+ * DIGITS "." two digits, DIGITS canonical ("0" or no leading zero). */
+struct agent_wire_straggler {
+	int step, rank, node; /* >= 0 */
+	enum agent_wire_cause cause;
+	int slower_x100; /* the ratio in hundredths, >= 0 */
 };
 
 /* A replica whose state differed from the others' (worker to agent). */
@@ -85,8 +105,12 @@ struct agent_wire_msg {
 	 * space, NUL-terminated. */
 	enum agent_wire_numerics numerics;
 	char text[AGENT_WIRE_TEXT_MAX + 1];
-	struct agent_wire_replica replica; /* REPLICA */
+	struct agent_wire_replica replica;     /* REPLICA */
+	struct agent_wire_straggler straggler; /* STRAGGLER */
 };
+
+/* "none", "compute", "link" (NULL for another value). */
+const char *agent_wire_cause_name(enum agent_wire_cause c);
 
 /* Copies text into m->text for a NUMERICS line: cut to AGENT_WIRE_TEXT_MAX
  * bytes, bytes outside 0x20-0x7e written as '?', spaces at both ends

@@ -261,6 +261,16 @@ DDP_API int ddp_set_resizable(struct ddp_ctx *ctx, int resizable);
 DDP_API int ddp_agent_replica(struct ddp_ctx *ctx, uint64_t step, int rank, int healed,
 			      const char *tensor);
 
+/* Tells the agent that rank `rank` of node `node` was named slow at step
+ * `step` (cause 1: its compute, 2: its link) or cleared (cause 0), being
+ * `slower` times as slow as the others (a program's straggler detector).
+ * The agent lists it in summary.json's "stragglers" and on /metrics.
+ * Returns 0, -ENOTSUP (no agent channel), -EINVAL (another cause),
+ * -ERANGE (step, rank or node past 2^31-1 or negative, slower negative,
+ * not finite or past 21474836) or -EPIPE (the agent is gone). */
+DDP_API int ddp_agent_straggler(struct ddp_ctx *ctx, uint64_t step, int rank, int node, int cause,
+				double slower);
+
 /* Waits up to timeout_ms (0: the context's timeout) for a round the
  * launcher sent that was not taken yet, and fills *out; then call
  * ddp_reform(ctx, &out->opts, ...) and redo the interrupted step. Only the

@@ -248,6 +248,9 @@ void agent_status_publish(struct agent *ag);
  * ag->summary.hangs, the deadlines from ag->hang. */
 struct metrics_out;
 void agent_metrics_hangs(struct agent *ag, struct metrics_out *o);
+/* The stragglers' families on /metrics (agent_metrics_straggler.c): from
+ * ag->summary's stragglers. */
+void agent_metrics_stragglers(struct agent *ag, struct metrics_out *o);
 
 /* In place (agent_inplace.c): the bookkeeping of re-formations; it calls
  * only agent_workers.c, and the machine (agent.c) decides and moves. */

@@ -333,6 +333,7 @@ static void render(void *arg, struct metrics_out *o)
 	render_job(ag, o);
 	render_counts(ag, o);
 	agent_metrics_hangs(ag, o);
+	agent_metrics_stragglers(ag, o);
 	if (ag->stats.ranks) /* the workers' slots are made */
 		render_ranks(ag, o);
 	if (rdzv_hosted_store(ag->rdzv)) /* this node hosts the rendezvous store */

@@ -241,6 +241,7 @@ void agent_teardown(struct agent *ag)
 
 	summary_print_reforms(&ag->summary);
 	summary_print_hangs(&ag->summary);
+	summary_print_stragglers(&ag->summary);
 	if (ag->lost_output && ag->exit_status == 0) {
 		log_error("the workers succeeded but some of their output was lost (see above); "
 			  "exiting with status 1");

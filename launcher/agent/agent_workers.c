@@ -182,6 +182,23 @@ static void agent_worker_replica(struct worker_proc *p, const struct agent_wire_
 		log_error("out of memory while recording rank %d's replica", r->rank);
 }
 
+/* A worker told of a rank named slow or cleared: the summary keeps it once. */
+static void agent_worker_straggler(struct worker_proc *p, const struct agent_wire_straggler *g,
+				   void *arg)
+{
+	struct agent_worker *w = arg;
+	struct summary_straggler rec = {.step = g->step,
+					.rank = g->rank,
+					.node = g->node,
+					.cause = (int)g->cause,
+					.slower = g->slower_x100 / 100.0,
+					.cleared_step = -1};
+
+	(void)p;
+	if (summary_add_straggler(&w->ag->summary, &rec) < 0)
+		log_error("out of memory while recording rank %d as a straggler", g->rank);
+}
+
 int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_fn on_exit,
 		       worker_proc_closed_fn on_closed)
 {
@@ -200,6 +217,7 @@ int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_
 	    .on_exit = on_exit,
 	    .on_closed = on_closed,
 	    .on_replica = agent_worker_replica,
+	    .on_straggler = agent_worker_straggler,
 	    .arg = w,
 	};
 	int rc = agent_worker_open_logs(w, keep_logs);

@@ -245,7 +245,8 @@ static void chan_other_version(struct worker_proc *p, int version)
  * "hello V DECL" first (libddp's ddp_init, ddplaunch.torch), "resizable" or
  * "fixed" (ddp_set_resizable), "took R" (it took round R: ddp_next_round),
  * "numerics PROMISE TEXT" (ddp_say_numerics: kept for the summary),
- * "replica ..." (to on_replica: ddp_agent_replica). Kinds this side does
+ * "replica ..." (to on_replica: ddp_agent_replica), "straggler ..." (to
+ * on_straggler: ddp_agent_straggler). Kinds this side does
  * not know are skipped. */
 static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg *m)
 {
@@ -281,6 +282,10 @@ static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg
 	else if (m->kind == AGENT_WIRE_REPLICA && p->on_replica)
 		p->on_replica(p, &m->replica, p->arg);
 	else if (m->kind == AGENT_WIRE_REPLICA)
+		return;
+	else if (m->kind == AGENT_WIRE_STRAGGLER && p->on_straggler)
+		p->on_straggler(p, &m->straggler, p->arg);
+	else if (m->kind == AGENT_WIRE_STRAGGLER)
 		return;
 	else
 		log_debug("worker pid %d: ignored a \"round %d\" line (a round is the agent's to "
@@ -463,6 +468,7 @@ static void proc_configure(struct worker_proc *p, const struct worker_proc_confi
 	p->on_exit = cfg->on_exit;
 	p->on_closed = cfg->on_closed;
 	p->on_replica = cfg->on_replica;
+	p->on_straggler = cfg->on_straggler;
 	p->arg = cfg->arg;
 	linebuf_init(&p->lb_out, WORKER_PROC_MAX_LINE);
 	linebuf_init(&p->lb_err, WORKER_PROC_MAX_LINE);

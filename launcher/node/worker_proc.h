@@ -60,6 +60,11 @@ typedef void (*worker_proc_closed_fn)(struct worker_proc *p, void *arg);
 typedef void (*worker_proc_replica_fn)(struct worker_proc *p, const struct agent_wire_replica *r,
 				       void *arg);
 
+/* Called for each "straggler" line the worker wrote on its agent channel:
+ * a rank named slow or cleared. */
+typedef void (*worker_proc_straggler_fn)(struct worker_proc *p,
+					 const struct agent_wire_straggler *g, void *arg);
+
 /* The worker's end of the agent channel. */
 #define WORKER_PROC_CHAN_FD 4
 
@@ -73,8 +78,9 @@ struct worker_proc_config {
 	int log_fd[2];	    /* stdout, stderr lines as they came; -1: not logged */
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
-	worker_proc_replica_fn on_replica; /* NULL: such lines are skipped */
-	void *arg;			   /* passed to the callbacks */
+	worker_proc_replica_fn on_replica;     /* NULL: such lines are skipped */
+	worker_proc_straggler_fn on_straggler; /* NULL: such lines are skipped */
+	void *arg;			       /* passed to the callbacks */
 	/* The progress page to make for this run (progress_page.h), its path
 	 * named to the program by the caller's env (DDP_PROGRESS_ENV); NULL:
 	 * none. */
@@ -118,6 +124,7 @@ struct worker_proc {
 	worker_proc_exit_fn on_exit;
 	worker_proc_closed_fn on_closed;
 	worker_proc_replica_fn on_replica;
+	worker_proc_straggler_fn on_straggler;
 	void *arg;
 	/* The run's progress page, mapped read-only, or NULL: kept after the
 	 * process ended, until the next spawn or worker_proc_drop_progress. */

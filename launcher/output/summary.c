@@ -25,6 +25,7 @@ void summary_release(struct summary *s)
 	free(s->recs);
 	free(s->reforms);
 	free(s->replicas);
+	free(s->stragglers);
 	free(s->hangs);
 	free(s->interpreter);
 	memset(s, 0, sizeof(*s));
@@ -297,7 +298,8 @@ int summary_write_json(const struct summary *s, const char *path, int exit_code,
 				stop_signal ? json_string(signame_name(stop_signal))
 					    : json_null()) ||
 	    json_object_set(root, "workers", workers) || reforms_json(s, root) ||
-	    summary_replicas_json(s, root) || summary_hangs_json(s, root))
+	    summary_replicas_json(s, root) || summary_hangs_json(s, root) ||
+	    summary_stragglers_json(s, root))
 		goto out;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	rc = json_dump_file(root, tmp, JSON_INDENT(2)) ? -EIO : 0;

@@ -58,6 +58,15 @@ struct summary_replica {
 	char tensor[256]; /* the first tensor that differed */
 };
 
+/* A rank named slow (a worker's "straggler" line on its agent channel:
+ * ddp-train's straggler detector), and when it was cleared. */
+struct summary_straggler {
+	int step, rank, node;
+	int cause;	  /* enum agent_wire_cause: 1 compute, 2 link (0: a clearing) */
+	double slower;	  /* how much slower than the others when named */
+	int cleared_step; /* -1: still named */
+};
+
 /* A hang named (by this node, or by another and heard through the
  * rendezvous): summary_hangs.c. */
 struct summary_hang {
@@ -92,6 +101,16 @@ struct summary_replica_key {
 	bool healed;
 };
 
+/* The stragglers kept: the first SUMMARY_STRAGGLERS_MAX namings, then a
+ * count; the last SUMMARY_STRAGGLERS_RECENT lines remembered to drop the
+ * repeats (every worker of every node says each one). */
+#define SUMMARY_STRAGGLERS_MAX	  64
+#define SUMMARY_STRAGGLERS_RECENT 64
+
+struct summary_straggler_key {
+	int step, rank, cause;
+};
+
 struct summary {
 	struct summary_rec *recs;
 	size_t n, cap;
@@ -104,6 +123,12 @@ struct summary {
 	size_t nrecent;							     /* written */
 	struct summary_hang *hangs;
 	size_t nhangs;
+	struct summary_straggler *stragglers; /* summary_stragglers.c: the first kept */
+	size_t nstragglers;
+	uint64_t stragglers_more;     /* namings past the first SUMMARY_STRAGGLERS_MAX */
+	uint64_t stragglers_named[3]; /* namings by cause (enum agent_wire_cause) */
+	struct summary_straggler_key stragglers_recent[SUMMARY_STRAGGLERS_RECENT]; /* a ring */
+	size_t nstragglers_recent;						   /* written */
 	char *interpreter;	    /* the Python the workers ran under, or NULL */
 	bool interpreter_from_path; /* found on PATH (not given as a path) */
 	struct summary_numerics numerics;
@@ -157,6 +182,25 @@ int summary_add_replica(struct summary *s, const struct summary_replica *r);
  * 0 or -ENOMEM. */
 int summary_replicas_json(const struct summary *s, struct json_t *root);
 
+/* Records a "straggler" line, once per (step, rank, cause): a naming
+ * (cause 1 or 2) closes the rank's open entry, if any, and opens one (the
+ * first SUMMARY_STRAGGLERS_MAX are kept, later ones counted); a clearing
+ * (cause 0) sets the open entry's cleared_step. Each new one is said in a
+ * line. Returns 1 when new, 0 when a repeat, -EINVAL (a cause past 2),
+ * -ENOMEM. */
+int summary_add_straggler(struct summary *s, const struct summary_straggler *g);
+
+/* Prints one log_info line listing the stragglers named, if any. */
+void summary_print_stragglers(const struct summary *s);
+
+/* Sets root's "stragglers": [{"step", "rank", "node", "cause": "compute" |
+ * "link", "slower", "cleared_step": N | null}...] ([] when none was named)
+ * and "stragglers_more": the count past them. Returns 0 or -ENOMEM. */
+int summary_stragglers_json(const struct summary *s, struct json_t *root);
+
+/* "compute", "link" or "none" for a summary_straggler's cause. */
+const char *summary_cause_name(int cause);
+
 /* Records a hang. Returns 0 or -ENOMEM. */
 int summary_add_hang(struct summary *s, const struct summary_hang *h);
 
@@ -174,7 +218,8 @@ void summary_print(const struct summary *s, int attempt, int max_restarts);
 /* Writes {"exit_code":..., "attempts":..., "workers":[...],
  * "reformations":[{"time", "round", "world_before", "world_after",
  * "nodes", "waited_s", "replaced", "why"}...], "numerics":
- * (summary_numerics_json), "replicas": [...], "hangs": [...]} to `path`
+ * (summary_numerics_json), "replicas": [...], "hangs": [...],
+ * "stragglers": [...]} to `path`
  * (written to path.tmp, then renamed). Returns 0 or -errno. */
 int summary_write_json(const struct summary *s, const char *path, int exit_code, int attempts,
 		       int stop_signal);

@@ -7,7 +7,9 @@ A line is ASCII, ends with b"\\n", at most MAX_LINE bytes with it; its
 first word is its kind. Worker to agent: "hello V DECL" first, then
 "resizable", "fixed", "took R", "numerics PROMISE TEXT", "replica STEP RANK
 ACTION TENSOR" (a replica whose state differed from the others', "healed" or
-"stopped"). Agent to worker: "round R RANK WORLD
+"stopped"), "straggler STEP RANK NODE CAUSE SLOWER" (a rank named slow,
+"compute" or "link", or cleared, "none"; SLOWER a ratio with two decimals).
+Agent to worker: "round R RANK WORLD
 LOCAL_RANK LOCAL_WORLD ADDR PORT GROUP_RANK GROUP_WORLD". A kind this side
 does not know parses as Unknown (skip it, not an error): new kinds need no
 new version, a change to a known kind's fields does.
@@ -34,6 +36,9 @@ Round = collections.namedtuple(
 # line: 1 to TEXT_MAX bytes of 0x20-0x7e, neither first nor last a space.
 Numerics = collections.namedtuple("Numerics", "promise text")
 Replica = collections.namedtuple("Replica", "step rank healed tensor")
+# A rank named slow ("compute", "link") or cleared ("none"); slower_x100:
+# how much slower than the others, in hundredths (1.85 -> 185).
+Straggler = collections.namedtuple("Straggler", "step rank node cause slower_x100")
 Unknown = collections.namedtuple("Unknown", "kind")
 
 
@@ -138,7 +143,8 @@ def _kind_ok(k):
             and all(0x61 <= c <= 0x7a or 0x30 <= c <= 0x39 or c == 0x2d for c in k))
 
 
-_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round", b"numerics", b"replica")
+_KNOWN = (b"hello", b"resizable", b"fixed", b"took", b"round", b"numerics", b"replica",
+          b"straggler")
 
 
 def _text_ok(t):
@@ -170,6 +176,33 @@ def _parse_replica(c):
         raise WireError(errno.ERANGE, "tensor name longer than %d bytes" % ADDR_MAX)
     c.end()
     return Replica(step, rank, action == b"healed", name.decode("ascii"))
+
+
+CAUSES = ("none", "compute", "link")
+
+
+def _parse_ratio(f):
+    """DIGITS "." two digits, DIGITS canonical: hundredths 0..INT_MAX."""
+    whole, dot, frac = f.partition(b".")
+    if (not dot or len(frac) != 2 or not whole or (len(whole) > 1 and whole[:1] == b"0")
+            or not all(0x30 <= c <= 0x39 for c in whole + frac)):
+        raise _einval("not a ratio with two decimals: %r" % f)
+    v = int(whole + frac)
+    if v > INT_MAX:
+        raise WireError(errno.ERANGE, "ratio out of range: %r" % f)
+    return v
+
+
+def _parse_straggler(c):
+    step = c.int()
+    rank = c.int()
+    node = c.int()
+    cause = c.field()
+    if cause.decode("ascii") not in CAUSES:
+        raise _einval("not a cause: %r" % cause)
+    slower = _parse_ratio(c.field())
+    c.end()
+    return Straggler(step, rank, node, cause.decode("ascii"), slower)
 
 
 def _name_ok(n):
@@ -206,6 +239,8 @@ def parse(line):
         return _parse_numerics(rest)
     if kind == b"replica":
         return _parse_replica(c)
+    if kind == b"straggler":
+        return _parse_straggler(c)
     return _parse_round(rest)
 
 
@@ -231,6 +266,14 @@ def format(msg):
         return ("replica %d %d %s %s\n" % (msg.step, msg.rank,
                                            "healed" if msg.healed else "stopped",
                                            msg.tensor)).encode("ascii")
+    if isinstance(msg, Straggler):
+        if msg.cause not in CAUSES:
+            raise _einval("not a cause: %r" % (msg.cause,))
+        if not all(0 <= v <= INT_MAX for v in (msg.step, msg.rank, msg.node, msg.slower_x100)):
+            raise WireError(errno.ERANGE, "straggler out of range: %r" % (msg,))
+        return ("straggler %d %d %d %s %d.%02d\n" % (
+            msg.step, msg.rank, msg.node, msg.cause, msg.slower_x100 // 100,
+            msg.slower_x100 % 100)).encode("ascii")
     if isinstance(msg, Round):
         _round_check(msg)
         return ("round %d %d %d %d %d %s %d %d %d\n" % tuple(msg)).encode("ascii")

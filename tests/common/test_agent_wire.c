@@ -131,6 +131,11 @@ static void dump(int rc, const struct agent_wire_msg *m, char *out, size_t len)
 		snprintf(out, len, "replica step=%d rank=%d healed=%d tensor=%s", m->replica.step,
 			 m->replica.rank, m->replica.healed, m->replica.tensor);
 		break;
+	case AGENT_WIRE_STRAGGLER:
+		snprintf(out, len, "straggler step=%d rank=%d node=%d cause=%s slower_x100=%d",
+			 m->straggler.step, m->straggler.rank, m->straggler.node,
+			 agent_wire_cause_name(m->straggler.cause), m->straggler.slower_x100);
+		break;
 	case AGENT_WIRE_ROUND:
 		snprintf(out, len,
 			 "round round=%d rank=%d world=%d local_rank=%d local_world=%d addr=%s "

@@ -212,13 +212,14 @@ def last_step(path):
 
 
 def run_job(case, tag, nodes, steps, slow_at, slow_node, release_at=None, rebalance=True,
-            extra=()):
+            extra=(), launcher=lambda i: [], during=None):
     """Runs the job under `case` (a MultiNodeCase); slow_at None: nobody
     is slowed; release_at: the cap is lifted once rank 0 has finished that
     step. Returns a dict: throttle (how), slowed_at, released_at (the step
     rank 0 had finished when the cap came, went), times {step: unix time}, stragglers,
     plans (records), outputs (each node's text), final (the checkpoint's
-    path)."""
+    path). launcher(i): more ddplaunch options for node i; during(procs):
+    called once the cap is on (before it is lifted)."""
     ck = os.path.join(case.dir, tag)
     metrics = os.path.join(case.dir, tag + ".jsonl")
     prog = [DDP_TRAIN] + JOB + ["--max_steps", str(steps), "--checkpoint_dir", ck,
@@ -227,11 +228,12 @@ def run_job(case, tag, nodes, steps, slow_at, slow_node, release_at=None, rebala
         prog.append("--no-rebalance")
     base = ["--nproc_per_node=1", "--nnodes=%d" % nodes, "--rdzv_backend=c10d",
             "--rdzv_id=" + tag, fast_conf(), "--max_restarts=0"]
-    first = case.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog, None,
+    first = case.cluster.agent(0, base + launcher(0) + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
+                               None,
                                TRAIN_ENV, name=tag + "0")
     port = case.host_port(first)
     procs = [first] + [case.cluster.agent(
-        i, base + ["--rdzv_endpoint=127.0.0.2:%d" % port] + prog, None, TRAIN_ENV,
+        i, base + launcher(i) + ["--rdzv_endpoint=127.0.0.2:%d" % port] + prog, None, TRAIN_ENV,
         name="%s%d" % (tag, i)) for i in range(1, nodes)]
     out = {"throttle": None, "slowed_at": None, "released_at": None}
     throttle = None
@@ -245,6 +247,8 @@ def run_job(case, tag, nodes, steps, slow_at, slow_node, release_at=None, rebala
         out["slowed_at"] = last_step(metrics)
         out["throttle"] = throttle.how
     try:
+        if throttle and during:
+            during(procs)
         if throttle and release_at is not None:
             wait_for(lambda: last_step(metrics) >= release_at, 300, "step %d" % release_at)
             throttle.release()

@@ -16,26 +16,92 @@ process for the reference bits.
         optimum for the per-shard times measured under the cap; the bench,
         tests/bench/straggler_bench.py, measures the figure: target 80%);
       - final.safetensors of both runs byte-identical to the one-process
-        run's.
+        run's;
+      - the launcher learns of it (the "straggler" line of the agent
+        channel): every node's summary.json lists node 1's rank under
+        "stragglers" (cause compute, about 2x, cleared after the cap is
+        lifted in the rebalanced run), and while it is named every agent's
+        /metrics (--metrics_port) shows ddp_stragglers_total{cause="compute"}
+        1 and its ddp_straggler_slower_ratio.
 
   test_straggler.py Straggler
 """
+import json
 import os
 import sys
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "worker", "train"))
 import slowdown  # noqa: E402
 import train_it  # noqa: E402
-from mnlib import MultiNodeCase, addr  # noqa: E402
+from mnlib import MultiNodeCase, addr, wait_for  # noqa: E402
 
 STEPS, SLOW_AT, RELEASE_AT = 50, 8, 32
 SETTLE = 14  # steps after the cap before the measured window (named, plan, dwell)
 
 
+def scrape(target):
+    """{series with its labels: value} of one agent's /metrics."""
+    with urllib.request.urlopen("http://%s/metrics" % target, timeout=5) as r:
+        text = r.read().decode()
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                     if line and not line.startswith("#"))}
+
+
 class Straggler(MultiNodeCase):
+    def logs(self, tag, metrics=False):
+        def args(i):
+            return ["--log_dir=" + os.path.join(self.dir, "%s_logs%d" % (tag, i))] + (
+                ["--metrics_port=%s:0" % addr(i)] if metrics else [])
+        return args
+
+    def summary(self, tag, i):
+        found = [os.path.join(d, "summary.json")
+                 for d, _, files in os.walk(os.path.join(self.dir, "%s_logs%d" % (tag, i)))
+                 if "summary.json" in files]
+        self.assertEqual(len(found), 1, found)
+        with open(found[0]) as f:
+            return json.load(f)
+
+    def scraped(self, procs):
+        """While node 1's rank is named: every agent's /metrics counts it."""
+        targets = [p.wait_line(r"serving metrics at http://(\S+?)/metrics")[1].group(1)
+                   for p in procs]
+        self.metrics = []
+        for i, t in enumerate(targets):
+            def named(t=t, i=i):
+                try:
+                    m = scrape(t)
+                except OSError as e:  # the job ended before any was counted
+                    self.fail("node %d's /metrics never counted a straggler: %s" % (i, e))
+                ratio = [k for k in m if k.startswith("ddp_straggler_slower_ratio{")]
+                return m if m.get('ddp_stragglers_total{cause="compute"}') == 1 and ratio \
+                    else None
+            self.metrics.append(wait_for(named, 120, "node %d's /metrics naming a straggler" % i))
+
+    def check_summary(self, tag, run, cleared):
+        slow_rank = [r["rank"] for r in run["stragglers"] if r["host"] == addr(1)][0]
+        for i in range(2):
+            got = self.summary(tag, i)["stragglers"]
+            mine = [g for g in got if g["rank"] == slow_rank]
+            self.assertTrue(mine, "%s node %d: summary.json lists no straggler rank %d: %s" %
+                            (tag, i, slow_rank, got))
+            g = mine[0]
+            self.assertEqual((g["node"], g["cause"]), (1, "compute"), g)
+            self.assertGreater(g["slower"], 1.5, g)
+            self.assertLessEqual(g["step"] - run["slowed_at"], 10, g)
+            if cleared:
+                self.assertIsNotNone(g["cleared_step"], g)
+                self.assertGreater(g["cleared_step"], g["step"], g)
+            # and ddplaunch's end output says it
+            self.assertRegex(run["outputs"][i],
+                             r"ddplaunch: stragglers: (.*; )?rank %d \(node 1, [\d.]+x, "
+                             r"compute, steps %d to " % (slow_rank, g["step"]))
+        return slow_rank
+
     def check_named(self, run, tag):
         host = addr(1)
         for i, text in enumerate(run["outputs"]):
@@ -56,13 +122,22 @@ class Straggler(MultiNodeCase):
 
     def test_named_moved_same_bits(self):
         ref = slowdown.reference(self, STEPS)
-        on = slowdown.run_job(self, "on", 2, STEPS, SLOW_AT, 1, RELEASE_AT)
-        off = slowdown.run_job(self, "off", 2, STEPS, SLOW_AT, 1, RELEASE_AT, rebalance=False)
+        on = slowdown.run_job(self, "on", 2, STEPS, SLOW_AT, 1, RELEASE_AT,
+                              launcher=self.logs("on", metrics=True), during=self.scraped)
+        off = slowdown.run_job(self, "off", 2, STEPS, SLOW_AT, 1, RELEASE_AT, rebalance=False,
+                               launcher=self.logs("off"))
         print("throttle: %s" % on["throttle"])
         for run, tag in ((on, "rebalance"), (off, "no rebalance")):
             self.check_named(run, tag)
             self.assertEqual(train_it.sha256(run["final"]), train_it.sha256(ref),
                              "%s: the final weights differ from the one-process run's" % tag)
+        # The launcher heard of it: summary.json, /metrics while named.
+        slow_rank = self.check_summary("on", on, cleared=True)
+        self.check_summary("off", off, cleared=False)
+        for m in self.metrics:
+            self.assertEqual(m.get('ddp_stragglers_total{cause="link"}'), 0, m)
+            self.assertGreater(m.get('ddp_straggler_slower_ratio{rank="%d"}' % slow_rank, 0),
+                               1.5, m)
         # Moved off node 1's rank, then given back.
         self.assertFalse(off["plans"], off["plans"])
         slow_rank = [r["rank"] for r in on["stragglers"] if r["host"] == addr(1)][0]

@@ -63,6 +63,8 @@ def dump(msg):
     if isinstance(msg, aw.Replica):
         return "replica step=%d rank=%d healed=%d tensor=%s" % (
             msg.step, msg.rank, msg.healed, msg.tensor)
+    if isinstance(msg, aw.Straggler):
+        return "straggler step=%d rank=%d node=%d cause=%s slower_x100=%d" % tuple(msg)
     if isinstance(msg, aw.Round):
         return ("round round=%d rank=%d world=%d local_rank=%d local_world=%d addr=%s "
                 "port=%d group_rank=%d group_world=%d" % tuple(msg))

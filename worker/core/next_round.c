@@ -11,6 +11,7 @@
 #include "progress_writer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,5 +101,28 @@ int ddp_agent_replica(struct ddp_ctx *ctx, uint64_t step, int rank, int healed, 
 	r->rank = rank;
 	r->healed = healed != 0;
 	r->step = (int)step;
+	return agent_chan_say(&ctx->chan, &m);
+}
+
+int ddp_agent_straggler(struct ddp_ctx *ctx, uint64_t step, int rank, int node, int cause,
+			double slower)
+{
+	struct agent_wire_msg m = {.kind = AGENT_WIRE_STRAGGLER};
+	struct agent_wire_straggler *g = &m.straggler;
+
+	if (!ctx)
+		return -ENOTSUP;
+	if (cause < AGENT_WIRE_CAUSE_NONE || cause > AGENT_WIRE_CAUSE_LINK)
+		return -EINVAL;
+	if (step > INT32_MAX || rank < 0 || node < 0 || !isfinite(slower) || slower < 0 ||
+	    slower > INT32_MAX / 100.0)
+		return -ERANGE;
+	g->step = (int)step;
+	g->rank = rank;
+	g->node = node;
+	g->cause = (enum agent_wire_cause)cause;
+	g->slower_x100 = (int)lround(slower * 100);
+	if (g->slower_x100 < 0)
+		g->slower_x100 = INT32_MAX;
 	return agent_chan_say(&ctx->chan, &m);
 }

@@ -192,7 +192,7 @@ static void bal_history(struct trainer_balance *b, int r, int node, const char *
 }
 
 /* Rank r named or cleared: one line on every rank, a record from rank 0,
- * and the run's history. */
+ * a "straggler" line to the agent, and the run's history. */
 static void bal_say(struct trainer *t, const float *x, int r)
 {
 	struct trainer_balance *b = t->balance;
@@ -222,6 +222,13 @@ static void bal_say(struct trainer *t, const float *x, int r)
 		 straggler_cause_name(q->named ? q->named : b->said[r]),
 		 q->named ? "named" : "cleared");
 	bal_record(t, rec);
+	/* Every rank tells its agent (the agents keep one of each): the
+	 * launcher's summary.json and /metrics. No agent: nothing to tell. */
+	ddp_agent_straggler(t->ddp, step, r, node,
+			    q->named == STRAGGLER_COMPUTE ? 1
+			    : q->named == STRAGGLER_LINK  ? 2
+							  : 0,
+			    q->slower);
 	b->said[r] = q->named;
 }
 
