@@ -321,6 +321,24 @@ static bool rank_is_local(const struct agent_hang *h, int rank)
 	return false;
 }
 
+/* A phase the job has not finished often enough to learn its deadline (the
+ * final save, shutdown: once per run) is never judged by time alone, a slow
+ * save being no hang; but a process stopped in it for longer than the long
+ * phases' floor makes no progress whatever its phase, and no peer waits on
+ * it to say so: it is judged with that floor as its deadline. */
+static bool stopped_unlearned(const struct agent_hang *h, struct hang_view *v)
+{
+	if (v->deadline_ns || v->page.magic != DDP_PROGRESS_MAGIC ||
+	    v->page.phase == DDP_PHASE_COMPUTE || v->page.phase == DDP_PHASE_COLLECTIVE ||
+	    v->age_ns <= h->dl.cfg.long_floor_ns)
+		return false;
+	read_proc(v);
+	if (v->ps != HANG_PS_STOPPED)
+		return false;
+	v->deadline_ns = h->dl.cfg.long_floor_ns;
+	return true;
+}
+
 static void judge_one(struct agent_hang *h, int i, uint64_t now)
 {
 	struct agent_hang_track *t = &h->t[i];
@@ -333,7 +351,7 @@ static void judge_one(struct agent_hang *h, int i, uint64_t now)
 	log_debug("hang watch: rank %d phase %u op %u seq %llu age %.3f deadline %.3f step %llu",
 		  v.rank, v.page.phase, v.page.op, (unsigned long long)v.page.seq, v.age_ns / 1e9,
 		  v.deadline_ns / 1e9, (unsigned long long)v.page.step);
-	if (j.verdict == HANG_FINE) {
+	if (j.verdict == HANG_FINE && !stopped_unlearned(h, &v)) {
 		t->late_since_ns = 0;
 		return;
 	}

@@ -77,7 +77,10 @@ CI_SET = [COMBOS.index(c) for c in (("stop", "worker", "collective"),
 # finished the job; thawed, it found the store gone and failed (exit 1)
 # though its workers were done. 58: the store's host killed inside a
 # collective; every node ended naming the store but not the phase.
-REGRESSION_SEEDS = [53253319, 58]
+# 3370001: a worker stopped in its final save (after the job's last
+# collective: no peer waits on it, and a once-a-run phase learns no
+# deadline); its agent waited in silence.
+REGRESSION_SEEDS = [53253319, 58, 3370001]
 
 # paced steps: about 5 s of training, so that a node joins (rendezvous,
 # hand-over trials) well before the end
