@@ -257,10 +257,14 @@ class ElasticBits(ElasticCase):
 
     def test_flip_stops_two_ranks(self):
         out = self.standalone(2, self.SHORT, {"DDP_TEST_FLIP": "1:30"}, code=1)
+        # every rank names it (the package's line, said before any leaves);
+        # the script's own error line may be cut on the rank that the first
+        # exit's group stop reaches first
+        why = (r"replica check at step 30: rank 1 first in param 0.weight differs from rank 0, "
+               r"and no strict majority of the 2 replicas agrees")
         for r in range(2):
-            self.assertRegex(out, r"ELASTIC error kind=ReplicaMismatch rank=%d: replica check at "
-                             r"step 30: rank 1 first in param 0.weight differs from rank 0, and "
-                             r"no strict majority of the 2 replicas agrees" % r)
+            self.assertRegex(out, r"ddplaunch.torch: rank %d: %s; stopping" % (r, why))
+        self.assertRegex(out, r"ELASTIC error kind=ReplicaMismatch rank=\d: " + why)
         self.assertNotIn("ELASTIC done", out)
 
     def test_numeric_identity_mismatch_refused(self):
@@ -481,7 +485,10 @@ class ElasticHangs(ElasticCase):
             got.append((t, HANG_RE.search(m.string)))
         self.assertEqual(len({m.group(0) for _, m in got}), 1, [m.group(0) for _, m in got])
         m = got[0][1]
-        self.assertIn("has not left" if inside else "has not entered", m.group(4))
+        # a spin sent while the page showed it inside may land just after it
+        # left: then it has not entered the next one (the judge's rule for a
+        # spin inside gloo's op is table-tested in launcher_hang_judge)
+        self.assertRegex(m.group(4), "has not (left|entered)" if inside else "has not entered")
         self.assertIn("running on a CPU", m.group(9))
         named = max(t for t, _ in got) - t_mono
         self.assertLess(named, float(m.group(8)) + 1.0 + self.SLACK_S)

@@ -487,6 +487,9 @@ class Elastic:
         if verdict.source is None:
             print("ddplaunch.torch: rank %d: %s; stopping" % (self.rank, line),
                   file=sys.stderr, flush=True)
+            # every rank has said it before any leaves (a rank's exit ends
+            # its peers' group), as ddp-train's barrier before its stop
+            self._group.allreduce(torch.zeros(1, device=self._device))
             raise ReplicaMismatch(
                 "%s: with %d replicas no state can be trusted over another; restart the job "
                 "from its last checkpoint (and check the named rank's machine)"
