@@ -9,8 +9,9 @@ shard's bits do not depend on the machine's load.
                     [--sched_step K] [--check_every P] [--allow_mismatch]
 
 Lines: "ELASTIC start ...", "ELASTIC step step=S world=W rank=R pid=P
-t=UNIX" after every step whose world differs from the last one printed
-(and every 25 steps), "ELASTIC done ... sha=HEX" at the end; --out: rank 0
+t=UNIX loss=L cw=C" after every step whose world (or C: the world the
+step was computed at here, "-" when rolled forward past it) differs from
+the last one printed (and every 25 steps), "ELASTIC done ... sha=HEX" at the end; --out: rank 0
 writes the digest there. --save: rank 0 writes el.state_dict() there (torch.save)
 once step S is committed, and every rank stops there (a whole job that ends
 after its last disk checkpoint); --resume: every rank loads that file first.
@@ -132,10 +133,11 @@ def train(args):
                       (reforms, len(os.listdir("/proc/self/fd")),
                        len(os.listdir("/proc/self/task")), threading.active_count(), pid),
                       flush=True)
-        if el.world_size != shown or step % args.every == 0:
-            shown = el.world_size
-            print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f" %
-                  (step, el.world_size, el.rank, pid, time.time(), loss), flush=True)
+        if (el.world_size, el.step_world) != shown or step % args.every == 0:
+            shown = (el.world_size, el.step_world)
+            print("ELASTIC step step=%d world=%d rank=%d pid=%d t=%.6f loss=%.5f cw=%s" %
+                  (step, el.world_size, el.rank, pid, time.time(), loss,
+                   el.step_world if el.step_world is not None else "-"), flush=True)
         if step == args.stop_after:
             if args.save and el.rank == 0:
                 torch.save(el.state_dict(), args.save + ".tmp")

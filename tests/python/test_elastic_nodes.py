@@ -134,9 +134,10 @@ class ElasticNodes(ElasticCase):
         joined = elastic_lines(nodes[2], "step")
         self.assertTrue(joined and joined[0]["world"] == "3", nodes[2].text())
         # it takes part from the step boundary the survivors re-formed at:
-        # their first 3-rank step is its first step
+        # their first step computed by 3 ranks is its first step (a step a
+        # survivor was rolled forward past, cw=-, was committed at 2 ranks)
         for p in nodes[:2]:
-            first3 = [d for d in elastic_lines(p, "step") if d["world"] == "3"]
+            first3 = [d for d in elastic_lines(p, "step") if d["cw"] == "3"]
             self.assertEqual(first3[0]["step"], joined[0]["step"], p.text())
         print("the new node's first step %.3f s after it was started" %
               (float(joined[0]["t"]) - t_join))

@@ -100,6 +100,10 @@ class Elastic:
         self._trained = False  # the state came from a group (a step or a hand-over)
         self._synced = False
         self.last_loss = None
+        # the world size the step step() last returned was computed at by
+        # this process; None when it was rolled forward (a peer committed it
+        # before a re-formation, maybe at another world size)
+        self.step_world = None
         self.reformations = 0
         # stragglers (straggler.py): every rank named, as dicts (rank, node,
         # host, slower, cause, from, to: steps, to None while named)
@@ -326,6 +330,7 @@ class Elastic:
                 if self._chan is not None and self._chan.pending():
                     raise Superseded("a new round from the launcher")
                 if self.ledger.step != target:
+                    self.step_world = None
                     return self.last_loss  # committed elsewhere: rolled forward
                 return self._try_step(closure)
             except MembershipChanged as e:
@@ -431,6 +436,7 @@ class Elastic:
         self.last_loss = float(slots[:, 0].to(torch.float64).sum()) / v
         self._carry.scheduler_step(self.last_loss)
         self.ledger.step += 1
+        self.step_world = self.world_size
         self._has_state = True
         self._last_timing = (t1 - t0, wait, len(self.ledger.plan(self.rank, self.world_size)))
         if self._page is not None:
