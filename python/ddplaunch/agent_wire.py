@@ -205,6 +205,19 @@ def _parse_straggler(c):
     return Straggler(step, rank, node, cause.decode("ascii"), slower)
 
 
+def fit_text(s):
+    """s made a valid closing TEXT (Numerics): non-printable characters as
+    "?", at most TEXT_MAX bytes, no space first or last."""
+    t = "".join(ch if 0x20 <= ord(ch) <= 0x7e else "?" for ch in s)[:TEXT_MAX].strip()
+    return t or "?"
+
+
+def fit_name(s):
+    """s made a valid name field (Replica's tensor): "?" for what a name
+    cannot hold (spaces, controls, non-ASCII), at most ADDR_MAX bytes."""
+    return "".join(ch if 0x21 <= ord(ch) <= 0x7e else "?" for ch in s)[:ADDR_MAX] or "?"
+
+
 def _name_ok(n):
     return 0 < len(n) <= ADDR_MAX and all(0x21 <= ord(ch) <= 0x7e for ch in n)
 

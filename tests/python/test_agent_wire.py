@@ -137,6 +137,18 @@ class Vectors(unittest.TestCase):
         with self.assertRaises(aw.WireError):
             aw.format(aw.Numerics("held", "x"))
 
+    def test_fit_makes_any_text_and_name_valid(self):
+        # what ddplaunch.torch tells its agent comes from exception texts
+        # and tensor names: fitted, never refused
+        for s in ("", " ", " x ", "t" * 2000, "caf\u00e9\tline\nnext", "a  b"):
+            line = aw.format(aw.Numerics("dropped", aw.fit_text(s)))
+            self.assertEqual(aw.parse(line[:-1]).text, aw.fit_text(s))
+            self.assertLessEqual(len(aw.fit_text(s)), aw.TEXT_MAX)
+            line = aw.format(aw.Replica(1, 0, True, aw.fit_name(s)))
+            self.assertEqual(aw.parse(line[:-1]).tensor, aw.fit_name(s))
+        self.assertEqual(aw.fit_text(" keep  inner spaces "), "keep  inner spaces")
+        self.assertEqual(aw.fit_name("param 0.weight"), "param?0.weight")
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and os.path.exists(sys.argv[1]):

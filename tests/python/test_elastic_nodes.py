@@ -9,6 +9,7 @@ the workers run under the same interpreter (PYTHON_EXEC) and find the
 package through PYTHONPATH (python/ of the source tree).
 """
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -64,19 +65,34 @@ def reference(tmpdir, job=None):
         return f.read().strip()
 
 
+def summary_in(log_dir):
+    """The summary.json ddplaunch wrote under --log_dir=log_dir."""
+    found = [os.path.join(d, "summary.json") for d, _, files in os.walk(log_dir)
+             if "summary.json" in files]
+    if len(found) != 1:
+        raise AssertionError("%d summary.json under %s" % (len(found), log_dir))
+    with open(found[0]) as f:
+        return json.load(f)
+
+
 class ElasticCase(MultiNodeCase):
+    def log_dir(self, i):
+        return os.path.join(self.dir, "logs%d" % i)
+
     def start_job(self, n, nproc, args, max_nodes=None, restarts=0, prog=None):
         base = ["--nproc_per_node=%d" % nproc, "--nnodes=2:%d" % (max_nodes or n),
                 "--rdzv_backend=c10d", "--rdzv_id=job", fast_conf(),
                 "--max_restarts=%d" % restarts]
         prog = (prog or [WORKER]) + args
         env = dict(worker_env(), **getattr(self, "extra_env", {}))
-        first = self.cluster.agent(0, base + ["--rdzv_endpoint=127.0.0.2:0"] + prog,
+        first = self.cluster.agent(0, base + ["--log_dir=" + self.log_dir(0),
+                                              "--rdzv_endpoint=127.0.0.2:0"] + prog,
                                    worker=None, env=env)
         self.port = self.host_port(first)
         ep = ["--rdzv_endpoint=127.0.0.2:%d" % self.port]
-        return [first] + [self.cluster.agent(i, base + ep + prog, worker=None,
-                                             env=env) for i in range(1, n)]
+        return [first] + [self.cluster.agent(i, base + ["--log_dir=" + self.log_dir(i)] + ep +
+                                             prog, worker=None, env=env)
+                          for i in range(1, n)]
 
     def kill_node(self, node):
         pids = [int(d["pid"]) for d in elastic_lines(node, "start")]
@@ -204,7 +220,8 @@ class ElasticBits(ElasticCase):
         e = dict(os.environ, **worker_env())
         e.update(env or {})
         p = subprocess.run([os.environ.get("DDPLAUNCH", "ddplaunch"), "--standalone",
-                            "--nproc_per_node=%d" % nproc, WORKER] + args, env=e,
+                            "--log_dir=" + self.log_dir(0), "--nproc_per_node=%d" % nproc,
+                            WORKER] + args, env=e,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=240)
         if code == 0:
@@ -246,6 +263,10 @@ class ElasticBits(ElasticCase):
         self.assertEqual(len(done), 3, out)
         self.assertEqual({d["healed"] for d in done}, {"1"}, out)
         self.assertEqual({d["sha"] for d in done}, {ref}, out)
+        # the launcher heard it: summary.json lists it once
+        got = summary_in(self.log_dir(0))["replicas"]
+        self.assertEqual(got, [{"step": 30, "rank": 1, "tensor": "0.weight",
+                                "action": "healed"}], got)
 
     def test_flip_unchecked_changes_the_bits(self):
         # the flip is real: with the check off the job ends with other bits
@@ -267,6 +288,8 @@ class ElasticBits(ElasticCase):
             self.assertRegex(out, r"ddplaunch.torch: rank %d: %s; stopping" % (r, why))
         self.assertRegex(out, r"ELASTIC error kind=ReplicaMismatch rank=\d: " + why)
         self.assertNotIn("ELASTIC done", out)
+        got = summary_in(self.log_dir(0))["replicas"]
+        self.assertEqual([(g["rank"], g["action"]) for g in got], [(1, "stopped")], got)
 
     def test_numeric_identity_mismatch_refused(self):
         for what, key, a, b in (("threads", "threads", "1", "2"),
@@ -278,6 +301,10 @@ class ElasticBits(ElasticCase):
                               (r, key, a, key, b), out)
             self.assertIn("allow_numeric_mismatch=True", out)
             self.assertNotIn("ELASTIC step", out)
+            got = summary_in(self.log_dir(0))["numerics"]
+            self.assertEqual(got["promise"], "refused", got)
+            self.assertIn("rank 1 has %s=%s" % (key, b), got["why"])
+            shutil.rmtree(self.log_dir(0))
 
     def test_numeric_identity_mismatch_refused_at_a_join(self):
         # a node that joins a running job with another thread count: the
@@ -304,6 +331,9 @@ class ElasticBits(ElasticCase):
         self.assertIn("accepted (allow_numeric_mismatch=True)", out)
         done = re.findall(r"ELASTIC done .* promise=(\d)", out)
         self.assertEqual(done, ["0", "0"], out)
+        got = summary_in(self.log_dir(0))["numerics"]
+        self.assertEqual(got["promise"], "dropped", got)
+        self.assertIn("rank 1 has threads=2", got["why"])
 
 
 class ElasticLeaks(ElasticCase):
@@ -385,6 +415,10 @@ class ElasticStraggler(ElasticCase):
         done = [d for p in nodes for d in elastic_lines(p, "done")]
         self.assertEqual({d["sha"] for d in done}, {ref})
         self.assertTrue(all(int(d["stragglers"]) >= 1 for d in done), done)
+        for i in range(2):  # the launcher heard it: every node's summary.json
+            got = [g for g in summary_in(self.log_dir(i))["stragglers"] if g["node"] == 1]
+            self.assertTrue(got and got[0]["cause"] == "compute" and got[0]["slower"] > 1.5,
+                            summary_in(self.log_dir(i))["stragglers"])
 
 
 HANG_RE = re.compile(r"hang: node (\d+) rank (\d+) pid (\d+) (has not (?:entered|left) "

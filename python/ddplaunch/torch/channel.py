@@ -171,6 +171,13 @@ class AgentChannel:
         """Says "took R": this process re-forms in round R."""
         self._r.send(agent_wire.Took(rnd))
 
+    def say(self, msg):
+        """Tells the agent one of agent_wire's worker lines (Numerics,
+        Replica, Straggler: what the launcher's summary.json and /metrics
+        list). Raises WireError for a message out of the grammar, OSError
+        when the agent is gone."""
+        self._r.send(msg)
+
     def close(self):
         """This view hears no more rounds and is dropped from the reader's
         (the channel stays the process's). Idempotent."""

@@ -10,6 +10,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
+from .. import agent_wire
 from . import group as grp
 from . import handover
 from . import channel
@@ -18,8 +19,8 @@ from . import straggler
 from . import numerics
 from . import replicas
 from .carry import Carried
-from .errors import (AgentGone, MembershipChanged, NotResizable, ReplicaMismatch, RoundTimeout,
-                     Superseded)
+from .errors import (AgentGone, MembershipChanged, NotResizable, NumericMismatch,
+                     ReplicaMismatch, RoundTimeout, Superseded)
 from .exact import ExactSum
 from .plan import Ledger
 from . import state_codec
@@ -283,15 +284,36 @@ class Elastic:
 
     def _check_numerics(self):
         """The ranks' numeric identities compared (numerics.py): refused
-        unless allowed, and then said once per difference."""
-        found = numerics.compare(self._group, numerics.identity(self._device),
-                                 handover.share)
-        line = numerics.refuse_or_accept(found, self._allow_numeric)
+        unless allowed, and then said once per difference; the launcher's
+        summary hears where the promise stands (as ddp-train's)."""
+        mine = numerics.identity(self._device)
+        found = numerics.compare(self._group, mine, handover.share)
+        try:
+            line = numerics.refuse_or_accept(found, self._allow_numeric)
+        except NumericMismatch as e:
+            self._tell(agent_wire.Numerics("refused", agent_wire.fit_text(str(e))))
+            raise
         if line is not None:
             if line != self.numerics["why"]:
                 print("ddplaunch.torch: rank %d: %s" % (self.rank, line), file=sys.stderr,
                       flush=True)
             self.numerics = {"promise": False, "why": line}
+        if self.numerics["promise"]:
+            self._tell(agent_wire.Numerics("kept", numerics.describe(mine)))
+        else:
+            self._tell(agent_wire.Numerics("dropped", agent_wire.fit_text(self.numerics["why"])))
+
+    def _tell(self, msg):
+        """One line to the launcher's agent (summary.json, /metrics); not
+        under ddplaunch, or with the agent gone, nothing: what it says is
+        also on stderr."""
+        if self._chan is None:
+            return
+        try:
+            self._chan.say(msg)
+        except (OSError, agent_wire.WireError) as e:
+            print("ddplaunch.torch: rank %d: could not tell the launcher %r: %s"
+                  % (self.rank, msg, e), file=sys.stderr, flush=True)
 
     def _start(self):
         while not self._synced:
@@ -383,6 +405,9 @@ class Elastic:
                                         "from": step + 1, "to": None})
             print("ddplaunch.torch: " + straggler.line(step + 1, r, node, host, q),
                   file=sys.stderr, flush=True)
+            # every rank tells its agent; the agents keep one of each
+            self._tell(agent_wire.Straggler(step + 1, r, max(int(node), 0), q.named,
+                                            min(int(round(q.slower * 100)), agent_wire.INT_MAX)))
 
     def _try_step(self, closure):
         start_ns, wait0 = time.monotonic_ns(), self._group.wait_ns
@@ -490,6 +515,9 @@ class Elastic:
                  "healed": False}
         self.replica_events.append(event)
         line = verdict.line()
+        for r, tensor in verdict.bad:  # every rank tells its agent (one each is kept)
+            self._tell(agent_wire.Replica(verdict.step, r, verdict.source is not None,
+                                          replicas.summary_name(tensor)))
         if verdict.source is None:
             print("ddplaunch.torch: rank %d: %s; stopping" % (self.rank, line),
                   file=sys.stderr, flush=True)

@@ -21,6 +21,7 @@ import re
 import torch
 import torch.distributed as dist
 
+from .. import agent_wire
 from . import replicas
 from .errors import NumericMismatch
 
@@ -133,6 +134,13 @@ def identity(device):
         out["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
         out["cublas_workspace"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "")
     return out
+
+
+def describe(ident):
+    """The identity as one line for the launcher's summary ("kept": what
+    every rank has): key=value pairs, sorted, printable ASCII, at most
+    agent_wire.TEXT_MAX bytes."""
+    return agent_wire.fit_text("; ".join("%s=%s" % (k, ident[k]) for k in sorted(ident)))
 
 
 def fingerprint(ident):

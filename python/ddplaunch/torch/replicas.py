@@ -33,10 +33,13 @@ parameter right after step STEP's update (parse_flip, flip).
 import concurrent.futures
 import ctypes
 import hashlib
+import re
 import struct
 import threading
 
 import torch
+
+from .. import agent_wire
 
 DIGEST_BYTES = 8
 
@@ -54,6 +57,18 @@ def _xxh3():
 
 _XXH3 = _xxh3()
 ALGORITHM = "xxh3" if _XXH3 is not None else "blake2b"
+
+
+def summary_name(name):
+    """named_tensors()'s name as ddp-train names the same tensor in the
+    launcher's summary ("0.weight", "optimizer.0.weight.momentum_buffer"),
+    one word (agent_wire's name field)."""
+    m = re.match(r"optimizer state\[(.*)\]\.(\w+)$", name)
+    if m:
+        name = "optimizer.%s.%s" % m.groups()
+    elif name.startswith("param "):
+        name = name[len("param "):]
+    return agent_wire.fit_name(name)
 
 
 def named_tensors(model, optimizer):
