@@ -17,7 +17,12 @@
  * or same signal). If ddplaunch dies, even by SIGKILL, ddp-exec kills every
  * descendant, removes the job's shared-memory names (/dev/shm/ddp-TAG-*,
  * TAG from DDP_JOB_TAG) and, in a cgroup, kills what is left in the job's
- * cgroup and removes it, so nothing of the job survives its launcher.
+ * cgroup and removes it, so nothing of the job survives its launcher. A
+ * worker that ends because its launcher is dying (a write to the closed
+ * output pipe: SIGPIPE; a lost socket) may end before the kernel signals the
+ * launcher's death (it closes the launcher's files before it reparents its
+ * children): ddp-exec then finds the launcher exiting (PF_EXITING in
+ * /proc/PID/stat) and takes the job away the same way.
  *
  * Signals sent by ddplaunch go to the whole group and so reach the worker
  * directly; a signal sent to ddp-exec alone by someone else is passed on.
@@ -91,9 +96,10 @@ static void report_pid(pid_t child)
 	close(PID_FD);
 }
 
-/* The parent pid from /proc/PID/stat ("pid (comm) state ppid ..."; comm
- * may hold spaces and parentheses), or -1. */
-static pid_t proc_ppid(const char *pid)
+/* Field `field` (4 or more: a number) of /proc/PID/stat ("pid (comm) state
+ * ppid pgrp session tty_nr tpgid flags ..."; comm may hold spaces and
+ * parentheses), or -1. */
+static long long proc_stat_field(const char *pid, int field)
 {
 	char path[300], buf[512];
 	const char *p;
@@ -112,7 +118,35 @@ static pid_t proc_ppid(const char *pid)
 	p = strrchr(buf, ')');
 	if (!p || strlen(p) < 4)
 		return -1;
-	return (pid_t)atol(p + 4); /* past ") S " */
+	for (p += 4; field > 4; field--) { /* past ") S " */
+		p = strchr(p, ' ');
+		if (!p)
+			return -1;
+		p++;
+	}
+	return atoll(p);
+}
+
+/* The parent pid of process PID, or -1. */
+static pid_t proc_ppid(const char *pid)
+{
+	return (pid_t)proc_stat_field(pid, 4);
+}
+
+/* The kernel's flag of a task in do_exit() (include/linux/sched.h), set
+ * before it releases its memory and files and reparents its children. */
+#define TASK_PF_EXITING 0x00000004
+
+/* Whether the launcher is dead or dying: its children reparented already,
+ * or its exit begun (its main thread's flags; a SIGKILL sets PF_EXITING in
+ * every thread before the last one closes the process's files). The flags
+ * are read first: while getppid() still answers the launcher afterwards,
+ * that pid was the launcher's when they were read. */
+static bool launcher_going(pid_t launcher, const char *launcher_pid)
+{
+	long long flags = proc_stat_field(launcher_pid, 9);
+
+	return getppid() != launcher || (flags >= 0 && (flags & TASK_PF_EXITING));
 }
 
 struct proc_list {
@@ -225,17 +259,23 @@ static void cgroup_end(const char *dir)
 	cgroup_remove(dir, 1000);
 }
 
+/* What the launcher takes away at the job's end, when it cannot (it
+ * died): the job's shared-memory names, and what escaped the tree (a guard
+ * killed by someone), still in the job's cgroup. */
+static void job_take_away(const char *cgroup)
+{
+	job_shm_remove(getenv("DDP_JOB_TAG"));
+	if (cgroup)
+		cgroup_end(cgroup);
+}
+
 /* ddplaunch died: nothing of the job may outlive it. */
 static void launcher_died(pid_t worker, const char *cgroup)
 {
 	int status = 0;
 
 	end_tree(worker, &status);
-	job_shm_remove(getenv("DDP_JOB_TAG"));
-	/* What escaped the tree (a guard killed by someone) is still in the
-	 * job's cgroup. */
-	if (cgroup)
-		cgroup_end(cgroup);
+	job_take_away(cgroup);
 	kill(0, SIGKILL);
 	_exit(137);
 }
@@ -286,6 +326,10 @@ int main(int argc, char **argv)
 			while ((c = waitpid(-1, &status, WNOHANG)) > 0)
 				if (c == child) {
 					end_tree(child, &status);
+					/* Ended by its launcher's death, perhaps, before
+					 * the SIGHUP that says so: no launcher sweeps. */
+					if (launcher_going(launcher, argv[a]))
+						job_take_away(cgroup);
 					die_like(status);
 				}
 			continue;
