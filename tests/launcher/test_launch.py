@@ -1,4 +1,5 @@
 """Integration tests: the real ddplaunch with the C helper workers."""
+import ctypes
 import fcntl
 import glob
 import json
@@ -369,6 +370,44 @@ def proc_state(pid):
         return ""
 
 
+YES = shutil.which("yes") or "/usr/bin/yes"
+
+
+def proc_comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def inotify_watching(path):
+    """A new inotify descriptor with a watch on path (closing its last
+    reference waits for an SRCU grace period)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "inotify_init1")
+    if libc.inotify_add_watch(fd, path.encode(), 0x00000002) < 0:  # IN_MODIFY
+        err = ctypes.get_errno()
+        os.close(fd)
+        raise OSError(err, "inotify_add_watch")
+    return fd
+
+
+def progress_page_env(pid, tmpdir):
+    """DDP_PROGRESS_FILE and DDP_JOB_TAG of process pid, a worker of a
+    launcher run with TMPDIR=tmpdir (a test's own), or None."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = dict(kv.partition(b"=")[::2] for kv in f.read().split(b"\0") if kv)
+    except OSError:
+        return None
+    if env.get(b"TMPDIR", b"").decode() != tmpdir or b"DDP_PROGRESS_FILE" not in env:
+        return None
+    return env[b"DDP_PROGRESS_FILE"].decode(), env.get(b"DDP_JOB_TAG", b"").decode()
+
+
 class Leftovers(LaunchCase):
     """Nothing of a job outlives it, grandchildren that call setsid
     included: after a kill -9 of the launcher, a group restart and a normal
@@ -444,6 +483,68 @@ class Leftovers(LaunchCase):
                 if cg:
                     wait_for(lambda: not os.path.exists(cg.group(1)), 10,
                              "the job's cgroup to go")
+
+    def job_procs(self, launcher):
+        """Every process under the launcher now (its guards, their workers)."""
+        found, todo = [], [launcher]
+        while todo:
+            try:
+                with open("/proc/%d/task/%d/children" % (todo[0], todo[0])) as f:
+                    kids = [int(c) for c in f.read().split()]
+            except OSError:
+                kids = []
+            found += kids
+            todo = todo[1:] + kids
+        return found
+
+    def test_launcher_killed_while_workers_write(self):
+        # Workers that write without pause die of SIGPIPE once their killed
+        # launcher's files are closed, which the kernel does before it
+        # reparents the launcher's children and so signals its death to
+        # their guards. A guard that reaped its worker in between ended like
+        # it, and nobody removed the job's /dev/shm names (its progress
+        # pages: the multinode campaign's seed 26991274, a node's agent
+        # killed). A launcher with more to close after the workers' pipes
+        # has a wider gap: here an inherited inotify descriptor holding a
+        # watch (the last reference: closing it waits for an SRCU grace
+        # period, tens of ms), which made nearly every trial leave both
+        # pages before the fix. Once every process of the job is gone, no
+        # name of it may be left, in both modes.
+        trials, left = 8, []
+        for n in range(trials):
+            mode = list(self.MODES)[n % len(self.MODES)]
+            slow_close = inotify_watching(self.dir)
+            try:
+                # The console goes nowhere, and the launcher keeps reading.
+                p = subprocess.Popen([DDPLAUNCH, "--master_port=0", "--nproc_per_node=2", "--",
+                                      YES, "ddp"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, pass_fds=[slow_close],
+                                     env=dict(os.environ, **self.env(), **self.mode_env(mode)))
+            finally:
+                os.close(slow_close)
+            self.procs.append(p)
+            pages = {}
+
+            def writing():
+                """Both workers run (yes, not their guards) with their pages."""
+                for pid in self.job_procs(p.pid):
+                    got = progress_page_env(pid, self.dir)
+                    if got and os.path.exists(got[0]) and proc_comm(pid) == "yes":
+                        pages[got[0]] = got[1]
+                return len(pages) == 2
+            wait_for(writing, 20, "the workers to write, with their progress pages")
+            procs = self.job_procs(p.pid)
+            p.kill()
+            p.wait()
+            wait_for(lambda: not any(pid_alive(pid) for pid in procs), 10,
+                     "the job's processes to end")
+            names = [e for e in os.listdir("/dev/shm") for tag in set(pages.values())
+                     if tag and e.startswith("ddp-%s-" % tag)]
+            if names:
+                left.append("trial %d (%s): %s" % (n, mode, ", ".join(sorted(names))))
+                for e in names:
+                    os.unlink(os.path.join("/dev/shm", e))
+        self.assertEqual(left, [], "names left once the job's processes were gone")
 
     def test_group_restart(self):
         for mode in self.MODES:
@@ -685,17 +786,6 @@ class SharedMemory(LaunchCase):
 
     # The progress pages (common/progress.h): one per worker, made by the
     # agent beside the job's other shared-memory names.
-    def page_env(self, pid):
-        """DDP_PROGRESS_FILE and DDP_JOB_TAG of process pid, or None."""
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = dict(kv.partition(b"=")[::2] for kv in f.read().split(b"\0") if kv)
-        except OSError:
-            return None
-        if env.get(b"TMPDIR", b"").decode() != self.dir or b"DDP_PROGRESS_FILE" not in env:
-            return None
-        return env[b"DDP_PROGRESS_FILE"].decode(), env.get(b"DDP_JOB_TAG", b"").decode()
-
     def test_progress_pages_named_and_removed(self):
         r = self.launch(["--nproc_per_node=2", HELPER, "env", self.dir])
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -720,7 +810,7 @@ class SharedMemory(LaunchCase):
         pages = set()
         for entry in os.listdir("/proc"):
             if entry.isdigit():
-                got = self.page_env(int(entry))
+                got = progress_page_env(int(entry), self.dir)
                 if got:
                     pages.add(got[0])
         self.assertEqual(len(pages), 2, pages)
