@@ -82,6 +82,48 @@ static void cg_lock_drop(const char *id, int fd, bool unlink_it)
 	close(fd);
 }
 
+/* What a lock file says (written by cg_lock_take): the cgroup directory
+ * (first line) and the job's tag (second line, hex digits; "" when absent,
+ * an older ddplaunch's). Returns -ENOENT when it names no directory. */
+static int cg_lock_read(int fd, char *dir, size_t len, char tag[FOOTPRINT_TAG_LEN])
+{
+	char buf[PATH_MAX + FOOTPRINT_TAG_LEN + 2];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	size_t d, t;
+
+	tag[0] = '\0';
+	if (n <= 0)
+		return -ENOENT;
+	buf[n] = '\0';
+	d = strcspn(buf, "\n");
+	if (buf[0] != '/' || d >= len)
+		return -ENOENT;
+	memcpy(dir, buf, d);
+	dir[d] = '\0';
+	if (buf[d] == '\n') {
+		t = strspn(buf + d + 1, "0123456789abcdef");
+		if (t < FOOTPRINT_TAG_LEN && (buf[d + 1 + t] == '\n' || buf[d + 1 + t] == '\0')) {
+			memcpy(tag, buf + d + 1, t);
+			tag[t] = '\0';
+		}
+	}
+	return 0;
+}
+
+/* A dead launcher's cgroup is gone: its job's /dev/shm names go with its
+ * lock. Its guards remove them when they outlive it, but a launcher that
+ * removed the cgroup first (it started while they were still at work) has
+ * killed them. */
+static void cg_remove_names(const char *tag)
+{
+	int n = job_shm_remove(tag);
+
+	if (n > 0)
+		log_debug("removed %d shared-memory name(s) /dev/shm/ddp-%s-* of a job whose "
+			  "launcher is gone",
+			  n, tag);
+}
+
 /* Kills what is left in an abandoned cgroup and removes it: 0, or -errno
  * of rmdir (-ENOENT when it is gone already). */
 static int cg_remove(const char *path)
@@ -100,7 +142,7 @@ static void cg_remove_stale(const char *parent)
 {
 	DIR *d = opendir(parent);
 	struct dirent *e;
-	char path[PATH_MAX + 256];
+	char path[PATH_MAX + 256], dir[PATH_MAX], tag[FOOTPRINT_TAG_LEN];
 
 	if (!d)
 		return;
@@ -108,6 +150,7 @@ static void cg_remove_stale(const char *parent)
 		long pid;
 		unsigned long long start;
 		int lock;
+		bool gone;
 
 		if (strncmp(e->d_name, CG_PREFIX, strlen(CG_PREFIX)) ||
 		    sscanf(e->d_name + strlen(CG_PREFIX), "%ld-%llu", &pid, &start) != 2)
@@ -118,7 +161,10 @@ static void cg_remove_stale(const char *parent)
 		if (lock < 0)
 			continue; /* held, or unknown: maybe a launcher in another PID namespace */
 		snprintf(path, sizeof(path), "%s/%s", parent, e->d_name);
-		cg_lock_drop(e->d_name + strlen(CG_PREFIX), lock, cg_remove(path) == 0);
+		gone = cg_remove(path) == 0;
+		if (gone && cg_lock_read(lock, dir, sizeof(dir), tag) == 0)
+			cg_remove_names(tag);
+		cg_lock_drop(e->d_name + strlen(CG_PREFIX), lock, gone);
 	}
 	closedir(d);
 }
@@ -185,19 +231,6 @@ static int cg_own_dir(char *dir, size_t len)
 	return access(line, W_OK) ? -errno : 0;
 }
 
-/* The cgroup directory a lock file names (its content, written by
- * cg_lock_take), or -ENOENT when it names none (an older ddplaunch's). */
-static int cg_lock_read(int fd, char *dir, size_t len)
-{
-	ssize_t n = pread(fd, dir, len - 1, 0);
-
-	if (n <= 0)
-		return -ENOENT;
-	dir[n] = '\0';
-	dir[strcspn(dir, "\n")] = '\0';
-	return dir[0] == '/' ? 0 : -ENOENT;
-}
-
 /* An abandoned lock (its launcher died, its guards too perhaps): its cgroup
  * goes first, wherever it is (a launcher started from another cgroup, under
  * Slurm say, made it where we cannot see it by listing our own); the lock
@@ -205,9 +238,9 @@ static int cg_lock_read(int fd, char *dir, size_t len)
  * neither. A lock naming no cgroup is left as it is. */
 static void cg_remove_abandoned(const char *id, int fd, const char *own)
 {
-	char dir[PATH_MAX], mine[PATH_MAX];
+	char dir[PATH_MAX], mine[PATH_MAX], tag[FOOTPRINT_TAG_LEN];
 	const char *base;
-	int rc = cg_lock_read(fd, dir, sizeof(dir));
+	int rc = cg_lock_read(fd, dir, sizeof(dir), tag);
 
 	base = rc ? NULL : strrchr(dir, '/');
 	snprintf(mine, sizeof(mine), CG_PREFIX "%s", id);
@@ -217,6 +250,8 @@ static void cg_remove_abandoned(const char *id, int fd, const char *own)
 		return;
 	}
 	rc = cg_remove(dir);
+	if (rc == 0 || rc == -ENOENT)
+		cg_remove_names(tag);
 	cg_lock_drop(id, fd, rc == 0 || rc == -ENOENT);
 }
 
@@ -252,7 +287,8 @@ static void cg_remove_stale_locks(const char *mnt)
  * held until footprint_close or this process's death. */
 static int cg_lock_take(struct footprint *f)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], text[PATH_MAX + FOOTPRINT_TAG_LEN + 2];
+	int n;
 
 	snprintf(path, sizeof(path), CG_LOCK_FMT, strrchr(f->cgroup, '/') + 1 + strlen(CG_PREFIX));
 	f->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -265,9 +301,11 @@ static int cg_lock_take(struct footprint *f)
 		f->lock_fd = -1;
 		return rc;
 	}
-	/* The cgroup it is for, so that whoever finds the lock abandoned can
-	 * remove that cgroup with it (cg_remove_abandoned). */
-	if (ftruncate(f->lock_fd, 0) || pwrite(f->lock_fd, f->cgroup, strlen(f->cgroup), 0) < 0)
+	/* The cgroup it is for and the job's tag, so that whoever finds the
+	 * lock abandoned can remove that cgroup and the job's /dev/shm names
+	 * with it (cg_remove_stale, cg_remove_abandoned). */
+	n = snprintf(text, sizeof(text), "%s\n%s\n", f->cgroup, f->tag);
+	if (ftruncate(f->lock_fd, 0) || pwrite(f->lock_fd, text, (size_t)n, 0) < 0)
 		log_debug("cannot record '%s' in its lock file: %s", f->cgroup, strerror(errno));
 	return 0;
 }

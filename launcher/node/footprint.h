@@ -18,10 +18,12 @@
  * /dev/shm/ddplaunch-cgroup-PID-STARTTIME.lock for the cgroup's life, and
  * the next launcher removes only the cgroups whose lock is free (a pid
  * that looks gone may belong to a launcher in another PID namespace). The
- * lock file holds the cgroup's directory: a launcher that finds a lock free
- * removes the cgroup it names, wherever it is (a launcher started from
- * another cgroup made it), and the lock file only once that cgroup is gone,
- * so an abandoned cgroup always keeps the lock that leads to it.
+ * lock file holds the cgroup's directory and the job's tag, a line each: a
+ * launcher that finds a lock free removes the cgroup it names, wherever it
+ * is (a launcher started from another cgroup made it), then the job's
+ * /dev/shm names (their guards, killed with the cgroup, may not have removed
+ * them yet), and the lock file only once that cgroup is gone, so an
+ * abandoned cgroup always keeps the lock that leads to it.
  */
 #ifndef DDP_LAUNCHER_FOOTPRINT_H
 #define DDP_LAUNCHER_FOOTPRINT_H

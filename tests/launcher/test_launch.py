@@ -381,6 +381,39 @@ def proc_comm(pid):
         return ""
 
 
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def descendants(pid):
+    """Every process under pid now (a launcher's guards, their workers)."""
+    found, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+def job_pages(launcher, tmpdir, n):
+    """The progress pages of the launcher's n workers, once they all run
+    (not only their guards) and the pages exist."""
+    pages = set()
+
+    def made():
+        for pid in descendants(launcher):
+            got = progress_page_env(pid, tmpdir)
+            if got and os.path.exists(got[0]) and proc_comm(pid) != "ddp-exec":
+                pages.add(got[0])
+        return len(pages) == n
+    wait_for(made, 20, "the workers with their progress pages")
+    return pages
+
+
 def inotify_watching(path):
     """A new inotify descriptor with a watch on path (closing its last
     reference waits for an SRCU grace period)."""
@@ -484,19 +517,6 @@ class Leftovers(LaunchCase):
                     wait_for(lambda: not os.path.exists(cg.group(1)), 10,
                              "the job's cgroup to go")
 
-    def job_procs(self, launcher):
-        """Every process under the launcher now (its guards, their workers)."""
-        found, todo = [], [launcher]
-        while todo:
-            try:
-                with open("/proc/%d/task/%d/children" % (todo[0], todo[0])) as f:
-                    kids = [int(c) for c in f.read().split()]
-            except OSError:
-                kids = []
-            found += kids
-            todo = todo[1:] + kids
-        return found
-
     def test_launcher_killed_while_workers_write(self):
         # Workers that write without pause die of SIGPIPE once their killed
         # launcher's files are closed, which the kernel does before it
@@ -523,23 +543,14 @@ class Leftovers(LaunchCase):
             finally:
                 os.close(slow_close)
             self.procs.append(p)
-            pages = {}
-
-            def writing():
-                """Both workers run (yes, not their guards) with their pages."""
-                for pid in self.job_procs(p.pid):
-                    got = progress_page_env(pid, self.dir)
-                    if got and os.path.exists(got[0]) and proc_comm(pid) == "yes":
-                        pages[got[0]] = got[1]
-                return len(pages) == 2
-            wait_for(writing, 20, "the workers to write, with their progress pages")
-            procs = self.job_procs(p.pid)
+            pages = job_pages(p.pid, self.dir, 2)
+            procs = descendants(p.pid)
             p.kill()
             p.wait()
             wait_for(lambda: not any(pid_alive(pid) for pid in procs), 10,
                      "the job's processes to end")
-            names = [e for e in os.listdir("/dev/shm") for tag in set(pages.values())
-                     if tag and e.startswith("ddp-%s-" % tag)]
+            job = {os.path.basename(pg).rsplit("-progress-", 1)[0] + "-" for pg in pages}
+            names = [e for e in os.listdir("/dev/shm") if any(e.startswith(j) for j in job)]
             if names:
                 left.append("trial %d (%s): %s" % (n, mode, ", ".join(sorted(names))))
                 for e in names:
@@ -702,6 +713,7 @@ class StaleCgroups(LaunchCase):
                 with open(os.path.join(job, "cgroup.procs")) as f:
                     return f.read().strip() != ""
             wait_for(populated, what="the worker in its cgroup")
+            pages = job_pages(a.pid, self.dir, 1)
             # The launcher and its guards die at once: stopped, the job's
             # cgroup (guards and worker) killed, then the launcher.
             os.kill(a.pid, signal.SIGSTOP)
@@ -720,12 +732,49 @@ class StaleCgroups(LaunchCase):
             self.assertEqual((os.path.exists(job), os.path.exists(lock)), (False, False),
                              "the abandoned cgroup and its lock must go together:\n"
                              + r.stderr)
+            # And the dead job's /dev/shm names with them (the lock file
+            # names its tag): no guard was left to remove them.
+            self.assertEqual([pg for pg in pages if os.path.exists(pg)], [], r.stderr)
         finally:
             if job and os.path.isdir(job):
                 os.rmdir(job)
             if lock and os.path.exists(lock):
                 os.unlink(lock)
             os.rmdir(parent)
+
+    def test_dead_jobs_names_go_with_its_cgroup(self):
+        # A launcher killed with -9 while its guards have not run yet (a
+        # loaded machine; here they are stopped) when another launcher
+        # starts: that one removes the dead launcher's cgroup, which kills
+        # the guards before they removed the job's /dev/shm names, so it
+        # removes the names too (the lock file names the job's tag). Before,
+        # the progress pages were left (the multinode campaign's seed
+        # 26991274, in a CI running tests side by side).
+        p = self.start(["--nproc_per_node=2", "/bin/sleep", "100"],
+                       env={"DDP_LOG_LEVEL": "debug"})
+        seen = ""
+        for line in p.stderr:  # bounded by the test's timeout
+            seen += line
+            if "the workers run in cgroup" in line or "no cgroup for the job" in line:
+                break
+        m = re.search(r"the workers run in cgroup '([^']+)'", seen)
+        if not m:
+            self.skipTest("no cgroup for jobs here: " + seen)
+        job = m.group(1)
+        pages = job_pages(p.pid, self.dir, 2)
+        procs = descendants(p.pid)
+        for pid in children(p.pid):  # the guards
+            os.kill(pid, signal.SIGSTOP)
+        p.kill()
+        p.wait()
+        r = self.launch(["--nproc_per_node=1", "/bin/true"], env={"DDP_LOG_LEVEL": "debug"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_for(lambda: not any(pid_alive(pid) for pid in procs), 10,
+                 "the dead job's processes to end")
+        self.assertFalse(os.path.exists(job), r.stderr)
+        self.assertEqual([pg for pg in pages if os.path.exists(pg)], [],
+                         "the dead job's names must go with its cgroup:\n" + r.stderr)
+
 
 class SharedMemory(LaunchCase):
     """A rank killed at any moment of the shared-memory set-up (and after)
