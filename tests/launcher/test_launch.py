@@ -527,9 +527,9 @@ class Leftovers(LaunchCase):
         # killed). A launcher with more to close after the workers' pipes
         # has a wider gap: here an inherited inotify descriptor holding a
         # watch (the last reference: closing it waits for an SRCU grace
-        # period, tens of ms), which made nearly every trial leave both
-        # pages before the fix. Once every process of the job is gone, no
-        # name of it may be left, in both modes.
+        # period, tens of ms): before the fix, 2 to 7 trials of 8 left both
+        # pages. Once every process of the job is gone, no name of it may
+        # be left, in both modes.
         trials, left = 8, []
         for n in range(trials):
             mode = list(self.MODES)[n % len(self.MODES)]
