@@ -34,7 +34,8 @@
  *
  * The notice a node posts: "hang1 ROUND NODE RANK PID SEQ LATE_MS
  * DEADLINE_MS\tLINE"; a reader skips lines of any other kind, and prints a
- * hang once per (round, rank, seq).
+ * hang once per (round, rank, seq). Then every node, the namer's too, says
+ * who of its workers waits on whom ("wait1": agent_hang_waiters.h).
  */
 #ifndef DDP_LAUNCHER_AGENT_HANG_H
 #define DDP_LAUNCHER_AGENT_HANG_H
@@ -43,6 +44,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agent_hang_waiters.h"
 #include "hang_deadline.h"
 #include "hang_judge.h"
 
@@ -99,6 +101,8 @@ struct agent_hang_track {
 	uint64_t late_key;	    /* the place judged late (no sample of it) */
 	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
 	bool skip_step;		    /* the next step's times follow a hang: not sampled */
+	struct ddp_progress inside; /* the last page read inside a collective, */
+	uint64_t inside_ns;	    /* read then (0: none): who it waited on */
 };
 
 struct agent_hang {
@@ -122,6 +126,7 @@ struct agent_hang {
 	struct hang_view q_view;
 	struct hang_judgement q_j;
 	int q_rank;
+	struct agent_hang_waiters waiters; /* the waiters lines printed */
 };
 
 /* Where a page says its worker is (round, collective, phase): no sample

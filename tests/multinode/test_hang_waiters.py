@@ -1,0 +1,148 @@
+"""Who waits on whom (issue 24 section 3): when a hang is named, every node's
+agent says what each of its own workers does with respect to it (waits on
+rank Q in OP #SEQ for T s, waits without knowing on whom, computes before
+it, is done with it), in one line per node that every node prints after the
+culprit's line (the "wait1" notice, docs/rendezvous.md), and the hang's
+record in summary.json lists the waiters of every node.
+
+ddp-train with a fixed global batch on 3 simulated nodes x 2 ranks
+(test_hangs.py's HangCase): a worker in the middle of the ring (node 1:
+rank 2 or 3) is stopped (SIGSTOP) while its progress page says it is inside
+an all-reduce, so every other rank waits inside that all-reduce on its ring
+neighbour, the chain ending at the culprit.
+"""
+import mmap
+import os
+import re
+import signal
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from job_watch import environ, progress  # noqa: E402
+from mnlib import descendants, wait_for  # noqa: E402
+from test_hangs import HangCase  # noqa: E402
+
+WAITERS_RE = re.compile(r"waiters of hang (\d+)\.(\d+)\.(\d+) \(rank (\d+)\) on node (\d+): (.*)$")
+WAITS_RE = re.compile(r"rank (\d+) wait(?:s|ed) on rank (\d+) in (\w+) #(\d+) for ([\d.]+) s")
+RANK_RE = re.compile(r"(?:^|; )rank (\d+) ")
+WORLD, PER_NODE = 6, 2
+
+
+def proc_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(") ", 1)[1][0]
+
+
+class HangWaiters(HangCase):
+    def page_of(self, pid):
+        """The progress page of worker pid, mapped (its file is named in
+        the environment it was started with)."""
+        path = environ(pid).get(progress.ENV)
+        self.assertTrue(path, "worker %d has no progress page" % pid)
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), progress.SIZE, prot=mmap.PROT_READ)
+
+    def stop_inside_allreduce(self, workers, tries=400):
+        """SIGSTOPs a worker of `workers` while its page says it is inside
+        an all-reduce (a worker seen leaving it between the read and the
+        stop is let go at once, well within any deadline, and tried again):
+        (pid, page, time of the stop)."""
+        maps = {pid: self.page_of(pid) for pid in workers}
+        try:
+            for _ in range(tries):
+                for pid, m in maps.items():
+                    page = progress.read(m)
+                    if not page or page["phase"] != progress.PHASE_COLLECTIVE or \
+                            page["op"] != progress.OP_ALLREDUCE:
+                        continue
+                    t = time.monotonic()
+                    os.kill(pid, signal.SIGSTOP)
+                    wait_for(lambda: proc_state(pid) == "T", 5, "pid %d to stop" % pid)
+                    after = progress.read(m)
+                    if after and after["phase"] == progress.PHASE_COLLECTIVE and \
+                            after["seq"] == page["seq"] and after["left_ns"] < after["entered_ns"]:
+                        return pid, after, t
+                    os.kill(pid, signal.SIGCONT)
+                time.sleep(0.002)
+        finally:
+            for m in maps.values():
+                m.close()
+        self.fail("no worker of node 1 was seen inside an all-reduce")
+
+    def waiter_lines(self, p, culprit, seq, t_named, nodes_want):
+        """Node p's waiters lines of the hang (culprit, seq), one for each
+        node of nodes_want, each after the culprit's line: {node: text}."""
+        got = {}
+
+        def have():
+            with p.cond:
+                lines = list(p.lines)
+            for t, line in lines:
+                m = WAITERS_RE.search(line)
+                if m and int(m.group(2)) == culprit and int(m.group(3)) == seq:
+                    node = int(m.group(5))
+                    self.assertGreaterEqual(t, t_named, "a waiters line before the hang's")
+                    self.assertNotIn(node, got, "node %d's waiters printed twice" % node)
+                    got[node] = m.group(6)
+            return set(got) >= nodes_want or None
+        try:
+            wait_for(have, 30, "%s: the waiters of nodes %s" % (p.name, sorted(nodes_want)))
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, p.text()[-6000:]))
+        return got
+
+    def test_every_node_names_every_nodes_waiters(self):
+        ref, run, nodes = self.start_train(4000, restarts=1)
+        workers = self.workers_of(nodes[1])
+        self.assertEqual(len(workers), 2)
+        before = {p.name: set(descendants(p.pid)) for p in nodes}
+        victim, page, t_fault = self.stop_inside_allreduce(workers)
+        culprit, seq = page["rank"], page["seq"]
+        self.assertIn(culprit, (2, 3))  # node 1's: the middle of the ring
+        got = self.wait_named(nodes, victim, t_fault)
+        m = got[0][1]
+        self.assertEqual((int(m.group(2)), m.group(4)), (culprit, "has not left allreduce #%d" %
+                                                         seq), m.group(0))
+        neighbours = {culprit, (culprit - 1) % WORLD, (culprit + 1) % WORLD}
+        waits = []
+        for (t_named, _), p in zip(got, nodes):
+            lines = self.waiter_lines(p, culprit, seq, t_named, {0, 1, 2})
+            for node, text in sorted(lines.items()):
+                # each of the node's workers named once (the culprit is not
+                # its own waiter)
+                want = {r for r in range(node * PER_NODE, (node + 1) * PER_NODE)} - {culprit}
+                ranks = [int(r) for r in RANK_RE.findall(text)]
+                self.assertEqual(sorted(ranks), sorted(want), "%s: node %d: %s" %
+                                 (p.name, node, text))
+                for w in WAITS_RE.finditer(text):
+                    self.assertIn(int(w.group(2)), range(WORLD), text)
+                    self.assertEqual((w.group(3), int(w.group(4))), ("allreduce", seq), text)
+                    waits.append((int(w.group(1)), int(w.group(2))))
+            sys.stderr.write("%s:\n  %s\n" % (p.name, "\n  ".join(
+                "node %d: %s" % kv for kv in sorted(lines.items()))))
+        self.assertTrue([w for w in waits if w[1] in neighbours],
+                        "no rank waits on the culprit %d or its neighbours: %s" % (culprit, waits))
+        self.check_end(nodes, ref, run, 1, before)
+        # summary.json: the hang's record lists the waiters of every node
+        for i in range(3):
+            hang = self.summary(i)["hangs"][0]
+            self.assertEqual((hang["rank"], hang["seq"]), (culprit, seq))
+            ws = hang["waiters"]
+            self.assertEqual(sorted((w["node"], w["rank"]) for w in ws),
+                             sorted((r // PER_NODE, r) for r in range(WORLD) if r != culprit), ws)
+            for w in ws:
+                self.assertEqual(set(w), {"node", "rank", "state", "waits_on", "op", "seq",
+                                          "for_s", "phase"}, w)
+                self.assertIn(w["state"], ("waits", "waited", "behind", "computing", "done",
+                                           "elsewhere", "past", "unknown"), w)
+                if w["state"] in ("waits", "waited"):
+                    self.assertEqual((w["op"], w["seq"]), ("allreduce", seq), w)
+                    self.assertGreater(w["for_s"], 0.0, w)
+            self.assertTrue([w for w in ws if w["waits_on"] in neighbours], ws)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + sys.argv[1:], verbosity=2)
