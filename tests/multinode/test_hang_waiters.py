@@ -22,12 +22,14 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from job_watch import environ, progress  # noqa: E402
-from mnlib import descendants, wait_for  # noqa: E402
+from mnlib import descendants, fast_conf, wait_for  # noqa: E402
 from test_hangs import HangCase  # noqa: E402
 
 WAITERS_RE = re.compile(r"waiters of hang (\d+)\.(\d+)\.(\d+) \(rank (\d+)\) on node (\d+): (.*)$")
-WAITS_RE = re.compile(r"rank (\d+) wait(?:s|ed) on rank (\d+) in (\w+) #(\d+) for ([\d.]+) s")
+WAITS_RE = re.compile(r"rank (\d+) (?:is (?:past|not yet at) #\d+: )?wait(?:s|ed) on rank (\d+) "
+                      r"in (\w+) #(\d+) for ([\d.]+) s")
 RANK_RE = re.compile(r"(?:^|; )rank (\d+) ")
+GROUP_RE = re.compile(r"node (\d+) of 3 \(ranks")
 WORLD, PER_NODE = 6, 2
 
 
@@ -72,6 +74,14 @@ class HangWaiters(HangCase):
                 m.close()
         self.fail("no worker of node 1 was seen inside an all-reduce")
 
+    def group_rank(self, node):
+        """The node's rank among the nodes (its agent's last "node N of 3"
+        line): the order the rendezvous gave, not the test's."""
+        with node.cond:
+            found = [m for _, line in node.lines for m in [GROUP_RE.search(line)] if m]
+        self.assertTrue(found, node.text())
+        return int(found[-1].group(1))
+
     def waiter_lines(self, p, culprit, seq, t_named, nodes_want):
         """Node p's waiters lines of the hang (culprit, seq), one for each
         node of nodes_want, each after the culprit's line: {node: text}."""
@@ -80,6 +90,7 @@ class HangWaiters(HangCase):
         def have():
             with p.cond:
                 lines = list(p.lines)
+            got.clear()
             for t, line in lines:
                 m = WAITERS_RE.search(line)
                 if m and int(m.group(2)) == culprit and int(m.group(3)) == seq:
@@ -96,12 +107,14 @@ class HangWaiters(HangCase):
 
     def test_every_node_names_every_nodes_waiters(self):
         ref, run, nodes = self.start_train(4000, restarts=1)
-        workers = self.workers_of(nodes[1])
+        # the node in the middle of the ring: the rendezvous' node 1
+        middle = [self.group_rank(p) for p in nodes].index(1)
+        workers = self.workers_of(nodes[middle])
         self.assertEqual(len(workers), 2)
         before = {p.name: set(descendants(p.pid)) for p in nodes}
         victim, page, t_fault = self.stop_inside_allreduce(workers)
         culprit, seq = page["rank"], page["seq"]
-        self.assertIn(culprit, (2, 3))  # node 1's: the middle of the ring
+        self.assertIn(culprit, (2, 3))
         got = self.wait_named(nodes, victim, t_fault)
         m = got[0][1]
         self.assertEqual((int(m.group(2)), m.group(4)), (culprit, "has not left allreduce #%d" %
@@ -118,14 +131,17 @@ class HangWaiters(HangCase):
                 self.assertEqual(sorted(ranks), sorted(want), "%s: node %d: %s" %
                                  (p.name, node, text))
                 for w in WAITS_RE.finditer(text):
+                    # in the collective it is stopped in, or (the ring's data
+                    # went through it before it was stopped) the next one
                     self.assertIn(int(w.group(2)), range(WORLD), text)
-                    self.assertEqual((w.group(3), int(w.group(4))), ("allreduce", seq), text)
+                    self.assertEqual(w.group(3), "allreduce", text)
+                    self.assertIn(int(w.group(4)), (seq, seq + 1), text)
                     waits.append((int(w.group(1)), int(w.group(2))))
             sys.stderr.write("%s:\n  %s\n" % (p.name, "\n  ".join(
                 "node %d: %s" % kv for kv in sorted(lines.items()))))
         self.assertTrue([w for w in waits if w[1] in neighbours],
                         "no rank waits on the culprit %d or its neighbours: %s" % (culprit, waits))
-        self.check_end(nodes, ref, run, 1, before)
+        self.check_end(nodes, ref, run, middle, before)
         # summary.json: the hang's record lists the waiters of every node
         for i in range(3):
             hang = self.summary(i)["hangs"][0]
@@ -138,10 +154,58 @@ class HangWaiters(HangCase):
                                           "for_s", "phase"}, w)
                 self.assertIn(w["state"], ("waits", "waited", "behind", "computing", "done",
                                            "elsewhere", "past", "unknown"), w)
-                if w["state"] in ("waits", "waited"):
-                    self.assertEqual((w["op"], w["seq"]), ("allreduce", seq), w)
+                if w["state"] in ("waits", "waited", "past"):
+                    self.assertEqual((w["op"], w["seq"]), ("allreduce", seq + (
+                        w["state"] == "past")), w)
                     self.assertGreater(w["for_s"], 0.0, w)
             self.assertTrue([w for w in ws if w["waits_on"] in neighbours], ws)
+
+    def test_frozen_node_says_nothing_the_others_do(self):
+        # node 2 stopped whole (agent and workers): nodes 0 and 1 name it
+        # ("has not answered") and each prints its own and the other's
+        # waiters, their ranks waiting on the frozen node's, without
+        # waiting for node 2, which says nothing while it is stopped
+        conf = fast_conf(keep_alive_interval=5, keep_alive_max_attempt=2)
+        ref, run, nodes = self.start_train(8000, restarts=1, conf=conf)
+        frozen = nodes[2]
+        gone, live = self.group_rank(frozen), [self.group_rank(p) for p in nodes[:2]]
+        pids = [frozen.pid] + descendants(frozen.pid)
+        t_fault = time.monotonic()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            named = [p.wait_line(r"hang: node %d rank (\d+) has not answered \w+ #(\d+)" %
+                                 gone, timeout=60, after=t_fault) for p in nodes[:2]]
+            hangs = {(int(m.group(1)), int(m.group(2))) for _, m in named}
+            self.assertEqual(len(hangs), 1, "not the same hang on both nodes: %s" % hangs)
+            culprit, seq = hangs.pop()
+            got = [self.waiter_lines(p, culprit, seq, t, set(live))
+                   for (t, _), p in zip(named, nodes[:2])]
+        finally:
+            time.sleep(1.0)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        for lines in got:
+            self.assertEqual(lines, got[0])
+            self.assertNotIn(gone, lines)  # said nothing while stopped
+            for node, text in lines.items():
+                self.assertEqual(sorted(int(r) for r in RANK_RE.findall(text)),
+                                 [node * PER_NODE, node * PER_NODE + 1], text)
+        sys.stderr.write("frozen node %d:\n  %s\n" % (gone, "\n  ".join(
+            "node %d: %s" % kv for kv in sorted(got[0].items()))))
+        on = [int(w.group(2)) for text in got[0].values() for w in WAITS_RE.finditer(text)]
+        self.assertTrue(set(on) & {gone * PER_NODE, gone * PER_NODE + 1},
+                        "nobody waits on node %d's ranks: %s" % (gone, got[0]))
+        self.assert_all_exit(nodes, timeout=300)
+        self.assert_same_bits(ref, run)
+        for i in (0, 1):
+            hang = [h for h in self.summary(i)["hangs"] if (h["rank"], h["seq"]) ==
+                    (culprit, seq)]
+            self.assertEqual(len(hang), 1, self.summary(i)["hangs"])
+            self.assertGreaterEqual({w["node"] for w in hang[0]["waiters"]}, set(live))
 
 
 if __name__ == "__main__":
