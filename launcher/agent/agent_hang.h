@@ -77,8 +77,8 @@ struct agent_hang_host {
 	void (*worker)(void *arg, int i, struct agent_hang_worker *out);
 	/* Whether the agent has finished: an answer that comes after is dropped. */
 	bool (*done)(void *arg);
-	/* A hang was added to summary (named here or heard): the agent says so
-	 * (its status record). */
+	/* A hang was added to summary (named here or heard), or its waiters:
+	 * the agent says so (its status record). */
 	void (*recorded)(void *arg);
 	/* The word for a progress phase in the summary's hangs. */
 	const char *(*phase_word)(uint32_t phase);

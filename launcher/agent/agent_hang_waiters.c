@@ -72,6 +72,8 @@ static void say(struct agent_hang *h, const struct hang_ref *ref, int node,
 	else if (rc)
 		log_debug("waiters of hang %d.%d.%" PRIu64 ": no such hang recorded here",
 			  ref->round, ref->rank, ref->seq);
+	else
+		h->host.recorded(h->host.arg);
 }
 
 void agent_hang_waiters_tell(struct agent_hang *h, const struct summary_hang *sh)

@@ -17,9 +17,11 @@
  *    "rounds":[{"time","round","nodes","reason","subject","in_place"}...],
  *    "hangs_total",
  *    "hangs":[{"time","round","node","rank","pid","phase","op","seq","late_s",
- *              "deadline_s","state","cut"}...]}
+ *              "deadline_s","state","cut","waits"}...]}
  * (the last three rounds joined, in place or by a new group: a restart; the
- * last AGENT_STATUS_HANGS hangs this node printed, its own or heard)
+ * last AGENT_STATUS_HANGS hangs this node printed, its own or heard; "waits":
+ * who of the waiters this node heard waits on whom, "R>Q" by rank, Q "?"
+ * where its transport does not know, at most AGENT_STATUS_WAITS of them)
  */
 #include "agent_int.h"
 #include "rdzv.h"
@@ -36,6 +38,7 @@
 #define AGENT_STATUS_RANKS   16
 #define AGENT_STATUS_REFORMS 3
 #define AGENT_STATUS_HANGS   3
+#define AGENT_STATUS_WAITS   32
 
 static const char *const state_words[] = {
     [AGENT_JOINING] = "joining",     [AGENT_RUNNING] = "running",   [AGENT_REPLACING] = "replacing",
@@ -104,6 +107,42 @@ static json_t *status_rounds(const struct agent *ag)
 	return a;
 }
 
+static int by_rank(const void *a, const void *b)
+{
+	const struct summary_waiter *x = *(const struct summary_waiter *const *)a;
+	const struct summary_waiter *y = *(const struct summary_waiter *const *)b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static bool waiting(const char *state)
+{
+	return !strcmp(state, "waits") || !strcmp(state, "waited") || !strcmp(state, "past") ||
+	       !strcmp(state, "behind");
+}
+
+/* "R>Q ..." of h's waiters that wait (in its collective, the one before
+ * or after it, or did), by rank. */
+static void status_waits(const struct summary_hang *h, char *buf, size_t len)
+{
+	const struct summary_waiter *w[AGENT_STATUS_WAITS];
+	size_t n = 0, pos = 0;
+
+	for (size_t i = 0; i < h->nwaiters && n < AGENT_STATUS_WAITS; i++)
+		if (waiting(h->waiters[i].state))
+			w[n++] = &h->waiters[i];
+	qsort(w, n, sizeof(w[0]), by_rank);
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && pos < len; i++) {
+		int k = w[i]->waits_on >= 0
+			    ? snprintf(buf + pos, len - pos, "%s%d>%d", i ? " " : "", w[i]->rank,
+				       w[i]->waits_on)
+			    : snprintf(buf + pos, len - pos, "%s%d>?", i ? " " : "", w[i]->rank);
+
+		pos += k > 0 ? (size_t)k : 0;
+	}
+}
+
 /* The last hangs this node printed, oldest first. */
 static json_t *status_hangs(const struct agent *ag, size_t keep)
 {
@@ -112,13 +151,16 @@ static json_t *status_hangs(const struct agent *ag, size_t keep)
 
 	for (size_t i = n > keep ? n - keep : 0; a && i < n; i++) {
 		const struct summary_hang *h = &ag->summary.hangs[i];
+		char waits[AGENT_STATUS_WAITS * 24];
 
+		status_waits(h, waits, sizeof(waits));
 		json_array_append_new(
-		    a, json_pack("{s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:f, s:f, s:s, s:b}",
-				 "time", (json_int_t)(h->time_ms / 1000), "round", h->round, "node",
-				 h->node, "rank", h->rank, "pid", h->pid, "phase", h->phase, "op",
-				 h->op, "seq", (json_int_t)h->seq, "late_s", h->late_s,
-				 "deadline_s", h->deadline_s, "state", h->state, "cut", h->cut));
+		    a,
+		    json_pack("{s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:f, s:f, s:s, s:b, s:s}",
+			      "time", (json_int_t)(h->time_ms / 1000), "round", h->round, "node",
+			      h->node, "rank", h->rank, "pid", h->pid, "phase", h->phase, "op",
+			      h->op, "seq", (json_int_t)h->seq, "late_s", h->late_s, "deadline_s",
+			      h->deadline_s, "state", h->state, "cut", h->cut, "waits", waits));
 	}
 	return a;
 }

@@ -15,6 +15,7 @@ import mmap
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import unittest
@@ -22,13 +23,15 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from job_watch import environ, progress  # noqa: E402
-from mnlib import descendants, fast_conf, wait_for  # noqa: E402
+from mnlib import DDPLAUNCH, descendants, fast_conf, wait_for  # noqa: E402
 from test_hangs import HangCase  # noqa: E402
 
 WAITERS_RE = re.compile(r"waiters of hang (\d+)\.(\d+)\.(\d+) \(rank (\d+)\) on node (\d+): (.*)$")
 WAITS_RE = re.compile(r"rank (\d+) (?:is (?:past|not yet at) #\d+: )?wait(?:s|ed) on rank (\d+) "
                       r"in (\w+) #(\d+) for ([\d.]+) s")
 RANK_RE = re.compile(r"(?:^|; )rank (\d+) ")
+PAIR_RE = re.compile(r"rank (\d+) (?:is (?:past|not yet at) #\d+: )?wait(?:s|ed) "
+                     r"(?:on rank (\d+) )?in ")
 GROUP_RE = re.compile(r"node (\d+) of 3 \(ranks")
 WORLD, PER_NODE = 6, 2
 
@@ -105,8 +108,15 @@ class HangWaiters(HangCase):
             raise AssertionError("%s\n%s" % (e, p.text()[-6000:]))
         return got
 
+    def status(self):
+        p = subprocess.run([DDPLAUNCH, "status", "--rdzv_endpoint=127.0.0.2:%d" % self.port,
+                            "--rdzv_id=job"], capture_output=True, text=True, timeout=30,
+                           env=self.cluster.env(None))
+        return p.stdout if p.returncode == 0 else ""
+
     def test_every_node_names_every_nodes_waiters(self):
-        ref, run, nodes = self.start_train(4000, restarts=1)
+        # 6000 steps: the job still runs when `ddplaunch status` is asked
+        ref, run, nodes = self.start_train(6000, restarts=1)
         # the node in the middle of the ring: the rendezvous' node 1
         middle = [self.group_rank(p) for p in nodes].index(1)
         workers = self.workers_of(nodes[middle])
@@ -120,7 +130,7 @@ class HangWaiters(HangCase):
         self.assertEqual((int(m.group(2)), m.group(4)), (culprit, "has not left allreduce #%d" %
                                                          seq), m.group(0))
         neighbours = {culprit, (culprit - 1) % WORLD, (culprit + 1) % WORLD}
-        waits = []
+        waits, pairs = [], {}
         for (t_named, _), p in zip(got, nodes):
             lines = self.waiter_lines(p, culprit, seq, t_named, {0, 1, 2})
             for node, text in sorted(lines.items()):
@@ -137,10 +147,21 @@ class HangWaiters(HangCase):
                     self.assertEqual(w.group(3), "allreduce", text)
                     self.assertIn(int(w.group(4)), (seq, seq + 1), text)
                     waits.append((int(w.group(1)), int(w.group(2))))
+                for e in text.split("; "):
+                    w = PAIR_RE.match(e)
+                    if w:
+                        pairs[int(w.group(1))] = "%s>%s" % (w.group(1), w.group(2) or "?")
             sys.stderr.write("%s:\n  %s\n" % (p.name, "\n  ".join(
                 "node %d: %s" % kv for kv in sorted(lines.items()))))
         self.assertTrue([w for w in waits if w[1] in neighbours],
                         "no rank waits on the culprit %d or its neighbours: %s" % (culprit, waits))
+        # `ddplaunch status` shows them after the hang's line, by rank
+        pairs = " ".join(pairs[r] for r in sorted(pairs))
+        text = wait_for(lambda: (lambda t: t if "(rank>rank): " + pairs in t else None)(
+            self.status()), 20, "who waits on whom (%s) in `ddplaunch status`" % pairs)
+        self.assertRegex(text, r"rank %d pid %d has not left allreduce #%d, .*\n +who waits on "
+                         r"whom \(rank>rank\): %s\n" % (culprit, victim, seq, pairs))
+        sys.stderr.write(text)
         self.check_end(nodes, ref, run, middle, before)
         # summary.json: the hang's record lists the waiters of every node
         for i in range(3):
