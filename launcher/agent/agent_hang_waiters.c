@@ -1,7 +1,6 @@
-/* Who waits on whom, said by every node (agent_hang_waiters.h). */
-#include "agent_hang_waiters.h"
-
+/* Who waits on whom, said by every node (agent_hang.h). */
 #include "agent_hang.h"
+
 #include "hang_waiters.h"
 #include "rdzv.h"
 #include "summary.h"
