@@ -107,42 +107,6 @@ static json_t *status_rounds(const struct agent *ag)
 	return a;
 }
 
-static int by_rank(const void *a, const void *b)
-{
-	const struct summary_waiter *x = *(const struct summary_waiter *const *)a;
-	const struct summary_waiter *y = *(const struct summary_waiter *const *)b;
-
-	return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
-static bool waiting(const char *state)
-{
-	return !strcmp(state, "waits") || !strcmp(state, "waited") || !strcmp(state, "past") ||
-	       !strcmp(state, "behind");
-}
-
-/* "R>Q ..." of h's waiters that wait (in its collective, the one before
- * or after it, or did), by rank. */
-static void status_waits(const struct summary_hang *h, char *buf, size_t len)
-{
-	const struct summary_waiter *w[AGENT_STATUS_WAITS];
-	size_t n = 0, pos = 0;
-
-	for (size_t i = 0; i < h->nwaiters && n < AGENT_STATUS_WAITS; i++)
-		if (waiting(h->waiters[i].state))
-			w[n++] = &h->waiters[i];
-	qsort(w, n, sizeof(w[0]), by_rank);
-	buf[0] = '\0';
-	for (size_t i = 0; i < n && pos < len; i++) {
-		int k = w[i]->waits_on >= 0
-			    ? snprintf(buf + pos, len - pos, "%s%d>%d", i ? " " : "", w[i]->rank,
-				       w[i]->waits_on)
-			    : snprintf(buf + pos, len - pos, "%s%d>?", i ? " " : "", w[i]->rank);
-
-		pos += k > 0 ? (size_t)k : 0;
-	}
-}
-
 /* The last hangs this node printed, oldest first. */
 static json_t *status_hangs(const struct agent *ag, size_t keep)
 {
@@ -153,7 +117,7 @@ static json_t *status_hangs(const struct agent *ag, size_t keep)
 		const struct summary_hang *h = &ag->summary.hangs[i];
 		char waits[AGENT_STATUS_WAITS * 24];
 
-		status_waits(h, waits, sizeof(waits));
+		summary_hang_waits(h, AGENT_STATUS_WAITS, waits, sizeof(waits));
 		json_array_append_new(
 		    a,
 		    json_pack("{s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:f, s:f, s:s, s:b, s:s}",

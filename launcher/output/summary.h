@@ -227,7 +227,13 @@ int summary_add_hang(struct summary *s, const struct summary_hang *h);
 int summary_add_waiters(struct summary *s, int round, int rank, uint64_t seq, int node,
 			const struct summary_waiter *w, size_t n);
 
-/* Prints one log_info line per hang, if any. */
+/* Who of h's waiters waits on whom (in its collective, the one before or
+ * after it, or did): "R>Q ..." by rank, Q "?" where the transport does not
+ * know; at most max of them, within len. "" for none. */
+void summary_hang_waits(const struct summary_hang *h, size_t max, char *buf, size_t len);
+
+/* Prints one log_info line per hang, if any, and under it who waits on
+ * whom (summary_hang_waits). */
 void summary_print_hangs(const struct summary *s);
 
 /* Adds "hangs": [{"time", "round", "node", "rank", "pid", "phase", "op",

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <log.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,12 +55,56 @@ int summary_add_waiters(struct summary *s, int round, int rank, uint64_t seq, in
 	return 0;
 }
 
+static bool waiting(const char *state)
+{
+	return !strcmp(state, "waits") || !strcmp(state, "waited") || !strcmp(state, "past") ||
+	       !strcmp(state, "behind");
+}
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct summary_waiter *x = *(const struct summary_waiter *const *)a;
+	const struct summary_waiter *y = *(const struct summary_waiter *const *)b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+void summary_hang_waits(const struct summary_hang *h, size_t max, char *buf, size_t len)
+{
+	const struct summary_waiter **w = calloc(max ? max : 1, sizeof(*w));
+	size_t n = 0, pos = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (!w)
+		return;
+	for (size_t i = 0; i < h->nwaiters && n < max; i++)
+		if (waiting(h->waiters[i].state))
+			w[n++] = &h->waiters[i];
+	qsort(w, n, sizeof(w[0]), by_rank);
+	for (size_t i = 0; i < n && pos < len; i++) {
+		int k = w[i]->waits_on >= 0
+			    ? snprintf(buf + pos, len - pos, "%s%d>%d", i ? " " : "", w[i]->rank,
+				       w[i]->waits_on)
+			    : snprintf(buf + pos, len - pos, "%s%d>?", i ? " " : "", w[i]->rank);
+
+		pos += k > 0 ? (size_t)k : 0;
+	}
+	free(w);
+}
+
 void summary_print_hangs(const struct summary *s)
 {
+	char waits[2048];
+
 	if (s->nhangs)
 		log_info("%zu hang(s) named:", s->nhangs);
-	for (size_t i = 0; i < s->nhangs; i++)
+	for (size_t i = 0; i < s->nhangs; i++) {
 		log_info("  %s%s", s->hangs[i].line, s->hangs[i].cut ? " [cut out here]" : "");
+		summary_hang_waits(&s->hangs[i], 256, waits, sizeof(waits));
+		if (waits[0])
+			log_info("    who waits on whom (rank>rank): %s", waits);
+	}
 }
 
 static json_t *waiter_json(const struct summary_waiter *w)

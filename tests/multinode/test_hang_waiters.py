@@ -163,6 +163,9 @@ class HangWaiters(HangCase):
                          r"whom \(rank>rank\): %s\n" % (culprit, victim, seq, pairs))
         sys.stderr.write(text)
         self.check_end(nodes, ref, run, middle, before)
+        for p in nodes:  # the end summary too, under the hang's line
+            self.assertRegex(p.text(), r"\n.*  hang: node \d+ rank %d pid %d .*\n.*    who waits on "
+                             r"whom \(rank>rank\): %s(?:\n|$)" % (culprit, victim, pairs))
         # summary.json: the hang's record lists the waiters of every node
         for i in range(3):
             hang = self.summary(i)["hangs"][0]

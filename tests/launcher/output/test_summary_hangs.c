@@ -90,6 +90,18 @@ static void test_waiters_of_every_node(void **state)
 	assert_true(json_is_null(at(ws, 2, "waits_on")));
 	assert_int_equal(json_array_size(at(hangs, 1, "waiters")), 0);
 	assert_string_equal(json_string_value(at(hangs, 0, "line")), h.line);
+	{ /* who waits on whom, by rank, for the end summary and the status */
+		char buf[64];
+
+		summary_hang_waits(&s.hangs[0], 32, buf, sizeof(buf));
+		assert_string_equal(buf, "0>5 1>0 2>?");
+		summary_hang_waits(&s.hangs[0], 2, buf, sizeof(buf));
+		assert_string_equal(buf, "0>5 1>0");
+		summary_hang_waits(&s.hangs[0], 32, buf, 6);
+		assert_string_equal(buf, "0>5 1");
+		summary_hang_waits(&s.hangs[1], 32, buf, sizeof(buf));
+		assert_string_equal(buf, "");
+	}
 	json_decref(root);
 	summary_release(&s);
 }
