@@ -82,16 +82,24 @@ void agent_hang_waiters_tell(struct agent_hang *h, const struct summary_hang *sh
 	char notice[RDZV_POST_MAX + 1];
 	int node = h->host.round->group_rank, n = 0;
 	uint64_t now = time_now_ns();
+	/* The pages as the watch last read them (within a tick: the workers'
+	 * state when the hang was named, before the cut moved them); read now
+	 * when that read is old (this agent was stopped, or never read them). */
+	bool stale =
+	    !h->last_tick_ns || now - h->last_tick_ns > 2ull * AGENT_HANG_TICK_MS * 1000000u;
 
 	for (int i = 0; h->t && i < h->host.nproc && n < HANG_WAITERS_MAX; i++) {
 		const struct agent_hang_track *t = &h->t[i];
 		struct agent_hang_worker aw = worker_of(h, i);
+		struct ddp_progress fresh;
+		const struct ddp_progress *cur = t->have ? &t->page : NULL;
 
 		if ((node == sh->node && aw.rank == sh->rank) || (!aw.proc->running && !t->have))
 			continue; /* the culprit; a slot with no process */
-		w[n++] = hang_waiter_of(aw.rank, t->have ? &t->page : NULL,
-					t->inside_ns ? &t->inside : NULL, t->inside_ns, sh->round,
-					sh->seq, now);
+		if (stale && aw.proc->running && worker_proc_progress(aw.proc, &fresh) == 0)
+			cur = &fresh;
+		w[n++] = hang_waiter_of(aw.rank, cur, t->inside_ns ? &t->inside : NULL,
+					t->inside_ns, sh->round, sh->seq, now);
 	}
 	if (!n)
 		return;

@@ -185,10 +185,11 @@ class HangWaiters(HangCase):
             self.assertTrue([w for w in ws if w["waits_on"] in neighbours], ws)
 
     def test_frozen_node_says_nothing_the_others_do(self):
-        # node 2 stopped whole (agent and workers): nodes 0 and 1 name it
+        # a node stopped whole (agent and workers): the other two name it
         # ("has not answered") and each prints its own and the other's
         # waiters, their ranks waiting on the frozen node's, without
-        # waiting for node 2, which says nothing while it is stopped
+        # waiting for it, which says nothing while it is stopped; its word
+        # after it thaws is printed when it comes
         conf = fast_conf(keep_alive_interval=5, keep_alive_max_attempt=2)
         ref, run, nodes = self.start_train(8000, restarts=1, conf=conf)
         frozen = nodes[2]
@@ -223,7 +224,17 @@ class HangWaiters(HangCase):
         on = [int(w.group(2)) for text in got[0].values() for w in WAITS_RE.finditer(text)]
         self.assertTrue(set(on) & {gone * PER_NODE, gone * PER_NODE + 1},
                         "nobody waits on node %d's ranks: %s" % (gone, got[0]))
+        # thawed, its agent hears the hang (its session outlived the stop:
+        # the keep-alive window is 10 s) and says its own workers' word,
+        # which the others print when it comes, before they end
+        later = r"waiters of hang \d+\.%d\.%d \(rank %d\) on node %d: " % (culprit, seq, culprit,
+                                                                          gone)
+        for p in nodes:
+            p.wait_line(later, timeout=60, after=t_fault)
         self.assert_all_exit(nodes, timeout=300)
+        for p in nodes:
+            sys.stderr.write("%s, to the end:\n  %s\n" % (p.name, "\n  ".join(
+                line for t, line in list(p.lines) if t >= t_fault and "waiters of" in line)))
         self.assert_same_bits(ref, run)
         for i in (0, 1):
             hang = [h for h in self.summary(i)["hangs"] if (h["rank"], h["seq"]) ==
