@@ -88,7 +88,7 @@ class HangWaiters(HangCase):
     def waiter_lines(self, p, culprit, seq, t_named, nodes_want):
         """Node p's waiters lines of the hang (culprit, seq), one for each
         node of nodes_want, each after the culprit's line: {node: text}."""
-        got = {}
+        got, at = {}, {}
 
         def have():
             with p.cond:
@@ -100,12 +100,14 @@ class HangWaiters(HangCase):
                     node = int(m.group(5))
                     self.assertGreaterEqual(t, t_named, "a waiters line before the hang's")
                     self.assertNotIn(node, got, "node %d's waiters printed twice" % node)
-                    got[node] = m.group(6)
+                    got[node], at[node] = m.group(6), t
             return set(got) >= nodes_want or None
         try:
             wait_for(have, 30, "%s: the waiters of nodes %s" % (p.name, sorted(nodes_want)))
         except AssertionError as e:
             raise AssertionError("%s\n%s" % (e, p.text()[-6000:]))
+        sys.stderr.write("%s: the waiters of nodes %s %.3f s after the hang's line\n" % (
+            p.name, sorted(nodes_want), max(at[k] for k in nodes_want) - t_named))
         return got
 
     def status(self):
@@ -211,7 +213,7 @@ class HangWaiters(HangCase):
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGCONT)
-                except ProcessLookupError:
+                except ProcessLookupError:  # ended meanwhile (reaped once its agent ran)
                     pass
         for lines in got:
             self.assertEqual(lines, got[0])
