@@ -125,35 +125,8 @@ static void publish(struct agent_hang *h, const struct summary_hang *sh)
 		 sh->round, sh->node, sh->rank, sh->pid, sh->seq, (long long)(sh->late_s * 1000),
 		 (long long)(sh->deadline_s * 1000), sh->phase, sh->op, sh->state, sh->line);
 	rdzv_post(h->host.rdzv, notice); /* one node: no one else to tell */
+	agent_hang_waiters_tell(h, sh);
 	h->host.recorded(h->host.arg);
-}
-
-/* What the local workers inside a collective wait on, appended to line. */
-static void append_waiters(struct agent_hang *h, uint64_t now, int except, char *line, size_t len)
-{
-	size_t n = strlen(line);
-
-	for (int i = 0; i < h->host.nproc && n < len; i++) {
-		const struct agent_hang_track *t = &h->t[i];
-		int k;
-
-		if (i == except || !t->have || t->page.phase != DDP_PHASE_COLLECTIVE)
-			continue;
-		if (t->page.waiting_on >= 0)
-			k = snprintf(line + n, len - n,
-				     "; rank %d waits on rank %d in %s #%" PRIu64 " for %.2f s",
-				     worker_of(h, i).rank, t->page.waiting_on,
-				     hang_op_name(t->page.op), t->page.seq,
-				     since(now, t->page.entered_ns) / 1e9);
-		else
-			k = snprintf(line + n, len - n,
-				     "; rank %d waits in %s #%" PRIu64 " for %.2f s",
-				     worker_of(h, i).rank, hang_op_name(t->page.op), t->page.seq,
-				     since(now, t->page.entered_ns) / 1e9);
-		if (k < 0)
-			break;
-		n += (size_t)k;
-	}
 }
 
 /* The op the other local workers are in after `seq`, or NONE. */
@@ -197,7 +170,7 @@ static void name_local(struct agent_hang *h, int i, const struct hang_view *v,
 		     : "none");
 	hang_pstate_words(v->ps, v->wchan, sh.state, sizeof(sh.state));
 	hang_line(v, j, next_op(h, v->page.seq), sh.line, sizeof(sh.line));
-	append_waiters(h, now, i, sh.line, sizeof(sh.line));
+	agent_hang_waiters_append(h, now, i, sh.line, sizeof(sh.line));
 	publish(h, &sh);
 	log_warn("cutting rank %d (local rank %d, pid %d) out: ending its process", w.rank,
 		 w.local_rank, v->pid);
@@ -532,6 +505,8 @@ void agent_hang_notice(struct agent_hang *h, const char *text)
 	const char *tab = strchr(text, '\t');
 	char id[48];
 
+	if (agent_hang_waiters_heard(h, text))
+		return;
 	if (strncmp(text, "hang1 ", 6) || !tab ||
 	    sscanf(text + 6, "%d %d %d %d %" SCNu64 " %lld %lld", &sh.round, &sh.node, &sh.rank,
 		   &sh.pid, &sh.seq, &late_ms, &dl_ms) != 7)
@@ -550,4 +525,5 @@ void agent_hang_notice(struct agent_hang *h, const char *text)
 	h->host.recorded(h->host.arg);
 	for (int k = 0; k < h->host.nproc && h->t; k++)
 		h->t[k].skip_step = true;
+	agent_hang_waiters_tell(h, &sh);
 }

@@ -34,12 +34,14 @@
  *
  * The notice a node posts: "hang1 ROUND NODE RANK PID SEQ LATE_MS
  * DEADLINE_MS\tLINE"; a reader skips lines of any other kind, and prints a
- * hang once per (round, rank, seq).
+ * hang once per (round, rank, seq). Then every node, the namer's too, says
+ * who of its workers waits on whom ("wait1": below, agent_hang_waiters.c).
  */
 #ifndef DDP_LAUNCHER_AGENT_HANG_H
 #define DDP_LAUNCHER_AGENT_HANG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -53,6 +55,7 @@
 struct rdzv;
 struct rdzv_round;
 struct summary;
+struct summary_hang;
 struct worker_proc;
 
 /* Local worker i as the host shows it to the watch. */
@@ -75,8 +78,8 @@ struct agent_hang_host {
 	void (*worker)(void *arg, int i, struct agent_hang_worker *out);
 	/* Whether the agent has finished: an answer that comes after is dropped. */
 	bool (*done)(void *arg);
-	/* A hang was added to summary (named here or heard): the agent says so
-	 * (its status record). */
+	/* A hang was added to summary (named here or heard), or its waiters:
+	 * the agent says so (its status record). */
 	void (*recorded)(void *arg);
 	/* The word for a progress phase in the summary's hangs. */
 	const char *(*phase_word)(uint32_t phase);
@@ -87,6 +90,8 @@ struct agent_hang_track {
 	struct ddp_progress page;    /* the last consistent copy */
 	bool have;		     /* page holds one of this process */
 	int pid;		     /* the process it is of */
+	struct ddp_progress inside;  /* the last page read inside a collective, */
+	uint64_t inside_ns;	     /* read then (0: none): whom it waited on */
 	uint64_t step;		     /* the last step sampled */
 	uint64_t in_seq, in_entered; /* the collective last seen inside, its entry */
 	uint32_t in_op;
@@ -99,6 +104,17 @@ struct agent_hang_track {
 	uint64_t late_key;	    /* the place judged late (no sample of it) */
 	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
 	bool skip_step;		    /* the next step's times follow a hang: not sampled */
+};
+
+/* The waiters lines a watch printed: (hang, node)s, the last
+ * AGENT_HANG_WAITERS_SEEN (agent_hang_waiters.c). */
+#define AGENT_HANG_WAITERS_SEEN 64
+struct agent_hang_waiters {
+	struct {
+		int round, rank, node;
+		uint64_t seq;
+	} seen[AGENT_HANG_WAITERS_SEEN];
+	int n;
 };
 
 struct agent_hang {
@@ -122,11 +138,42 @@ struct agent_hang {
 	struct hang_view q_view;
 	struct hang_judgement q_j;
 	int q_rank;
+	struct agent_hang_waiters waiters; /* the waiters lines printed */
 };
 
 /* Where a page says its worker is (round, collective, phase): no sample
  * is taken of a place judged late, and a hang is named once per place. */
 uint64_t agent_hang_place(const struct ddp_progress *p);
+
+/* ---- who waits on whom (agent_hang_waiters.c) ----
+ *
+ * When a hang is named (by this watch, or heard from another node's), this
+ * node's agent says what each of its own workers does with respect to it
+ * (hang_waiters.h: waits on rank Q in OP #SEQ for T s, waits without
+ * knowing on whom, computes before it, is done with it ...): one line,
+ * printed here after the hang's own line, added to the hang's record in
+ * the summary ("waiters"), and posted on the job's notice board ("wait1",
+ * docs/rendezvous.md), so every node prints every node's line. Bounded: no
+ * node waits for another. A frozen node says nothing; the others print
+ * what they have, and a line that comes later is printed and recorded when
+ * it comes (while the agent runs). Each (hang, node) is printed once: this
+ * node's own line, posted, comes back and is dropped. */
+
+/* Hang sh was named here or heard (after its line was printed and
+ * recorded): this node's workers' states with respect to it, printed,
+ * recorded and posted. The culprit is not its own waiter; a node with no
+ * other worker says nothing. */
+void agent_hang_waiters_tell(struct agent_hang *h, const struct summary_hang *sh);
+
+/* A notice heard (rdzv_events.notice): when it is a "wait1", printed and
+ * recorded (once per hang and node), and true; false for another kind. */
+bool agent_hang_waiters_heard(struct agent_hang *h, const char *text);
+
+/* What the local workers inside a collective wait on, appended to the
+ * culprit's line (worker `except` is the culprit): "; rank R waits on rank
+ * Q in OP #SEQ for T s" or "; rank R waits in OP #SEQ for T s". */
+void agent_hang_waiters_append(struct agent_hang *h, uint64_t now, int except, char *line,
+			       size_t len);
 
 /* Learns from one consistent read of worker track t's page
  * (agent_hang_learn.c): the deadline's samples, then t->page = *p. */

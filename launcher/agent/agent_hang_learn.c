@@ -1,6 +1,8 @@
 /* The hang watch's learning from the pages it reads (agent_hang.h). */
 #include "agent_hang.h"
 
+#include "timeutil.h"
+
 static bool phase_is_long(uint32_t phase)
 {
 	return phase != DDP_PHASE_NONE && phase != DDP_PHASE_COMPUTE &&
@@ -121,4 +123,8 @@ void agent_hang_learn(struct agent_hang *h, struct agent_hang_track *t,
 	learn_phase(&h->dl, t, p);
 	t->page = *p;
 	t->have = true;
+	if (p->seq && p->left_ns < p->entered_ns) {
+		t->inside = *p;
+		t->inside_ns = time_now_ns();
+	}
 }

@@ -17,9 +17,11 @@
  *    "rounds":[{"time","round","nodes","reason","subject","in_place"}...],
  *    "hangs_total",
  *    "hangs":[{"time","round","node","rank","pid","phase","op","seq","late_s",
- *              "deadline_s","state","cut"}...]}
+ *              "deadline_s","state","cut","waits"}...]}
  * (the last three rounds joined, in place or by a new group: a restart; the
- * last AGENT_STATUS_HANGS hangs this node printed, its own or heard)
+ * last AGENT_STATUS_HANGS hangs this node printed, its own or heard; "waits":
+ * who of the waiters this node heard waits on whom, "R>Q" by rank, Q "?"
+ * where its transport does not know, at most AGENT_STATUS_WAITS of them)
  */
 #include "agent_int.h"
 #include "rdzv.h"
@@ -36,6 +38,7 @@
 #define AGENT_STATUS_RANKS   16
 #define AGENT_STATUS_REFORMS 3
 #define AGENT_STATUS_HANGS   3
+#define AGENT_STATUS_WAITS   32
 
 static const char *const state_words[] = {
     [AGENT_JOINING] = "joining",     [AGENT_RUNNING] = "running",   [AGENT_REPLACING] = "replacing",
@@ -112,13 +115,16 @@ static json_t *status_hangs(const struct agent *ag, size_t keep)
 
 	for (size_t i = n > keep ? n - keep : 0; a && i < n; i++) {
 		const struct summary_hang *h = &ag->summary.hangs[i];
+		char waits[AGENT_STATUS_WAITS * 24];
 
+		summary_hang_waits(h, AGENT_STATUS_WAITS, waits, sizeof(waits));
 		json_array_append_new(
-		    a, json_pack("{s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:f, s:f, s:s, s:b}",
-				 "time", (json_int_t)(h->time_ms / 1000), "round", h->round, "node",
-				 h->node, "rank", h->rank, "pid", h->pid, "phase", h->phase, "op",
-				 h->op, "seq", (json_int_t)h->seq, "late_s", h->late_s,
-				 "deadline_s", h->deadline_s, "state", h->state, "cut", h->cut));
+		    a,
+		    json_pack("{s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:I, s:f, s:f, s:s, s:b, s:s}",
+			      "time", (json_int_t)(h->time_ms / 1000), "round", h->round, "node",
+			      h->node, "rank", h->rank, "pid", h->pid, "phase", h->phase, "op",
+			      h->op, "seq", (json_int_t)h->seq, "late_s", h->late_s, "deadline_s",
+			      h->deadline_s, "state", h->state, "cut", h->cut, "waits", waits));
 	}
 	return a;
 }

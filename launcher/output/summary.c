@@ -26,6 +26,8 @@ void summary_release(struct summary *s)
 	free(s->reforms);
 	free(s->replicas);
 	free(s->stragglers);
+	for (size_t i = 0; i < s->nhangs; i++)
+		free(s->hangs[i].waiters);
 	free(s->hangs);
 	free(s->interpreter);
 	memset(s, 0, sizeof(*s));

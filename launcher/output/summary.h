@@ -67,6 +67,18 @@ struct summary_straggler {
 	int cleared_step; /* -1: still named */
 };
 
+/* What one worker did when a hang was named (who waits on whom): said by
+ * its node's agent, this one's or another's (summary_add_waiters). */
+struct summary_waiter {
+	int node, rank;
+	int waits_on;	/* the rank it waits on, -1 unknown or none */
+	char state[12]; /* "waits", "waited", "behind", "computing", "done", "past", ... */
+	char op[16];	/* the collective it is (was) in or last left */
+	char phase[16]; /* its phase */
+	uint64_t seq;	/* that collective's number */
+	double for_s;	/* how long it has been (was) in that state */
+};
+
 /* A hang named (by this node, or by another and heard through the
  * rendezvous): summary_hangs.c. */
 struct summary_hang {
@@ -82,6 +94,10 @@ struct summary_hang {
 	char op[16];	   /* the collective not entered or left (hang_op_name) */
 	char state[64];	   /* what its process did (hang_pstate_words) */
 	char line[512];	   /* the line every node printed */
+	/* The waiters every node said (summary_add_waiters; owned by the
+	 * summary: NULL and 0 when given to summary_add_hang). */
+	struct summary_waiter *waiters;
+	size_t nwaiters;
 };
 
 /* jansson's object, for the *_json functions (the file that calls them
@@ -201,15 +217,30 @@ int summary_stragglers_json(const struct summary *s, struct json_t *root);
 /* "compute", "link" or "none" for a summary_straggler's cause. */
 const char *summary_cause_name(int cause);
 
-/* Records a hang. Returns 0 or -ENOMEM. */
+/* Records a hang (its waiters are not taken: added by summary_add_waiters).
+ * Returns 0 or -ENOMEM. */
 int summary_add_hang(struct summary *s, const struct summary_hang *h);
 
-/* Prints one log_info line per hang, if any. */
+/* Adds node's n waiters w (w[i].node) to the hang (round, rank, seq) last
+ * recorded, in place of what that node said of it before. Returns 0,
+ * -ENOENT (no such hang recorded) or -ENOMEM. */
+int summary_add_waiters(struct summary *s, int round, int rank, uint64_t seq, int node,
+			const struct summary_waiter *w, size_t n);
+
+/* Who of h's waiters waits on whom (in its collective, the one before or
+ * after it, or did): "R>Q ..." by rank, Q "?" where the transport does not
+ * know; at most max of them, within len. "" for none. */
+void summary_hang_waits(const struct summary_hang *h, size_t max, char *buf, size_t len);
+
+/* Prints one log_info line per hang, if any, and under it who waits on
+ * whom (summary_hang_waits). */
 void summary_print_hangs(const struct summary *s);
 
 /* Adds "hangs": [{"time", "round", "node", "rank", "pid", "phase", "op",
- * "seq", "late_s", "deadline_s", "state", "named_here", "cut", "line"}...] to root (always, [] for
- * none). Returns 0 or -ENOMEM. */
+ * "seq", "late_s", "deadline_s", "state", "named_here", "cut", "line",
+ * "waiters": [{"node", "rank", "state", "waits_on" (null: unknown or none),
+ * "op", "seq", "for_s", "phase"}...]}...] to root (always, [] for none).
+ * Returns 0 or -ENOMEM. */
 int summary_hangs_json(const struct summary *s, struct json_t *root);
 
 /* Prints the end-of-run summary for `attempt` through log_error/log_info. */

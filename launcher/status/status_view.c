@@ -211,13 +211,15 @@ static void render_reforms(FILE *f, const struct status_snap *s)
 }
 
 /* The hangs the nodes' records list, each once (by round, rank and
- * collective), oldest first; the last 5 shown, and how many nodes say so. */
+ * collective), oldest first; the last 5 shown, and how many nodes say so,
+ * with who waits on whom as the node that heard the most waiters says. */
 struct seen_hang {
 	const json_t *h;
 	int round, rank;
 	double seq, time;
 	size_t nodes;
 	bool cut;
+	const char *waits;
 };
 
 static void render_hangs(FILE *f, const struct status_snap *s)
@@ -244,6 +246,8 @@ static void render_hangs(FILE *f, const struct status_snap *s)
 			if (k < n) {
 				seen[k].nodes++;
 				seen[k].cut |= json_is_true(json_object_get(h, "cut"));
+				if (strlen(str(h, "waits")) > strlen(seen[k].waits))
+					seen[k].waits = str(h, "waits");
 				continue;
 			}
 			if (n == sizeof(seen) / sizeof(seen[0]))
@@ -254,7 +258,8 @@ static void render_hangs(FILE *f, const struct status_snap *s)
 						       seq,
 						       num(h, "time", 0),
 						       1,
-						       json_is_true(json_object_get(h, "cut"))};
+						       json_is_true(json_object_get(h, "cut")),
+						       str(h, "waits")};
 		}
 	}
 	for (size_t i = 1; i < n; i++) /* by time */
@@ -290,6 +295,9 @@ static void render_hangs(FILE *f, const struct status_snap *s)
 		    f, ", %.2f s past its deadline of %.2f s; its process is %s%s (%zu node%s)\n",
 		    num(h, "late_s", 0), num(h, "deadline_s", 0), str(h, "state"),
 		    seen[i].cut ? "; cut out" : "", seen[i].nodes, seen[i].nodes == 1 ? "" : "s");
+		if (seen[i].waits[0])
+			fprintf(f, "            who waits on whom (rank>rank): %s\n",
+				seen[i].waits);
 	}
 }
 

@@ -338,7 +338,10 @@ class FrozenNode(HangCase):
         finally:
             time.sleep(1.0)
             for pid in pids:
-                os.kill(pid, signal.SIGCONT)
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:  # ended meanwhile (reaped once its agent ran)
+                    pass
         t_named = max(t for t, _ in named)
         t_reformed = max(t for t, _ in reformed)
         sys.stderr.write("frozen node: named %.2f s, re-formed %.2f s after the stop\n" % (
@@ -390,7 +393,10 @@ class HangCampaign(HangCase):
             finally:
                 time.sleep(rng.uniform(0.5, 2.0))
                 for pid in pids:
-                    os.kill(pid, signal.SIGCONT)
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except ProcessLookupError:  # ended meanwhile (reaped once its agent ran)
+                        pass
         else:
             victim = rng.choice(self.workers_of(nodes[node]))
             if fault == "stop":

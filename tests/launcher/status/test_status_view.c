@@ -84,7 +84,7 @@ static const char rec_hang0[] =
     "\"hangs_total\":2,\"hangs\":["
     "{\"time\":0,\"round\":2,\"node\":1,\"rank\":3,\"pid\":77,\"phase\":\"collective\","
     "\"op\":\"allreduce\",\"seq\":812,\"late_s\":0.05,\"deadline_s\":0.5,"
-    "\"state\":\"stopped\",\"cut\":false},"
+    "\"state\":\"stopped\",\"cut\":false,\"waits\":\"0>5\"},"
     "{\"time\":5,\"round\":3,\"node\":0,\"rank\":1,\"pid\":66,\"phase\":\"compute\","
     "\"op\":\"broadcast\",\"seq\":9,\"late_s\":1.25,\"deadline_s\":0.75,"
     "\"state\":\"running on a CPU\",\"cut\":true}]}";
@@ -93,7 +93,7 @@ static const char rec_hang1[] =
     "\"hangs_total\":1,\"hangs\":["
     "{\"time\":0,\"round\":2,\"node\":1,\"rank\":3,\"pid\":77,\"phase\":\"collective\","
     "\"op\":\"allreduce\",\"seq\":812,\"late_s\":0.05,\"deadline_s\":0.5,"
-    "\"state\":\"stopped\",\"cut\":true}]}";
+    "\"state\":\"stopped\",\"cut\":true,\"waits\":\"0>5 1>0 2>3 4>2 5>4\"}]}";
 
 static void test_hangs(void **state)
 {
@@ -120,6 +120,12 @@ static void test_hangs(void **state)
 	assert_non_null(a);
 	assert_non_null(b);
 	assert_true(a < b);
+	/* who waits on whom, as the node that heard the most says: after its
+	 * hang's line, once */
+	a = strstr(buf, "cut out (2 nodes)\n            who waits on whom (rank>rank): 0>5 1>0 2>3 "
+			"4>2 5>4\n  ");
+	assert_non_null(a);
+	assert_null(strstr(strstr(a, "who waits") + 1, "who waits"));
 	free(buf);
 	status_snap_release(&s);
 }
