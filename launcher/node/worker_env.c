@@ -135,6 +135,11 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	/* Every round re-forms the group: libddp counts it as an attempt. */
 	if (s->round > 0)
 		rc |= env_put_int(e, "DDP_ROUND", s->round);
+	/* A worker started outside any round (it replaces one that died while
+	 * the others re-form without it): its round comes on the channel once
+	 * it says it can re-form. */
+	if (s->await_round)
+		rc |= env_put(e, "DDP_AWAIT_ROUND", "1");
 	if (!envp_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
 		rc |= env_put(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (!envp_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))

@@ -165,6 +165,8 @@ static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *
 	    .group_rank = (int)dr->rank,
 	    .group_world_size = (int)dr->size,
 	    .rank_base = (int)dr->first_proc,
+	    .local_procs =
+		dr->members && dr->rank < dr->size ? (int)dr->members[dr->rank].nproc : 0,
 	    .world_size = (int)dr->world_procs,
 	    .master_addr = dr->master_addr,
 	    .master_port = dr->master_port,
@@ -194,6 +196,16 @@ void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success)
 void rdzv_nodes_renew(struct rdzv_nodes *n)
 {
 	rdzv_driver_renew(n->d);
+}
+
+void rdzv_nodes_grow(struct rdzv_nodes *n)
+{
+	rdzv_driver_grow(n->d);
+}
+
+int rdzv_nodes_set_nproc(struct rdzv_nodes *n, int nproc)
+{
+	return rdzv_driver_set_nproc(n->d, nproc);
 }
 
 _Static_assert(RDZV_PUBLISH_MAX == RDZV_STATUS_MAX, "rdzv.h and driver.h agree");
