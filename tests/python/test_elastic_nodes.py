@@ -148,9 +148,11 @@ class ElasticNodes(ElasticCase):
         # one worker of a node that is otherwise fine: its agent starts one
         # new process for that rank, which takes the state from a peer; the
         # other five processes stay (a replacement counts against
-        # --max_restarts)
-        ref = reference(self.dir)
-        nodes = self.start_job(3, 2, JOB + ["--pace_ms", "10"], restarts=1)
+        # --max_restarts). They step without it until it has imported torch
+        # (issue 24): a job long enough for it to join before the end
+        job = JOB[:6] + ["--epochs", "12", "--seed", "11"]
+        ref = reference(self.dir, job)
+        nodes = self.start_job(3, 2, job + ["--pace_ms", "10"], restarts=1)
         nodes[0].wait_line(r"ELASTIC step step=100 ", timeout=120)
         before = {p.name: {d["pid"] for d in elastic_lines(p, "start")} for p in nodes}
         victim = sorted(before[nodes[1].name])[0]
