@@ -74,11 +74,14 @@ static bool env_is(const char *kv, const char *name)
 }
 
 /* Variables that must not reach the workers from ddplaunch's own
- * environment: the token the agent reads, and a progress page an outer
- * launcher named (this agent names its own, or none). */
+ * environment: the token the agent reads, a progress page an outer
+ * launcher named (this agent names its own, or none), and an outer
+ * launcher's DDP_AWAIT_ROUND (this agent gives it to its replacements
+ * started outside the rounds only). */
 static bool env_secret(const char *kv)
 {
-	return env_is(kv, "DDP_RDZV_TOKEN") || env_is(kv, DDP_PROGRESS_ENV);
+	return env_is(kv, "DDP_RDZV_TOKEN") || env_is(kv, DDP_PROGRESS_ENV) ||
+	       env_is(kv, "DDP_AWAIT_ROUND");
 }
 
 static int env_copy(struct env_vec *e, const char *kv)

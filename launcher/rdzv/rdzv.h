@@ -130,6 +130,7 @@ struct rdzv_ops {
 	int (*renew)(struct rdzv *r);				     /* NULL: not supported */
 	int (*set_nproc)(struct rdzv *r, int nproc);		     /* NULL: one node */
 	int (*grow)(struct rdzv *r);				     /* NULL: one node */
+	int (*node_of)(struct rdzv *r, int rank);		     /* NULL: one node */
 	int (*publish)(struct rdzv *r, const void *rec, size_t len); /* NULL: one node */
 	struct store_server *(*hosted_store)(struct rdzv *r);	     /* NULL: one node */
 	int (*post)(struct rdzv *r, const char *text); /* NULL: one node, no one to tell */
@@ -209,6 +210,12 @@ int rdzv_set_nproc(struct rdzv *r, int nproc);
  * finished drops the request instead of failing. Returns 0, -ENOTSUP (one
  * node) or -ECANCELED. */
 int rdzv_grow(struct rdzv *r);
+
+/* The node (group rank) of global rank `rank` in the round this node last
+ * joined, from the workers each node brought to it (not rank / nproc: a
+ * node whose replaced worker is outside the round brings fewer); -1 when
+ * the round has no such rank. One node: 0. */
+int rdzv_node_of(struct rdzv *r, int rank);
 
 /* Many nodes: writes this node's status record into the rendezvous store
  * (rdzv_driver_publish: RDZV_STATUS_KEY_FMT, bound to the node's session),

@@ -72,6 +72,11 @@ static int many_grow(struct rdzv *r)
 	return 0;
 }
 
+static int many_node_of(struct rdzv *r, int rank)
+{
+	return rdzv_nodes_node_of(many_driver(r), rank);
+}
+
 static int many_publish(struct rdzv *r, const void *rec, size_t len)
 {
 	return rdzv_nodes_publish(many_driver(r), rec, len);
@@ -127,6 +132,7 @@ static const struct rdzv_ops many_ops = {
     .renew = many_renew,
     .set_nproc = many_set_nproc,
     .grow = many_grow,
+    .node_of = many_node_of,
     .publish = many_publish,
     .hosted_store = many_hosted_store,
     .post = many_post,

@@ -15,6 +15,9 @@ struct rdzv_nodes {
 	void *ev_arg;
 	rdzv_joined_fn done;
 	void *done_arg;
+	/* the last round delivered: each node's workers in it, by node rank */
+	uint32_t *procs;
+	uint32_t nprocs, procs_cap;
 };
 
 static const char *or_null(const char *s)
@@ -155,6 +158,26 @@ int rdzv_nodes_attach(struct rdzv_nodes *n, uv_loop_t *loop, const struct rdzv_e
 	return rdzv_driver_attach(n->d, loop, &nodes_events, n);
 }
 
+/* Each node's workers in round dr, for rdzv_nodes_node_of (none kept when
+ * out of memory: ranks are then on no node, and a hang on another node is
+ * left to the keep-alive window). */
+static void nodes_keep_procs(struct rdzv_nodes *n, const struct rdzv_driver_round *dr)
+{
+	if (dr->size > n->procs_cap) {
+		uint32_t *p = realloc(n->procs, dr->size * sizeof(*p));
+
+		if (!p) {
+			n->nprocs = 0;
+			return;
+		}
+		n->procs = p;
+		n->procs_cap = dr->size;
+	}
+	for (uint32_t i = 0; i < dr->size; i++)
+		n->procs[i] = dr->members[i].nproc;
+	n->nprocs = dr->size;
+}
+
 static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *dr)
 {
 	struct rdzv_nodes *n = arg;
@@ -178,7 +201,21 @@ static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *
 	};
 
 	n->done = NULL;
+	if (!status && dr->members)
+		nodes_keep_procs(n, dr);
 	done(n->done_arg, status, &r);
+}
+
+int rdzv_nodes_node_of(const struct rdzv_nodes *n, int rank)
+{
+	uint64_t first = 0;
+
+	for (uint32_t i = 0; rank >= 0 && i < n->nprocs; i++) {
+		first += n->procs[i];
+		if ((uint64_t)rank < first)
+			return (int)i;
+	}
+	return -1;
 }
 
 int rdzv_nodes_join(struct rdzv_nodes *n, rdzv_joined_fn done, void *arg)
@@ -240,5 +277,6 @@ void rdzv_nodes_free(struct rdzv_nodes *n)
 	if (!n)
 		return;
 	rdzv_driver_free(n->d);
+	free(n->procs);
 	free(n);
 }
