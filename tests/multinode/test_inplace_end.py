@@ -29,7 +29,7 @@ from mnlib import DDPLAUNCH, MultiNodeCase, descendants, wait_for  # noqa: E402
 
 STEPS = 150
 FAULT_RE = r"rank (\d+): fault_kill_step %d: killing myself"
-REFORMED_RE = r"re-formed in place as rank \d+ of %d \(round \d+, pid (\d+)\)"
+REFORMED_RE = r"re-formed in place as rank \d+ of %s \(round \d+, pid (\d+)\)"
 
 
 class InPlaceEnd(MultiNodeCase):
