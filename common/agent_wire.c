@@ -76,8 +76,9 @@ static int round_check(const struct agent_wire_round *r)
 {
 	if (r->round < 0 || r->world_size < 1 || r->rank < 0 || r->rank >= r->world_size ||
 	    r->local_world_size < 1 || r->local_world_size > r->world_size || r->local_rank < 0 ||
-	    r->local_rank >= r->local_world_size || r->master_port < 1 || r->master_port > 65535 ||
-	    r->group_world_size < 1 || r->group_rank < 0 || r->group_rank >= r->group_world_size)
+	    r->local_rank >= AGENT_WIRE_LOCAL_RANK_MAX || r->master_port < 1 ||
+	    r->master_port > 65535 || r->group_world_size < 1 || r->group_rank < 0 ||
+	    r->group_rank >= r->group_world_size)
 		return -ERANGE;
 	return addr_ok(r->master_addr, strnlen(r->master_addr, sizeof(r->master_addr))) ? 0
 											: -ERANGE;

@@ -38,6 +38,8 @@
 #define AGENT_WIRE_KIND_MAX 32	 /* bytes of a kind word */
 #define AGENT_WIRE_TEXT_MAX 900	 /* bytes of a line's closing text (NUMERICS) */
 #define AGENT_WIRE_NAME_MAX 255	 /* bytes of a tensor's name */
+/* A local rank's bound: the rendezvous' workers on one node (RDZV_NPROC_MAX) */
+#define AGENT_WIRE_LOCAL_RANK_MAX 65536
 
 enum agent_wire_kind {
 	AGENT_WIRE_UNKNOWN = 0, /* a well-formed kind this side does not know: skip it */
@@ -83,9 +85,13 @@ enum agent_wire_numerics {
 
 /* One round as the agent hands it to one worker. */
 struct agent_wire_round {
-	int round;			  /* >= 0 */
-	int rank, world_size;		  /* 0 <= rank < world_size */
-	int local_rank, local_world_size; /* 0 <= local_rank < local_world_size <= world_size */
+	int round;	      /* >= 0 */
+	int rank, world_size; /* 0 <= rank < world_size */
+	/* 1 <= local_world_size <= world_size: the node's workers in the round;
+	 * 0 <= local_rank < AGENT_WIRE_LOCAL_RANK_MAX, the worker's own (its
+	 * device), which passes local_world_size while a sibling is being
+	 * replaced outside the round */
+	int local_rank, local_world_size;
 	char master_addr[AGENT_WIRE_ADDR_MAX + 1]; /* 1-255 bytes 0x21-0x7e, NUL-terminated */
 	int master_port;			   /* 1-65535 */
 	int group_rank, group_world_size;	   /* 0 <= group_rank < group_world_size */

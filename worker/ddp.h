@@ -53,6 +53,14 @@
  *                                and says on it that this worker can be
  *                                resized in place (see ddp_resizable,
  *                                ddp_next_round; one context at a time)
+ *   DDP_AWAIT_ROUND=1            set by ddplaunch for a replacement started
+ *                                outside the rounds (the others re-form
+ *                                without it): ddp_init takes its round
+ *                                from the agent channel (as ddp_rejoin),
+ *                                builds in it, and sets RANK, WORLD_SIZE,
+ *                                LOCAL_WORLD_SIZE, GROUP_RANK,
+ *                                GROUP_WORLD_SIZE and DDP_ROUND to it;
+ *                                -ENOTSUP without a channel
  *
  * Memory: "device memory" means what ddp_device_memory() says. With the CPU
  * backend every buffer is host memory; with the NCCL backend the buffers of

@@ -29,6 +29,7 @@ static void agent_group_ended(struct agent *ag);
 static void agent_on_joined(void *arg, int status, const struct rdzv_round *r);
 static void on_proc_exit(struct worker_proc *p, void *arg);
 static void on_proc_closed(struct worker_proc *p, void *arg);
+static void on_proc_declare(struct worker_proc *p, void *arg);
 
 static void on_grace(uv_timer_t *t)
 {
@@ -102,16 +103,19 @@ static void agent_group_exited(struct agent *ag)
 		uv_timer_start(&ag->drain, on_drain, AGENT_DRAIN_MS, 0);
 }
 
-/* Starts worker w in ag->round (keep_logs: a replacement's logs go on).
- * Returns 0, or a negative errno after its failed start was taken as its
- * end (agent_worker_exited). */
-static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool keep_logs);
+/* Starts worker w in ag->round, or outside the rounds (as
+ * AGENT_W_AWAITING); keep_logs: a replacement's logs go on. Returns 0, or
+ * a negative errno after its failed start was taken as its end
+ * (agent_worker_exited). */
+static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool keep_logs,
+			      enum agent_worker_state as);
 
 /* Worker w's process ended on its own or could not be started: what
- * agent_decide_exit says. Returns false when the group goes on without it
- * for now (it is replaced alone). */
+ * agent_decide_exit says (outside: it ran outside the rounds). Returns
+ * false when the group goes on without it for now (it is replaced
+ * alone). */
 static bool agent_worker_ended(struct agent *ag, struct agent_worker *w, bool started,
-			       bool permanent)
+			       bool permanent, bool outside)
 {
 	struct agent_exit_view v = {
 	    .state = ag->state,
@@ -123,6 +127,7 @@ static bool agent_worker_ended(struct agent *ag, struct agent_worker *w, bool st
 	    .permanent = permanent,
 	    .resizable = started && w->proc.resizable,
 	    .round_not_taken = started && agent_worker_round_not_taken(w),
+	    .outside = outside,
 	    .others_in_place = !agent_workers_block(ag, w),
 	    .replacements_left = ag->nreplaced < ag->o->max_restarts,
 	};
@@ -140,6 +145,13 @@ static bool agent_worker_ended(struct agent *ag, struct agent_worker *w, bool st
 		ag->stats.failures_exit++;
 	summary_describe(&r, how, sizeof(how));
 	ag->charge = agent_charge_max(ag->charge, d.charge);
+	if (outside && (d.action == AGENT_EXIT_REPLACE_RENEW || d.action == AGENT_EXIT_REPLACE)) {
+		/* No round has it: no round is asked for; it starts outside
+		 * again. */
+		agent_inplace_replace(ag, w, how);
+		w->early = true;
+		return false;
+	}
 	switch (d.action) {
 	case AGENT_EXIT_NONE:
 		return true;
@@ -179,14 +191,19 @@ static bool agent_worker_ended(struct agent *ag, struct agent_worker *w, bool st
 static void agent_worker_exited(struct agent *ag, struct agent_worker *w, bool started,
 				bool permanent)
 {
+	bool outside = w->state == AGENT_W_AWAITING;
+
 	ag->nrunning--;
 	w->exit_seq = ++ag->nexited;
 	if (w->state == AGENT_W_REPLACING || w->state == AGENT_W_RESPAWN)
 		return; /* killed to start again (agent_inplace_prepare), maybe in the
 			 * round handed out since */
 	w->state = AGENT_W_EXITED;
-	if (!agent_worker_ended(ag, w, started, permanent))
+	if (!agent_worker_ended(ag, w, started, permanent, outside))
 		return;
+	/* It finished the job: no round will take a replacement in. */
+	if (started && !w->stopped && w->exit_code == 0 && w->term_signal <= 0)
+		agent_inplace_release(ag);
 	if (ag->nrunning == 0)
 		agent_group_exited(ag);
 }
@@ -201,16 +218,17 @@ static void on_proc_exit(struct worker_proc *p, void *arg)
 	agent_worker_exited(w->ag, w, true, policy_exit_permanent(w->exit_code, w->term_signal));
 }
 
-static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool keep_logs)
+static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool keep_logs,
+			      enum agent_worker_state as)
 {
 	int rc;
 
 	ag->nrunning++;
 	w->exit_seq = 0;
 	w->stopped = false;
-	w->state = AGENT_W_RUNNING;
+	w->state = as;
 	agent_hang_reset(&ag->hang, w->local_rank);
-	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed);
+	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed, on_proc_declare);
 	if (rc == 0)
 		return 0;
 	w->exit_code = AGENT_START_FAILED;
@@ -225,9 +243,49 @@ static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool kee
 static void agent_respawn(struct agent *ag, struct agent_worker *w)
 {
 	w->replacement = true;
-	if (agent_start_worker(ag, w, true) == 0)
+	if (agent_start_worker(ag, w, true, AGENT_W_RUNNING) == 0)
 		log_info("rank %d (local rank %d): its replacement starts and joins in place",
 			 w->rank, w->local_rank);
+}
+
+/* A worker replaced early whose dead process' handles closed: its new
+ * process starts now, outside the rounds, while the others re-form
+ * without it; it waits for its round on the agent channel. */
+static void agent_start_outside(struct agent *ag, struct agent_worker *w)
+{
+	w->replacement = true;
+	if (agent_start_worker(ag, w, true, AGENT_W_AWAITING) == 0)
+		log_info("local rank %d: its replacement starts outside the rounds; it joins the "
+			 "others in a later round once it says it can re-form",
+			 w->local_rank);
+}
+
+/* RUNNING -> REPLACING: a replacement outside the rounds said it can
+ * re-form: one more round of the same nodes is asked (rdzv_grow), in
+ * which it is handed its rank with the others. Later, when a round is
+ * being joined or asked already (agent_inplace_joined calls it again). */
+static void agent_grow(struct agent *ag)
+{
+	if (ag->state != AGENT_RUNNING || ag->next != AGENT_NEXT_NONE || !agent_inplace_ready(ag))
+		return;
+	if (rdzv_grow(ag->rdzv) != 0) {
+		log_warn("a replacement is ready to re-form but no new round can be asked now; it "
+			 "joins the next one");
+		return;
+	}
+	ag->state = AGENT_REPLACING;
+	agent_inplace_begin(ag, "a replacement is ready and joins the others");
+	log_info("a replacement on this node is ready to re-form; asking for a round that "
+		 "takes it in");
+}
+
+static void on_proc_declare(struct worker_proc *p, void *arg)
+{
+	struct agent_worker *w = arg;
+
+	(void)p;
+	if (w->state == AGENT_W_AWAITING)
+		agent_grow(w->ag);
 }
 
 /* Prints the attempt's summary of failures, once. */
@@ -320,6 +378,21 @@ static void agent_group_ended(struct agent *ag)
 		agent_end(ag, ag->end); /* heard while the workers stopped */
 		return;
 	}
+	if (ag->next == AGENT_NEXT_KEPT && ag->kept.local_procs != ag->nproc) {
+		/* Kept from a join in place that counted fewer workers than a
+		 * group has: a round that counts them all is asked instead. */
+		ag->next = AGENT_NEXT_NONE;
+		rdzv_set_nproc(ag->rdzv, ag->nproc);
+		if (rdzv_renew(ag->rdzv) == 0) {
+			ag->attempt++;
+			agent_start_attempt(ag);
+			return;
+		}
+		log_error("cannot ask for a round that counts this node's %d workers", ag->nproc);
+		ag->fail_status = 1;
+		agent_end(ag, RDZV_OUT_FAILED);
+		return;
+	}
 	if (ag->next == AGENT_NEXT_KEPT) {
 		/* Stopped for a round already joined: the next group starts in
 		 * it, without asking the rendezvous again. */
@@ -365,6 +438,9 @@ static void on_proc_closed(struct worker_proc *p, void *arg)
 	/* Not while the next round is asked or joined: it starts in that. */
 	if (w->state == AGENT_W_RESPAWN && ag->state == AGENT_RUNNING)
 		agent_respawn(ag, w);
+	/* Replaced early: it starts now, outside the rounds. */
+	else if (w->state == AGENT_W_REPLACING && w->early && agent_group_runs(ag->state))
+		agent_start_outside(ag, w);
 	if (ag->nrunning == 0 && agent_all_closed(ag) && !agent_inplace_pending(ag) &&
 	    (agent_group_runs(ag->state) || ag->state == AGENT_STOPPING))
 		agent_group_ended(ag);
@@ -384,8 +460,10 @@ static void agent_spawn_all(struct agent *ag)
 		ag->w[i].state = AGENT_W_IDLE;
 	}
 	agent_inplace_drop(ag);
+	ag->round_local = ag->nproc;
 	for (int i = 0; i < ag->nproc; i++)
-		if (agent_start_worker(ag, &ag->w[i], false) && ag->state == AGENT_STOPPING)
+		if (agent_start_worker(ag, &ag->w[i], false, AGENT_W_RUNNING) &&
+		    ag->state == AGENT_STOPPING)
 			break;
 	agent_metrics_resumed(ag);
 	if (ag->last_fail_ns && ag->attempt > 0)
@@ -424,13 +502,18 @@ static void agent_inplace_joined(struct agent *ag, int status, const struct rdzv
 		for (int i = 0; i < ag->nproc; i++)
 			if (ag->w[i].state == AGENT_W_RESPAWN && !worker_proc_busy(&ag->w[i].proc))
 				agent_respawn(ag, &ag->w[i]);
+			else if (ag->w[i].state == AGENT_W_REPLACING && ag->w[i].early &&
+				 !worker_proc_busy(&ag->w[i].proc))
+				agent_start_outside(ag, &ag->w[i]);
 		if (failed) {
 			log_warn("%d worker(s) could not be told the new round; stopping the "
 				 "workers",
 				 failed);
 			ag->charge = agent_charge_max(ag->charge, AGENT_CHARGE_FAILURE);
 			agent_stop_group(ag, SIGTERM);
+			return;
 		}
+		agent_grow(ag); /* a replacement got ready while the round was joined */
 		return;
 	case AGENT_JOINED_STOP_KEEP:
 		if (!same)
@@ -482,6 +565,7 @@ static void agent_on_joined(void *arg, int status, const struct rdzv_round *r)
 		return;
 	}
 	ag->round = *r;
+	ag->round_local = ag->nproc;
 	agent_metrics_round(ag, r, false);
 	for (int i = 0; i < ag->nproc; i++)
 		ag->w[i].rank = r->rank_base + i;
@@ -546,6 +630,7 @@ static bool agent_join_in_place(struct agent *ag, const char *why)
 	log_warn("%s; this node's workers stay and re-form in place", why);
 	agent_inplace_begin(ag, why);
 	agent_inplace_prepare(ag);
+	agent_inplace_count(ag);
 	ag->state = AGENT_REFORMING;
 	ag->next = AGENT_NEXT_JOINING;
 	rc = rdzv_join(ag->rdzv, agent_on_joined, ag);

@@ -15,7 +15,9 @@ enum agent_in_round agent_decide_in_round(const struct agent_worker_view *w)
 	switch (w->state) {
 	case AGENT_W_REPLACING:
 	case AGENT_W_RESPAWN:
-		return AGENT_IN_ROUND_STARTS;
+		return w->early ? AGENT_IN_ROUND_OUTSIDE : AGENT_IN_ROUND_STARTS;
+	case AGENT_W_AWAITING:
+		return w->resizable ? AGENT_IN_ROUND_HANDED : AGENT_IN_ROUND_OUTSIDE;
 	case AGENT_W_RUNNING:
 		if (w->resizable)
 			return AGENT_IN_ROUND_HANDED;
@@ -80,7 +82,8 @@ struct agent_exit_decision agent_decide_exit(const struct agent_exit_view *v)
 		return decision(AGENT_EXIT_STOP, AGENT_CHARGE_PERMANENT); /* 4 */
 	if (v->term_signal > 0)
 		return replace_or_stop(v); /* 5 */
-	if (v->started && v->resizable && (v->round_not_taken || v->state == AGENT_REFORMING))
+	if (v->started && v->resizable && !v->outside &&
+	    (v->round_not_taken || v->state == AGENT_REFORMING))
 		return decision(AGENT_EXIT_NEXT_ROUND, AGENT_CHARGE_ROUND); /* 6 */
 	return replace_or_stop(v);					    /* 7 */
 }

@@ -16,7 +16,15 @@
  *
  * Each worker has its own small state (enum agent_worker_state): a worker
  * replaced alone is REPLACING until the next round is joined, then RESPAWN
- * until its dead process' handles close, then RUNNING again.
+ * until its dead process' handles close, then RUNNING again. Where the
+ * rendezvous can count fewer workers for this node (many nodes,
+ * rdzv_set_nproc) and another local worker re-forms, the replacement
+ * starts early instead: the others re-form without it at once, its new
+ * process starts as soon as the dead one's handles close (AWAITING: it
+ * runs outside any round), and once it says "resizable" the agent asks
+ * for one more round (rdzv_renew), which it is handed with the others
+ * (then RUNNING). A new Python process spends seconds importing torch:
+ * the first step without the dead worker no longer waits for that.
  */
 #ifndef DDP_LAUNCHER_AGENT_DECIDE_H
 #define DDP_LAUNCHER_AGENT_DECIDE_H
@@ -57,6 +65,9 @@ enum agent_worker_state {
 	AGENT_W_EXITED,	   /* its process exited (finished, failed or stopped) */
 	AGENT_W_REPLACING, /* dead (or killed to start again), waits for the next round */
 	AGENT_W_RESPAWN,   /* that round came: starts once its handles close */
+	AGENT_W_AWAITING,  /* its process runs outside any round (it replaces a dead
+			    * worker while the others re-formed without it); it is
+			    * handed the next round once it says "resizable" */
 };
 
 /* Whether the group's processes run (or are being replaced) in `s`. */
@@ -67,16 +78,21 @@ struct agent_worker_view {
 	enum agent_worker_state state;
 	bool resizable;	  /* its process said "resizable" on its channel */
 	bool replacement; /* started to replace a worker that said "resizable" */
+	bool early;	  /* replaced alone with its new process started outside the
+			   * rounds (AWAITING): the others re-form without it */
 };
 
 /* What becomes of a worker when the next round is handed out in place. */
 enum agent_in_round {
-	AGENT_IN_ROUND_HANDED, /* it runs and re-forms: it is handed the round */
-	AGENT_IN_ROUND_STARTS, /* a new process starts in the round: it waits to be
-				* replaced, or it is a replacement that has not said
-				* "resizable" yet (killed now, uncharged) */
-	AGENT_IN_ROUND_BLOCKS, /* it cannot (a plain program, "fixed", finished): the
-				* node's group starts again in the round */
+	AGENT_IN_ROUND_HANDED,	/* it runs and re-forms: it is handed the round */
+	AGENT_IN_ROUND_STARTS,	/* a new process starts in the round: it waits to be
+				 * replaced, or it is a replacement that has not said
+				 * "resizable" yet (killed now, uncharged) */
+	AGENT_IN_ROUND_BLOCKS,	/* it cannot (a plain program, "fixed", finished): the
+				 * node's group starts again in the round */
+	AGENT_IN_ROUND_OUTSIDE, /* it stays out of the round, blocking nothing: replaced
+				 * early and not started yet, or AWAITING and not said
+				 * "resizable" yet (a later round takes it) */
 };
 enum agent_in_round agent_decide_in_round(const struct agent_worker_view *w);
 
@@ -119,6 +135,8 @@ struct agent_exit_view {
 	bool permanent;		/* its failure will repeat (policy.h: exit 78, no space) */
 	bool resizable;		/* it said "resizable" */
 	bool round_not_taken;	/* it was handed a round and never said "took" it */
+	bool outside;		/* it ran outside the rounds (AGENT_W_AWAITING): no round
+				 * was in its way */
 	bool others_in_place;	/* no other local worker is AGENT_IN_ROUND_BLOCKS */
 	bool replacements_left; /* this node's replacements (--max_restarts) are not spent */
 };
@@ -156,11 +174,10 @@ struct agent_exit_decision {
  *      round already coming when REPLACING or REFORMING); else stop,
  *      charged as a failure.
  *   6. an exit with a code and no signal, by a worker that said
- *      "resizable", while a round was in its way (handed to it and never
- *      taken, or being joined for it: REFORMING): it left instead of
- *      re-forming (a program that does not call ddp_next_round, exiting on
- *      the collective error the round caused). The node's group starts
- *      again in the next round, uncharged.
+ *      "resizable" and ran in the rounds (not outside), while a round was in its way (handed to it
+ * and never taken, or being joined for it: REFORMING): it left instead of re-forming (a program
+ * that does not call ddp_next_round, exiting on the collective error the round caused). The node's
+ * group starts again in the next round, uncharged.
  *   7. any other exit with a code: as 5.
  */
 struct agent_exit_decision agent_decide_exit(const struct agent_exit_view *v);

@@ -184,11 +184,10 @@ static void name_local(struct agent_hang *h, int i, const struct hang_view *v,
 static void name_remote(struct agent_hang *h, int i, const struct hang_view *v,
 			const struct hang_judgement *j, int on)
 {
-	int per_node = h->host.nproc > 0 ? h->host.nproc : 1;
 	struct summary_hang sh = {
 	    .time_ms = wall_ms(),
 	    .round = v->page.round,
-	    .node = on / per_node,
+	    .node = rdzv_node_of(h->host.rdzv, on),
 	    .rank = on,
 	    .pid = 0,
 	    .seq = v->page.seq,
@@ -243,7 +242,7 @@ static void on_waits_got(void *arg, const char *value)
 {
 	struct agent_hang *h = arg;
 	const struct hang_view *v = &h->q_view;
-	int per_node = h->host.nproc > 0 ? h->host.nproc : 1, round = -1;
+	int node = rdzv_node_of(h->host.rdzv, h->q_rank), round = -1;
 	uint64_t seq = 0;
 	char id[48];
 
@@ -262,8 +261,8 @@ static void on_waits_got(void *arg, const char *value)
 	if (all_resizable(h)) {
 		log_warn("re-forming without node %d now (its workers are cut out; it joins again "
 			 "when it thaws)",
-			 h->q_rank / per_node);
-		rdzv_evict(h->host.rdzv, h->q_rank / per_node);
+			 node);
+		rdzv_evict(h->host.rdzv, node);
 	}
 }
 
@@ -271,12 +270,11 @@ static void on_waits_got(void *arg, const char *value)
 static void ask_alive(struct agent_hang *h, const struct hang_view *v,
 		      const struct hang_judgement *j, int on)
 {
-	int per_node = h->host.nproc > 0 ? h->host.nproc : 1;
 	char name[32];
 
 	if (h->asking || h->asked_key == (agent_hang_place(&v->page) ^ ((uint64_t)on << 32)))
 		return;
-	snprintf(name, sizeof(name), "waits%d", on / per_node);
+	snprintf(name, sizeof(name), "waits%d", rdzv_node_of(h->host.rdzv, on));
 	h->q_view = *v;
 	h->q_j = *j;
 	h->q_rank = on;

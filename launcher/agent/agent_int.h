@@ -84,6 +84,13 @@ struct agent_worker {
 	/* Started to replace a worker that said "resizable": counted as
 	 * resizable in a round that comes before it says so itself. */
 	bool replacement;
+	/* Replaced alone with its new process started outside the rounds
+	 * (agent_decide.h: AGENT_W_AWAITING), the others re-forming without
+	 * it. */
+	bool early;
+	/* Counted in the round being joined in place (agent_inplace_count):
+	 * handed it, or started in it. */
+	bool counted;
 	char dir[PATH_MAX];	   /* run_dir/attempt_N/RANK */
 	char error_file[PATH_MAX]; /* dir/error.json */
 	/* its progress page (progress_page.h), made afresh at each start; ""
@@ -96,6 +103,8 @@ struct agent {
 	const struct launch_opts *o;
 	char **environ_in;
 	int nproc;
+	int round_local; /* this node's workers in ag->round (LOCAL_WORLD_SIZE) */
+	bool can_shrink; /* the rendezvous counts fewer workers on request (rdzv_set_nproc) */
 	char shim[PATH_MAX];
 	char **argv; /* the worker command line, without --local_rank */
 	size_t argc;
@@ -177,10 +186,11 @@ int agent_worker_env(struct agent_worker *w, char ***env);
 /* The group's processes (agent_workers.c): mechanics only, no decision and
  * no change of ag->state; they call nothing of agent.c. */
 /* Starts worker w in ag->round through ddp-exec (keep_logs: see
- * agent_worker_open_logs); on_exit and on_closed get w. Returns 0 or a
- * negative errno (reported). */
+ * agent_worker_open_logs; w->state AGENT_W_AWAITING: outside any round,
+ * DDP_AWAIT_ROUND=1); on_exit, on_closed and on_declare get w. Returns 0
+ * or a negative errno (reported). */
 int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_fn on_exit,
-		       worker_proc_closed_fn on_closed);
+		       worker_proc_closed_fn on_closed, worker_proc_declare_fn on_declare);
 /* Hands round r to worker w on its agent channel; the one place a round is
  * sent. Returns 0 or a negative errno. */
 int agent_worker_send_round(struct agent_worker *w, const struct rdzv_round *r);
@@ -262,12 +272,28 @@ void agent_inplace_begin(struct agent *ag, const char *why);
  * round came waits again for the next. */
 void agent_inplace_prepare(struct agent *ag);
 /* Worker w (dead) is replaced alone: kills what it left, counts it against
- * --max_restarts and says so. */
+ * --max_restarts and says so. Early (w->early) where the rendezvous can
+ * count fewer workers and another local worker re-forms: its new process
+ * starts outside the rounds once the dead one's handles close, and joins a
+ * later round. */
 void agent_inplace_replace(struct agent *ag, struct agent_worker *w, const char *how);
-/* Hands round r to every running worker (they re-form in place), marks
- * those replaced alone to start in it (AGENT_W_RESPAWN) and records the
- * re-formation. Returns how many workers could not be told the round. */
+/* Before a round is joined in place: marks the workers it counts
+ * (w->counted: handed it, or started in it) and tells the rendezvous how
+ * many (rdzv_set_nproc). Returns that number. */
+int agent_inplace_count(struct agent *ag);
+/* Hands round r to the workers counted in it (they re-form in place as
+ * ranks r->rank_base, ... in local-rank order; LOCAL_RANK stays theirs),
+ * marks those replaced alone to start in it (AGENT_W_RESPAWN), takes in
+ * the AWAITING ones counted (RUNNING) and records the re-formation.
+ * Returns how many workers could not be told the round. */
 int agent_inplace_hand_out(struct agent *ag, const struct rdzv_round *r);
+/* A worker AWAITING outside the rounds has said "resizable" and was not
+ * counted in the round of ag: whether one is. */
+bool agent_inplace_ready(const struct agent *ag);
+/* A worker of this node finished the job (exited 0): the replacements
+ * outside the rounds are not needed any more; those running are ended
+ * (stopped, uncharged), those not started yet are not. Returns how many. */
+int agent_inplace_release(struct agent *ag);
 /* Keeps round r for the next group (ag->next = AGENT_NEXT_KEPT). */
 void agent_keep_round(struct agent *ag, const struct rdzv_round *r);
 /* Whether a worker waits to be replaced (REPLACING or RESPAWN). */

@@ -98,7 +98,7 @@ int agent_worker_env(struct agent_worker *w, char ***env)
 	    .rank = w->rank,
 	    .local_rank = w->local_rank,
 	    .world_size = ag->round.world_size,
-	    .local_world_size = ag->nproc,
+	    .local_world_size = ag->round_local > 0 ? ag->round_local : ag->nproc,
 	    .group_rank = ag->round.group_rank,
 	    .group_world_size = ag->round.group_world_size,
 	    .role_rank = w->rank,
@@ -118,6 +118,7 @@ int agent_worker_env(struct agent_worker *w, char ***env)
 	    .job_tag = ag->fp.tag,
 	    .progress_file = w->progress_path[0] ? w->progress_path : NULL,
 	    .set_omp = ag->set_omp,
+	    .await_round = w->state == AGENT_W_AWAITING,
 	    .extra = ag->o->env.v,
 	    .nextra = ag->o->env.n,
 	};
@@ -214,6 +215,10 @@ int agent_setup(struct agent *ag, const struct rdzv_events *events)
 		log_error("%s", err);
 		return 2;
 	}
+	/* Many nodes: a worker replaced alone joins a later round than the
+	 * others' (agent_decide.h); one node: it re-forms with them. */
+	ag->round_local = ag->nproc;
+	ag->can_shrink = ag->nproc > 1 && rdzv_set_nproc(ag->rdzv, ag->nproc) == 0;
 	/* The workers' store (one node) or the rendezvous store (many) is
 	 * bound here, or its host reached. */
 	rc = rdzv_attach(ag->rdzv, ag->loop, events, ag);

@@ -21,7 +21,7 @@ int agent_worker_send_round(struct agent_worker *w, const struct rdzv_round *r)
 				      .rank = w->rank,
 				      .world_size = r->world_size,
 				      .local_rank = w->local_rank,
-				      .local_world_size = w->ag->nproc,
+				      .local_world_size = w->ag->round_local,
 				      .master_port = r->master_port,
 				      .group_rank = r->group_rank,
 				      .group_world_size = r->group_world_size};
@@ -51,6 +51,7 @@ struct agent_worker_view agent_worker_view(const struct agent_worker *w)
 	    .state = w->state,
 	    .resizable = w->proc.resizable,
 	    .replacement = w->replacement,
+	    .early = w->early,
 	};
 }
 
@@ -200,7 +201,7 @@ static void agent_worker_straggler(struct worker_proc *p, const struct agent_wir
 }
 
 int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_fn on_exit,
-		       worker_proc_closed_fn on_closed)
+		       worker_proc_closed_fn on_closed, worker_proc_declare_fn on_declare)
 {
 	struct agent *ag = w->ag;
 	const struct launch_opts *o = ag->o;
@@ -218,6 +219,7 @@ int agent_worker_start(struct agent_worker *w, bool keep_logs, worker_proc_exit_
 	    .on_closed = on_closed,
 	    .on_replica = agent_worker_replica,
 	    .on_straggler = agent_worker_straggler,
+	    .on_declare = on_declare,
 	    .arg = w,
 	};
 	int rc = agent_worker_open_logs(w, keep_logs);

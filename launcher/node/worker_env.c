@@ -74,11 +74,14 @@ static bool env_is(const char *kv, const char *name)
 }
 
 /* Variables that must not reach the workers from ddplaunch's own
- * environment: the token the agent reads, and a progress page an outer
- * launcher named (this agent names its own, or none). */
+ * environment: the token the agent reads, a progress page an outer
+ * launcher named (this agent names its own, or none), and an outer
+ * launcher's DDP_AWAIT_ROUND (this agent gives it to its replacements
+ * started outside the rounds only). */
 static bool env_secret(const char *kv)
 {
-	return env_is(kv, "DDP_RDZV_TOKEN") || env_is(kv, DDP_PROGRESS_ENV);
+	return env_is(kv, "DDP_RDZV_TOKEN") || env_is(kv, DDP_PROGRESS_ENV) ||
+	       env_is(kv, "DDP_AWAIT_ROUND");
 }
 
 static int env_copy(struct env_vec *e, const char *kv)
@@ -135,6 +138,11 @@ static int env_torchrun(struct env_vec *e, const struct worker_env_spec *s)
 	/* Every round re-forms the group: libddp counts it as an attempt. */
 	if (s->round > 0)
 		rc |= env_put_int(e, "DDP_ROUND", s->round);
+	/* A worker started outside any round (it replaces one that died while
+	 * the others re-form without it): its round comes on the channel once
+	 * it says it can re-form. */
+	if (s->await_round)
+		rc |= env_put(e, "DDP_AWAIT_ROUND", "1");
 	if (!envp_get(e->v, "NCCL_ASYNC_ERROR_HANDLING"))
 		rc |= env_put(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (!envp_get(e->v, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))

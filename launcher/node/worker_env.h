@@ -28,7 +28,12 @@ struct worker_env_spec {
 	const char *progress_file; /* DDP_PROGRESS_FILE: the worker's progress page
 				      (progress_page.h), or NULL */
 	bool set_omp;		   /* add OMP_NUM_THREADS=1 (see worker_env_needs_omp) */
-	char *const *extra;	   /* "NAME=VALUE" from the job file, may be NULL */
+	/* DDP_AWAIT_ROUND=1: the worker starts outside any round and waits
+	 * for its round on the agent channel (libddp's ddp_init and
+	 * ddplaunch.torch's Elastic do; the other variables then describe the
+	 * round it was started after, not one it is in) */
+	bool await_round;
+	char *const *extra; /* "NAME=VALUE" from the job file, may be NULL */
 	size_t nextra;
 };
 

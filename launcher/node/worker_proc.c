@@ -261,6 +261,8 @@ static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg
 			p->resizable = m->resizable;
 		else
 			chan_other_version(p, m->version);
+		if (p->resizable && p->on_declare)
+			p->on_declare(p, p->arg);
 		return;
 	}
 	if (m->kind == AGENT_WIRE_UNKNOWN || m->kind == AGENT_WIRE_HELLO)
@@ -269,9 +271,13 @@ static void chan_line(struct worker_proc *p, int rc, const struct agent_wire_msg
 		chan_other_version(p, p->chan_version);
 		return;
 	}
-	if (m->kind == AGENT_WIRE_RESIZABLE || m->kind == AGENT_WIRE_FIXED)
+	if (m->kind == AGENT_WIRE_RESIZABLE || m->kind == AGENT_WIRE_FIXED) {
+		bool was = p->resizable;
+
 		p->resizable = m->kind == AGENT_WIRE_RESIZABLE;
-	else if (m->kind == AGENT_WIRE_TOOK && m->round == p->sent_round)
+		if (p->resizable && !was && p->on_declare)
+			p->on_declare(p, p->arg);
+	} else if (m->kind == AGENT_WIRE_TOOK && m->round == p->sent_round)
 		p->took_round = m->round;
 	else if (m->kind == AGENT_WIRE_NUMERICS) {
 		p->numerics = (int)m->numerics;
@@ -469,6 +475,7 @@ static void proc_configure(struct worker_proc *p, const struct worker_proc_confi
 	p->on_closed = cfg->on_closed;
 	p->on_replica = cfg->on_replica;
 	p->on_straggler = cfg->on_straggler;
+	p->on_declare = cfg->on_declare;
 	p->arg = cfg->arg;
 	linebuf_init(&p->lb_out, WORKER_PROC_MAX_LINE);
 	linebuf_init(&p->lb_err, WORKER_PROC_MAX_LINE);

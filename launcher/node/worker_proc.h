@@ -65,6 +65,10 @@ typedef void (*worker_proc_replica_fn)(struct worker_proc *p, const struct agent
 typedef void (*worker_proc_straggler_fn)(struct worker_proc *p,
 					 const struct agent_wire_straggler *g, void *arg);
 
+/* Called when the worker says it can be resized in place ("hello 1
+ * resizable", or "resizable" after "fixed"): p->resizable is true. */
+typedef void (*worker_proc_declare_fn)(struct worker_proc *p, void *arg);
+
 /* The worker's end of the agent channel. */
 #define WORKER_PROC_CHAN_FD 4
 
@@ -80,6 +84,7 @@ struct worker_proc_config {
 	worker_proc_closed_fn on_closed;
 	worker_proc_replica_fn on_replica;     /* NULL: such lines are skipped */
 	worker_proc_straggler_fn on_straggler; /* NULL: such lines are skipped */
+	worker_proc_declare_fn on_declare;     /* NULL: not told */
 	void *arg;			       /* passed to the callbacks */
 	/* The progress page to make for this run (progress_page.h), its path
 	 * named to the program by the caller's env (DDP_PROGRESS_ENV); NULL:
@@ -125,6 +130,7 @@ struct worker_proc {
 	worker_proc_closed_fn on_closed;
 	worker_proc_replica_fn on_replica;
 	worker_proc_straggler_fn on_straggler;
+	worker_proc_declare_fn on_declare;
 	void *arg;
 	/* The run's progress page, mapped read-only, or NULL: kept after the
 	 * process ended, until the next spawn or worker_proc_drop_progress. */

@@ -90,6 +90,21 @@ int rdzv_renew(struct rdzv *r)
 	return r->ops->renew ? r->ops->renew(r) : -ENOTSUP;
 }
 
+int rdzv_set_nproc(struct rdzv *r, int nproc)
+{
+	return r->ops->set_nproc ? r->ops->set_nproc(r, nproc) : -ENOTSUP;
+}
+
+int rdzv_grow(struct rdzv *r)
+{
+	return r->ops->grow ? r->ops->grow(r) : -ENOTSUP;
+}
+
+int rdzv_node_of(struct rdzv *r, int rank)
+{
+	return r->ops->node_of ? r->ops->node_of(r, rank) : 0;
+}
+
 int rdzv_post(struct rdzv *r, const char *text)
 {
 	return r->ops->post ? r->ops->post(r, text) : -ENOTSUP;

@@ -57,7 +57,9 @@ struct rdzv_round {
 				 job's, across nodes, for many nodes) */
 	int group_rank;	      /* this node's rank among the nodes */
 	int group_world_size; /* nodes in the round */
-	int rank_base;	      /* global rank of local rank 0 */
+	int rank_base;	      /* global rank of the first local worker in the round */
+	int local_procs;      /* this node's workers the round counts (rdzv_set_nproc;
+				 nproc unless it was set lower) */
 	int world_size;	      /* workers in the whole job */
 	const char *master_addr;
 	int master_port;
@@ -126,6 +128,9 @@ struct rdzv_ops {
 	int (*join)(struct rdzv *r, rdzv_joined_fn done, void *arg);
 	bool (*group_ended)(struct rdzv *r, const struct rdzv_group_end *g);
 	int (*renew)(struct rdzv *r);				     /* NULL: not supported */
+	int (*set_nproc)(struct rdzv *r, int nproc);		     /* NULL: one node */
+	int (*grow)(struct rdzv *r);				     /* NULL: one node */
+	int (*node_of)(struct rdzv *r, int rank);		     /* NULL: one node */
 	int (*publish)(struct rdzv *r, const void *rec, size_t len); /* NULL: one node */
 	struct store_server *(*hosted_store)(struct rdzv *r);	     /* NULL: one node */
 	int (*post)(struct rdzv *r, const char *text); /* NULL: one node, no one to tell */
@@ -187,6 +192,30 @@ bool rdzv_group_ended(struct rdzv *r, const struct rdzv_group_end *g);
  * -ECANCELED (no round runs, or the rendezvous ended) or -ENOTSUP (the
  * backend cannot: restart the group as for any failure). */
 int rdzv_renew(struct rdzv *r);
+
+/* Many nodes: how many of this node's workers the next round this node
+ * joins counts (1..nproc): the workers that will be in it. Fewer than
+ * nproc while a worker replaced alone has a new process that is not ready
+ * to re-form yet (the others re-form without it at once; it joins a later
+ * round, which rdzv_renew asks for once it is ready); nproc again for a
+ * group started afresh. Call it before rdzv_join, or while round_over is
+ * heard. The round's rank_base and world_size count it; local_procs says
+ * what was counted. Returns 0, -EINVAL, or -ENOTSUP (one node: every round
+ * counts nproc, and a replacement re-forms with the others in the round). */
+int rdzv_set_nproc(struct rdzv *r, int nproc);
+
+/* Many nodes: a replacement that started outside the rounds is ready to
+ * re-form: as rdzv_renew (round_over follows everywhere; count it with
+ * rdzv_set_nproc while it is heard), except that a job some node has
+ * finished drops the request instead of failing. Returns 0, -ENOTSUP (one
+ * node) or -ECANCELED. */
+int rdzv_grow(struct rdzv *r);
+
+/* The node (group rank) of global rank `rank` in the round this node last
+ * joined, from the workers each node brought to it (not rank / nproc: a
+ * node whose replaced worker is outside the round brings fewer); -1 when
+ * the round has no such rank. One node: 0. */
+int rdzv_node_of(struct rdzv *r, int rank);
 
 /* Many nodes: writes this node's status record into the rendezvous store
  * (rdzv_driver_publish: RDZV_STATUS_KEY_FMT, bound to the node's session),

@@ -28,6 +28,9 @@ int rdzv_nodes_attach(struct rdzv_nodes *n, uv_loop_t *loop, const struct rdzv_e
 int rdzv_nodes_join(struct rdzv_nodes *n, rdzv_joined_fn done, void *arg);
 void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success);
 void rdzv_nodes_renew(struct rdzv_nodes *n);
+int rdzv_nodes_set_nproc(struct rdzv_nodes *n, int nproc);
+void rdzv_nodes_grow(struct rdzv_nodes *n);
+int rdzv_nodes_node_of(const struct rdzv_nodes *n, int rank);
 int rdzv_nodes_publish(struct rdzv_nodes *n, const void *rec, size_t len);
 struct store_server *rdzv_nodes_hosted_store(struct rdzv_nodes *n);
 int rdzv_nodes_post(struct rdzv_nodes *n, const char *text);

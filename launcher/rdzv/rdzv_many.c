@@ -61,6 +61,22 @@ static int many_renew(struct rdzv *r)
 	return 0;
 }
 
+static int many_set_nproc(struct rdzv *r, int nproc)
+{
+	return rdzv_nodes_set_nproc(many_driver(r), nproc);
+}
+
+static int many_grow(struct rdzv *r)
+{
+	rdzv_nodes_grow(many_driver(r));
+	return 0;
+}
+
+static int many_node_of(struct rdzv *r, int rank)
+{
+	return rdzv_nodes_node_of(many_driver(r), rank);
+}
+
 static int many_publish(struct rdzv *r, const void *rec, size_t len)
 {
 	return rdzv_nodes_publish(many_driver(r), rec, len);
@@ -114,6 +130,9 @@ static const struct rdzv_ops many_ops = {
     .join = many_join,
     .group_ended = many_group_ended,
     .renew = many_renew,
+    .set_nproc = many_set_nproc,
+    .grow = many_grow,
+    .node_of = many_node_of,
     .publish = many_publish,
     .hosted_store = many_hosted_store,
     .post = many_post,

@@ -15,6 +15,9 @@ struct rdzv_nodes {
 	void *ev_arg;
 	rdzv_joined_fn done;
 	void *done_arg;
+	/* the last round delivered: each node's workers in it, by node rank */
+	uint32_t *procs;
+	uint32_t nprocs, procs_cap;
 };
 
 static const char *or_null(const char *s)
@@ -155,6 +158,26 @@ int rdzv_nodes_attach(struct rdzv_nodes *n, uv_loop_t *loop, const struct rdzv_e
 	return rdzv_driver_attach(n->d, loop, &nodes_events, n);
 }
 
+/* Each node's workers in round dr, for rdzv_nodes_node_of (none kept when
+ * out of memory: ranks are then on no node, and a hang on another node is
+ * left to the keep-alive window). */
+static void nodes_keep_procs(struct rdzv_nodes *n, const struct rdzv_driver_round *dr)
+{
+	if (dr->size > n->procs_cap) {
+		uint32_t *p = realloc(n->procs, dr->size * sizeof(*p));
+
+		if (!p) {
+			n->nprocs = 0;
+			return;
+		}
+		n->procs = p;
+		n->procs_cap = dr->size;
+	}
+	for (uint32_t i = 0; i < dr->size; i++)
+		n->procs[i] = dr->members[i].nproc;
+	n->nprocs = dr->size;
+}
+
 static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *dr)
 {
 	struct rdzv_nodes *n = arg;
@@ -165,6 +188,8 @@ static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *
 	    .group_rank = (int)dr->rank,
 	    .group_world_size = (int)dr->size,
 	    .rank_base = (int)dr->first_proc,
+	    .local_procs =
+		dr->members && dr->rank < dr->size ? (int)dr->members[dr->rank].nproc : 0,
 	    .world_size = (int)dr->world_procs,
 	    .master_addr = dr->master_addr,
 	    .master_port = dr->master_port,
@@ -176,7 +201,21 @@ static void nodes_joined(void *arg, int status, const struct rdzv_driver_round *
 	};
 
 	n->done = NULL;
+	if (!status && dr->members)
+		nodes_keep_procs(n, dr);
 	done(n->done_arg, status, &r);
+}
+
+int rdzv_nodes_node_of(const struct rdzv_nodes *n, int rank)
+{
+	uint64_t first = 0;
+
+	for (uint32_t i = 0; rank >= 0 && i < n->nprocs; i++) {
+		first += n->procs[i];
+		if ((uint64_t)rank < first)
+			return (int)i;
+	}
+	return -1;
 }
 
 int rdzv_nodes_join(struct rdzv_nodes *n, rdzv_joined_fn done, void *arg)
@@ -194,6 +233,16 @@ void rdzv_nodes_group_exited(struct rdzv_nodes *n, bool success)
 void rdzv_nodes_renew(struct rdzv_nodes *n)
 {
 	rdzv_driver_renew(n->d);
+}
+
+void rdzv_nodes_grow(struct rdzv_nodes *n)
+{
+	rdzv_driver_grow(n->d);
+}
+
+int rdzv_nodes_set_nproc(struct rdzv_nodes *n, int nproc)
+{
+	return rdzv_driver_set_nproc(n->d, nproc);
 }
 
 _Static_assert(RDZV_PUBLISH_MAX == RDZV_STATUS_MAX, "rdzv.h and driver.h agree");
@@ -228,5 +277,6 @@ void rdzv_nodes_free(struct rdzv_nodes *n)
 	if (!n)
 		return;
 	rdzv_driver_free(n->d);
+	free(n->procs);
 	free(n);
 }

@@ -115,6 +115,7 @@ static void one_answer(struct rdzv_one *r)
 	    .group_rank = 0,
 	    .group_world_size = 1,
 	    .rank_base = 0,
+	    .local_procs = r->nproc,
 	    .world_size = r->nproc,
 	    .master_addr = r->o->master_addr,
 	    .master_port = r->port,

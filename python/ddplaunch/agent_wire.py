@@ -22,6 +22,7 @@ MAX_LINE = 1024  # bytes of one line, its b"\n" included
 ADDR_MAX = 255
 KIND_MAX = 32
 TEXT_MAX = 900  # bytes of a line's closing text (Numerics)
+LOCAL_RANK_MAX = 65536  # a local rank's bound (the rendezvous' workers on one node)
 NUMERICS = ("kept", "dropped", "refused")
 INT_MAX = 2 ** 31 - 1
 
@@ -99,7 +100,7 @@ def _round_check(r):
     if not (all(v <= INT_MAX for v in r if isinstance(v, int))
             and r.round >= 0 and r.world_size >= 1 and 0 <= r.rank < r.world_size
             and 1 <= r.local_world_size <= r.world_size
-            and 0 <= r.local_rank < r.local_world_size and 1 <= r.master_port <= 65535
+            and 0 <= r.local_rank < LOCAL_RANK_MAX and 1 <= r.master_port <= 65535
             and r.group_world_size >= 1 and 0 <= r.group_rank < r.group_world_size
             and _addr_ok(r.master_addr.encode("ascii", "replace"))):
         raise WireError(errno.ERANGE, "a field of the round out of range: %r" % (r,))

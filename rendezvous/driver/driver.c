@@ -164,8 +164,8 @@ static void drv_round(struct rdzv_driver *d)
 	log_info("round %" PRIu32 " of run id '%s': node %" PRIu32 " of %" PRIu32 " (ranks %" PRIu64
 		 " to %" PRIu64 " of %" PRIu64 "), master %s:%u",
 		 w->round, d->run_id, w->rank, w->size, w->first_proc,
-		 w->first_proc + (uint64_t)d->c.nproc - 1, w->world_procs, w->master_addr,
-		 w->master_port);
+		 w->first_proc + (uint64_t)w->members[w->rank].nproc - 1, w->world_procs,
+		 w->master_addr, w->master_port);
 	if (d->join_cb && !d->shutdown && !d->leaving)
 		drv_deliver(d);
 }
@@ -538,6 +538,7 @@ static int drv_machine_new(struct rdzv_driver *d, int port)
 {
 	struct rdzv_config cfg;
 	char msg[256];
+	int rc;
 
 	drv_machine_config(d, &cfg);
 	cfg.node_id = d->node_id;
@@ -551,7 +552,10 @@ static int drv_machine_new(struct rdzv_driver *d, int port)
 		drv_fail(d, "%s", msg);
 		return -EINVAL;
 	}
-	return rdzv_machine_new(&cfg, &d->m);
+	rc = rdzv_machine_new(&cfg, &d->m);
+	if (rc == 0 && d->nproc_now > 0)
+		rc = rdzv_set_local_procs(d->m, (uint32_t)d->nproc_now);
+	return rc;
 }
 
 static void sink_connected(void *p, int status, const char *msg)
@@ -703,6 +707,22 @@ void rdzv_driver_renew(struct rdzv_driver *d)
 {
 	if (d->phase == DRV_ON)
 		drv_after(d, rdzv_workers_renew(d->m, drv_now()));
+}
+
+void rdzv_driver_grow(struct rdzv_driver *d)
+{
+	if (d->phase == DRV_ON)
+		drv_after(d, rdzv_workers_grow(d->m, drv_now()));
+}
+
+int rdzv_driver_set_nproc(struct rdzv_driver *d, int nproc)
+{
+	if (nproc < 1 || nproc > d->c.nproc)
+		return -EINVAL;
+	/* A machine made afresh (this node rejoins as a new node) starts
+	 * with it too. */
+	d->nproc_now = nproc;
+	return d->m ? rdzv_set_local_procs(d->m, (uint32_t)nproc) : 0;
 }
 
 void rdzv_driver_evict(struct rdzv_driver *d, uint32_t rank)

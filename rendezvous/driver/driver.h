@@ -166,6 +166,18 @@ void rdzv_driver_group_exited(struct rdzv_driver *d, bool success);
 /* One of this node's workers is replaced alone (rdzv_workers_renew): a new round
  * of the same nodes, not charged; round_over follows, on every node. */
 void rdzv_driver_renew(struct rdzv_driver *d);
+/* A replacement of this node that started outside the rounds is ready
+ * (rdzv_workers_grow): a new round of the same nodes that counts it
+ * (rdzv_driver_set_nproc first), dropped if a node has finished. */
+void rdzv_driver_grow(struct rdzv_driver *d);
+
+/* How many of this node's workers the next round counts (rdzv_set_local_procs):
+ * fewer than cfg.nproc while a replaced worker's new process is not ready
+ * to re-form, which then joins a later round (issue 24). Call it before
+ * the round is joined (while round_over is heard, or before
+ * rdzv_driver_join); a machine made afresh (this node rejoining as a new
+ * node) counts it too. Returns 0, or -EINVAL (not 1..cfg.nproc). */
+int rdzv_driver_set_nproc(struct rdzv_driver *d, int nproc);
 
 /* The key of a node's status record (ddplaunch status): under the run id,
  * "st/" and the node's id; bound to the node's session (etcd: its lease), so

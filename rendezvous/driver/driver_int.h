@@ -46,7 +46,8 @@ enum drv_phase {
 };
 
 struct rdzv_driver {
-	struct rdzv_driver_config c;		 /* its strings are the driver's copies */
+	struct rdzv_driver_config c; /* its strings are the driver's copies */
+	int nproc_now; /* workers the next slot counts (rdzv_driver_set_nproc), or 0: c.nproc */
 	const char *run_id, *token, *local_addr; /* c's, for short */
 	bool is_host;
 	bool host_by_rule; /* c10d without is_host: hosting was inferred */

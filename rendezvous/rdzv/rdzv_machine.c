@@ -107,6 +107,7 @@ int rdzv_machine_new(const struct rdzv_config *cfg, struct rdzv_machine **out)
 	if (!m)
 		return -ENOMEM;
 	m->cfg = *cfg;
+	m->nproc_max = cfg->nproc;
 	m->run_id = strdup(cfg->run_id);
 	m->node_id = strdup(cfg->node_id);
 	m->addr = strdup(cfg->addr);
@@ -456,6 +457,17 @@ int rdzv_workers_renew(struct rdzv_machine *m, int64_t now)
 	rdzv_acts_gc(m);
 	if (m->mode == MODE_RUN && !m->exit_req)
 		m->exit_req = 3;
+	m->grow = false; /* a death's: never dropped */
+	return settle(m, now, 0);
+}
+
+int rdzv_workers_grow(struct rdzv_machine *m, int64_t now)
+{
+	rdzv_acts_gc(m);
+	if (m->mode == MODE_RUN && !m->exit_req) {
+		m->exit_req = 3;
+		m->grow = true;
+	}
 	return settle(m, now, 0);
 }
 
@@ -470,6 +482,14 @@ int rdzv_member_hung(struct rdzv_machine *m, int64_t now, uint32_t rank)
 void rdzv_set_port(struct rdzv_machine *m, uint16_t port)
 {
 	m->cfg.port = port;
+}
+
+int rdzv_set_local_procs(struct rdzv_machine *m, uint32_t nproc)
+{
+	if (nproc < 1 || nproc > m->nproc_max)
+		return -EINVAL;
+	m->cfg.nproc = nproc;
+	return 0;
 }
 
 const struct rdzv_world *rdzv_machine_world(const struct rdzv_machine *m)

@@ -282,6 +282,12 @@ int rdzv_workers_exited(struct rdzv_machine *m, int64_t now_ms, bool success);
  * has finished, it fails the job as a failure would. Ignored unless this
  * node runs in a round and has not reported its workers' end. */
 int rdzv_workers_renew(struct rdzv_machine *m, int64_t now);
+/* A replacement that started outside the rounds (the others re-formed
+ * without it, rdzv_set_local_procs) is ready: a new round with the same
+ * nodes, as rdzv_workers_renew, that counts it. Once a node has finished
+ * the job does not need it: the request is dropped instead of failing the
+ * job. Ignored as rdzv_workers_renew is. */
+int rdzv_workers_grow(struct rdzv_machine *m, int64_t now);
 /* The member of node rank `rank` in this node's round is hung (its workers
  * made no progress past the deadline its peers' agents learned, and its
  * agent said nothing: a node frozen whole, or cut off): the round re-forms
@@ -295,6 +301,12 @@ int rdzv_member_hung(struct rdzv_machine *m, int64_t now, uint32_t rank);
  * answer to its ticket's ADD, so calling this while handling ROUND_OVER
  * is in time. */
 void rdzv_set_port(struct rdzv_machine *m, uint16_t port);
+/* How many workers this node brings to the next slot it writes (the next
+ * round's first_proc and world_procs sum the members' counts): fewer than
+ * cfg.nproc while a replaced worker's new process is not ready to re-form,
+ * cfg.nproc again once it is. Timed as rdzv_set_port. Returns 0, or
+ * -EINVAL (0, or more than cfg.nproc: nothing changes). */
+int rdzv_set_local_procs(struct rdzv_machine *m, uint32_t nproc);
 
 /* Valid after RDZV_ACT_ROUND (see struct rdzv_world); NULL otherwise. */
 const struct rdzv_world *rdzv_machine_world(const struct rdzv_machine *m);

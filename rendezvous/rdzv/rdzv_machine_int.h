@@ -59,6 +59,7 @@ struct rdzv_act {
 
 struct rdzv_machine {
 	struct rdzv_config cfg;
+	uint32_t nproc_max; /* cfg.nproc as configured (rdzv_set_local_procs's bound) */
 	char *run_id, *node_id, *addr, *job, *job_text, *cmd;
 	char prefix[RDZV_RUN_ID_MAX + 16]; /* "ddprdzv/RUN/" */
 	enum rdzv_mode mode;
@@ -148,6 +149,7 @@ struct rdzv_machine {
 	/* local requests */
 	bool stop_req;
 	bool stop_perm; /* rdzv_stop_permanent: stop_cause says why */
+	bool grow; /* the `replace` asked is rdzv_workers_grow's: dropped once a node finished */
 	char stop_cause[RDZV_MSG_MAX + 1];
 	int64_t stop_deadline;
 	int exit_req;	 /* 0, 1 success, 2 failure, 3 renew (rdzv_workers_renew) */

@@ -275,6 +275,11 @@ static int trig_decline(struct rdzv_machine *m)
 	if (m->trig_reason == RDZV_WHY_DEAD && m->mode == MODE_RUN)
 		m->ring_off = true;
 	enum rdzv_reason why = m->trig_reason;
+	if (why == RDZV_WHY_REPLACE && m->grow) {
+		/* a grow dropped: this node's workers may report their end */
+		m->grow = false;
+		m->exit_req = 0;
+	}
 	rdzv_op_reset(m);
 	if (why == RDZV_WHY_LEFT)
 		return rdzv_end(m, RDZV_ACT_LEFT, "left run id '%s' while it was finishing",
@@ -332,7 +337,10 @@ static int trig_decide(struct rdzv_machine *m, const struct rdzv_value *v, size_
 		if (v[i].present && !is_done(v[i]) &&
 		    !(without_subject && strcmp(w->members[i].id, m->trig_subject) == 0))
 			survivors++;
-	if (done > 0 && why != RDZV_WHY_RESTART && why != RDZV_WHY_REPLACE)
+	if (done > 0 && (why != RDZV_WHY_RESTART && why != RDZV_WHY_REPLACE))
+		return trig_decline(m);
+	/* A replacement ready to join a job that is finishing is not needed. */
+	if (done > 0 && why == RDZV_WHY_REPLACE && m->grow)
 		return trig_decline(m);
 	if (why == RDZV_WHY_JOIN && s->size >= s->max_nodes)
 		return trig_decline(m);
@@ -409,8 +417,10 @@ static int trig_cas_done(struct rdzv_machine *m, bool swapped, struct rdzv_value
 	else if (rc == 0 && why == RDZV_WHY_LEFT)
 		rc = rdzv_end(m, RDZV_ACT_LEFT,
 			      "left run id '%s'; the other nodes re-form without it", m->run_id);
-	if (why == RDZV_WHY_RESTART || why == RDZV_WHY_REPLACE)
+	if (why == RDZV_WHY_RESTART || why == RDZV_WHY_REPLACE) {
 		m->exit_req = 0;
+		m->grow = false;
+	}
 	m->ring_dead = false;
 	m->coord_gone = false;
 	return rc;

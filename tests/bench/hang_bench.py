@@ -29,6 +29,17 @@ SIGSTOPped (after step 100; a rank other than 0) under:
 
 For each: when, after the stop, the first line of any node's output names a
 hang, a timeout or a failure (bounded by --cap: "> cap"), and that line.
+
+--torch [--trials 3] runs instead ddplaunch.torch's Elastic (the
+ElasticHangs job of tests/python/test_elastic_nodes.py: 3 nodes x 2 ranks of
+torch with gloo, 10 ms of compute a step) under the interpreter that runs
+this script (the torch2 venv's python for torch 2.15), one worker SIGSTOPped
+inside an all-reduce (its progress page read as the agent reads it). Per
+trial: the hang line on the last node, the first step committed without the
+culprit (the first step of a round of 5 on every node; where no such round
+comes, as before issue 24, the first step committed after the line), when
+the replacement is back in (the first step of 6 after that), and the load
+average then.
 """
 import argparse
 import json
@@ -220,6 +231,65 @@ def side(cap):
     return "\n".join(rows) + "\n"
 
 
+def torch_trial():
+    """One SIGSTOP of an Elastic worker: (named, first step without it,
+    back to 6 or None, world of that first step, load average)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "python"))
+    import test_elastic_nodes as ten
+    b = ten.ElasticHangs("test_worker_stopped_in_allreduce_named_cut_out_same_bits")
+    b.setUp()
+    try:
+        nodes = b.start_job(3, 2, b.JOB + ["--pace_ms", "10", "--every", "1"], restarts=1)
+        nodes[0].wait_line(r"ELASTIC step step=100 ", timeout=120)
+        for p in nodes:
+            p.wait_line(r"hang deadlines? (learned from the job|: )", timeout=60)
+        before = {p.name: {d["pid"] for d in ten.elastic_lines(p, "start")} for p in nodes}
+        victim = int(sorted(before[nodes[1].name])[0])
+        t_mono, t_stop, _ = b.stop_inside_allreduce(victim)
+        got = [p.wait_line(r"hang: node \d+ rank \d+ pid %d " % victim, 60, t_mono)
+               for p in nodes]
+        named = max(t for t, _ in got) - t_mono
+        load = os.getloadavg()[0]
+        b.assert_all_exit(nodes, timeout=300)
+        firsts, backs, worlds = [], [], set()
+        for p in nodes:
+            steps = [(float(d["t"]), int(d["world"])) for d in ten.elastic_lines(p, "step")
+                     if float(d["t"]) > t_stop]
+            five = [i for i, (_, w) in enumerate(steps) if w == 5]
+            if five:  # re-formed without it first (issue 24)
+                i = five[0]
+                back = [t for t, w in steps[i:] if w == 6]
+                backs.append(back[0] - t_stop if back else None)
+            else:  # before: the first step once it was cut out, with its replacement
+                i = next(k for k, (t, _) in enumerate(steps) if t > t_stop + named)
+            firsts.append(steps[i][0] - t_stop)
+            worlds.add(steps[i][1])
+        back = None if None in backs or not backs else max(backs)
+        return named, max(firsts), back, sorted(worlds), load
+    finally:
+        b.tearDown()
+
+
+def torch_rows(trials):
+    import torch
+    rows = ["torch %s, %d trial(s), one Elastic worker SIGSTOPped inside an all-reduce:" % (
+        torch.__version__, trials), "",
+        "| trial | named after | first step without it (its world) | replacement back in "
+        "(world 6) | load average |", "|---|---|---|---|---|"]
+    res = []
+    for k in range(trials):
+        named, first, back, worlds, load = torch_trial()
+        res.append(first)
+        rows.append("| %d | %.2f s | %.2f s (%s) | %s | %.1f |" % (
+            k + 1, named, first, "/".join(map(str, worlds)),
+            "%.2f s" % back if back is not None else "-", load))
+        print(rows[-1], flush=True)
+    rows.append("")
+    rows.append("First step without the culprit: median %.2f s, max %.2f s after the stop." % (
+        statistics.median(res), max(res)))
+    return "\n".join(rows) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=3)
@@ -227,7 +297,15 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--side", action="store_true")
     ap.add_argument("--cap", type=float, default=120)
+    ap.add_argument("--torch", action="store_true")
     a = ap.parse_args()
+    if a.torch:
+        text = torch_rows(a.trials)
+        print(text)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text)
+        return
     if a.side:
         text = side(a.cap)
         print(text)

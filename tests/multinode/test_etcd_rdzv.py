@@ -8,7 +8,9 @@ run at all.
                (the session leases are revoked: no key of the first job is left
                that would hold it); a node killed (its lease expires);
                --dry_run's lines; an etcd agent has as many threads as a c10d
-               agent (the etcd client runs on the agent's loop)
+               agent (the etcd client runs on the agent's loop); a libddp
+               worker killed on a node of 3 x 2: the others re-form as 5 at
+               once, its replacement joins a round of 6 (issue 24)
   EtcdTls      TLS with a client certificate; a CA that does not know the
                members' certificate refused at once
   EtcdAuth     etcd's authentication (the password from DDP_ETCD_PASSWORD; a
@@ -37,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "rendezvous", "etcd"))
 import etcd_cluster  # noqa: E402
-from mnlib import DDPLAUNCH, MultiNodeCase, fast_conf  # noqa: E402
+from mnlib import DDPLAUNCH, MultiNodeCase, fast_conf, wait_for  # noqa: E402
 
 LEASE_TTL_S = 3  # rdzv_etcd_int.h
 DEBUG = {"DDP_LOG_LEVEL": "debug"}
@@ -123,6 +125,44 @@ class EtcdOne(EtcdCase):
         self.assertLess(max(ends) - t_end, 5.0)
         for p in second:
             self.assertNotIn("finished", p.text().split("round 1")[0])
+
+    def test_worker_replaced_after_the_others_step_without_it(self):
+        # issue 24 on etcd's path (the same machine over etcd's lease,
+        # watch and transaction): a libddp worker killed on a node of 3 x 2
+        # is replaced alone; the others re-form at once as 5 (its node
+        # counts one worker fewer), and its new process, started outside
+        # the rounds, joins a later round of 6
+        import test_inplace
+        prog = [test_inplace.INPLACE, "600", "20"]
+        nodes = [self.cluster.agent(i, ["--nproc_per_node=2", "--max_restarts=1"] +
+                                    self.etcd_args("3") + prog, worker=None,
+                                    name="node%d" % i) for i in range(3)]
+        for p in nodes:
+            wait_for(lambda: len(test_inplace.inplace_lines(p, "start")) == 2, 60,
+                     "%s's workers" % p.name)
+        nodes[0].wait_line(r"INPLACE progress", timeout=60)
+        before = {p.name: {d["pid"] for d in test_inplace.inplace_lines(p, "start")}
+                  for p in nodes}
+        victim = test_inplace.inplace_lines(nodes[1], "start")[0]
+        t_kill = time.monotonic()
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        for p in nodes:
+            self.assertEqual(p.wait(120)[0], 0, p.text())
+        text = nodes[1].text()
+        self.assertIn("its replacement starts outside the rounds", text)
+        for p in nodes:
+            kept = before[p.name] - {victim["pid"]}
+            worlds = [d["world"] for d in test_inplace.inplace_lines(p, "reformed")
+                      if d["t"] >= t_kill and d["pid"] in kept]
+            self.assertIn("6", worlds, p.text())
+            done = test_inplace.inplace_lines(p, "done")
+            self.assertTrue(kept <= {d["pid"] for d in done}, p.text())
+            self.assertEqual({d["world"] for d in done}, {"6"}, p.text())
+        # the round of 5 (without it) came first, everywhere
+        for p in nodes:
+            self.assertRegex(p.text(), r"re-form in place as ranks \d+-\d+ of 5 ")
+        fresh = [d for d in test_inplace.inplace_lines(nodes[1], "start") if d["t"] >= t_kill]
+        self.assertEqual(len(fresh), 1, text)
 
     def test_node_killed_lease_expires(self):
         nodes = self.start_etcd(3, nnodes="2:3", worker=("forever",))

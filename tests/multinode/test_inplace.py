@@ -204,8 +204,9 @@ class InPlace(MultiNodeCase):
 
     def test_worker_killed_replaced_alone(self):
         # one worker killed on a node that is otherwise fine: only it is
-        # started again, in a new round of the same nodes, and every other
-        # worker of the job re-forms in place with the new process; the
+        # started again; every other worker of the job re-forms in place
+        # without it at once (a round of 5), and with the new process once
+        # it is ready (issue 24: a round of 6 that it joins); the
         # replacement is counted against --max_restarts on its node only
         self.STEPS = 500
         nodes = self.start_job([INPLACE, str(self.STEPS), str(self.STEP_MS)], restarts=1)
@@ -230,13 +231,14 @@ class InPlace(MultiNodeCase):
         self.assertEqual(len(fresh), 1, nodes[1].text())
         self.assertEqual(fresh[0]["rank"], victim["rank"])
         self.assertNotEqual(fresh[0]["pid"], victim["pid"])
-        self.assertIn("its replacement starts and joins in place", nodes[1].text())
+        self.assertIn("its replacement starts outside the rounds", nodes[1].text())
         r = self.summary(1)["reformations"]
         self.assertEqual([(x["world_before"], x["world_after"], x["replaced"]) for x in r],
-                         [(6, 6, 1)], r)
+                         [(6, 5, 0), (5, 6, 1)], r)
         self.assertIn("replaced alone", r[0]["why"])
+        self.assertIn("replacement is ready", r[1]["why"])
         r = self.summary(0)["reformations"]
-        self.assertEqual([(x["world_after"], x["replaced"]) for x in r], [(6, 0)], r)
+        self.assertEqual([(x["world_after"], x["replaced"]) for x in r], [(5, 0), (6, 0)], r)
         self.assertIn("is replaced", r[0]["why"])
 
     def test_worker_replaced_once_per_restart_allowed(self):
@@ -355,8 +357,9 @@ class InPlace(MultiNodeCase):
     def test_replacement_slow_to_start_does_not_stop_its_node(self):
         # issue 23: a replacement that has not said "resizable" yet when the
         # next round comes (a Python worker importing torch) made its node
-        # stop all its workers. It alone starts again in that round; its
-        # sibling stays
+        # stop all its workers. Since issue 24 it starts outside the rounds:
+        # its sibling re-forms without it in every round until it says
+        # "resizable", then it joins one
         self.STEPS = 500
         slow = os.path.join(self.dir, "slow")
         env = {"MN_INPLACE_SLOW": slow + ":4000"}
@@ -368,13 +371,18 @@ class InPlace(MultiNodeCase):
         victim = inplace_lines(nodes[1], "start")[0]
         t_kill = time.monotonic()
         os.kill(int(victim["pid"]), signal.SIGKILL)
-        nodes[1].wait_line(r"its replacement starts and joins in place", timeout=30,
+        nodes[1].wait_line(r"its replacement starts outside the rounds", timeout=30,
                            after=t_kill)
         self.kill_node(nodes[2], [int(x) for x in before[nodes[2].name]])
         self.assert_all_exit(nodes[:2], timeout=90)
         text = nodes[1].text()
         self.assertNotIn("stopping this node's workers", text)
-        self.assertIn("its replacement has not said it re-forms yet", text)
+        # the node's round without its node 2 counted its sibling alone...
+        self.assertRegex(text, r"re-form in place as ranks \d+-\d+ of 3 \(0 of them replaced "
+                         r"alone, 0 joining from outside the rounds, 1 outside")
+        # ...and a later one took the replacement in
+        self.assertRegex(text, r"re-form in place as ranks \d+-\d+ of 4 \(0 of them replaced "
+                         r"alone, 1 joining from outside the rounds")
         kept = before[nodes[1].name] - {victim["pid"]}
         done = {d["pid"] for d in inplace_lines(nodes[1], "done")}
         self.assertTrue(kept <= done, text)

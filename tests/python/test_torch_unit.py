@@ -226,6 +226,36 @@ class Channel(unittest.TestCase):
         self.assertEqual(got, [r, r])
         self.assertFalse(first._chan.pending() or second._chan.pending())
 
+    def test_replacement_outside_the_rounds_waits_for_its_round(self):
+        # DDP_AWAIT_ROUND=1 (issue 24): a replacement started while the
+        # others re-form without it says "resizable" and forms nothing
+        # until the agent hands it a round; then it takes that one
+        keys = ("DDP_AWAIT_ROUND", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                "MASTER_PORT", "GROUP_RANK", "GROUP_WORLD_SIZE", "DDP_ROUND")
+        saved = {k: os.environ.get(k) for k in keys}
+        os.environ.update(DDP_AWAIT_ROUND="1", WORLD_SIZE="6", RANK="3")
+        try:
+            made = []
+            t = threading.Thread(target=lambda: made.append(self.elastic()), daemon=True)
+            t.start()
+            self.assertEqual(self.heard(), b"hello 1 resizable\n")
+            self.assertTrue(t.is_alive())  # no round yet: it waits
+            self.ours.sendall(agent_wire.format(
+                agent_wire.Round(3, 0, 1, 1, 1, "127.0.0.1", 29400, 0, 1)))
+            t.join(30)
+            self.assertEqual(len(made), 1)
+            self.assertEqual(self.heard(), b"took 3\n")
+            self.assertEqual((made[0].rank, made[0].world_size), (0, 1))
+            self.assertNotIn("DDP_AWAIT_ROUND", os.environ)
+            self.assertEqual(os.environ["DDP_ROUND"], "3")
+            made[0].close()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
     def test_taken_once_and_hidden_from_children(self):
         view = channel.shared()
         self.assertIsNotNone(view)

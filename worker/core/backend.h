@@ -27,6 +27,7 @@
 #define DDP_WORKER_BACKEND_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,6 +91,9 @@ struct ddp_backend_params {
 	int world_size;
 	int local_rank;
 	int local_world_size;
+	/* every rank said this LOCAL_WORLD_SIZE (the hierarchical transport's
+	 * condition, with WORLD_SIZE a multiple of it) */
+	bool nodes_even;
 	struct kv *kv;
 	/* Namespace for this backend's keys, e.g. "/ddp/<run>/attempt_<n>/cpu"
 	 * (unique per run and attempt, so old values are never read). */

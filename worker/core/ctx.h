@@ -65,6 +65,7 @@ struct comm {
 
 struct ddp_ctx {
 	int rank, world_size, local_rank, local_world_size, attempt;
+	bool nodes_even; /* every rank's LOCAL_WORLD_SIZE is this one's (ddp_arrive) */
 	uint64_t timeout_ms;
 	char prefix[256]; /* "/ddp/<run_id>/attempt_<n>" */
 	struct kv *kv;

@@ -116,8 +116,10 @@ static int ddp_resolve(struct ddp_options *o, char *err, size_t errlen)
 		if (round - 1 > o->attempt)
 			o->attempt = round - 1;
 	}
-	if (o->local_rank < 0 || o->local_world_size <= 0 || o->attempt < 0 ||
-	    o->local_rank >= o->local_world_size) {
+	/* LOCAL_RANK may pass LOCAL_WORLD_SIZE: a worker keeps its local rank
+	 * (its device) in a round where a sibling is being replaced and the
+	 * node's live workers are fewer (the launcher's agent_inplace.c). */
+	if (o->local_rank < 0 || o->local_world_size <= 0 || o->attempt < 0) {
 		snprintf(err, errlen,
 			 "LOCAL_RANK, LOCAL_WORLD_SIZE or TORCHELASTIC_RESTART_COUNT is invalid");
 		return -EINVAL;
@@ -232,6 +234,7 @@ static int ddp_make_backend(struct ddp_ctx *ctx, const struct ddp_options *o, co
 	    .world_size = ctx->world_size,
 	    .local_rank = ctx->local_rank,
 	    .local_world_size = ctx->local_world_size,
+	    .nodes_even = ctx->nodes_even,
 	    .kv = ctx->kv,
 	    .timeout_ms = ctx->timeout_ms,
 	    .transport = o->transport,
@@ -258,7 +261,10 @@ static int ddp_make_backend(struct ddp_ctx *ctx, const struct ddp_options *o, co
 	return backend_cpu_new(&p, &ctx->backend, err, errlen);
 }
 
-/* Every rank announces itself with its world size; checks agreement. */
+/* Every rank announces itself with its world size and its node's; checks
+ * that the world sizes agree, and notes whether every node has as many
+ * ranks (ctx->nodes_even: not so in a round where a node's replaced worker
+ * has not joined yet). */
 static int ddp_arrive(struct ddp_ctx *ctx, char *err, size_t errlen)
 {
 	char key[320], mine[64];
@@ -274,13 +280,19 @@ static int ddp_arrive(struct ddp_ctx *ctx, char *err, size_t errlen)
 	snprintf(mine, sizeof(mine), "%d %d", ctx->world_size, ctx->local_world_size);
 	rc = kv_exchange(ctx->kv, key, ctx->rank, ctx->world_size, mine, strlen(mine),
 			 ctx->timeout_ms, "initialisation (ddp_init)", vals, lens, err, errlen);
+	ctx->nodes_even = true;
 	for (int r = 0; rc >= 0 && r < ctx->world_size; r++) {
-		if (strcmp((char *)vals[r], mine) != 0) {
+		int world = -1, local = -1;
+
+		if (sscanf((char *)vals[r], "%d %d", &world, &local) != 2 ||
+		    world != ctx->world_size) {
 			snprintf(err, errlen,
 				 "rank %d says WORLD_SIZE/LOCAL_WORLD_SIZE = '%s' but rank %d "
-				 "says '%s'; start every rank with the same sizes",
+				 "says '%s'; start every rank with the same world size",
 				 r, (char *)vals[r], ctx->rank, mine);
 			rc = -EINVAL;
+		} else if (local != ctx->local_world_size) {
+			ctx->nodes_even = false;
 		}
 	}
 	for (int r = 0; rc >= 0 && r < ctx->world_size; r++)
@@ -351,6 +363,58 @@ static void ddp_chan_abort(void *ctx)
 	ddp_abort(ctx);
 }
 
+static void ddp_unbuild(struct ddp_ctx *ctx);
+
+/* The round's membership into the environment, for the program (and its
+ * children) to read as if it had been started in it. */
+static void ddp_export_round(const struct ddp_ctx *ctx, const struct ddp_round *r)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%d", ctx->rank);
+	setenv("RANK", v, 1);
+	snprintf(v, sizeof(v), "%d", ctx->world_size);
+	setenv("WORLD_SIZE", v, 1);
+	snprintf(v, sizeof(v), "%d", ctx->local_world_size);
+	setenv("LOCAL_WORLD_SIZE", v, 1);
+	snprintf(v, sizeof(v), "%d", r->group_rank);
+	setenv("GROUP_RANK", v, 1);
+	snprintf(v, sizeof(v), "%d", r->group_world_size);
+	setenv("GROUP_WORLD_SIZE", v, 1);
+	snprintf(v, sizeof(v), "%d", r->round);
+	setenv("DDP_ROUND", v, 1);
+	unsetenv("DDP_AWAIT_ROUND");
+}
+
+/* DDP_AWAIT_ROUND=1: the launcher started this process outside any round
+ * (it replaces a worker that died while the others re-formed without it).
+ * Says "resizable" on the agent channel, which asks the launcher for a
+ * round that takes it in, and forms in that round as ddp_rejoin does (a
+ * later round superseding it is taken in turn). -ENOTSUP without a
+ * channel. */
+static int ddp_init_awaiting(struct ddp_ctx *ctx, const struct ddp_options *o, char *err,
+			     size_t errlen)
+{
+	struct ddp_round r;
+	int rc;
+
+	agent_chan_open(&ctx->chan, ddp_chan_abort, ctx);
+	if (!ctx->chan.started) {
+		snprintf(err, errlen,
+			 "DDP_AWAIT_ROUND=1 but there is no agent channel from ddplaunch to take "
+			 "the round from; unset DDP_AWAIT_ROUND");
+		return -ENOTSUP;
+	}
+	/* No communicator yet: one whose collectives fail at once, which
+	 * ddp_rejoin's ddp_reform replaces. */
+	ddp_unbuild(ctx);
+	rc = ddp_rejoin(ctx, &r, o->timeout_ms, NULL, NULL, err, errlen);
+	if (rc < 0)
+		return rc;
+	ddp_export_round(ctx, &r);
+	return 0;
+}
+
 int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf, size_t errbuf_len)
 {
 	struct ddp_options o;
@@ -373,6 +437,13 @@ int ddp_init(const struct ddp_options *opts, struct ddp_ctx **out, char *errbuf,
 	if (rc < 0)
 		goto fail;
 	ddp_set_membership(ctx, &o);
+	if (getenv("DDP_AWAIT_ROUND") && strcmp(getenv("DDP_AWAIT_ROUND"), "1") == 0) {
+		rc = ddp_init_awaiting(ctx, &o, err, sizeof(err));
+		if (rc < 0)
+			goto fail;
+		*out = ctx;
+		return 0;
+	}
 	rc = ddp_build(ctx, &o, NULL, err, sizeof(err));
 	if (rc < 0)
 		goto fail;

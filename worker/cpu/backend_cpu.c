@@ -17,7 +17,9 @@ int backend_cpu_new(const struct ddp_backend_params *p, struct ddp_backend **out
 		    size_t errbuf_len)
 {
 	enum ddp_transport t = p->transport;
-	int nodes_even = p->world_size % p->local_world_size == 0;
+	/* Every node of as many ranks (a node whose replaced worker has not
+	 * joined yet has fewer, and its ranks must choose as the others do). */
+	int nodes_even = p->nodes_even && p->world_size % p->local_world_size == 0;
 
 	if (t == DDP_TRANSPORT_AUTO) {
 		if (p->local_world_size == p->world_size)
@@ -38,7 +40,7 @@ int backend_cpu_new(const struct ddp_backend_params *p, struct ddp_backend **out
 	if (t == DDP_TRANSPORT_HIER && !nodes_even) {
 		snprintf(errbuf, errbuf_len,
 			 "the hierarchical transport needs the same number of ranks on every node "
-			 "(WORLD_SIZE %d is not a multiple of LOCAL_WORLD_SIZE %d); use "
+			 "(WORLD_SIZE %d, LOCAL_WORLD_SIZE %d here, not every node's); use "
 			 "DDP_CPU_TRANSPORT=ring",
 			 p->world_size, p->local_world_size);
 		return -EINVAL;

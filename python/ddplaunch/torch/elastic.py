@@ -192,6 +192,13 @@ class Elastic:
         """The launcher's first round: torch.distributed's default group if
         the script made one, else a group of our own on the env:// store."""
         env = os.environ
+        if env.get("DDP_AWAIT_ROUND") == "1":
+            # started outside any round, replacing a worker while the
+            # others re-form without it (libddp's ddp_init does the same):
+            # saying "resizable" (the channel did, when it was taken) asks
+            # the launcher for the round that takes it in; _rejoin takes it
+            env.pop("DDP_AWAIT_ROUND", None)
+            raise MembershipChanged("started to replace a worker: waiting for its round")
         # libddp's rule (worker/ddp.h, attempt): a process started into a
         # later round meets the survivors under that round's keys
         attempt = max(int(env.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),

@@ -112,6 +112,26 @@ static void test_exit_table(void **state)
 	}
 }
 
+static void test_exit_outside(void **state)
+{
+	/* A replacement outside the rounds (AGENT_W_AWAITING) that exits with
+	 * a code while a round is joined had no round in its way: it did not
+	 * leave instead of re-forming (rule 6), it failed (rule 7). */
+	struct agent_exit_view v = {.state = REF,
+				    .started = true,
+				    .exit_code = 1,
+				    .resizable = true,
+				    .others_in_place = true,
+				    .replacements_left = true};
+
+	assert_int_equal(agent_decide_exit(&v).action, AGENT_EXIT_NEXT_ROUND);
+	v.outside = true;
+	assert_int_equal(agent_decide_exit(&v).action, AGENT_EXIT_REPLACE);
+	assert_true(agent_decide_exit(&v).replacement);
+	v.replacements_left = false;
+	assert_int_equal(agent_decide_exit(&v).action, AGENT_EXIT_STOP);
+}
+
 static void test_exit_start_failed(void **state)
 {
 	/* A worker that could not be started is a failure, never replaced nor
@@ -148,6 +168,12 @@ static void test_in_round(void **state)
 	    {{AGENT_W_RESPAWN, true, true}, AGENT_IN_ROUND_STARTS},
 	    {{AGENT_W_EXITED, true, false}, AGENT_IN_ROUND_BLOCKS},
 	    {{AGENT_W_IDLE, false, false}, AGENT_IN_ROUND_BLOCKS},
+	    /* replaced early (issue 24): out of the round, blocking nothing,
+	     * until its new process says "resizable" outside the rounds */
+	    {{AGENT_W_REPLACING, false, false, true}, AGENT_IN_ROUND_OUTSIDE},
+	    {{AGENT_W_RESPAWN, false, true, true}, AGENT_IN_ROUND_OUTSIDE},
+	    {{AGENT_W_AWAITING, false, true, true}, AGENT_IN_ROUND_OUTSIDE},
+	    {{AGENT_W_AWAITING, true, true, true}, AGENT_IN_ROUND_HANDED},
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -222,9 +248,10 @@ static void test_charge(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_exit_table), cmocka_unit_test(test_exit_start_failed),
-	    cmocka_unit_test(test_in_round),   cmocka_unit_test(test_round_over),
-	    cmocka_unit_test(test_joined),     cmocka_unit_test(test_charge),
+	    cmocka_unit_test(test_exit_table),	 cmocka_unit_test(test_exit_start_failed),
+	    cmocka_unit_test(test_exit_outside), cmocka_unit_test(test_in_round),
+	    cmocka_unit_test(test_round_over),	 cmocka_unit_test(test_joined),
+	    cmocka_unit_test(test_charge),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

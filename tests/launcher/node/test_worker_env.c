@@ -145,6 +145,27 @@ static void test_progress_file(void **state)
 	worker_env_free(env);
 }
 
+/* DDP_AWAIT_ROUND is the agent's to give (a replacement started outside
+ * the rounds): an outer launcher's or the job file's never reaches a
+ * worker, which would wait for a round on the channel that never comes. */
+static void test_await_round(void **state)
+{
+	char *base[] = {"DDP_AWAIT_ROUND=1", NULL};
+	char *extra[] = {"DDP_AWAIT_ROUND=1"};
+	struct worker_env_spec s = spec();
+	char **env;
+
+	s.extra = extra;
+	s.nextra = 1;
+	assert_int_equal(worker_env_build(base, &s, &env), 0);
+	assert_null(envp_get(env, "DDP_AWAIT_ROUND"));
+	worker_env_free(env);
+	s.await_round = true;
+	assert_int_equal(worker_env_build(base, &s, &env), 0);
+	assert_string_equal(envp_get(env, "DDP_AWAIT_ROUND"), "1");
+	worker_env_free(env);
+}
+
 static void test_omp(void **state)
 {
 	char *with[] = {"OMP_NUM_THREADS=4", NULL};
@@ -201,7 +222,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_torchrun_vars), cmocka_unit_test(test_extra_and_user_values),
 	    cmocka_unit_test(test_no_token),	  cmocka_unit_test(test_progress_file),
-	    cmocka_unit_test(test_omp),		  cmocka_unit_test(test_command),
+	    cmocka_unit_test(test_await_round),	  cmocka_unit_test(test_omp),
+	    cmocka_unit_test(test_command),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

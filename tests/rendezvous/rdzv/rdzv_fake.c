@@ -564,6 +564,12 @@ void fake_workers_renew(struct fake_net *net, struct fake_agent *a)
 	drain(net, net->nodes[a->idx]);
 }
 
+void fake_workers_grow(struct fake_net *net, struct fake_agent *a)
+{
+	check(rdzv_workers_grow(a->m, net->now));
+	drain(net, net->nodes[a->idx]);
+}
+
 static bool active(const struct node *nd)
 {
 	return nd->a.running && !nd->a.frozen;

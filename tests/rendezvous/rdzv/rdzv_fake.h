@@ -74,6 +74,8 @@ void fake_stop_permanent(struct fake_net *net, struct fake_agent *a, const char 
 void fake_workers_exit(struct fake_net *net, struct fake_agent *a, bool success);
 /* rdzv_workers_renew: one of a's workers is replaced alone. */
 void fake_workers_renew(struct fake_net *net, struct fake_agent *a);
+/* rdzv_workers_grow */
+void fake_workers_grow(struct fake_net *net, struct fake_agent *a);
 
 /* Runs until pred(net, ctx) holds (checked after every step), nothing is
  * left to do, or the clock would pass now + max_ms. Returns pred's last

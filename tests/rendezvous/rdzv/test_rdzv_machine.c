@@ -896,6 +896,57 @@ static void test_replace_after_finish_fails(void **state)
 	assert_non_null(strstr(fake_agent(net, 1)->end_text, "had finished"));
 }
 
+/* Issue 24: a worker replaced alone whose new process starts outside the
+ * rounds: its node counts one worker fewer in the round the death opens
+ * (ranks and world follow), then, the replacement ready, all again in a
+ * round rdzv_workers_grow opens; neither is charged. */
+static void test_shrink_then_grow(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 3, 3, 3);
+	start_range(net, 0, 3);
+	assert_true(run_to_round(net, 1, 1000));
+	struct fake_agent *a = with_rank(net, 1);
+	assert_int_equal(rdzv_set_local_procs(a->m, 0), -EINVAL);
+	assert_int_equal(rdzv_set_local_procs(a->m, 3), -EINVAL); /* more than cfg.nproc */
+	assert_int_equal(rdzv_set_local_procs(a->m, 1), 0);
+	fake_workers_renew(net, a);
+	assert_true(run_to_round(net, 2, 1000));
+	for (int i = 0; i < 3; i++) {
+		struct fake_agent *b = fake_agent(net, i);
+		assert_int_equal(b->world_procs, 5);
+		assert_int_equal(b->first_proc, b->rank == 0 ? 0 : b->rank == 1 ? 2 : 3);
+		assert_int_equal(b->restarts, 0);
+	}
+	assert_int_equal(rdzv_set_local_procs(a->m, 2), 0);
+	fake_workers_grow(net, a);
+	assert_true(run_to_round(net, 3, 1000));
+	assert_world(net, 3, 3); /* 6 workers: 2 per node again */
+	assert_int_equal(rdzv_machine_state(a->m)->reason, RDZV_WHY_REPLACE);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fake_agent(net, i)->restarts, 0);
+}
+
+/* A replacement ready once a node has finished is not needed: the grow
+ * is dropped (where a death's renew fails the job, above) and the job
+ * finishes when the node's workers do. */
+static void test_grow_after_finish_dropped(void **state)
+{
+	struct fake_net *net = net_of(state);
+	add_n(net, "job", 2, 2, 2);
+	start_range(net, 0, 2);
+	assert_true(run_to_round(net, 1, 1000));
+	fake_workers_exit(net, fake_agent(net, 0), true);
+	fake_run(net, NULL, NULL, 1000);
+	fake_workers_grow(net, fake_agent(net, 1));
+	fake_run(net, NULL, NULL, 1000);
+	assert_int_equal(fake_agent(net, 1)->ended, 0);
+	fake_workers_exit(net, fake_agent(net, 1), true);
+	assert_true(fake_run(net, fake_all_ended, NULL, 1000));
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(fake_agent(net, i)->ended, RDZV_ACT_FINISHED);
+}
+
 static void test_malformed_state_in_store(void **state)
 {
 	struct fake_net *net = net_of(state);
@@ -1302,6 +1353,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failure_after_finish, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_replace_worker_not_charged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_replace_after_finish_fails, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shrink_then_grow, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_grow_after_finish_dropped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_state_in_store, setup, teardown),
 	    cmocka_unit_test(test_older_version_ended_started_over),
 	    cmocka_unit_test(test_other_version_refused),
