@@ -158,16 +158,16 @@ static void test_in_round(void **state)
 		struct agent_worker_view w;
 		enum agent_in_round want;
 	} rows[] = {
-	    {{AGENT_W_RUNNING, true, false}, AGENT_IN_ROUND_HANDED},
-	    {{AGENT_W_RUNNING, true, true}, AGENT_IN_ROUND_HANDED},
+	    {{AGENT_W_RUNNING, true, false, false}, AGENT_IN_ROUND_HANDED},
+	    {{AGENT_W_RUNNING, true, true, false}, AGENT_IN_ROUND_HANDED},
 	    /* a replacement still starting: started again, not its siblings */
-	    {{AGENT_W_RUNNING, false, true}, AGENT_IN_ROUND_STARTS},
+	    {{AGENT_W_RUNNING, false, true, false}, AGENT_IN_ROUND_STARTS},
 	    /* a plain program, or one that said "fixed" */
-	    {{AGENT_W_RUNNING, false, false}, AGENT_IN_ROUND_BLOCKS},
-	    {{AGENT_W_REPLACING, false, false}, AGENT_IN_ROUND_STARTS},
-	    {{AGENT_W_RESPAWN, true, true}, AGENT_IN_ROUND_STARTS},
-	    {{AGENT_W_EXITED, true, false}, AGENT_IN_ROUND_BLOCKS},
-	    {{AGENT_W_IDLE, false, false}, AGENT_IN_ROUND_BLOCKS},
+	    {{AGENT_W_RUNNING, false, false, false}, AGENT_IN_ROUND_BLOCKS},
+	    {{AGENT_W_REPLACING, false, false, false}, AGENT_IN_ROUND_STARTS},
+	    {{AGENT_W_RESPAWN, true, true, false}, AGENT_IN_ROUND_STARTS},
+	    {{AGENT_W_EXITED, true, false, false}, AGENT_IN_ROUND_BLOCKS},
+	    {{AGENT_W_IDLE, false, false, false}, AGENT_IN_ROUND_BLOCKS},
 	    /* replaced early (issue 24): out of the round, blocking nothing,
 	     * until its new process says "resizable" outside the rounds */
 	    {{AGENT_W_REPLACING, false, false, true}, AGENT_IN_ROUND_OUTSIDE},
