@@ -43,6 +43,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agent_hang_rare.h"
 #include "hang_deadline.h"
 #include "hang_judge.h"
 
@@ -80,6 +81,11 @@ struct agent_hang_host {
 	void (*recorded)(void *arg);
 	/* The word for a progress phase in the summary's hangs. */
 	const char *(*phase_word)(uint32_t phase);
+	/* Local worker i is cut out in shutdown after a worker of its node and
+	 * round finished it (exited 0): shutdown comes after its last step and
+	 * the final save, so its work was done; its exit (the kill) counts as
+	 * exit 0. NULL: counted as the kill. */
+	void (*finished)(void *arg, int i);
 };
 
 /* One local worker as the watch follows it. */
@@ -99,6 +105,9 @@ struct agent_hang_track {
 	uint64_t late_key;	    /* the place judged late (no sample of it) */
 	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
 	bool skip_step;		    /* the next step's times follow a hang: not sampled */
+
+	/* Where no deadline is learned (agent_hang_rare.h). */
+	struct hang_rare_track rare;
 };
 
 struct agent_hang {
