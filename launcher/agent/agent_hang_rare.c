@@ -15,10 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
-void agent_hang_read_proc(struct hang_view *v)
+/* v->ps and v->wchan; *main the main thread's state letter ('?' unknown). */
+static void read_ps(struct hang_view *v, char *main)
 {
 	struct proc_state ps;
 	int rc = proc_state_read(v->pid, &ps);
+
+	*main = rc ? '?' : ps.main_state;
 
 	if (rc == -ENOENT) {
 		v->ps = HANG_PS_GONE;
@@ -37,6 +40,13 @@ void agent_hang_read_proc(struct hang_view *v)
 		v->ps = HANG_PS_GONE;
 	else
 		v->ps = HANG_PS_BLOCKED;
+}
+
+void agent_hang_read_proc(struct hang_view *v)
+{
+	char main;
+
+	read_ps(v, &main);
 }
 
 static int read_text(const char *path, char *buf, size_t len)
@@ -174,6 +184,7 @@ bool agent_hang_rare(struct agent_hang *h, int i, struct hang_view *v, uint64_t 
 	    .peer_rank = -1,
 	};
 	enum hang_rare_why why;
+	char main;
 	bool rare = f.phase == DDP_PHASE_FINAL || f.phase == DDP_PHASE_SHUTDOWN;
 
 	if (v->deadline_ns || v->page.magic != DDP_PROGRESS_MAGIC || f.phase == DDP_PHASE_COMPUTE ||
@@ -185,8 +196,9 @@ bool agent_hang_rare(struct agent_hang *h, int i, struct hang_view *v, uint64_t 
 		f.still_ns = still_for(r, v, now);
 	if (f.age_ns <= floor_ns)
 		return false;
-	agent_hang_read_proc(v);
+	read_ps(v, &main);
 	f.ps = v->ps;
+	f.disk_wait = main == 'D';
 	if (rare)
 		peers(h, i, v, &f);
 	why = hang_rare_judge(&f, floor_ns);

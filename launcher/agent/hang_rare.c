@@ -12,8 +12,10 @@ enum hang_rare_why hang_rare_judge(const struct hang_rare_facts *f, uint64_t flo
 		return HANG_RARE_STOPPED;
 	/* Shutdown follows the committed last step and the saved model: a
 	 * peer's teardown that ended long ago says this one's is stuck, be
-	 * it spinning, blocked or waiting on something gone. */
-	if (f->phase == DDP_PHASE_SHUTDOWN && f->peer_done_ns > floor_ns)
+	 * it spinning or asleep in a wait that never ends; one that writes,
+	 * wakes, or waits on the disk is doing the script's own work. */
+	if (f->phase == DDP_PHASE_SHUTDOWN && f->peer_done_ns > floor_ns &&
+	    f->still_ns > floor_ns && !f->disk_wait)
 		return HANG_RARE_PEER_DONE;
 	/* The final save, and shutdown alike: running on a CPU without one
 	 * sleep and without one byte written is no save, however slow (a
@@ -30,8 +32,11 @@ int hang_rare_words(enum hang_rare_why why, const struct hang_rare_facts *f, cha
 {
 	switch (why) {
 	case HANG_RARE_PEER_DONE:
-		return snprintf(buf, len, "rank %d of this node finished its shutdown %.1f s ago",
-				f->peer_rank, (double)f->peer_done_ns / 1e9);
+		return snprintf(buf, len,
+				"rank %d of this node finished its shutdown %.1f s ago; this one "
+				"wrote nothing and never woke for %.1f s",
+				f->peer_rank, (double)f->peer_done_ns / 1e9,
+				(double)f->still_ns / 1e9);
 	case HANG_RARE_SPINNING:
 		return snprintf(buf, len, "it wrote nothing and never slept for %.1f s",
 				(double)f->still_ns / 1e9);

@@ -13,8 +13,12 @@
  *   - shutdown after its peers ended: shutdown comes after the last step
  *     was committed and the model saved; a worker of this node, of the
  *     same round, that reached shutdown too has exited 0 for longer than
- *     the floor, and this one is still in it: hung, whatever its process
- *     does (its peers' own teardown took less);
+ *     the floor, and this one is still in it, and for the floor it has
+ *     written nothing and its main thread has not woken once (spinning, or
+ *     asleep in one wait that never ends): hung (its peers' own teardown
+ *     took less). A script's own work after its shutdown (a save, an
+ *     upload: writes, or sleeps and wakes) is left alone, and so is a wait
+ *     on the disk (D state);
  *   - a final save (or shutdown) that spins: its main thread runs on a CPU without
  *     sleeping once (no voluntary context switch) and its process writes
  *     nothing (/proc/PID/io wchar and write_bytes unchanged) for the floor.
@@ -44,6 +48,7 @@ struct hang_rare_facts {
 	bool peer_left;	 /* ... and a rank of its node has left that one */
 	uint64_t age_ns; /* in that phase for this long */
 	enum hang_pstate ps;
+	bool disk_wait;	       /* its main thread sleeps uninterruptibly (D: I/O) */
 	uint64_t still_ns;     /* its main thread has run without a voluntary
 				  switch, and its process written nothing, for
 				  this long (0: it moved at the last read) */

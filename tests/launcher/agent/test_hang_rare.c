@@ -67,11 +67,35 @@ static const struct row rows[] = {
      {.phase = FINAL, .age_ns = 60 * S, .ps = BLOCKED, .peer_done_ns = 50 * S, .peer_left = true},
      HANG_RARE_NONE},
     /* shutdown: after the peers of its node finished it */
-    {"shutdown, a peer finished long ago, blocked",
-     {.phase = SHUT, .age_ns = 20 * S, .ps = BLOCKED, .peer_done_ns = 11 * S, .peer_rank = 3},
+    {"shutdown, a peer finished long ago, asleep in one wait",
+     {.phase = SHUT,
+      .age_ns = 20 * S,
+      .ps = BLOCKED,
+      .peer_done_ns = 11 * S,
+      .peer_rank = 3,
+      .still_ns = 20 * S},
      HANG_RARE_PEER_DONE},
+    {"shutdown, a peer finished long ago, spinning",
+     {.phase = SHUT,
+      .age_ns = 20 * S,
+      .ps = RUNNING,
+      .peer_done_ns = 11 * S,
+      .peer_rank = 3,
+      .still_ns = 11 * S},
+     HANG_RARE_PEER_DONE},
+    {"shutdown, a peer finished long ago, this one saves after it (writes)",
+     {.phase = SHUT, .age_ns = 60 * S, .ps = BLOCKED, .peer_done_ns = 50 * S, .still_ns = 0},
+     HANG_RARE_NONE},
+    {"shutdown, a peer finished long ago, this one waits on the disk",
+     {.phase = SHUT,
+      .age_ns = 60 * S,
+      .ps = BLOCKED,
+      .disk_wait = true,
+      .peer_done_ns = 50 * S,
+      .still_ns = 50 * S},
+     HANG_RARE_NONE},
     {"shutdown, a peer finished just now",
-     {.phase = SHUT, .age_ns = 20 * S, .ps = BLOCKED, .peer_done_ns = 2 * S},
+     {.phase = SHUT, .age_ns = 20 * S, .ps = BLOCKED, .peer_done_ns = 2 * S, .still_ns = 20 * S},
      HANG_RARE_NONE},
     {"shutdown alone on its node, spinning",
      {.phase = SHUT, .age_ns = 20 * S, .ps = RUNNING, .still_ns = 15 * S},
@@ -100,7 +124,8 @@ static void test_words(void **state)
 
 	(void)state;
 	hang_rare_words(HANG_RARE_PEER_DONE, &f, buf, sizeof(buf));
-	assert_string_equal(buf, "rank 3 of this node finished its shutdown 12.1 s ago");
+	assert_string_equal(buf, "rank 3 of this node finished its shutdown 12.1 s ago; this one "
+				 "wrote nothing and never woke for 10.3 s");
 	hang_rare_words(HANG_RARE_SPINNING, &f, buf, sizeof(buf));
 	assert_string_equal(buf, "it wrote nothing and never slept for 10.3 s");
 	hang_rare_words(HANG_RARE_STOPPED, &f, buf, sizeof(buf));
