@@ -43,7 +43,7 @@ struct hang_view {
 	char wchan[32]; /* the main thread's wait channel, or "" */
 	bool behind;	/* another rank of its node in the same round has left
 			   this collective (it is in a later one) */
-	char why[96];	/* why it is judged where no deadline is learned
+	char why[160];	/* why it is judged where no deadline is learned
 			   (hang_rare.h), for the line's end; "" none */
 };
 

@@ -34,7 +34,7 @@ int hang_rare_words(enum hang_rare_why why, const struct hang_rare_facts *f, cha
 	case HANG_RARE_PEER_DONE:
 		return snprintf(buf, len,
 				"rank %d of this node finished its shutdown %.1f s ago; this one "
-				"wrote nothing and never woke for %.1f s",
+				"has not written or woken for %.1f s",
 				f->peer_rank, (double)f->peer_done_ns / 1e9,
 				(double)f->still_ns / 1e9);
 	case HANG_RARE_SPINNING:

@@ -125,7 +125,7 @@ static void test_words(void **state)
 	(void)state;
 	hang_rare_words(HANG_RARE_PEER_DONE, &f, buf, sizeof(buf));
 	assert_string_equal(buf, "rank 3 of this node finished its shutdown 12.1 s ago; this one "
-				 "wrote nothing and never woke for 10.3 s");
+				 "has not written or woken for 10.3 s");
 	hang_rare_words(HANG_RARE_SPINNING, &f, buf, sizeof(buf));
 	assert_string_equal(buf, "it wrote nothing and never slept for 10.3 s");
 	hang_rare_words(HANG_RARE_STOPPED, &f, buf, sizeof(buf));
