@@ -4,7 +4,9 @@
  * on the worker's side, one read of a shared page here), learns the job's
  * deadlines from what the pages show (hang_deadline.h), and judges each
  * worker past its deadline (hang_judge.h) with its process's state from
- * /proc (proc_state.h).
+ * /proc (proc_state.h). A worker in a phase that learns no deadline (the
+ * final save, shutdown: once a run) is judged by facts instead
+ * (agent_hang_rare.h, hang_rare.h).
  *
  * A culprit of this node is named: one line (hang_judge.h's), printed here
  * and posted for every other node (rdzv_post: the job's notice board), put
