@@ -215,6 +215,15 @@ static void on_proc_exit(struct worker_proc *p, void *arg)
 	w->exit_code = p->exit_code;
 	w->term_signal = p->term_signal;
 	w->exit_time_ms = p->exit_time_ms;
+	if (w->done_cut && !w->stopped) {
+		log_info("rank %d (local rank %d) was cut out in shutdown after this node's others "
+			 "finished the job: its training and final save were done, so it counts as "
+			 "finished (exit 0); the hang stays in summary.json",
+			 w->rank, w->local_rank);
+		w->exit_code = 0;
+		w->term_signal = 0;
+	}
+	w->done_cut = false;
 	agent_worker_exited(w->ag, w, true, policy_exit_permanent(w->exit_code, w->term_signal));
 }
 
@@ -226,6 +235,7 @@ static int agent_start_worker(struct agent *ag, struct agent_worker *w, bool kee
 	ag->nrunning++;
 	w->exit_seq = 0;
 	w->stopped = false;
+	w->done_cut = false;
 	w->state = as;
 	agent_hang_reset(&ag->hang, w->local_rank);
 	rc = agent_worker_start(w, keep_logs, on_proc_exit, on_proc_closed, on_proc_declare);
@@ -713,10 +723,16 @@ static void on_notice(void *arg, const char *text)
 	agent_hang_notice(&ag->hang, text);
 }
 
+static void on_where(void *arg, char *buf, size_t len)
+{
+	agent_phase_words(arg, buf, len);
+}
+
 static const struct rdzv_events agent_rdzv_events = {
     .round_over = on_round_over,
     .ended = on_ended,
     .notice = on_notice,
+    .where = on_where,
 };
 
 static void agent_finish(struct agent *ag)

@@ -1,8 +1,8 @@
 /* The agent's watch for hangs (see agent_hang.h). */
 #include "agent_hang.h"
+#include "agent_hang_rare.h"
 
 #include "opts.h"
-#include "proc_state.h"
 #include "rdzv.h"
 #include "summary.h"
 #include "timeutil.h"
@@ -66,30 +66,6 @@ static void view_of(struct agent_hang *h, int i, uint64_t now, struct hang_view 
 		if (k != i && h->t[k].have && o->round == p->round && o->seq > p->seq)
 			v->behind = true;
 	}
-}
-
-static void read_proc(struct hang_view *v)
-{
-	struct proc_state ps;
-	int rc = proc_state_read(v->pid, &ps);
-
-	if (rc == -ENOENT) {
-		v->ps = HANG_PS_GONE;
-		return;
-	}
-	if (rc) {
-		v->ps = HANG_PS_UNKNOWN;
-		return;
-	}
-	snprintf(v->wchan, sizeof(v->wchan), "%s", ps.wchan);
-	if (ps.stopped)
-		v->ps = HANG_PS_STOPPED;
-	else if (ps.main_state == 'R')
-		v->ps = HANG_PS_RUNNING;
-	else if (ps.zombie == ps.threads)
-		v->ps = HANG_PS_GONE;
-	else
-		v->ps = HANG_PS_BLOCKED;
 }
 
 static bool seen(struct agent_hang *h, const char *id)
@@ -176,6 +152,8 @@ static void name_local(struct agent_hang *h, int i, const struct hang_view *v,
 		 w.local_rank, v->pid);
 	for (int k = 0; k < h->host.nproc; k++)
 		h->t[k].skip_step = true;
+	if (h->host.finished && agent_hang_rare_finished(h, i, v))
+		h->host.finished(h->host.arg, i);
 	worker_proc_kill_group(w.proc);
 }
 
@@ -292,24 +270,6 @@ static bool rank_is_local(const struct agent_hang *h, int rank)
 	return false;
 }
 
-/* A phase the job has not finished often enough to learn its deadline (the
- * final save, shutdown: once per run) is never judged by time alone, a slow
- * save being no hang; but a process stopped in it for longer than the long
- * phases' floor makes no progress whatever its phase, and no peer waits on
- * it to say so: it is judged with that floor as its deadline. */
-static bool stopped_unlearned(const struct agent_hang *h, struct hang_view *v)
-{
-	if (v->deadline_ns || v->page.magic != DDP_PROGRESS_MAGIC ||
-	    v->page.phase == DDP_PHASE_COMPUTE || v->page.phase == DDP_PHASE_COLLECTIVE ||
-	    v->age_ns <= h->dl.cfg.long_floor_ns)
-		return false;
-	read_proc(v);
-	if (v->ps != HANG_PS_STOPPED)
-		return false;
-	v->deadline_ns = h->dl.cfg.long_floor_ns;
-	return true;
-}
-
 static void judge_one(struct agent_hang *h, int i, uint64_t now)
 {
 	struct agent_hang_track *t = &h->t[i];
@@ -322,11 +282,11 @@ static void judge_one(struct agent_hang *h, int i, uint64_t now)
 	log_debug("hang watch: rank %d phase %u op %u seq %llu age %.3f deadline %.3f step %llu",
 		  v.rank, v.page.phase, v.page.op, (unsigned long long)v.page.seq, v.age_ns / 1e9,
 		  v.deadline_ns / 1e9, (unsigned long long)v.page.step);
-	if (j.verdict == HANG_FINE && !stopped_unlearned(h, &v)) {
+	if (j.verdict == HANG_FINE && !agent_hang_rare(h, i, &v, now)) {
 		t->late_since_ns = 0;
 		return;
 	}
-	read_proc(&v);
+	agent_hang_read_proc(&v);
 	j = hang_judge(&v);
 	if (agent_hang_place(&v.page) == t->late_key && j.verdict == HANG_CULPRIT)
 		return; /* named already */

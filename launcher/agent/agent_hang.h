@@ -4,7 +4,9 @@
  * on the worker's side, one read of a shared page here), learns the job's
  * deadlines from what the pages show (hang_deadline.h), and judges each
  * worker past its deadline (hang_judge.h) with its process's state from
- * /proc (proc_state.h).
+ * /proc (proc_state.h). A worker in a phase that learns no deadline (the
+ * final save, shutdown: once a run) is judged by facts instead
+ * (agent_hang_rare.h, hang_rare.h).
  *
  * A culprit of this node is named: one line (hang_judge.h's), printed here
  * and posted for every other node (rdzv_post: the job's notice board), put
@@ -45,6 +47,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agent_hang_rare.h"
 #include "hang_deadline.h"
 #include "hang_judge.h"
 
@@ -83,6 +86,11 @@ struct agent_hang_host {
 	void (*recorded)(void *arg);
 	/* The word for a progress phase in the summary's hangs. */
 	const char *(*phase_word)(uint32_t phase);
+	/* Local worker i is cut out in shutdown after a worker of its node and
+	 * round finished it (exited 0): shutdown comes after its last step and
+	 * the final save, so its work was done; its exit (the kill) counts as
+	 * exit 0. NULL: counted as the kill. */
+	void (*finished)(void *arg, int i);
 };
 
 /* One local worker as the watch follows it. */
@@ -104,6 +112,9 @@ struct agent_hang_track {
 	uint64_t late_key;	    /* the place judged late (no sample of it) */
 	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
 	bool skip_step;		    /* the next step's times follow a hang: not sampled */
+
+	/* Where no deadline is learned (agent_hang_rare.h). */
+	struct hang_rare_track rare;
 };
 
 /* The waiters lines a watch printed: (hang, node)s, the last

@@ -77,8 +77,12 @@ struct agent_worker {
 	 * AGENT_START_FAILED when it could not be started. */
 	int exit_code, term_signal;
 	int64_t exit_time_ms;
-	int exit_seq;		       /* order of exit in the attempt, 1 = first; 0: none */
-	bool stopped;		       /* exited after ddplaunch stopped the group */
+	int exit_seq; /* order of exit in the attempt, 1 = first; 0: none */
+	bool stopped; /* exited after ddplaunch stopped the group */
+	/* Cut out by the hang watch in shutdown after a worker of this node
+	 * finished it (exit 0): its work was done, its end counts as exit 0
+	 * (agent_hang_host.finished). */
+	bool done_cut;
 	int log_fd[2];		       /* stdout.log, stderr.log, or -1 */
 	enum agent_worker_state state; /* agent_decide.h */
 	/* Started to replace a worker that said "resizable": counted as

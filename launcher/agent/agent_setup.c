@@ -307,6 +307,13 @@ static void hang_recorded(void *arg)
 	agent_status_publish(arg);
 }
 
+static void hang_finished(void *arg, int i)
+{
+	struct agent *ag = arg;
+
+	ag->w[i].done_cut = true;
+}
+
 void agent_init_handles(struct agent *ag, uv_signal_cb on_signal)
 {
 	struct agent_hang_host host = {
@@ -320,6 +327,7 @@ void agent_init_handles(struct agent *ag, uv_signal_cb on_signal)
 	    .worker = hang_worker,
 	    .done = hang_done,
 	    .recorded = hang_recorded,
+	    .finished = hang_finished,
 	    .phase_word = agent_phase_word,
 	};
 

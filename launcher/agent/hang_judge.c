@@ -89,7 +89,8 @@ int hang_line(const struct hang_view *v, const struct hang_judgement *j, uint32_
 	hang_pstate_words(v->ps, v->wchan, state, sizeof(state));
 	return snprintf(buf, len,
 			"hang: node %d rank %d pid %d %s: %.2f s past its deadline of %.2f s "
-			"(step %llu); its process is %s",
+			"(step %llu); its process is %s%s%s",
 			v->node, v->rank, v->pid, what, (double)j->late_ns / 1e9,
-			(double)v->deadline_ns / 1e9, (unsigned long long)v->page.step, state);
+			(double)v->deadline_ns / 1e9, (unsigned long long)v->page.step, state,
+			v->why[0] ? "; " : "", v->why);
 }

@@ -43,6 +43,8 @@ struct hang_view {
 	char wchan[32]; /* the main thread's wait channel, or "" */
 	bool behind;	/* another rank of its node in the same round has left
 			   this collective (it is in a later one) */
+	char why[160];	/* why it is judged where no deadline is learned
+			   (hang_rare.h), for the line's end; "" none */
 };
 
 enum hang_verdict {
@@ -77,7 +79,7 @@ int hang_what(const struct hang_view *v, uint32_t next_op, char *buf, size_t len
 
 /* The line every node prints for a hang:
  *   "hang: node N rank R pid P WHAT: S s past its deadline of D s (step T);
- *    its process is STATE"
+ *    its process is STATE[; WHY]"
  * Returns the length (snprintf's), the line without '\n'. */
 int hang_line(const struct hang_view *v, const struct hang_judgement *j, uint32_t next_op,
 	      char *buf, size_t len);

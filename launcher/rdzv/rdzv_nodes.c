@@ -4,6 +4,7 @@
  * rounds and events become rdzv.h's.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "driver.h"
@@ -122,10 +123,21 @@ static void nodes_notice(void *arg, const char *text)
 		n->ev->notice(n->ev_arg, text);
 }
 
+static void nodes_where(void *arg, char *buf, size_t len)
+{
+	struct rdzv_nodes *n = arg;
+
+	if (n->ev->where)
+		n->ev->where(n->ev_arg, buf, len);
+	else if (len)
+		snprintf(buf, len, "an unknown phase");
+}
+
 static const struct rdzv_driver_events nodes_events = {
     .round_over = nodes_round_over,
     .ended = nodes_ended,
     .notice = nodes_notice,
+    .where = nodes_where,
 };
 
 int rdzv_nodes_post(struct rdzv_nodes *n, const char *text)

@@ -480,6 +480,7 @@ static void drv_ask_store_kind(struct rdzv_driver *d)
 static bool drv_rejoin(struct rdzv_driver *d, int status, const char *msg)
 {
 	double secs = status == -ETIMEDOUT ? d->c.join_timeout : 0;
+	char where[384];
 
 	if (d->c.mode == RDZV_DRIVER_ETCD || d->shutdown || d->leaving || d->phase != DRV_ON ||
 	    status == -EPROTO)
@@ -492,14 +493,19 @@ static bool drv_rejoin(struct rdzv_driver *d, int status, const char *msg)
 	d->rejoins++;
 	if (drv_open(d, (int64_t)(secs * 1000.0)) < 0)
 		return false;
+	where[0] = '\0';
+	if (d->ev && d->ev->where) {
+		memcpy(where, "; this node was in ", 19);
+		d->ev->where(d->ev_arg, where + 19, sizeof(where) - 19);
+	}
 	if (secs > 0)
-		log_warn("%s; this node rejoins run id '%s' as a new node, trying until the join "
+		log_warn("%s%s; this node rejoins run id '%s' as a new node, trying until the join "
 			 "deadline (join_timeout=%g s)",
-			 msg, d->run_id, secs);
+			 msg, where, d->run_id, secs);
 	else
-		log_warn("%s; this node rejoins run id '%s' as a new node if the store (%s) is "
+		log_warn("%s%s; this node rejoins run id '%s' as a new node if the store (%s) is "
 			 "still there",
-			 msg, d->run_id, drv_store_owner(d));
+			 msg, where, d->run_id, drv_store_owner(d));
 	if (d->ev)
 		d->ev->round_over(d->ev_arg, "this node lost the rendezvous store");
 	return true;

@@ -121,7 +121,7 @@ static void on_ended(void *arg, enum rdzv_driver_outcome how, const char *msg)
 	swarm_fail(x->sw, "an agent's rendezvous ended");
 }
 
-static const struct rdzv_driver_events swarm_events = {on_round_over, on_ended, NULL};
+static const struct rdzv_driver_events swarm_events = {on_round_over, on_ended, NULL, NULL};
 
 /* Agent i on 127.1.(i / 250).(i % 250 + 1): its own node id and workers'
  * store address, as on a machine of its own. */

@@ -87,7 +87,7 @@ static void on_notice(void *arg, const char *text)
 	snprintf(n->heard + len, sizeof(n->heard) - len, "%s\n", text);
 }
 
-static const struct rdzv_driver_events events = {on_round_over, on_ended, on_notice};
+static const struct rdzv_driver_events events = {on_round_over, on_ended, on_notice, NULL};
 
 static void guard_cb(uv_timer_t *t)
 {
