@@ -68,7 +68,7 @@ class HangCase(MultiNodeCase):
                                prog, worker=None, env=env) for i in range(1, n)]
 
     def start_train(self, steps, restarts=0, env=None, conf=None, log_every=25, learned=True,
-                    wrap=()):
+                    wrap=(), extra=()):
         """ddp-train with a fixed global batch run by 1 rank undisturbed, then
         on 3 nodes x 2 ranks (env added to the workers'; wrap: words before
         the program, which exec it), waited for until step 100: (reference
@@ -86,7 +86,7 @@ class HangCase(MultiNodeCase):
                                   test_inplace.TRAIN_ENV)
         self.assertEqual(solo.wait(300)[0], 0, solo.text())
         prog = list(wrap) + [test_inplace.DDP_TRAIN] + args(run) + [
-            "--metrics", metrics, "--log_every", str(log_every)]
+            "--metrics", metrics, "--log_every", str(log_every)] + list(extra)
         self.metrics = metrics
         nodes = self.start_job(prog, env=train_env, restarts=restarts, conf=conf)
 
@@ -198,7 +198,11 @@ class Hangs(HangCase):
         # round of 6 (no step of 5 was ever committed)
         slow = os.path.join(self.dir, "slow")
         wrap = ["/bin/sh", "-c", 'if [ -e "$0" ]; then sleep 3; fi; exec "$@"', slow]
-        ref, run, nodes = self.start_train(4000, restarts=1, log_every=1, wrap=wrap)
+        # steps of at least 3 ms: the ~3900 after the stop outlast the
+        # replacement's start on a loaded machine (with steps of a fraction
+        # of a millisecond the job once ended before it came back)
+        ref, run, nodes = self.start_train(4000, restarts=1, log_every=1, wrap=wrap,
+                                           extra=["--step_sleep_ms", "3"])
         workers = self.workers_of(nodes[1])
         self.assertEqual(len(workers), 2)
         before = {p.name: set(descendants(p.pid)) for p in nodes}

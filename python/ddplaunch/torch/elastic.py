@@ -299,6 +299,11 @@ class Elastic:
             line = numerics.refuse_or_accept(found, self._allow_numeric)
         except NumericMismatch as e:
             self._tell(agent_wire.Numerics("refused", agent_wire.fit_text(str(e))))
+            print("ddplaunch.torch: rank %d: %s; refusing to train" % (self.rank, e),
+                  file=sys.stderr, flush=True)
+            # every rank has said it before any leaves (a rank's exit ends
+            # its peers' group), as for a replica mismatch
+            self._group.allreduce(torch.zeros(1, device=self._device))
             raise
         if line is not None:
             if line != self.numerics["why"]:
