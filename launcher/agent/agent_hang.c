@@ -1,6 +1,5 @@
 /* The agent's watch for hangs (see agent_hang.h). */
 #include "agent_hang.h"
-#include "agent_hang_rare.h"
 
 #include "opts.h"
 #include "rdzv.h"

@@ -6,7 +6,7 @@
  * worker past its deadline (hang_judge.h) with its process's state from
  * /proc (proc_state.h). A worker in a phase that learns no deadline (the
  * final save, shutdown: once a run) is judged by facts instead
- * (agent_hang_rare.h, hang_rare.h).
+ * (agent_hang_rare.c, hang_rare.h).
  *
  * A culprit of this node is named: one line (hang_judge.h's), printed here
  * and posted for every other node (rdzv_post: the job's notice board), put
@@ -47,9 +47,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "agent_hang_rare.h"
 #include "hang_deadline.h"
 #include "hang_judge.h"
+#include "hang_rare.h"
 
 #define AGENT_HANG_TICK_MS   100
 #define AGENT_HANG_SILENT_MS 1000
@@ -113,7 +113,7 @@ struct agent_hang_track {
 	uint64_t late_since_ns;	    /* a victim: when it was first seen late */
 	bool skip_step;		    /* the next step's times follow a hang: not sampled */
 
-	/* Where no deadline is learned (agent_hang_rare.h). */
+	/* Where no deadline is learned (agent_hang_rare.c). */
 	struct hang_rare_track rare;
 };
 
@@ -185,6 +185,32 @@ bool agent_hang_waiters_heard(struct agent_hang *h, const char *text);
  * Q in OP #SEQ for T s" or "; rank R waits in OP #SEQ for T s". */
 void agent_hang_waiters_append(struct agent_hang *h, uint64_t now, int except, char *line,
 			       size_t len);
+
+/* The judge for a worker in a phase with no learned deadline
+ * (agent_hang_rare.c, over hang_rare.h's rule). It gathers the facts the
+ * rule needs: the process's state (/proc/PID/task/\*\/stat), whether its
+ * main thread slept and its process wrote since the last tick
+ * (/proc/PID/task/PID/status voluntary_ctxt_switches, /proc/PID/io wchar
+ * and write_bytes), and what the other workers of its node did (their
+ * pages, their exits).
+ *
+ * Called on every tick for a worker judged fine by its deadline; reads
+ * /proc only while the worker is in a long phase past the long floor, or
+ * in the final save or shutdown (where the "still" measure must be
+ * sampled from the phase's start). */
+
+/* v: worker i's view, its deadline 0 (none learned, none fixed). Returns
+ * true when the worker is hung by hang_rare.h's rule: then v->deadline_ns
+ * is the long phases' floor (the measure it was judged by), v->ps its
+ * process's state and v->why the reason in words (hang_rare_words). */
+bool agent_hang_rare(struct agent_hang *h, int i, struct hang_view *v, uint64_t now);
+
+/* Whether worker i, in shutdown (v), comes after a worker of its node and
+ * round that finished it (exited 0 from shutdown): its own work was done. */
+bool agent_hang_rare_finished(struct agent_hang *h, int i, const struct hang_view *v);
+
+/* Fills v->ps and v->wchan from /proc for v->pid. */
+void agent_hang_read_proc(struct hang_view *v);
 
 /* Learns from one consistent read of worker track t's page
  * (agent_hang_learn.c): the deadline's samples, then t->page = *p. */

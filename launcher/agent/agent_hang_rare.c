@@ -1,8 +1,7 @@
 /* The hang watch's judge where no deadline is learned (see
- * agent_hang_rare.h, hang_rare.h). */
-#include "agent_hang_rare.h"
-
+ * agent_hang.h, hang_rare.h). */
 #include "agent_hang.h"
+
 #include "hang_rare.h"
 #include "proc_state.h"
 #include "worker_proc.h"

@@ -73,4 +73,14 @@ enum hang_rare_why hang_rare_judge(const struct hang_rare_facts *f, uint64_t flo
  * 10.3 s". Returns snprintf's length. */
 int hang_rare_words(enum hang_rare_why why, const struct hang_rare_facts *f, char *buf, size_t len);
 
+/* Per worker: the last sample of its motion (part of the agent's agent_hang_track,
+ * zeroed with it; sampled by agent_hang_rare.c). */
+struct hang_rare_track {
+	int pid;	   /* the process sampled, 0: none yet */
+	uint32_t phase;	   /* the phase it was sampled in */
+	uint64_t wrote;	   /* wchar + write_bytes */
+	uint64_t nvcsw;	   /* the main thread's voluntary context switches */
+	uint64_t moved_ns; /* when either last changed (or sampling began) */
+};
+
 #endif
