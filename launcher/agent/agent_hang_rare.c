@@ -48,21 +48,6 @@ void agent_hang_read_proc(struct hang_view *v)
 	read_ps(v, &main);
 }
 
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -EIO;
-	buf[n] = '\0';
-	return 0;
-}
-
 /* The number after "key" in a /proc text of "key value" lines, or 0. */
 static uint64_t field(const char *text, const char *key)
 {
@@ -82,12 +67,12 @@ static int motion(int pid, uint64_t *wrote, uint64_t *nvcsw)
 	int rc;
 
 	snprintf(path, sizeof(path), "/proc/%d/io", pid);
-	rc = read_text(path, text, sizeof(text));
+	rc = proc_read_small(path, text, sizeof(text));
 	if (rc)
 		return rc;
 	*wrote = field(text, "wchar:") + field(text, "\nwrite_bytes:");
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, pid);
-	rc = read_text(path, text, sizeof(text));
+	rc = proc_read_small(path, text, sizeof(text));
 	if (rc)
 		return rc;
 	if (!strstr(text, "\nvoluntary_ctxt_switches:"))

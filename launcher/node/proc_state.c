@@ -24,7 +24,7 @@ int proc_state_parse_stat(const char *line, char *state, uint64_t *ticks)
 	return 0;
 }
 
-static int read_small(const char *path, char *buf, size_t len)
+int proc_read_small(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
@@ -77,7 +77,8 @@ int proc_state_read(int pid, struct proc_state *out)
 		if (e->d_name[0] < '0' || e->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", pid, e->d_name);
-		if (read_small(path, line, sizeof(line)) || proc_state_parse_stat(line, &s, &t))
+		if (proc_read_small(path, line, sizeof(line)) ||
+		    proc_state_parse_stat(line, &s, &t))
 			continue; /* the thread ended meanwhile */
 		out->threads++;
 		out->cpu_ticks += t;
@@ -89,7 +90,7 @@ int proc_state_read(int pid, struct proc_state *out)
 	if (!out->threads)
 		return -ENOENT;
 	snprintf(path, sizeof(path), "/proc/%d/wchan", pid);
-	rc = read_small(path, out->wchan, sizeof(out->wchan));
+	rc = proc_read_small(path, out->wchan, sizeof(out->wchan));
 	if (rc || !strcmp(out->wchan, "0"))
 		out->wchan[0] = '\0';
 	return 0;

@@ -6,6 +6,7 @@
 #ifndef DDP_LAUNCHER_PROC_STATE_H
 #define DDP_LAUNCHER_PROC_STATE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct proc_state {
@@ -27,4 +28,7 @@ int proc_state_read(int pid, struct proc_state *out);
  * letter and utime + stime. Returns 0 or -EIO. Pure. */
 int proc_state_parse_stat(const char *line, char *state, uint64_t *ticks);
 
+/* Reads the small file at path (a /proc text) into buf, NUL-terminated,
+ * at most len - 1 bytes. Returns 0, -errno of open, or -EIO. */
+int proc_read_small(const char *path, char *buf, size_t len);
 #endif
