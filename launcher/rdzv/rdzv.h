@@ -103,10 +103,9 @@ struct rdzv_events {
 	void (*ended)(void *arg, enum rdzv_outcome how, const char *msg);
 	/* Many nodes: a line some node posted (rdzv_post), this one's too;
 	 * NULL: not heard. */
-	void (*notice)(
-	    void *arg,
-	    const char *text); /* Many nodes: where this node's workers are, in words, for the line
-				* that says the store was lost; NULL: not said. */
+	void (*notice)(void *arg, const char *text);
+	/* Many nodes: where this node's workers are, in words, for the line
+	 * that says the store was lost; NULL: not said. */
 	void (*where)(void *arg, char *buf, size_t len);
 };
 

@@ -133,12 +133,11 @@ struct rdzv_driver_events {
 	void (*ended)(void *arg, enum rdzv_driver_outcome how, const char *msg);
 	/* A line another node (or this one) posted (rdzv_driver_post), heard
 	 * by every node of the job; NULL: not heard. */
-	void (*notice)(
-	    void *arg,
-	    const char *text); /* Where this node's job was, in words, for the line that says the
-				* store was lost ("... ; this node was in WHERE"): the user (and the
-				* never-silent campaign) learns the phase when the loss is seen, not
-				* only when the job ends after the join deadline. NULL: not said. */
+	void (*notice)(void *arg, const char *text);
+	/* Where this node's job was, in words, for the line that says the
+	 * store was lost ("... ; this node was in WHERE"): the user (and the
+	 * never-silent campaign) learns the phase when the loss is seen, not
+	 * only when the job ends after the join deadline. NULL: not said. */
 	void (*where)(void *arg, char *buf, size_t len);
 };
 
