@@ -1,11 +1,13 @@
 /*
  * agent_decide.h - the agent's decisions, pure (no loop, no process): the
  * states of its one machine, and what it does with an event given this
- * node's view of its workers. agent.c owns the machine and acts; this file
- * only answers. Table-tested in tests/launcher/agent/test_agent_decide.c.
+ * node's view of its workers. agent.c and agent_machine_workers.c own the
+ * machine and act; this file only answers. Table-tested in
+ * tests/launcher/agent/test_agent_decide.c.
  *
- * The machine (agent.c), one value of enum agent_state at a time, plus the
- * round that is joined in place for the running group (enum agent_next):
+ * The machine (agent.c, agent_machine_workers.c), one value of enum
+ * agent_state at a time, plus the round that is joined in place for the
+ * running group (enum agent_next):
  *
  *   JOINING --joined--> RUNNING --a worker died, rdzv_renew--> REPLACING
  *   RUNNING, REPLACING --round_over, every worker in place--> REFORMING

@@ -26,10 +26,11 @@
  * workers keep the window. An agent whose own tick came more than a
  * second late was itself stopped: it judges nobody for a while.
  *
- * The watch knows nothing of the agent's state machine (agent.c): the
- * agent gives it what it needs at start (struct agent_hang_host) and calls
- * it; it calls back only through the host's functions and moves nothing
- * of the agent's machine (its state, its workers' states): a hang it names
+ * The watch knows nothing of the agent's state machine (agent.c,
+ * agent_machine_workers.c): the agent gives it what it needs at start
+ * (struct agent_hang_host) and calls it; it calls back only through the
+ * host's functions and moves nothing of the agent's machine (its state,
+ * its workers' states): a hang it names
  * or hears goes into the host's summary and is said through `recorded`;
  * a culprit's process group it kills itself (worker_proc), and the agent
  * hears that exit as any other.

@@ -2,8 +2,9 @@
  * agent_inplace.c - the bookkeeping of workers resized in place
  * (agent_int.h): the re-formation being made, the workers replaced alone,
  * the round handed out, the round kept. What happens when, and why, is the
- * machine's (agent.c) and its decisions' (agent_decide.h); this file calls
- * only the workers' mechanics (agent_workers.c).
+ * machine's (agent.c, agent_machine_workers.c) and its decisions'
+ * (agent_decide.h); this file calls only the workers' mechanics
+ * (agent_workers.c).
  */
 #include "agent_int.h"
 #include "rdzv.h"

@@ -188,7 +188,8 @@ char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_
 int agent_worker_env(struct agent_worker *w, char ***env);
 
 /* The group's processes (agent_workers.c): mechanics only, no decision and
- * no change of ag->state; they call nothing of agent.c. */
+ * no change of ag->state; they call nothing of the machine (agent.c,
+ * agent_machine_workers.c). */
 /* Starts worker w in ag->round through ddp-exec (keep_logs: see
  * agent_worker_open_logs; w->state AGENT_W_AWAITING: outside any round,
  * DDP_AWAIT_ROUND=1); on_exit, on_closed and on_declare get w. Returns 0
@@ -267,7 +268,8 @@ void agent_metrics_hangs(struct agent *ag, struct metrics_out *o);
 void agent_metrics_stragglers(struct agent *ag, struct metrics_out *o);
 
 /* In place (agent_inplace.c): the bookkeeping of re-formations; it calls
- * only agent_workers.c, and the machine (agent.c) decides and moves. */
+ * only agent_workers.c, and the machine (agent.c, agent_machine_workers.c)
+ * decides and moves. */
 /* A re-formation begins (round_over heard, or a worker died): its time and
  * reason, unless one is already being made. */
 void agent_inplace_begin(struct agent *ag, const char *why);
@@ -304,5 +306,21 @@ void agent_keep_round(struct agent *ag, const struct rdzv_round *r);
 bool agent_inplace_pending(const struct agent *ag);
 /* Forgets the replacements (the group stops or starts afresh). */
 void agent_inplace_drop(struct agent *ag);
+
+/* The machine (agent.c: the attempts and rounds; agent_machine_workers.c:
+ * the workers' processes' events): the only files that change ag->state,
+ * and nothing else of the agent calls them. What the two halves share: */
+/* -> STOPPING: sig, then SIGCONT, to every running worker; SIGKILL after the grace. */
+void agent_stop_group(struct agent *ag, int sig);
+/* JOINING -> RUNNING: every worker starts in ag->round. */
+void agent_spawn_all(struct agent *ag);
+/* Worker w, replaced alone, starts (RUNNING) in the round handed out. */
+void agent_respawn(struct agent *ag, struct agent_worker *w);
+/* Worker w, replaced early, starts outside the rounds (AWAITING). */
+void agent_start_outside(struct agent *ag, struct agent_worker *w);
+/* RUNNING -> REPLACING: asks a round that takes in a ready replacement, if one is. */
+void agent_grow(struct agent *ag);
+/* Every handle of the attempt closed: tells the rendezvous, or starts in the round kept. */
+void agent_group_ended(struct agent *ag);
 
 #endif

@@ -1,5 +1,6 @@
 /* The group's processes: start, tell, signal and record each worker
- * (agent_int.h). Mechanics only: what to do is agent.c's. */
+ * (agent_int.h). Mechanics only: what to do is the machine's
+ * (agent.c, agent_machine_workers.c). */
 #include "agent_int.h"
 #include "agent_wire.h"
 #include "linebuf.h"
