@@ -260,10 +260,38 @@ void agent_start_outside(struct agent *ag, struct agent_worker *w)
  * re-form: one more round of the same nodes is asked (rdzv_grow), in
  * which it is handed its rank with the others. Later, when a round is
  * being joined or asked already (agent_inplace_joined calls it again). */
+/* Whether this node's workers are past the job's last step: one of them
+ * finished (exited 0), or its progress page says it is in the final save
+ * or shutdown. A round asked then would meet workers that take no more
+ * rounds (they would be stopped and started afresh, into a job the other
+ * nodes are leaving). */
+static bool agent_workers_finishing(const struct agent *ag)
+{
+	for (int i = 0; i < ag->nproc; i++) {
+		const struct agent_worker *w = &ag->w[i];
+		struct ddp_progress p;
+
+		if (w->state == AGENT_W_EXITED && w->exit_code == 0 && w->term_signal <= 0 &&
+		    !w->stopped)
+			return true;
+		if (w->state == AGENT_W_RUNNING && w->proc.running &&
+		    worker_proc_progress(&w->proc, &p) == 0 &&
+		    (p.phase == DDP_PHASE_FINAL || p.phase == DDP_PHASE_SHUTDOWN))
+			return true;
+	}
+	return false;
+}
+
 void agent_grow(struct agent *ag)
 {
 	if (ag->state != AGENT_RUNNING || ag->next != AGENT_NEXT_NONE || !agent_inplace_ready(ag))
 		return;
+	if (agent_workers_finishing(ag)) {
+		log_info("a replacement is ready to re-form, but this node's workers are past the "
+			 "job's last step: no round is asked for it");
+		agent_inplace_release(ag);
+		return;
+	}
 	if (rdzv_grow(ag->rdzv) != 0) {
 		log_warn("a replacement is ready to re-form but no new round can be asked now; it "
 			 "joins the next one");

@@ -91,18 +91,45 @@ char **agent_worker_argv(struct agent_worker *w, char *parent, char *local_rank_
 	return v;
 }
 
+/* A worker started outside the rounds has no rank in the round now held:
+ * it is told one past the round's (the round's world size plus its place
+ * among this node's workers outside), in a world that counts them, so that
+ * RANK < WORLD_SIZE holds for a program that checks before it waits for
+ * its round (DDP_AWAIT_ROUND). In a round: its rank and the round's world. */
+static void agent_env_rank(const struct agent_worker *w, int *rank, int *world)
+{
+	const struct agent *ag = w->ag;
+	int before = 0, outside = 0;
+
+	*rank = w->rank;
+	*world = ag->round.world_size;
+	if (w->state != AGENT_W_AWAITING)
+		return;
+	for (int i = 0; i < ag->nproc; i++) {
+		if (ag->w[i].state != AGENT_W_AWAITING)
+			continue;
+		outside++;
+		before += ag->w[i].local_rank < w->local_rank;
+	}
+	*rank = ag->round.world_size + before;
+	*world = ag->round.world_size + outside;
+}
+
 int agent_worker_env(struct agent_worker *w, char ***env)
 {
 	struct agent *ag = w->ag;
+	int rank, world;
+
+	agent_env_rank(w, &rank, &world);
 	struct worker_env_spec s = {
-	    .rank = w->rank,
+	    .rank = rank,
 	    .local_rank = w->local_rank,
-	    .world_size = ag->round.world_size,
+	    .world_size = world,
 	    .local_world_size = ag->round_local > 0 ? ag->round_local : ag->nproc,
 	    .group_rank = ag->round.group_rank,
 	    .group_world_size = ag->round.group_world_size,
-	    .role_rank = w->rank,
-	    .role_world_size = ag->round.world_size,
+	    .role_rank = rank,
+	    .role_world_size = world,
 	    .role_name = ag->o->role,
 	    .master_addr = ag->round.master_addr,
 	    .master_port = ag->round.master_port,
