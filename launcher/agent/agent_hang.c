@@ -25,8 +25,7 @@ static int64_t wall_ms(void)
 
 /* ---- judging ---- */
 
-/* Local worker i as the host shows it now. */
-static struct agent_hang_worker worker_of(const struct agent_hang *h, int i)
+struct agent_hang_worker agent_hang_worker_of(const struct agent_hang *h, int i)
 {
 	struct agent_hang_worker w = {0};
 
@@ -47,7 +46,7 @@ static void view_of(struct agent_hang *h, int i, uint64_t now, struct hang_view 
 
 	memset(v, 0, sizeof(*v));
 	v->node = h->host.round->group_rank;
-	v->rank = worker_of(h, i).rank;
+	v->rank = agent_hang_worker_of(h, i).rank;
 	v->pid = t->pid;
 	v->page = *p;
 	if (p->phase == DDP_PHASE_COLLECTIVE)
@@ -120,7 +119,7 @@ static uint32_t next_op(struct agent_hang *h, uint64_t seq)
 static void name_local(struct agent_hang *h, int i, const struct hang_view *v,
 		       const struct hang_judgement *j, uint64_t now)
 {
-	struct agent_hang_worker w = worker_of(h, i);
+	struct agent_hang_worker w = agent_hang_worker_of(h, i);
 	struct summary_hang sh = {
 	    .time_ms = wall_ms(),
 	    .round = v->page.round,
@@ -205,7 +204,7 @@ static void say_waiting(struct agent_hang *h, const struct hang_view *v)
 static bool all_resizable(const struct agent_hang *h)
 {
 	for (int i = 0; i < h->host.nproc; i++) {
-		const struct worker_proc *p = worker_of(h, i).proc;
+		const struct worker_proc *p = agent_hang_worker_of(h, i).proc;
 
 		if (p->running && !p->resizable)
 			return false;
@@ -264,7 +263,7 @@ static void ask_alive(struct agent_hang *h, const struct hang_view *v,
 static bool rank_is_local(const struct agent_hang *h, int rank)
 {
 	for (int i = 0; i < h->host.nproc; i++)
-		if (worker_of(h, i).rank == rank)
+		if (agent_hang_worker_of(h, i).rank == rank)
 			return true;
 	return false;
 }
@@ -349,7 +348,7 @@ static void on_tick(uv_timer_t *timer)
 	if (now < h->quiet_until)
 		return;
 	for (int i = 0; i < h->host.nproc; i++) {
-		struct agent_hang_worker w = worker_of(h, i);
+		struct agent_hang_worker w = agent_hang_worker_of(h, i);
 		struct agent_hang_track *t = &h->t[i];
 		struct ddp_progress p;
 		int rc;

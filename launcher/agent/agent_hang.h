@@ -213,6 +213,9 @@ bool agent_hang_rare_finished(struct agent_hang *h, int i, const struct hang_vie
 /* Fills v->ps and v->wchan from /proc for v->pid. */
 void agent_hang_read_proc(struct hang_view *v);
 
+/* Local worker i as the host shows it now (host.worker). */
+struct agent_hang_worker agent_hang_worker_of(const struct agent_hang *h, int i);
+
 /* Learns from one consistent read of worker track t's page
  * (agent_hang_learn.c): the deadline's samples, then t->page = *p. */
 void agent_hang_learn(struct agent_hang *h, struct agent_hang_track *t,

@@ -117,12 +117,12 @@ static void peers(struct agent_hang *h, int i, const struct hang_view *v, struct
 	int64_t now_ms = wall_ms();
 
 	for (int k = 0; k < h->host.nproc; k++) {
-		struct agent_hang_worker w = {0};
+		struct agent_hang_worker w;
 		struct ddp_progress p;
 
 		if (k == i)
 			continue;
-		h->host.worker(h->host.arg, k, &w);
+		w = agent_hang_worker_of(h, k);
 		if (!w.proc)
 			continue;
 		if (!w.proc->running) {

@@ -13,14 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static struct agent_hang_worker worker_of(const struct agent_hang *h, int i)
-{
-	struct agent_hang_worker w = {0};
-
-	h->host.worker(h->host.arg, i, &w);
-	return w;
-}
-
 /* Whether (ref, node)'s line was printed here; marks it so. */
 static bool said(struct agent_hang *h, const struct hang_ref *ref, int node)
 {
@@ -90,7 +82,7 @@ void agent_hang_waiters_tell(struct agent_hang *h, const struct summary_hang *sh
 
 	for (int i = 0; h->t && i < h->host.nproc && n < HANG_WAITERS_MAX; i++) {
 		const struct agent_hang_track *t = &h->t[i];
-		struct agent_hang_worker aw = worker_of(h, i);
+		struct agent_hang_worker aw = agent_hang_worker_of(h, i);
 		struct ddp_progress fresh;
 		const struct ddp_progress *cur = t->have ? &t->page : NULL;
 
@@ -142,14 +134,14 @@ void agent_hang_waiters_append(struct agent_hang *h, uint64_t now, int except, c
 		if (t->page.waiting_on >= 0)
 			k = snprintf(line + n, len - n,
 				     "; rank %d waits on rank %d in %s #%" PRIu64 " for %.2f s",
-				     worker_of(h, i).rank, t->page.waiting_on,
+				     agent_hang_worker_of(h, i).rank, t->page.waiting_on,
 				     hang_op_name(t->page.op), t->page.seq,
 				     secs_since(now, t->page.entered_ns));
 		else
 			k = snprintf(line + n, len - n,
 				     "; rank %d waits in %s #%" PRIu64 " for %.2f s",
-				     worker_of(h, i).rank, hang_op_name(t->page.op), t->page.seq,
-				     secs_since(now, t->page.entered_ns));
+				     agent_hang_worker_of(h, i).rank, hang_op_name(t->page.op),
+				     t->page.seq, secs_since(now, t->page.entered_ns));
 		if (k < 0)
 			break;
 		n += (size_t)k;

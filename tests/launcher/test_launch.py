@@ -389,6 +389,20 @@ def children(pid):
         return []
 
 
+def job_cgroup(proc):
+    """The cgroup a launcher started with DDP_LOG_LEVEL=debug says its
+    workers run in, read from its stderr up to that line (bounded by the
+    test's timeout), or None with what it said when it has none: (path or
+    None, text read)."""
+    seen = ""
+    for line in proc.stderr:
+        seen += line
+        if "the workers run in cgroup" in line or "no cgroup for the job" in line:
+            break
+    m = re.search(r"the workers run in cgroup '([^']+)'", seen)
+    return (m.group(1) if m else None), seen
+
+
 def descendants(pid):
     """Every process under pid now (a launcher's guards, their workers)."""
     found, todo = [], [pid]
@@ -475,14 +489,9 @@ class Leftovers(LaunchCase):
             self.skipTest("cannot make a PID namespace here: %s" % probe.stderr.decode())
         ours = self.start(["--nproc_per_node=1", "/bin/sleep", "3"],
                           env={"DDP_LOG_LEVEL": "debug"})
-        seen = ""
-        for line in ours.stderr:  # bounded by the test's timeout
-            seen += line
-            if "the workers run in cgroup" in line or "no cgroup for the job" in line:
-                break
-        if "the workers run in cgroup" not in seen:
+        cgroup, seen = job_cgroup(ours)
+        if not cgroup:
             self.skipTest("no cgroup for jobs on this machine: " + seen)
-        cgroup = re.search(r"the workers run in cgroup '([^']+)'", seen).group(1)
 
         def populated():
             with open(os.path.join(cgroup, "cgroup.procs")) as f:
@@ -697,15 +706,9 @@ class StaleCgroups(LaunchCase):
                                  env=dict(os.environ, DDP_LOG_LEVEL="debug", **self.env()),
                                  preexec_fn=enter)
             self.procs.append(a)
-            seen = ""
-            for line in a.stderr:  # bounded by the test's timeout
-                seen += line
-                if "the workers run in cgroup" in line or "no cgroup for the job" in line:
-                    break
-            m = re.search(r"the workers run in cgroup '([^']+)'", seen)
-            if not m:
+            job, seen = job_cgroup(a)
+            if not job:
                 self.skipTest("no cgroup for jobs here: " + seen)
-            job = m.group(1)
             lock = "/dev/shm/ddplaunch-cgroup-%s.lock" % os.path.basename(job)[10:]
             self.assertTrue(os.path.dirname(job) == parent, job)
 
@@ -752,15 +755,9 @@ class StaleCgroups(LaunchCase):
         # 26991274, in a CI running tests side by side).
         p = self.start(["--nproc_per_node=2", "/bin/sleep", "100"],
                        env={"DDP_LOG_LEVEL": "debug"})
-        seen = ""
-        for line in p.stderr:  # bounded by the test's timeout
-            seen += line
-            if "the workers run in cgroup" in line or "no cgroup for the job" in line:
-                break
-        m = re.search(r"the workers run in cgroup '([^']+)'", seen)
-        if not m:
+        job, seen = job_cgroup(p)
+        if not job:
             self.skipTest("no cgroup for jobs here: " + seen)
-        job = m.group(1)
         pages = job_pages(p.pid, self.dir, 2)
         procs = descendants(p.pid)
         for pid in children(p.pid):  # the guards

@@ -365,24 +365,24 @@ static void ddp_chan_abort(void *ctx)
 
 static void ddp_unbuild(struct ddp_ctx *ctx);
 
+static void setenv_int(const char *name, int value)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%d", value);
+	setenv(name, v, 1);
+}
+
 /* The round's membership into the environment, for the program (and its
  * children) to read as if it had been started in it. */
 static void ddp_export_round(const struct ddp_ctx *ctx, const struct ddp_round *r)
 {
-	char v[32];
-
-	snprintf(v, sizeof(v), "%d", ctx->rank);
-	setenv("RANK", v, 1);
-	snprintf(v, sizeof(v), "%d", ctx->world_size);
-	setenv("WORLD_SIZE", v, 1);
-	snprintf(v, sizeof(v), "%d", ctx->local_world_size);
-	setenv("LOCAL_WORLD_SIZE", v, 1);
-	snprintf(v, sizeof(v), "%d", r->group_rank);
-	setenv("GROUP_RANK", v, 1);
-	snprintf(v, sizeof(v), "%d", r->group_world_size);
-	setenv("GROUP_WORLD_SIZE", v, 1);
-	snprintf(v, sizeof(v), "%d", r->round);
-	setenv("DDP_ROUND", v, 1);
+	setenv_int("RANK", ctx->rank);
+	setenv_int("WORLD_SIZE", ctx->world_size);
+	setenv_int("LOCAL_WORLD_SIZE", ctx->local_world_size);
+	setenv_int("GROUP_RANK", r->group_rank);
+	setenv_int("GROUP_WORLD_SIZE", r->group_world_size);
+	setenv_int("DDP_ROUND", r->round);
 	unsetenv("DDP_AWAIT_ROUND");
 }
 

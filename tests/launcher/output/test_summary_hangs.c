@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "summary.h"
+#include "summary_written.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -18,22 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* summary.json of s, read back; the caller decrefs. */
-static json_t *written(const struct summary *s)
-{
-	char path[] = "/tmp/ddplaunch_test_hangsXXXXXX";
-	int fd = mkstemp(path);
-	json_t *root;
-
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(summary_write_json(s, path, 0, 1, 0), 0);
-	root = json_load_file(path, 0, NULL);
-	unlink(path);
-	assert_non_null(root);
-	return root;
-}
 
 static struct summary_waiter waiter(int node, int rank, int on, const char *state, double for_s)
 {
@@ -71,7 +56,7 @@ static void test_waiters_of_every_node(void **state)
 	assert_int_equal(summary_add_waiters(&s, 4, 3, 812, 0, n0, 2), 0);
 	assert_int_equal(summary_add_waiters(&s, 4, 3, 812, 1, n1b, 1), 0); /* said again */
 	assert_int_equal(summary_add_waiters(&s, 4, 3, 813, 2, n0, 2), -ENOENT);
-	root = written(&s);
+	root = summary_written(&s);
 	hangs = json_object_get(root, "hangs");
 	assert_int_equal(json_array_size(hangs), 2);
 	ws = at(hangs, 0, "waiters");

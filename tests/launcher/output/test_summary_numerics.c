@@ -10,26 +10,11 @@
 #include <cmocka.h>
 
 #include "summary.h"
+#include "summary_written.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-/* summary.json of s, read back; the caller decrefs. */
-static json_t *written(const struct summary *s)
-{
-	char path[] = "/tmp/ddplaunch_test_numXXXXXX";
-	int fd = mkstemp(path);
-	json_t *root;
-
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(summary_write_json(s, path, 0, 1, 0), 0);
-	root = json_load_file(path, 0, NULL);
-	unlink(path);
-	assert_non_null(root);
-	return root;
-}
 
 static void test_none_is_null(void **state)
 {
@@ -38,7 +23,7 @@ static void test_none_is_null(void **state)
 
 	(void)state;
 	summary_init(&s);
-	root = written(&s);
+	root = summary_written(&s);
 	assert_true(json_is_null(json_object_get(root, "numerics")));
 	json_decref(root);
 	summary_release(&s);
@@ -53,7 +38,7 @@ static void test_worst_kept(void **state)
 	summary_init(&s);
 	summary_note_numerics(&s, 2, SUMMARY_PROMISE_KEPT, "OpenBLAS kernel Haswell");
 	summary_note_numerics(&s, 0, SUMMARY_PROMISE_KEPT, "another");
-	root = written(&s);
+	root = summary_written(&s);
 	n = json_object_get(root, "numerics");
 	assert_string_equal(json_string_value(json_object_get(n, "promise")), "kept");
 	assert_int_equal(json_integer_value(json_object_get(n, "rank")), 2);
@@ -63,7 +48,7 @@ static void test_worst_kept(void **state)
 	json_decref(root);
 	summary_note_numerics(&s, 1, SUMMARY_PROMISE_REFUSED, "rank 1 uses ...");
 	summary_note_numerics(&s, 0, SUMMARY_PROMISE_DROPPED, "not kept");
-	root = written(&s);
+	root = summary_written(&s);
 	n = json_object_get(root, "numerics");
 	assert_string_equal(json_string_value(json_object_get(n, "promise")), "refused");
 	assert_int_equal(json_integer_value(json_object_get(n, "rank")), 1);

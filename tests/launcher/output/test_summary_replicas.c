@@ -11,27 +11,12 @@
 #include <cmocka.h>
 
 #include "summary.h"
+#include "summary_written.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-/* summary.json of s, read back; the caller decrefs. */
-static json_t *written(const struct summary *s)
-{
-	char path[] = "/tmp/ddplaunch_test_repXXXXXX";
-	int fd = mkstemp(path);
-	json_t *root;
-
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(summary_write_json(s, path, 0, 1, 0), 0);
-	root = json_load_file(path, 0, NULL);
-	unlink(path);
-	assert_non_null(root);
-	return root;
-}
 
 /* Rank `rank` healed after `step`, told by `tellers` workers. */
 static void tell(struct summary *s, int step, int rank, int tellers)
@@ -54,7 +39,7 @@ static void test_kept_once(void **state)
 	tell(&s, 5, 1, 8);
 	tell(&s, 5, 2, 8);
 	tell(&s, 6, 1, 8);
-	root = written(&s);
+	root = summary_written(&s);
 	a = json_object_get(root, "replicas");
 	assert_int_equal(json_array_size(a), 3);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 1), "tensor")),
@@ -78,7 +63,7 @@ static void test_bounded(void **state)
 		tell(&s, step, 3, 4);
 	assert_int_equal(s.nreplicas, SUMMARY_REPLICAS_MAX);
 	assert_int_equal(s.replicas_more, steps - SUMMARY_REPLICAS_MAX);
-	root = written(&s);
+	root = summary_written(&s);
 	assert_int_equal(json_array_size(json_object_get(root, "replicas")), SUMMARY_REPLICAS_MAX);
 	assert_int_equal(json_integer_value(json_object_get(root, "replicas_more")),
 			 steps - SUMMARY_REPLICAS_MAX);

@@ -11,28 +11,13 @@
 #include <cmocka.h>
 
 #include "summary.h"
+#include "summary_written.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-/* summary.json of s, read back; the caller decrefs. */
-static json_t *written(const struct summary *s)
-{
-	char path[] = "/tmp/ddplaunch_test_strXXXXXX";
-	int fd = mkstemp(path);
-	json_t *root;
-
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(summary_write_json(s, path, 0, 1, 0), 0);
-	root = json_load_file(path, 0, NULL);
-	unlink(path);
-	assert_non_null(root);
-	return root;
-}
 
 /* One line told by `tellers` workers. */
 static void tell(struct summary *s, int step, int rank, int node, int cause, double slower,
@@ -67,7 +52,7 @@ static void test_named_cleared(void **state)
 	tell(&s, 60, 2, 1, 2, 3.5, 4);	/* rank 2 named for its link, never cleared */
 	assert_int_equal(s.stragglers_named[1], 1);
 	assert_int_equal(s.stragglers_named[2], 1);
-	root = written(&s);
+	root = summary_written(&s);
 	a = json_object_get(root, "stragglers");
 	assert_int_equal(json_array_size(a), 2);
 	assert_int_equal(json_integer_value(field(a, 0, "step")), 40);
@@ -118,7 +103,7 @@ static void test_bounded(void **state)
 	assert_int_equal(s.nstragglers, SUMMARY_STRAGGLERS_MAX);
 	assert_int_equal(s.stragglers_more, flaps - SUMMARY_STRAGGLERS_MAX);
 	assert_int_equal(s.stragglers_named[1], flaps);
-	root = written(&s);
+	root = summary_written(&s);
 	assert_int_equal(json_array_size(json_object_get(root, "stragglers")),
 			 SUMMARY_STRAGGLERS_MAX);
 	assert_int_equal(json_integer_value(json_object_get(root, "stragglers_more")),
